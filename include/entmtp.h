@@ -1,0 +1,503 @@
+/*
+ * entmtp.h - EntMTP: speculative decoding with multi-token-prediction heads,
+ * tree attention, typical acceptance and a per-step tree scheduler.
+ *
+ * This is the only header a user includes. C11, usable from C++.
+ *
+ * Conventions a caller must know
+ * ------------------------------
+ * - Every function that can fail returns an entmtp_status. On failure the
+ *   calling thread's last-error message (entmtp_last_error()) names what was
+ *   wrong: the file, tensor, field, index or value. Output parameters are left
+ *   untouched (or set to NULL for handles) on failure.
+ * - Handles are opaque. Whoever receives a handle from a create or load call owns it
+ *   and releases it with the matching _free function, which accepts NULL.
+ * - Parameter structs start with `struct_size`. Always initialise them with the
+ *   matching entmtp_*_default_params() function and then change fields; the
+ *   library reads only the first struct_size bytes, so a program compiled
+ *   against an older header keeps working with a newer library.
+ * - Thread-safety: a model and a bank are immutable after loading/building and
+ *   may be shared by any number of sessions on any number of threads (adding a
+ *   tree to a bank that a running session uses is not allowed). A session and a
+ *   policy are single-threaded objects: use each from one thread at a time.
+ *   entmtp_last_error() is per thread.
+ * - Tokens are int32_t ids of the model's vocabulary. Out-of-range ids are an
+ *   error (ENTMTP_ERR_OUT_OF_RANGE), never undefined behaviour.
+ *
+ * Stability: everything above the "EXPERIMENTAL" marker is the stable ABI
+ * (SONAME libentmtp.so.ENTMTP_ABI_VERSION). Functions below the marker may change
+ * between minor versions; they are still exported and still checked for errors.
+ */
+#ifndef ENTMTP_H
+#define ENTMTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+#define ENTMTP_VERSION_MAJOR 0
+#define ENTMTP_VERSION_MINOR 1
+#define ENTMTP_VERSION_PATCH 0
+#define ENTMTP_VERSION_NUMBER \
+    (ENTMTP_VERSION_MAJOR * 10000 + ENTMTP_VERSION_MINOR * 100 + ENTMTP_VERSION_PATCH)
+/* The ABI major version: the number in the SONAME (libentmtp.so.0). */
+#define ENTMTP_ABI_VERSION 0
+
+#if defined(_WIN32)
+#  if defined(ENTMTP_BUILDING_LIBRARY)
+#    define ENTMTP_API __declspec(dllexport)
+#  else
+#    define ENTMTP_API
+#  endif
+#elif defined(__GNUC__) || defined(__clang__)
+#  define ENTMTP_API __attribute__((visibility("default")))
+#else
+#  define ENTMTP_API
+#endif
+
+/* Runtime version: ENTMTP_VERSION_NUMBER of the library actually loaded. */
+ENTMTP_API unsigned entmtp_version_number(void);
+/* "MAJOR.MINOR.PATCH", static storage. */
+ENTMTP_API const char *entmtp_version_string(void);
+
+/* ----------------------------------------------------------------- status */
+
+typedef enum entmtp_status {
+    ENTMTP_OK = 0,
+    ENTMTP_ERR_INVALID_ARGUMENT = 1, /* NULL pointer, bad size, bad flag value */
+    ENTMTP_ERR_OUT_OF_MEMORY = 2,
+    ENTMTP_ERR_IO = 3,               /* cannot open/read/write/map a file */
+    ENTMTP_ERR_FORMAT = 4,           /* file present but malformed or corrupt */
+    ENTMTP_ERR_UNSUPPORTED = 5,      /* valid input we do not support (arch, dtype) */
+    ENTMTP_ERR_INVALID_TREE = 6,     /* tree choices fail validation */
+    ENTMTP_ERR_INVALID_CONFIG = 7,   /* policy/session/bank settings inconsistent */
+    ENTMTP_ERR_OUT_OF_RANGE = 8,     /* index or token id outside its range */
+    ENTMTP_ERR_KV_FULL = 9,          /* KV cache capacity reached */
+    ENTMTP_ERR_MISMATCH = 10,        /* heads/bank do not fit the model */
+    ENTMTP_ERR_BACKEND = 11,         /* backend (CUDA) unavailable or failed */
+    ENTMTP_ERR_CALLBACK = 12,        /* a user callback reported failure */
+    ENTMTP_ERR_STATE = 13,           /* call not valid in the object's state */
+    ENTMTP_ERR_NOT_FOUND = 14,       /* named object (tree, key) does not exist */
+    ENTMTP_ERR_BUFFER_TOO_SMALL = 15 /* output buffer too small; size reported */
+} entmtp_status;
+
+/* Short English name of a status code ("ENTMTP_ERR_FORMAT: malformed file"). */
+ENTMTP_API const char *entmtp_status_string(entmtp_status status);
+/* Message of the last failing call on this thread ("" if none). The pointer
+ * stays valid until the next failing call on the same thread. */
+ENTMTP_API const char *entmtp_last_error(void);
+/* Clear this thread's last-error message. */
+ENTMTP_API void entmtp_clear_error(void);
+
+/* ----------------------------------------------------------------- limits */
+
+#define ENTMTP_MAX_HEADS 16      /* drafting depth limit (heads per model) */
+#define ENTMTP_MAX_LADDER 16     /* trees in a threshold ladder */
+#define ENTMTP_MAX_STOP_TOKENS 8
+
+/* ================================================================= model */
+
+typedef struct entmtp_model entmtp_model;
+
+typedef enum entmtp_backend {
+    ENTMTP_BACKEND_AUTO = 0, /* CUDA when a usable GPU and the CUDA plugin exist, else CPU */
+    ENTMTP_BACKEND_CPU = 1,
+    ENTMTP_BACKEND_CUDA = 2
+} entmtp_backend;
+
+/* Progress of long operations; fraction in [0,1]. Return non-zero to cancel
+ * (the operation then fails with ENTMTP_ERR_CALLBACK). */
+typedef int (*entmtp_progress_fn)(float fraction, const char *what, void *user_data);
+
+typedef struct entmtp_model_params {
+    size_t struct_size;
+    entmtp_backend backend;      /* default ENTMTP_BACKEND_AUTO */
+    int32_t n_threads;           /* CPU threads; 0 = all online cores */
+    int32_t device;              /* CUDA device ordinal, default 0 */
+    entmtp_progress_fn progress; /* may be NULL */
+    void *progress_user_data;
+} entmtp_model_params;
+
+ENTMTP_API entmtp_model_params entmtp_model_default_params(void);
+
+/* Load a Llama-family model: a GGUF file, or a Hugging Face directory holding
+ * config.json and model.safetensors (or model.safetensors.index.json shards).
+ * The file is memory-mapped and converted for the chosen backend. Any
+ * structural problem is ENTMTP_ERR_FORMAT naming file and tensor; an
+ * unsupported architecture is ENTMTP_ERR_UNSUPPORTED. `params` may be NULL. */
+ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_params *params,
+                                           entmtp_model **out_model);
+/* Frees the model. All sessions using it must have been freed first. */
+ENTMTP_API void entmtp_model_free(entmtp_model *model);
+
+typedef struct entmtp_model_info {
+    size_t struct_size;
+    char architecture[32];  /* "llama" */
+    char name[128];         /* general.name or directory name */
+    int32_t vocab_size;
+    int32_t hidden_size;
+    int32_t intermediate_size;
+    int32_t n_layers;
+    int32_t n_heads;
+    int32_t n_kv_heads;
+    int32_t head_dim;
+    int32_t context_length;
+    float rope_theta;
+    float rms_norm_eps;
+    int32_t tied_embeddings;    /* 1 when lm_head shares the token embedding */
+    int32_t bos_token;          /* -1 if none */
+    int32_t eos_token;          /* -1 if none */
+    int64_t n_params;
+    entmtp_backend backend;     /* backend actually in use (never AUTO) */
+} entmtp_model_info;
+
+ENTMTP_API entmtp_status entmtp_model_get_info(const entmtp_model *model, entmtp_model_info *out);
+
+/* Text -> tokens with the model's own tokenizer. `parse_special` lets special
+ * token text such as "<|im_start|>" map to its id. When `capacity` is too
+ * small, returns ENTMTP_ERR_BUFFER_TOO_SMALL and sets *n_tokens to the size
+ * needed. `text` is UTF-8 of length `text_len` (-1: NUL-terminated). */
+ENTMTP_API entmtp_status entmtp_tokenize(const entmtp_model *model, const char *text,
+                                         int64_t text_len, int add_bos, int parse_special,
+                                         int32_t *tokens, int32_t capacity, int32_t *n_tokens);
+/* Tokens -> UTF-8 text (NUL-terminated when it fits). Same BUFFER_TOO_SMALL
+ * protocol: *text_len receives the length needed, excluding the NUL. */
+ENTMTP_API entmtp_status entmtp_detokenize(const entmtp_model *model, const int32_t *tokens,
+                                           int32_t n_tokens, char *text, size_t capacity,
+                                           size_t *text_len);
+/* Formats a single-turn chat prompt with the model's chat template (system
+ * prompt may be NULL for the template's default). Same buffer protocol. */
+ENTMTP_API entmtp_status entmtp_chat_prompt(const entmtp_model *model, const char *system_prompt,
+                                            const char *user_message, char *text, size_t capacity,
+                                            size_t *text_len);
+/* 1 when the token ends generation (eos, eot, im_end...), else 0. */
+ENTMTP_API int entmtp_token_is_eog(const entmtp_model *model, int32_t token);
+
+/* ================================================================= heads */
+
+typedef struct entmtp_heads entmtp_heads;
+
+typedef enum entmtp_heads_kind {
+    ENTMTP_HEADS_MEDUSA = 1, /* independent ResBlock heads on the last hidden state */
+    ENTMTP_HEADS_HYDRA = 2   /* head d also sees the tokens drafted before it */
+} entmtp_heads_kind;
+
+/* Load MTP heads for `model` from a safetensors file in the Medusa or Hydra
+ * checkpoint layout (detected from tensor names). Heads without lm_head
+ * weights share the model's lm_head. The model must outlive the heads. A
+ * hidden size or vocabulary that differs from the model's is ENTMTP_ERR_MISMATCH. */
+ENTMTP_API entmtp_status entmtp_heads_load(entmtp_model *model, const char *path,
+                                           entmtp_heads **out_heads);
+ENTMTP_API void entmtp_heads_free(entmtp_heads *heads);
+
+typedef struct entmtp_heads_info {
+    size_t struct_size;
+    entmtp_heads_kind kind;
+    int32_t n_heads;        /* drafting depth the heads support */
+    int32_t n_layers;       /* ResBlocks per head */
+    int32_t shares_lm_head; /* 1 when the base lm_head is reused */
+} entmtp_heads_info;
+
+ENTMTP_API entmtp_status entmtp_heads_get_info(const entmtp_heads *heads, entmtp_heads_info *out);
+
+/* ================================================================== bank */
+
+/* A TopologyBank: a list of draft trees compiled into verifier buffers.
+ * Selecting a tree is an index change; nothing is compiled at step time. */
+typedef struct entmtp_bank entmtp_bank;
+
+typedef struct entmtp_bank_params {
+    size_t struct_size;
+    int32_t max_depth; /* deepest allowed path (= heads available); default 16 */
+    int32_t topk;      /* candidates per head: ranks must be < topk; default 10 */
+    int32_t max_nodes; /* nodes per tree including the root; default 256 */
+} entmtp_bank_params;
+
+ENTMTP_API entmtp_bank_params entmtp_bank_default_params(void);
+/* `params` may be NULL (defaults). */
+ENTMTP_API entmtp_status entmtp_bank_create(const entmtp_bank_params *params, entmtp_bank **out_bank);
+ENTMTP_API void entmtp_bank_free(entmtp_bank *bank);
+
+/* Compile a tree given in the Medusa "choices" encoding and append it.
+ * Path i is ranks[offset_i .. offset_i + path_lengths[i]) where offset_i is the
+ * sum of the previous lengths. Paths may come in any order. Validation: every
+ * prefix of a path present, no duplicates, ranks in [0, topk), depth <=
+ * max_depth, nodes <= max_nodes, name unique and non-empty. Failure is
+ * ENTMTP_ERR_INVALID_TREE (message names the offending path) and leaves the
+ * bank unchanged. *out_index (may be NULL) receives the tree's index. */
+ENTMTP_API entmtp_status entmtp_bank_add_tree(entmtp_bank *bank, const char *name,
+                                              const int32_t *ranks, const int32_t *path_lengths,
+                                              int32_t n_paths, int32_t *out_index);
+/* Same, with choices as JSON text: [[0],[0,0],[1],...] (an empty list [] is
+ * the root-only tree, i.e. plain autoregressive decoding). */
+ENTMTP_API entmtp_status entmtp_bank_add_tree_json(entmtp_bank *bank, const char *name,
+                                                   const char *choices_json, int32_t *out_index);
+/* Built-in trees: "medusa_vicuna_7b_stage2" (Medusa default), "mc_sim_7b_63"
+ * (the 63-node Medusa tree, also Hydra's default), "hydra_default" (alias of
+ * mc_sim_7b_63), "chain_1".."chain_5" (single path), "ar" (root only). */
+ENTMTP_API entmtp_status entmtp_bank_add_builtin(entmtp_bank *bank, const char *builtin_name,
+                                                 int32_t *out_index);
+/* Name of built-in tree i, NULL when i is past the end. */
+ENTMTP_API const char *entmtp_builtin_tree_name(int32_t i);
+
+/* Bank files are JSON: {"trees":[{"name":..,"choices":[[..]..],
+ * "nodes":N,"depth":D,"mean_accept_length":x,"tokens_per_second":y}, ...],
+ * "policy":{...}}; see docs/bank-format.md. `params` may be NULL. */
+ENTMTP_API entmtp_status entmtp_bank_load(const char *path, const entmtp_bank_params *params,
+                                          entmtp_bank **out_bank);
+ENTMTP_API entmtp_status entmtp_bank_save(const entmtp_bank *bank, const char *path);
+
+ENTMTP_API int32_t entmtp_bank_size(const entmtp_bank *bank);
+ENTMTP_API entmtp_status entmtp_bank_find(const entmtp_bank *bank, const char *name,
+                                          int32_t *out_index);
+
+typedef struct entmtp_tree_info {
+    size_t struct_size;
+    const char *name;         /* owned by the bank */
+    int32_t n_nodes;          /* including the root */
+    int32_t depth;            /* longest path length (root excluded) */
+    int32_t n_paths;          /* number of choices */
+    int32_t n_leaves;         /* rows of retrieve_indices */
+    float mean_accept_length; /* measured figure, 0 if unknown */
+    float tokens_per_second;  /* measured figure, 0 if unknown */
+} entmtp_tree_info;
+
+ENTMTP_API entmtp_status entmtp_bank_tree_info(const entmtp_bank *bank, int32_t index,
+                                               entmtp_tree_info *out);
+/* Record measured figures for tree `index` (kept by entmtp_bank_save). */
+ENTMTP_API entmtp_status entmtp_bank_set_figures(entmtp_bank *bank, int32_t index,
+                                                 float mean_accept_length, float tokens_per_second);
+
+/* The compiled verifier buffers of a tree, in the layout of the public Medusa
+ * reference (generate_medusa_buffers). Pointers are owned by the bank and
+ * stay valid until the bank is freed. */
+typedef struct entmtp_tree_buffers {
+    size_t struct_size;
+    int32_t n_nodes;                 /* N, root included */
+    int32_t depth;                   /* D */
+    int32_t topk;                    /* stride used by tree_indices */
+    const uint8_t *attn_mask;        /* N*N row-major; [i][j]=1 when j is i or an ancestor */
+    const int32_t *tree_indices;     /* N; index into [root, head0 top-k, head1 top-k, ...] */
+    const int32_t *position_ids;     /* N; depth of each node */
+    const int32_t *retrieve_indices; /* n_leaves * (D+1), padded with -1 */
+    int32_t n_leaves;
+    const int32_t *parents;          /* N; parent node index, -1 for the root */
+    const int32_t *node_ranks;       /* N; child rank of each node, -1 for the root */
+} entmtp_tree_buffers;
+
+ENTMTP_API entmtp_status entmtp_bank_tree_buffers(const entmtp_bank *bank, int32_t index,
+                                                  entmtp_tree_buffers *out);
+
+/* ================================================================ policy */
+
+/* Features of the current position, computed from logits the step already
+ * has. Passed to a policy's select(). */
+typedef struct entmtp_features {
+    size_t struct_size;
+    float p0;                         /* base model top-1 probability */
+    int32_t n_heads;                  /* valid entries in head_p and g */
+    float head_p[ENTMTP_MAX_HEADS];   /* top-1 probability of head d (p1..pD) */
+    float g[ENTMTP_MAX_HEADS];        /* g_d = p0 * p1 * ... * pd */
+    float s;                          /* max(p0, g_1..g_D) */
+    float entropy;                    /* base distribution entropy, nats */
+    int32_t last_accept_length;       /* tokens emitted by the previous step (0 at start) */
+    float accept_length_ema;          /* exponential moving average of it */
+    int64_t step;                     /* steps taken in this session so far */
+} entmtp_features;
+
+/* What a step produced; passed to a policy's observe(). */
+typedef struct entmtp_outcome {
+    size_t struct_size;
+    int32_t tree_index;    /* tree used */
+    int32_t n_nodes;       /* its node count (root included) */
+    int32_t draft_length;  /* its depth (gamma in the UCB reward) */
+    int32_t accept_length; /* tokens emitted, root included (>= 1) */
+    double seconds;        /* wall time of the step */
+} entmtp_outcome;
+
+typedef enum entmtp_policy_kind {
+    ENTMTP_POLICY_STATIC = 0,     /* always one tree */
+    ENTMTP_POLICY_LADDER = 1,     /* K-1 ascending thresholds on s pick one of K trees */
+    ENTMTP_POLICY_HYSTERESIS = 2, /* EntMTP-tau: conservative/aggressive with tau_off <= tau_on */
+    ENTMTP_POLICY_UCB = 3,        /* UCB1 bandit over the whole bank */
+    ENTMTP_POLICY_CUSTOM = 4      /* caller's callbacks */
+} entmtp_policy_kind;
+
+typedef entmtp_status (*entmtp_policy_select_fn)(void *user_data, const entmtp_features *features,
+                                                 int32_t n_trees, int32_t *out_index);
+typedef void (*entmtp_policy_observe_fn)(void *user_data, const entmtp_outcome *outcome);
+typedef void (*entmtp_policy_reset_fn)(void *user_data);
+
+typedef struct entmtp_policy_config {
+    size_t struct_size;
+    entmtp_policy_kind kind;
+    /* static */
+    int32_t static_tree;                            /* default 0 */
+    /* ladder: bin b = number of thresholds t with s > t; tree = ladder_trees[b] */
+    int32_t n_thresholds;                           /* K-1, K <= ENTMTP_MAX_LADDER */
+    float thresholds[ENTMTP_MAX_LADDER - 1];        /* strictly ascending */
+    int32_t ladder_trees[ENTMTP_MAX_LADDER];        /* default: bin b -> tree b */
+    /* hysteresis */
+    float tau_on;                                   /* switch to aggressive when s > tau_on */
+    float tau_off;                                  /* back to conservative when s <= tau_off */
+    int32_t conservative_tree;                      /* default 0 */
+    int32_t aggressive_tree;                        /* default 1 */
+    /* ucb: k* = argmax mean_reward_k + exploration * sqrt(2 ln t / n_k),
+     * reward = -(1 + length_penalty * draft_length) / accept_length */
+    float ucb_exploration;                          /* default 1.0 */
+    float ucb_length_penalty;                       /* lambda_gamma, default 0.0 */
+    /* custom */
+    entmtp_policy_select_fn select;
+    entmtp_policy_observe_fn observe;               /* may be NULL */
+    entmtp_policy_reset_fn reset;                   /* may be NULL */
+    void *user_data;
+} entmtp_policy_config;
+
+typedef struct entmtp_policy entmtp_policy;
+
+ENTMTP_API entmtp_policy_config entmtp_policy_default_config(entmtp_policy_kind kind);
+/* Validates the config (thresholds ascending and finite, tau_off <= tau_on,
+ * indices >= 0, callbacks present for CUSTOM): ENTMTP_ERR_INVALID_CONFIG
+ * names the field and value. The config is copied. */
+ENTMTP_API entmtp_status entmtp_policy_create(const entmtp_policy_config *config,
+                                              entmtp_policy **out_policy);
+/* Frees a policy; a session it is attached to falls back to its default. */
+ENTMTP_API void entmtp_policy_free(entmtp_policy *policy);
+/* Checks every tree index the policy can return against a bank of n_trees. */
+ENTMTP_API entmtp_status entmtp_policy_validate(const entmtp_policy *policy, int32_t n_trees);
+/* Pick a tree for the next step. An index outside [0, n_trees) is
+ * ENTMTP_ERR_OUT_OF_RANGE (a custom callback's error is passed through). */
+ENTMTP_API entmtp_status entmtp_policy_select(entmtp_policy *policy, const entmtp_features *features,
+                                              int32_t n_trees, int32_t *out_index);
+ENTMTP_API entmtp_status entmtp_policy_observe(entmtp_policy *policy, const entmtp_outcome *outcome);
+ENTMTP_API void entmtp_policy_reset(entmtp_policy *policy);
+ENTMTP_API entmtp_policy_kind entmtp_policy_get_kind(const entmtp_policy *policy);
+/* "static", "ladder", "hysteresis", "ucb", "custom"; NULL for unknown kinds. */
+ENTMTP_API const char *entmtp_policy_kind_name(entmtp_policy_kind kind);
+ENTMTP_API entmtp_status entmtp_policy_kind_from_name(const char *name, entmtp_policy_kind *out_kind);
+/* The policy settings stored in a bank file, if any (ENTMTP_ERR_NOT_FOUND if not). */
+ENTMTP_API entmtp_status entmtp_bank_policy_config(const entmtp_bank *bank,
+                                                   entmtp_policy_kind kind,
+                                                   entmtp_policy_config *out);
+/* Store policy settings in the bank (written by entmtp_bank_save). */
+ENTMTP_API entmtp_status entmtp_bank_set_policy_config(entmtp_bank *bank,
+                                                       const entmtp_policy_config *config);
+
+/* =============================================================== session */
+
+typedef struct entmtp_session entmtp_session;
+
+typedef struct entmtp_session_params {
+    size_t struct_size;
+    int32_t kv_capacity;      /* tokens the KV cache holds; 0 = min(4096, context) */
+    float temperature;        /* 0 = greedy (lossless w.r.t. greedy AR) */
+    float epsilon;            /* typical acceptance hard threshold, default 0.09 */
+    float delta;              /* typical acceptance entropy factor, default 0.3 */
+    uint64_t seed;            /* RNG seed for temperature > 0, default 0x5eed */
+    float ema_decay;          /* accept_length_ema = d*ema + (1-d)*last; default 0.8 */
+    int32_t n_stop_tokens;    /* -1 = the model's end-of-generation tokens */
+    int32_t stop_tokens[ENTMTP_MAX_STOP_TOKENS];
+} entmtp_session_params;
+
+ENTMTP_API entmtp_session_params entmtp_session_default_params(void);
+
+/* A decoding session over `model`. `heads` and `bank` may be NULL (plain
+ * autoregressive decoding only). Both are borrowed and must outlive the
+ * session. With heads and a bank, every tree must be no deeper than the heads
+ * (ENTMTP_ERR_MISMATCH otherwise). The session starts with a static policy
+ * on tree 0. `params` may be NULL. */
+ENTMTP_API entmtp_status entmtp_session_create(entmtp_model *model, entmtp_heads *heads,
+                                               entmtp_bank *bank,
+                                               const entmtp_session_params *params,
+                                               entmtp_session **out_session);
+ENTMTP_API void entmtp_session_free(entmtp_session *session);
+
+/* Attach a policy (borrowed; NULL restores the default static policy on
+ * tree 0). Validated against the session's bank. The policy is reset. */
+ENTMTP_API entmtp_status entmtp_policy_set(entmtp_session *session, entmtp_policy *policy);
+
+/* Append prompt tokens and run them through the model. May be called again
+ * to extend the context. Empty input, out-of-range ids or a full cache are
+ * errors that leave the session unchanged. */
+ENTMTP_API entmtp_status entmtp_session_prefill(entmtp_session *session, const int32_t *tokens,
+                                               int32_t n_tokens);
+
+typedef struct entmtp_step_result {
+    size_t struct_size;
+    const int32_t *tokens;  /* emitted tokens; valid until the next call on the session */
+    int32_t n_tokens;       /* tokens emitted (may be 0 only on error) */
+    int32_t tree_index;     /* tree used (-1 for a plain AR step) */
+    int32_t n_nodes;        /* nodes verified */
+    int32_t accept_length;  /* tokens the tree accepted before truncation (>= 1) */
+    float s;                /* path value the policy saw */
+    float p0;               /* base top-1 probability */
+    float entropy;          /* base entropy (nats) */
+    double seconds;         /* wall time of the step */
+    int32_t stopped;        /* 1 when a stop token was emitted (it is the last token) */
+} entmtp_step_result;
+
+/* One draft-verify-accept cycle: draft a tree chosen by the policy with the
+ * heads, verify it in one forward pass, accept the longest acceptable path
+ * and commit its KV. Emits at most `max_tokens` tokens (<= 0: no limit) and
+ * never tokens after a stop token. When the KV cache cannot hold all accepted
+ * tokens, the ones that fit are committed and reported in *result and the
+ * call returns ENTMTP_ERR_KV_FULL; the session stays readable. Requires a
+ * prior prefill. Without heads or bank this is a plain AR step. */
+ENTMTP_API entmtp_status entmtp_step(entmtp_session *session, int32_t max_tokens,
+                                     entmtp_step_result *result);
+/* One plain autoregressive step (one token), same kernels. */
+ENTMTP_API entmtp_status entmtp_step_ar(entmtp_session *session, entmtp_step_result *result);
+
+/* Called for each emitted token batch; return non-zero to stop. */
+typedef int (*entmtp_token_fn)(const int32_t *tokens, int32_t n_tokens, void *user_data);
+
+typedef struct entmtp_session_stats {
+    size_t struct_size;
+    int64_t n_prompt_tokens;
+    int64_t n_generated;      /* tokens emitted by steps */
+    int64_t n_steps;
+    double mean_accept_length;/* n_generated / n_steps */
+    double prefill_seconds;
+    double decode_seconds;
+    double tokens_per_second; /* n_generated / decode_seconds */
+} entmtp_session_stats;
+
+/* Step (or step_ar when `autoregressive`) until a stop token, `max_tokens`
+ * tokens, a KV-full condition (returned as ENTMTP_ERR_KV_FULL after emitting
+ * what fit) or the callback asks to stop. `on_tokens` may be NULL. */
+ENTMTP_API entmtp_status entmtp_generate(entmtp_session *session, int32_t max_tokens,
+                                         int autoregressive, entmtp_token_fn on_tokens,
+                                         void *user_data);
+
+/* All tokens of the session (prompt then generated); valid until the next
+ * call that changes the session. */
+ENTMTP_API entmtp_status entmtp_session_tokens(const entmtp_session *session,
+                                               const int32_t **tokens, int32_t *n_tokens);
+ENTMTP_API entmtp_status entmtp_session_get_stats(const entmtp_session *session,
+                                                  entmtp_session_stats *out);
+/* Steps that used tree `index` since the last reset. */
+ENTMTP_API int64_t entmtp_session_tree_usage(const entmtp_session *session, int32_t index);
+/* Forget all tokens and KV; reset the attached policy and statistics. */
+ENTMTP_API void entmtp_session_reset(entmtp_session *session);
+
+/* ========================================================== EXPERIMENTAL */
+/* Everything below may change between minor versions. */
+
+/* Base-model logits (vocab_size floats) for the next token, as of the last
+ * prefill or step; owned by the session. */
+ENTMTP_API entmtp_status entmtp_session_logits(const entmtp_session *session, const float **logits,
+                                               int32_t *n_vocab);
+
+/* Features for the next step (what the policy will be shown). */
+ENTMTP_API entmtp_status entmtp_session_features(entmtp_session *session, entmtp_features *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ENTMTP_H */

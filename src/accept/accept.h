@@ -1,0 +1,60 @@
+/* Host reference of acceptance (Medusa's evaluate_posterior) and of the
+ * policy features. These are the oracle for the CPU engine and CUDA kernels. */
+#ifndef EMT_ACCEPT_H
+#define EMT_ACCEPT_H
+
+#include "common/common.h"
+
+/* Row form, exactly the reference: logits [n_rows][width][vocab] where
+ * logits[r][j] is the verifier's distribution after candidate token
+ * candidates[r][j]; candidates [n_rows][width] with column 0 the root token.
+ * Padded slots (retrieve index -1) are marked by valid[r][j] == 0 and never
+ * accepted. temperature == 0 selects greedy. Outputs: *best_row and
+ * *accept_length = number of accepted candidates after the root (0..width-1). */
+typedef struct emt_posterior_rows {
+    int32_t n_rows, width, vocab;
+    const float *logits;       /* n_rows * width * vocab */
+    const int32_t *candidates; /* n_rows * width */
+    const uint8_t *valid;      /* n_rows * width, may be NULL (all valid) */
+    float temperature, epsilon, delta;
+} emt_posterior_rows;
+
+entmtp_status emt_evaluate_posterior_rows(const emt_posterior_rows *in, int32_t *best_row,
+                                          int32_t *accept_length);
+
+/* Node form used by engines: logits per tree node [n_nodes][vocab] (the
+ * distribution after node i), node tokens (root included), and the tree's
+ * retrieve_indices [n_leaves][width] (-1 padded). Same answer as the row form. */
+typedef struct emt_posterior_nodes {
+    int32_t n_nodes, vocab;
+    const float *node_logits;     /* n_nodes * vocab */
+    const int32_t *node_tokens;   /* n_nodes */
+    int32_t n_leaves, width;
+    const int32_t *retrieve;      /* n_leaves * width */
+    float temperature, epsilon, delta;
+} emt_posterior_nodes;
+
+/* scratch: caller-provided floats of size >= n_nodes * 2 (or NULL to allocate). */
+entmtp_status emt_evaluate_posterior_nodes(const emt_posterior_nodes *in, int32_t *best_row,
+                                           int32_t *accept_length);
+
+/* Softmax statistics of one distribution at temperature 1: top-1 index and
+ * probability, entropy (nats). */
+void emt_softmax_stats(const float *logits, int32_t vocab, int32_t *top1, float *p_top1,
+                       float *entropy);
+
+/* Fill features from p0, entropy and the heads' top-1 probabilities. */
+void emt_features_fill(entmtp_features *out, float p0, float entropy, const float *head_p,
+                       int32_t n_heads, int32_t last_accept_length, float accept_length_ema,
+                       int64_t step);
+
+/* Typical-acceptance threshold for one distribution: min(eps, delta*exp(-H))
+ * where H is the entropy of softmax(logits / temperature) with the reference's
+ * +1e-5 inside the log. Also returns the probabilities if probs != NULL. */
+float emt_typical_threshold(const float *logits, int32_t vocab, float temperature, float epsilon,
+                            float delta, float *probs);
+
+/* Top-k (k <= vocab) of a vector, descending, ties to the lower index. */
+void emt_topk(const float *values, int32_t n, int32_t k, int32_t *indices, float *top_values);
+
+#endif

@@ -1,0 +1,45 @@
+/* Internal helpers shared by every layer: error reporting, checked
+ * allocation, versioned-struct copying. Never included by users. */
+#ifndef EMT_COMMON_H
+#define EMT_COMMON_H
+
+#include "entmtp.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#  define EMT_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#  define EMT_UNUSED __attribute__((unused))
+#else
+#  define EMT_PRINTF(a, b)
+#  define EMT_UNUSED
+#endif
+
+/* Record `status` with a formatted message as this thread's last error and
+ * return it: `return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor %s ...", ...);` */
+entmtp_status emt_fail(entmtp_status status, const char *fmt, ...) EMT_PRINTF(2, 3);
+/* Prefix the current last-error message ("file.gguf: " + old message). */
+void emt_error_prefix(const char *fmt, ...) EMT_PRINTF(1, 2);
+
+/* Allocation that records ENTMTP_ERR_OUT_OF_MEMORY on failure. Sizes are
+ * checked for overflow (count * size). */
+void *emt_malloc(size_t count, size_t size);
+void *emt_calloc(size_t count, size_t size);
+void *emt_realloc(void *ptr, size_t count, size_t size);
+char *emt_strdup(const char *s);
+
+/* Copy a caller's versioned struct (first field size_t struct_size) into
+ * `dst`, which the caller pre-filled with defaults: only min(src->struct_size,
+ * dst_size) bytes are taken. Fails on struct_size < sizeof(size_t). */
+entmtp_status emt_copy_versioned(void *dst, size_t dst_size, const void *src, const char *what);
+
+/* Monotonic wall clock in seconds. */
+double emt_now(void);
+
+/* Read a whole file into a NUL-terminated buffer (free()). */
+entmtp_status emt_read_file(const char *path, char **out, size_t *out_len);
+
+#endif

@@ -1,0 +1,52 @@
+/* Tensors as found in model files: a name, a dtype, a shape (outermost
+ * first, PyTorch order; GGUF's ne[] reversed) and bytes inside a mapping. */
+#ifndef EMT_TENSOR_H
+#define EMT_TENSOR_H
+
+#include "common/common.h"
+
+typedef enum emt_dtype {
+    EMT_F32 = 0,
+    EMT_F16,
+    EMT_BF16,
+    EMT_Q8_0,
+    EMT_Q4_0,
+    EMT_Q4_1,
+    EMT_I32, /* safetensors I32/I64 (not weights; readable for metadata) */
+    EMT_I64,
+    EMT_DTYPE_COUNT
+} emt_dtype;
+
+#define EMT_MAX_DIMS 4
+
+typedef struct emt_tensor {
+    const char *name;        /* owned by the file object */
+    emt_dtype dtype;
+    int32_t n_dims;
+    int64_t shape[EMT_MAX_DIMS]; /* outermost first */
+    const void *data;        /* inside the mapping */
+    size_t nbytes;
+    const char *file;        /* path of the file holding it */
+} emt_tensor;
+
+const char *emt_dtype_name(emt_dtype t);
+int64_t emt_tensor_numel(const emt_tensor *t);
+/* Bytes needed for `numel` elements of dtype (blocks for quantized types);
+ * returns 0 when numel is not a whole number of blocks. */
+size_t emt_dtype_nbytes(emt_dtype t, int64_t numel);
+
+/* Convert elements [first, first + count) of a tensor to F32. For quantized
+ * types, first and count must be multiples of 32. Checks NaN/Inf only in the
+ * block scales of quantized types (error names the tensor). */
+entmtp_status emt_tensor_to_f32(const emt_tensor *t, int64_t first, int64_t count, float *out);
+
+/* Read-only memory mapping of a whole file. */
+typedef struct emt_mapping {
+    const uint8_t *data;
+    size_t size;
+    char *path;
+} emt_mapping;
+entmtp_status emt_map_file(const char *path, emt_mapping *out);
+void emt_unmap_file(emt_mapping *m);
+
+#endif

@@ -1,0 +1,46 @@
+/* Byte-level BPE (GPT-2 family, incl. SmolLM and Llama 3) and SentencePiece
+ * BPE (Llama 2) tokenizers, built from GGUF metadata or tokenizer.json, with
+ * single-turn chat formatting. */
+#ifndef EMT_TOKENIZER_H
+#define EMT_TOKENIZER_H
+
+#include "common/common.h"
+
+typedef struct emt_tokenizer emt_tokenizer;
+
+typedef enum emt_token_type { /* GGUF tokenizer.ggml.token_type values */
+    EMT_TOKEN_NORMAL = 1, EMT_TOKEN_UNKNOWN = 2, EMT_TOKEN_CONTROL = 3,
+    EMT_TOKEN_USER_DEFINED = 4, EMT_TOKEN_UNUSED = 5, EMT_TOKEN_BYTE = 6
+} emt_token_type;
+
+typedef struct emt_tokenizer_spec {
+    const char *model;          /* "gpt2" (byte-level BPE) or "llama" (SentencePiece) */
+    const char *pre;            /* pre-tokenizer name: "smollm", "llama-bpe", "default", ... */
+    int32_t n_tokens;
+    const char *const *tokens;  /* token strings (NUL-terminated) */
+    const size_t *token_lens;   /* may be NULL (strlen) */
+    const int32_t *token_types; /* may be NULL (all normal) */
+    const float *scores;        /* SentencePiece scores, may be NULL */
+    int32_t n_merges;
+    const char *const *merges;  /* "a b" strings */
+    int32_t bos, eos, unk, pad, eot; /* -1 when absent */
+    int add_bos;                /* default for add_bos when encoding */
+    const char *chat_template;  /* may be NULL */
+} emt_tokenizer_spec;
+
+entmtp_status emt_tokenizer_create(const emt_tokenizer_spec *spec, emt_tokenizer **out);
+void emt_tokenizer_free(emt_tokenizer *t);
+
+/* Same buffer protocol as entmtp_tokenize. */
+entmtp_status emt_tokenize(const emt_tokenizer *t, const char *text, size_t len, int add_bos,
+                           int parse_special, int32_t *tokens, int32_t capacity, int32_t *n_out);
+entmtp_status emt_detokenize(const emt_tokenizer *t, const int32_t *tokens, int32_t n, char *text,
+                             size_t capacity, size_t *len_out);
+entmtp_status emt_chat_prompt(const emt_tokenizer *t, const char *system_prompt, const char *user,
+                              char *text, size_t capacity, size_t *len_out);
+int emt_tokenizer_is_eog(const emt_tokenizer *t, int32_t token);
+int32_t emt_tokenizer_n_vocab(const emt_tokenizer *t);
+int32_t emt_tokenizer_bos(const emt_tokenizer *t);
+int32_t emt_tokenizer_eos(const emt_tokenizer *t);
+
+#endif

@@ -366,7 +366,8 @@ ENTMTP_API entmtp_policy_config entmtp_policy_default_config(entmtp_policy_kind 
  * names the field and value. The config is copied. */
 ENTMTP_API entmtp_status entmtp_policy_create(const entmtp_policy_config *config,
                                               entmtp_policy **out_policy);
-/* Frees a policy; a session it is attached to falls back to its default. */
+/* Frees a policy. Detach it first (entmtp_policy_set(session, NULL)) from any
+ * session it is attached to: a session does not own its policy. */
 ENTMTP_API void entmtp_policy_free(entmtp_policy *policy);
 /* Checks every tree index the policy can return against a bank of n_trees. */
 ENTMTP_API entmtp_status entmtp_policy_validate(const entmtp_policy *policy, int32_t n_trees);
@@ -493,7 +494,7 @@ ENTMTP_API void entmtp_session_reset(entmtp_session *session);
 ENTMTP_API entmtp_status entmtp_session_logits(const entmtp_session *session, const float **logits,
                                                int32_t *n_vocab);
 
-/* Features for the next step (what the policy will be shown). */
+/* The features the policy was shown at the last step (zeros before the first). */
 ENTMTP_API entmtp_status entmtp_session_features(entmtp_session *session, entmtp_features *out);
 
 #ifdef __cplusplus

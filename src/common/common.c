@@ -123,6 +123,17 @@ entmtp_status emt_copy_versioned(void *dst, size_t dst_size, const void *src, co
     return ENTMTP_OK;
 }
 
+entmtp_status emt_copy_out(void *dst, const void *src, size_t size, const char *what) {
+    size_t given;
+    memcpy(&given, dst, sizeof given);
+    if (given < sizeof(size_t))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "%s.struct_size = %zu; set it to sizeof(%s)",
+                        what, given, what);
+    size_t n = given < size ? given : size;
+    memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t), n - sizeof(size_t));
+    return ENTMTP_OK;
+}
+
 double emt_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

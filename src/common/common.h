@@ -36,6 +36,10 @@ char *emt_strdup(const char *s);
  * dst_size) bytes are taken. Fails on struct_size < sizeof(size_t). */
 entmtp_status emt_copy_versioned(void *dst, size_t dst_size, const void *src, const char *what);
 
+/* Copy a library struct out to a caller's versioned struct: only
+ * min(dst->struct_size, size) bytes are written; struct_size is kept. */
+entmtp_status emt_copy_out(void *dst, const void *src, size_t size, const char *what);
+
 /* Monotonic wall clock in seconds. */
 double emt_now(void);
 

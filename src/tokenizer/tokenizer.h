@@ -43,4 +43,11 @@ int32_t emt_tokenizer_n_vocab(const emt_tokenizer *t);
 int32_t emt_tokenizer_bos(const emt_tokenizer *t);
 int32_t emt_tokenizer_eos(const emt_tokenizer *t);
 
+/* Constructors from model files. ENTMTP_ERR_NOT_FOUND when the file carries
+ * no tokenizer (the model then runs on token ids only). */
+struct emt_gguf;
+entmtp_status emt_tokenizer_from_gguf(const struct emt_gguf *g, emt_tokenizer **out);
+/* tokenizer.json (+ tokenizer_config.json for the chat template) in `dir` */
+entmtp_status emt_tokenizer_from_hf_dir(const char *dir, emt_tokenizer **out);
+
 #endif

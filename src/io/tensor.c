@@ -1,0 +1,122 @@
+/* dtypes and conversion to F32, including llama.cpp's quant blocks. */
+#include "io/tensor.h"
+
+#include <math.h>
+
+static const struct { const char *name; size_t block_elems, block_bytes; } g_types[EMT_DTYPE_COUNT] = {
+    [EMT_F32] = { "F32", 1, 4 },    [EMT_F16] = { "F16", 1, 2 },   [EMT_BF16] = { "BF16", 1, 2 },
+    [EMT_Q8_0] = { "Q8_0", 32, 34 }, [EMT_Q4_0] = { "Q4_0", 32, 18 }, [EMT_Q4_1] = { "Q4_1", 32, 20 },
+    [EMT_I32] = { "I32", 1, 4 },    [EMT_I64] = { "I64", 1, 8 },
+};
+
+const char *emt_dtype_name(emt_dtype t) {
+    return (unsigned)t < EMT_DTYPE_COUNT ? g_types[t].name : "?";
+}
+
+int64_t emt_tensor_numel(const emt_tensor *t) {
+    int64_t n = 1;
+    for (int32_t i = 0; i < t->n_dims; i++) n *= t->shape[i];
+    return n;
+}
+
+size_t emt_dtype_nbytes(emt_dtype t, int64_t numel) {
+    if ((unsigned)t >= EMT_DTYPE_COUNT || numel < 0) return 0;
+    size_t be = g_types[t].block_elems;
+    if ((uint64_t)numel % be) return 0;
+    uint64_t blocks = (uint64_t)numel / be;
+    if (blocks > SIZE_MAX / g_types[t].block_bytes) return 0;
+    return (size_t)blocks * g_types[t].block_bytes;
+}
+
+static inline float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF, bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: normalise */
+            int e = -1;
+            do { man <<= 1; e++; } while (!(man & 0x400));
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3FF) << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7F800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+entmtp_status emt_tensor_to_f32(const emt_tensor *t, int64_t first, int64_t count, float *out) {
+    int64_t numel = emt_tensor_numel(t);
+    if (first < 0 || count < 0 || first > numel || count > numel - first)
+        return emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "%s: tensor '%s': range [%lld, +%lld) outside %lld elements",
+                        t->file ? t->file : "?", t->name, (long long)first, (long long)count, (long long)numel);
+    const uint8_t *p = t->data;
+    switch (t->dtype) {
+    case EMT_F32:
+        memcpy(out, p + first * 4, (size_t)count * 4);
+        return ENTMTP_OK;
+    case EMT_F16:
+        for (int64_t i = 0; i < count; i++) out[i] = f16_to_f32(rd16(p + (first + i) * 2));
+        return ENTMTP_OK;
+    case EMT_BF16:
+        for (int64_t i = 0; i < count; i++) {
+            uint32_t bits = (uint32_t)rd16(p + (first + i) * 2) << 16;
+            memcpy(&out[i], &bits, 4);
+        }
+        return ENTMTP_OK;
+    case EMT_I32:
+        for (int64_t i = 0; i < count; i++) {
+            int32_t v;
+            memcpy(&v, p + (first + i) * 4, 4);
+            out[i] = (float)v;
+        }
+        return ENTMTP_OK;
+    case EMT_I64:
+        for (int64_t i = 0; i < count; i++) {
+            int64_t v;
+            memcpy(&v, p + (first + i) * 8, 8);
+            out[i] = (float)v;
+        }
+        return ENTMTP_OK;
+    case EMT_Q8_0: case EMT_Q4_0: case EMT_Q4_1: break;
+    default:
+        return emt_fail(ENTMTP_ERR_UNSUPPORTED, "tensor '%s': dtype %d cannot be converted", t->name, (int)t->dtype);
+    }
+    if (first % 32 || count % 32)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tensor '%s': quantized ranges must be whole 32-element blocks", t->name);
+    size_t bb = g_types[t->dtype].block_bytes;
+    for (int64_t b = first / 32; b < (first + count) / 32; b++) {
+        const uint8_t *blk = p + (size_t)b * bb;
+        float *o = out + (b - first / 32) * 32;
+        float d = f16_to_f32(rd16(blk));
+        if (!isfinite(d))
+            return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s': block %lld has a non-finite scale",
+                            t->file ? t->file : "?", t->name, (long long)b);
+        if (t->dtype == EMT_Q8_0) {
+            const int8_t *q = (const int8_t *)(blk + 2);
+            for (int j = 0; j < 32; j++) o[j] = (float)q[j] * d;
+        } else if (t->dtype == EMT_Q4_0) {
+            const uint8_t *q = blk + 2;
+            for (int j = 0; j < 16; j++) {
+                o[j] = (float)((q[j] & 0x0F) - 8) * d;
+                o[j + 16] = (float)((q[j] >> 4) - 8) * d;
+            }
+        } else {
+            float m = f16_to_f32(rd16(blk + 2));
+            if (!isfinite(m))
+                return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s': block %lld has a non-finite minimum",
+                                t->file ? t->file : "?", t->name, (long long)b);
+            const uint8_t *q = blk + 4;
+            for (int j = 0; j < 16; j++) {
+                o[j] = (float)(q[j] & 0x0F) * d + m;
+                o[j + 16] = (float)(q[j] >> 4) * d + m;
+            }
+        }
+    }
+    return ENTMTP_OK;
+}

@@ -1,0 +1,197 @@
+/* entmtp_heads_*: load Medusa or Hydra heads from safetensors. */
+#include "model/heads.h"
+#include "model/weights.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+ENTMTP_API void entmtp_heads_free(entmtp_heads *h) {
+    if (!h) return;
+    emt_backend *be = h->model->be;
+    if (h->heads) {
+        for (int32_t i = 0; i < h->n_heads; i++) {
+            emt_head *hd = &h->heads[i];
+            if (hd->layers) {
+                for (int32_t l = 0; l < hd->n_layers; l++) {
+                    emt_head_layer *L = &hd->layers[l];
+                    float *ps[] = { L->w, L->b, L->res_w, L->res_b };
+                    for (int k = 0; k < 4; k++)
+                        if (ps[k]) be->ops->release(be, ps[k]);
+                }
+                free(hd->layers);
+            }
+            if (hd->lm_w) be->ops->release(be, hd->lm_w);
+            if (hd->lm_b) be->ops->release(be, hd->lm_b);
+        }
+        free(h->heads);
+    }
+    free(h->path);
+    free(h);
+}
+
+static int has(const emt_st *st, const char *fmt, const char *prefix, int32_t a, int32_t b) {
+    char name[256];
+    snprintf(name, sizeof name, fmt, prefix, a, b);
+    return emt_st_find(st, name) != NULL;
+}
+
+/* The hidden size a head file implies must match the model's: a clear
+ * MISMATCH error before any loading. */
+static entmtp_status check_dims(const emt_st *st, const char *path, const char *name,
+                                int64_t want_rows, int64_t want_cols, const char *what) {
+    const emt_tensor *t = emt_st_find(st, name);
+    if (!t) return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s' is missing", path, name);
+    if (t->n_dims != 2 || t->shape[0] != want_rows || t->shape[1] != want_cols)
+        return emt_fail(ENTMTP_ERR_MISMATCH,
+                        "%s: tensor '%s' has shape [%lld, %lld]; the model's %s requires [%lld, %lld]",
+                        path, name, (long long)t->shape[0],
+                        (long long)(t->n_dims > 1 ? t->shape[1] : 0), what, (long long)want_rows,
+                        (long long)want_cols);
+    return ENTMTP_OK;
+}
+
+static entmtp_status load_medusa(entmtp_heads *h, emt_weights *w, const char *prefix) {
+    const emt_model_config *c = &h->model->cfg;
+    char name[256];
+    entmtp_status st;
+    int32_t L = h->n_layers;
+    h->shares_lm_head = !has(w->st, "%s%d.%d.weight", prefix, 0, L);
+    for (int32_t i = 0; i < h->n_heads; i++) {
+        emt_head *hd = &h->heads[i];
+        hd->n_layers = L;
+        hd->layers = emt_calloc((size_t)L, sizeof *hd->layers);
+        if (!hd->layers) return ENTMTP_ERR_OUT_OF_MEMORY;
+        for (int32_t l = 0; l < L; l++) {
+            hd->layers[l].n_in = c->hidden;
+            snprintf(name, sizeof name, "%s%d.%d.linear.weight", prefix, i, l);
+            if ((st = check_dims(w->st, h->path, name, c->hidden, c->hidden, "hidden size"))) return st;
+            if ((st = emt_weights_load(w, name, c->hidden, c->hidden, 0, 0, &hd->layers[l].w))) return st;
+            snprintf(name, sizeof name, "%s%d.%d.linear.bias", prefix, i, l);
+            if ((st = emt_weights_load(w, name, c->hidden, 0, 0, 0, &hd->layers[l].b))) return st;
+        }
+        snprintf(name, sizeof name, "%s%d.%d.weight", prefix, i, L);
+        int own = emt_st_find(w->st, name) != NULL;
+        if (own == h->shares_lm_head)
+            return emt_fail(ENTMTP_ERR_FORMAT, "%s: head %d %s an lm_head ('%s') while head 0 %s",
+                            h->path, i, own ? "has" : "lacks", name, own ? "does not" : "does");
+        if (own) {
+            if ((st = check_dims(w->st, h->path, name, c->vocab, c->hidden, "vocabulary x hidden"))) return st;
+            if ((st = emt_weights_load(w, name, c->vocab, c->hidden, 0, 0, &hd->lm_w))) return st;
+        }
+    }
+    return ENTMTP_OK;
+}
+
+static entmtp_status load_hydra(entmtp_heads *h, emt_weights *w) {
+    const emt_model_config *c = &h->model->cfg;
+    char name[256];
+    entmtp_status st;
+    int32_t L = h->n_layers;
+    h->shares_lm_head = emt_st_find(w->st, "hydra_lm_head.0.weight") == NULL;
+    for (int32_t i = 0; i < h->n_heads; i++) {
+        emt_head *hd = &h->heads[i];
+        hd->n_layers = L;
+        hd->layers = emt_calloc((size_t)L, sizeof *hd->layers);
+        if (!hd->layers) return ENTMTP_ERR_OUT_OF_MEMORY;
+        for (int32_t l = 0; l < L; l++) {
+            emt_head_layer *hl = &hd->layers[l];
+            hl->n_in = l == 0 ? c->hidden * (i + 2) : c->hidden;
+            snprintf(name, sizeof name, "hydra_mlp.%d.%d.linear.weight", i, l);
+            if ((st = check_dims(w->st, h->path, name, c->hidden, hl->n_in, "hidden size"))) return st;
+            if ((st = emt_weights_load(w, name, c->hidden, hl->n_in, 0, 0, &hl->w))) return st;
+            snprintf(name, sizeof name, "hydra_mlp.%d.%d.linear.bias", i, l);
+            if ((st = emt_weights_load(w, name, c->hidden, 0, 0, 0, &hl->b))) return st;
+            if (l == 0) {
+                snprintf(name, sizeof name, "hydra_mlp.%d.0.res_connection.weight", i);
+                if ((st = emt_weights_load(w, name, c->hidden, hl->n_in, 0, 0, &hl->res_w))) return st;
+                snprintf(name, sizeof name, "hydra_mlp.%d.0.res_connection.bias", i);
+                if ((st = emt_weights_load(w, name, c->hidden, 0, 0, 0, &hl->res_b))) return st;
+            }
+        }
+        snprintf(name, sizeof name, "hydra_lm_head.%d.weight", i);
+        int own = emt_st_find(w->st, name) != NULL;
+        if (own == h->shares_lm_head)
+            return emt_fail(ENTMTP_ERR_FORMAT, "%s: head %d %s an lm_head ('%s') while head 0 %s",
+                            h->path, i, own ? "has" : "lacks", name, own ? "does not" : "does");
+        if (own) {
+            if ((st = check_dims(w->st, h->path, name, c->vocab, c->hidden, "vocabulary x hidden"))) return st;
+            if ((st = emt_weights_load(w, name, c->vocab, c->hidden, 0, 0, &hd->lm_w))) return st;
+            snprintf(name, sizeof name, "hydra_lm_head.%d.bias", i);
+            if ((st = emt_weights_load(w, name, c->vocab, 0, 0, 1, &hd->lm_b))) return st;
+        }
+    }
+    return ENTMTP_OK;
+}
+
+ENTMTP_API entmtp_status entmtp_heads_load(entmtp_model *model, const char *path,
+                                           entmtp_heads **out_heads) {
+    if (!model || !path || !out_heads)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_heads_load: model, path and out_heads must not be NULL");
+    *out_heads = NULL;
+    emt_weights w;
+    memset(&w, 0, sizeof w);
+    w.path = path;
+    w.be = model->be;
+    entmtp_status st = emt_st_open(path, &w.st);
+    if (st) return st;
+    entmtp_heads *h = emt_calloc(1, sizeof *h);
+    if (!h || !(h->path = emt_strdup(path))) { st = ENTMTP_ERR_OUT_OF_MEMORY; goto fail; }
+    h->model = model;
+    const char *prefix = "";
+    if (emt_st_find(w.st, "prefix_embeding_layer.norm.weight") ||
+        (emt_st_find(w.st, "hydra_mlp.0.1.linear.weight") && !emt_st_find(w.st, "hydra_mlp.0.0.linear.weight"))) {
+        st = emt_fail(ENTMTP_ERR_UNSUPPORTED,
+                      "%s: Hydra++ 'prefix-mlp' heads are not supported (only the grounded 'mlp' architecture)", path);
+        goto fail;
+    }
+    if (emt_st_find(w.st, "hydra_mlp.0.0.linear.weight")) {
+        h->kind = ENTMTP_HEADS_HYDRA;
+        prefix = "hydra_mlp.";
+        if (!emt_st_find(w.st, "hydra_mlp.0.0.res_connection.weight")) {
+            st = emt_fail(ENTMTP_ERR_UNSUPPORTED,
+                          "%s: ungrounded Hydra heads (no 'hydra_mlp.0.0.res_connection.weight') are not supported; use the Medusa layout", path);
+            goto fail;
+        }
+    } else if (emt_st_find(w.st, "0.0.linear.weight")) {
+        h->kind = ENTMTP_HEADS_MEDUSA;
+    } else if (emt_st_find(w.st, "medusa_head.0.0.linear.weight")) {
+        h->kind = ENTMTP_HEADS_MEDUSA;
+        prefix = "medusa_head.";
+    } else {
+        st = emt_fail(ENTMTP_ERR_FORMAT,
+                      "%s: no Medusa ('0.0.linear.weight') or Hydra ('hydra_mlp.0.0.linear.weight') head tensors", path);
+        goto fail;
+    }
+    while (h->n_heads < ENTMTP_MAX_HEADS && has(w.st, "%s%d.%d.linear.weight", prefix, h->n_heads, 0))
+        h->n_heads++;
+    while (h->n_layers < 64 && has(w.st, "%s%d.%d.linear.weight", prefix, 0, h->n_layers)) h->n_layers++;
+    for (int32_t i = 1; i < h->n_heads; i++)
+        for (int32_t l = 0; l < h->n_layers; l++)
+            if (!has(w.st, "%s%d.%d.linear.weight", prefix, i, l)) {
+                st = emt_fail(ENTMTP_ERR_FORMAT, "%s: head %d lacks layer %d ('%s%d.%d.linear.weight') that head 0 has",
+                              path, i, l, prefix, i, l);
+                goto fail;
+            }
+    h->heads = emt_calloc((size_t)h->n_heads, sizeof *h->heads);
+    if (!h->heads) { st = ENTMTP_ERR_OUT_OF_MEMORY; goto fail; }
+    st = h->kind == ENTMTP_HEADS_HYDRA ? load_hydra(h, &w) : load_medusa(h, &w, prefix);
+    if (st) goto fail;
+    emt_st_close(w.st);
+    *out_heads = h;
+    return ENTMTP_OK;
+fail:
+    emt_st_close(w.st);
+    entmtp_heads_free(h);
+    return st;
+}
+
+ENTMTP_API entmtp_status entmtp_heads_get_info(const entmtp_heads *h, entmtp_heads_info *out) {
+    if (!h || !out)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_heads_get_info: heads and out must not be NULL");
+    entmtp_heads_info info = { sizeof info, h->kind, h->n_heads, h->n_layers, h->shares_lm_head };
+    size_t n = out->struct_size < sizeof info ? out->struct_size : sizeof info;
+    if (n < sizeof(size_t))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_heads_info.struct_size = %zu is too small", out->struct_size);
+    memcpy((char *)out + sizeof(size_t), (char *)&info + sizeof(size_t), n - sizeof(size_t));
+    return ENTMTP_OK;
+}

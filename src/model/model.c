@@ -1,0 +1,533 @@
+/* entmtp_model_*: load a Llama-family model from GGUF or a Hugging Face
+ * safetensors directory into F32 weights on the chosen backend. */
+#include "model/model.h"
+#include "model/weights.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+ENTMTP_API entmtp_model_params entmtp_model_default_params(void) {
+    entmtp_model_params p;
+    memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.backend = ENTMTP_BACKEND_AUTO;
+    p.n_threads = 0;
+    p.device = 0;
+    return p;
+}
+
+void emt_rope_inv_freq(const emt_model_config *c, float *inv_freq) {
+    int32_t half = c->n_rot / 2;
+    for (int32_t i = 0; i < half; i++) {
+        double f = 1.0 / pow((double)c->rope_theta, (double)(2 * i) / (double)c->n_rot);
+        if (c->rope_scaling == 1) {
+            f /= c->rope_factor;
+        } else if (c->rope_scaling == 2) { /* Llama 3.1 frequency-dependent scaling */
+            double low_wavelen = c->rope_original_ctx / c->rope_low_freq_factor;
+            double high_wavelen = c->rope_original_ctx / c->rope_high_freq_factor;
+            double wavelen = 2.0 * M_PI / f;
+            if (wavelen > low_wavelen) {
+                f /= c->rope_factor;
+            } else if (wavelen >= high_wavelen) {
+                double smooth = (c->rope_original_ctx / wavelen - c->rope_low_freq_factor) /
+                                (c->rope_high_freq_factor - c->rope_low_freq_factor);
+                f = (1.0 - smooth) * f / c->rope_factor + smooth * f;
+            }
+        }
+        inv_freq[i] = (float)f;
+    }
+}
+
+/* ------------------------------------------------------------ config: GGUF */
+
+static entmtp_status gguf_i32(const emt_gguf *g, const char *key, int required, int32_t dflt,
+                              int32_t *out) {
+    int64_t v;
+    entmtp_status st = emt_gguf_get_i64(g, key, &v);
+    if (st == ENTMTP_ERR_NOT_FOUND && !required) { *out = dflt; return ENTMTP_OK; }
+    if (st == ENTMTP_ERR_NOT_FOUND)
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: required key '%s' is missing", emt_gguf_path(g), key);
+    if (st != ENTMTP_OK) return st;
+    if (v < 0 || v > INT32_MAX)
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: key '%s' = %lld is out of range", emt_gguf_path(g),
+                        key, (long long)v);
+    *out = (int32_t)v;
+    return ENTMTP_OK;
+}
+
+static entmtp_status gguf_f32(const emt_gguf *g, const char *key, int required, float dflt,
+                              float *out) {
+    entmtp_status st = emt_gguf_get_f32(g, key, out);
+    if (st == ENTMTP_ERR_NOT_FOUND && !required) { *out = dflt; return ENTMTP_OK; }
+    if (st == ENTMTP_ERR_NOT_FOUND)
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: required key '%s' is missing", emt_gguf_path(g), key);
+    if (st != ENTMTP_OK) return st;
+    if (!isfinite(*out))
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: key '%s' is not a finite number", emt_gguf_path(g), key);
+    return ENTMTP_OK;
+}
+
+static entmtp_status config_from_gguf(const emt_gguf *g, emt_model_config *c) {
+    const char *s;
+    size_t len;
+    entmtp_status st = emt_gguf_get_str(g, "general.architecture", &s, &len);
+    if (st != ENTMTP_OK)
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: key 'general.architecture' missing or not a string",
+                        emt_gguf_path(g));
+    if (len >= sizeof c->arch) len = sizeof c->arch - 1;
+    memcpy(c->arch, s, len);
+    c->arch[len] = '\0';
+    if (strcmp(c->arch, "llama") != 0)
+        return emt_fail(ENTMTP_ERR_UNSUPPORTED,
+                        "%s: architecture '%s' is not supported (supported: llama)", emt_gguf_path(g),
+                        c->arch);
+    if (emt_gguf_get_str(g, "general.name", &s, &len) == ENTMTP_OK) {
+        if (len >= sizeof c->name) len = sizeof c->name - 1;
+        memcpy(c->name, s, len);
+        c->name[len] = '\0';
+    }
+    if ((st = gguf_i32(g, "llama.embedding_length", 1, 0, &c->hidden)) ||
+        (st = gguf_i32(g, "llama.block_count", 1, 0, &c->n_layers)) ||
+        (st = gguf_i32(g, "llama.feed_forward_length", 1, 0, &c->ffn)) ||
+        (st = gguf_i32(g, "llama.attention.head_count", 1, 0, &c->n_heads)) ||
+        (st = gguf_i32(g, "llama.context_length", 1, 0, &c->ctx)))
+        return st;
+    if ((st = gguf_i32(g, "llama.attention.head_count_kv", 0, c->n_heads, &c->n_kv_heads))) return st;
+    if (c->n_heads <= 0)
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: llama.attention.head_count is 0", emt_gguf_path(g));
+    if ((st = gguf_i32(g, "llama.attention.key_length", 0, c->hidden / c->n_heads, &c->head_dim))) return st;
+    if ((st = gguf_i32(g, "llama.rope.dimension_count", 0, c->head_dim, &c->n_rot))) return st;
+    if ((st = gguf_f32(g, "llama.rope.freq_base", 0, 10000.0f, &c->rope_theta))) return st;
+    if ((st = gguf_f32(g, "llama.attention.layer_norm_rms_epsilon", 1, 0, &c->rms_eps))) return st;
+    int32_t vocab = 0;
+    if ((st = gguf_i32(g, "llama.vocab_size", 0, 0, &vocab))) return st;
+    if (vocab == 0) {
+        emt_gguf_type et;
+        int64_t n;
+        if (emt_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n) == ENTMTP_OK && n <= INT32_MAX)
+            vocab = (int32_t)n;
+        const emt_tensor *te = emt_gguf_find_tensor(g, "token_embd.weight");
+        if (!vocab && te && te->n_dims == 2 && te->shape[0] <= INT32_MAX) vocab = (int32_t)te->shape[0];
+    }
+    c->vocab = vocab;
+    if (emt_gguf_get_str(g, "llama.rope.scaling.type", &s, &len) == ENTMTP_OK) {
+        if (len == 6 && !memcmp(s, "linear", 6)) {
+            c->rope_scaling = 1;
+            if ((st = gguf_f32(g, "llama.rope.scaling.factor", 1, 1.0f, &c->rope_factor))) return st;
+        } else if (!(len == 4 && !memcmp(s, "none", 4))) {
+            return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: rope scaling type '%.*s' is not supported",
+                            emt_gguf_path(g), (int)len, s);
+        }
+    }
+    if (emt_gguf_find_tensor(g, "rope_freqs.weight"))
+        return emt_fail(ENTMTP_ERR_UNSUPPORTED,
+                        "%s: tensor 'rope_freqs.weight' (Llama 3.1 rope scaling in GGUF) is not supported",
+                        emt_gguf_path(g));
+    c->tied = emt_gguf_find_tensor(g, "output.weight") == NULL;
+    c->attn_bias = emt_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+    c->mlp_bias = emt_gguf_find_tensor(g, "blk.0.ffn_up.bias") != NULL;
+    int32_t v;
+    c->bos = gguf_i32(g, "tokenizer.ggml.bos_token_id", 0, -1, &v) == ENTMTP_OK ? v : -1;
+    c->eos = gguf_i32(g, "tokenizer.ggml.eos_token_id", 0, -1, &v) == ENTMTP_OK ? v : -1;
+    entmtp_clear_error();
+    return ENTMTP_OK;
+}
+
+/* -------------------------------------------------------- config: HF json */
+
+static entmtp_status json_int(const cJSON *root, const char *file, const char *key, int required,
+                              int32_t dflt, int32_t *out) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!it || cJSON_IsNull(it)) {
+        if (required) return emt_fail(ENTMTP_ERR_FORMAT, "%s: required field '%s' is missing", file, key);
+        *out = dflt;
+        return ENTMTP_OK;
+    }
+    double d = it->valuedouble;
+    if (!cJSON_IsNumber(it) || d != floor(d) || d < 0 || d > INT32_MAX)
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: field '%s' must be a non-negative integer", file, key);
+    *out = (int32_t)d;
+    return ENTMTP_OK;
+}
+
+static entmtp_status json_float(const cJSON *root, const char *file, const char *key, float dflt,
+                                float *out) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!it || cJSON_IsNull(it)) { *out = dflt; return ENTMTP_OK; }
+    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: field '%s' must be a finite number", file, key);
+    *out = (float)it->valuedouble;
+    return ENTMTP_OK;
+}
+
+static entmtp_status config_from_hf(const char *dir, emt_model_config *c) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    char *text;
+    entmtp_status st = emt_read_file(path, &text, NULL);
+    if (st != ENTMTP_OK) return st;
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!root || !cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: not a JSON object", path);
+    }
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
+    const char *model_type = cJSON_IsString(mt) ? mt->valuestring : "";
+    if (strcmp(model_type, "llama") != 0 && strcmp(model_type, "mistral") != 0) {
+        st = emt_fail(ENTMTP_ERR_UNSUPPORTED,
+                      "%s: model_type '%s' is not supported (supported: llama, mistral)", path,
+                      model_type);
+        goto done;
+    }
+    snprintf(c->arch, sizeof c->arch, "llama");
+    const char *base = strrchr(dir, '/');
+    snprintf(c->name, sizeof c->name, "%s", base && base[1] ? base + 1 : dir);
+    if ((st = json_int(root, path, "hidden_size", 1, 0, &c->hidden)) ||
+        (st = json_int(root, path, "intermediate_size", 1, 0, &c->ffn)) ||
+        (st = json_int(root, path, "num_hidden_layers", 1, 0, &c->n_layers)) ||
+        (st = json_int(root, path, "num_attention_heads", 1, 0, &c->n_heads)) ||
+        (st = json_int(root, path, "vocab_size", 1, 0, &c->vocab)) ||
+        (st = json_int(root, path, "max_position_embeddings", 0, 2048, &c->ctx)))
+        goto done;
+    if ((st = json_int(root, path, "num_key_value_heads", 0, c->n_heads, &c->n_kv_heads))) goto done;
+    if (c->n_heads == 0) { st = emt_fail(ENTMTP_ERR_FORMAT, "%s: num_attention_heads is 0", path); goto done; }
+    if ((st = json_int(root, path, "head_dim", 0, c->hidden / c->n_heads, &c->head_dim))) goto done;
+    c->n_rot = c->head_dim;
+    if ((st = json_float(root, path, "rope_theta", 10000.0f, &c->rope_theta)) ||
+        (st = json_float(root, path, "rms_norm_eps", 1e-6f, &c->rms_eps)))
+        goto done;
+    const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
+    c->tied = cJSON_IsTrue(tie);
+    c->attn_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "attention_bias"));
+    c->mlp_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "mlp_bias"));
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
+    if (cJSON_IsNumber(sw) && sw->valuedouble >= 1 && sw->valuedouble < c->ctx)
+        c->ctx = (int32_t)sw->valuedouble; /* exact within the window; longer contexts unsupported */
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    if (rs && !cJSON_IsNull(rs)) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+        if (!cJSON_IsString(ty)) ty = cJSON_GetObjectItemCaseSensitive(rs, "type");
+        const char *type = cJSON_IsString(ty) ? ty->valuestring : "";
+        if ((st = json_float(rs, path, "factor", 1.0f, &c->rope_factor))) goto done;
+        if (!strcmp(type, "linear")) {
+            c->rope_scaling = 1;
+        } else if (!strcmp(type, "llama3")) {
+            c->rope_scaling = 2;
+            if ((st = json_float(rs, path, "low_freq_factor", 1.0f, &c->rope_low_freq_factor)) ||
+                (st = json_float(rs, path, "high_freq_factor", 4.0f, &c->rope_high_freq_factor)) ||
+                (st = json_int(rs, path, "original_max_position_embeddings", 0, 8192,
+                               &c->rope_original_ctx)))
+                goto done;
+            if (!(c->rope_high_freq_factor > c->rope_low_freq_factor)) {
+                st = emt_fail(ENTMTP_ERR_FORMAT, "%s: rope_scaling.high_freq_factor must exceed low_freq_factor", path);
+                goto done;
+            }
+        } else if (strcmp(type, "default") != 0) {
+            st = emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: rope_scaling type '%s' is not supported", path, type);
+            goto done;
+        }
+        if (c->rope_scaling && !(c->rope_factor > 0)) {
+            st = emt_fail(ENTMTP_ERR_FORMAT, "%s: rope_scaling.factor must be positive", path);
+            goto done;
+        }
+    }
+    int32_t v;
+    c->bos = json_int(root, path, "bos_token_id", 0, -1, &v) == ENTMTP_OK ? v : -1;
+    const cJSON *eos = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
+    if (cJSON_IsArray(eos)) eos = cJSON_GetArrayItem(eos, 0);
+    c->eos = cJSON_IsNumber(eos) ? (int32_t)eos->valuedouble : -1;
+    st = ENTMTP_OK;
+done:
+    cJSON_Delete(root);
+    return st;
+}
+
+static entmtp_status validate_config(const char *path, const emt_model_config *c) {
+#define REQ(cond, ...) if (!(cond)) return emt_fail(ENTMTP_ERR_FORMAT, __VA_ARGS__)
+    REQ(c->hidden > 0 && c->hidden <= 65536, "%s: hidden size %d out of range", path, c->hidden);
+    REQ(c->ffn > 0 && c->ffn <= 1 << 20, "%s: feed-forward size %d out of range", path, c->ffn);
+    REQ(c->n_layers > 0 && c->n_layers <= 1024, "%s: layer count %d out of range", path, c->n_layers);
+    REQ(c->vocab > 0 && c->vocab <= 1 << 24, "%s: vocabulary size %d out of range", path, c->vocab);
+    REQ(c->n_heads > 0 && c->n_kv_heads > 0 && c->n_heads % c->n_kv_heads == 0,
+        "%s: %d attention heads do not group over %d KV heads", path, c->n_heads, c->n_kv_heads);
+    REQ(c->head_dim > 0 && c->head_dim <= 512 && c->head_dim % 2 == 0,
+        "%s: head dimension %d unsupported (even, <= 512)", path, c->head_dim);
+    REQ(c->n_rot > 0 && c->n_rot <= c->head_dim && c->n_rot % 2 == 0,
+        "%s: rope dimension %d out of range", path, c->n_rot);
+    REQ(c->ctx > 0, "%s: context length %d out of range", path, c->ctx);
+    REQ(c->rope_theta > 0 && isfinite(c->rope_theta), "%s: rope theta %g invalid", path, (double)c->rope_theta);
+    REQ(c->rms_eps > 0 && isfinite(c->rms_eps), "%s: rms eps %g invalid", path, (double)c->rms_eps);
+#undef REQ
+    return ENTMTP_OK;
+}
+
+/* ---------------------------------------------------------------- weights */
+
+static entmtp_status load_layers(entmtp_model *m, emt_weights *w) {
+    const emt_model_config *c = &m->cfg;
+    int gguf = w->gguf != NULL;
+    int64_t q_rows = (int64_t)c->n_heads * c->head_dim, kv_rows = (int64_t)c->n_kv_heads * c->head_dim;
+    entmtp_status st;
+    char name[256];
+#define LOAD(field, gname, hname, d0, d1, perm, opt)                                            \
+    do {                                                                                        \
+        if (gguf) snprintf(name, sizeof name, "blk.%d." gname, l);                              \
+        else snprintf(name, sizeof name, "model.layers.%d." hname, l);                          \
+        if ((st = emt_weights_load(w, name, d0, d1, perm, opt, &L->field))) return st;          \
+    } while (0)
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        emt_layer *L = &m->layers[l];
+        LOAD(attn_norm, "attn_norm.weight", "input_layernorm.weight", c->hidden, 0, 0, 0);
+        LOAD(wq, "attn_q.weight", "self_attn.q_proj.weight", q_rows, c->hidden, gguf ? c->n_heads : 0, 0);
+        LOAD(wk, "attn_k.weight", "self_attn.k_proj.weight", kv_rows, c->hidden, gguf ? c->n_kv_heads : 0, 0);
+        LOAD(wv, "attn_v.weight", "self_attn.v_proj.weight", kv_rows, c->hidden, 0, 0);
+        LOAD(wo, "attn_output.weight", "self_attn.o_proj.weight", c->hidden, q_rows, 0, 0);
+        LOAD(ffn_norm, "ffn_norm.weight", "post_attention_layernorm.weight", c->hidden, 0, 0, 0);
+        LOAD(w_gate, "ffn_gate.weight", "mlp.gate_proj.weight", c->ffn, c->hidden, 0, 0);
+        LOAD(w_up, "ffn_up.weight", "mlp.up_proj.weight", c->ffn, c->hidden, 0, 0);
+        LOAD(w_down, "ffn_down.weight", "mlp.down_proj.weight", c->hidden, c->ffn, 0, 0);
+        if (c->attn_bias) {
+            LOAD(bq, "attn_q.bias", "self_attn.q_proj.bias", q_rows, 0, gguf ? c->n_heads : 0, 0);
+            LOAD(bk, "attn_k.bias", "self_attn.k_proj.bias", kv_rows, 0, gguf ? c->n_kv_heads : 0, 0);
+            LOAD(bv, "attn_v.bias", "self_attn.v_proj.bias", kv_rows, 0, 0, 0);
+            LOAD(bo, "attn_output.bias", "self_attn.o_proj.bias", c->hidden, 0, 0, 1);
+        }
+        if (c->mlp_bias) {
+            LOAD(b_gate, "ffn_gate.bias", "mlp.gate_proj.bias", c->ffn, 0, 0, 0);
+            LOAD(b_up, "ffn_up.bias", "mlp.up_proj.bias", c->ffn, 0, 0, 0);
+            LOAD(b_down, "ffn_down.bias", "mlp.down_proj.bias", c->hidden, 0, 0, 0);
+        }
+    }
+#undef LOAD
+    return ENTMTP_OK;
+}
+
+static void release(entmtp_model *m, float *p) {
+    if (p) m->be->ops->release(m->be, p);
+}
+
+ENTMTP_API void entmtp_model_free(entmtp_model *m) {
+    if (!m) return;
+    if (m->be) {
+        if (m->layers) {
+            for (int32_t l = 0; l < m->cfg.n_layers; l++) {
+                emt_layer *L = &m->layers[l];
+                float *ps[] = { L->attn_norm, L->wq, L->wk, L->wv, L->wo, L->bq, L->bk, L->bv, L->bo,
+                                L->ffn_norm, L->w_gate, L->w_up, L->w_down, L->b_gate, L->b_up, L->b_down };
+                for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) release(m, ps[i]);
+            }
+        }
+        if (m->lm_head != m->tok_embd) release(m, m->lm_head);
+        release(m, m->tok_embd);
+        release(m, m->out_norm);
+        m->be->ops->destroy(m->be);
+    }
+    free(m->layers);
+    free(m->inv_freq);
+    emt_tokenizer_free(m->tokenizer);
+    free(m->path);
+    free(m);
+}
+
+static int is_dir(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static entmtp_status create_backend(const entmtp_model_params *p, entmtp_model *m) {
+    if (p->backend == ENTMTP_BACKEND_CPU) {
+        m->backend_kind = ENTMTP_BACKEND_CPU;
+        return emt_backend_cpu_create(&m->be);
+    }
+    if (p->backend != ENTMTP_BACKEND_AUTO && p->backend != ENTMTP_BACKEND_CUDA)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "model params: backend = %d is not a valid entmtp_backend",
+                        (int)p->backend);
+    entmtp_status st = emt_backend_cuda_create(p->device, &m->be);
+    if (st == ENTMTP_OK) {
+        m->backend_kind = ENTMTP_BACKEND_CUDA;
+        return ENTMTP_OK;
+    }
+    if (p->backend == ENTMTP_BACKEND_CUDA) return st;
+    entmtp_clear_error();
+    m->backend_kind = ENTMTP_BACKEND_CPU;
+    return emt_backend_cpu_create(&m->be);
+}
+
+static void collect_eog(entmtp_model *m) {
+    m->n_eog = 0;
+    if (m->tokenizer) {
+        int32_t n = emt_tokenizer_n_vocab(m->tokenizer);
+        for (int32_t t = 0; t < n && m->n_eog < ENTMTP_MAX_STOP_TOKENS; t++)
+            if (emt_tokenizer_is_eog(m->tokenizer, t)) m->eog[m->n_eog++] = t;
+    } else if (m->cfg.eos >= 0 && m->cfg.eos < m->cfg.vocab) {
+        m->eog[m->n_eog++] = m->cfg.eos;
+    }
+}
+
+ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_params *params,
+                                           entmtp_model **out_model) {
+    if (!path || !out_model)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_model_load: path and out_model must not be NULL");
+    *out_model = NULL;
+    entmtp_model_params p = entmtp_model_default_params();
+    entmtp_status st = emt_copy_versioned(&p, sizeof p, params, "entmtp_model_params");
+    if (st) return st;
+    if (p.n_threads < 0)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "model params: n_threads = %d is negative", p.n_threads);
+
+    entmtp_model *m = emt_calloc(1, sizeof *m);
+    if (!m) return ENTMTP_ERR_OUT_OF_MEMORY;
+    m->n_threads = p.n_threads;
+    m->path = emt_strdup(path);
+    emt_weights w;
+    memset(&w, 0, sizeof w);
+    w.path = path;
+    w.progress = p.progress;
+    w.progress_user = p.progress_user_data;
+    if (!m->path) { st = ENTMTP_ERR_OUT_OF_MEMORY; goto fail; }
+
+    if (is_dir(path)) {
+        if ((st = config_from_hf(path, &m->cfg))) goto fail;
+        if ((st = emt_st_open(path, &w.st))) goto fail;
+    } else {
+        if ((st = emt_gguf_open(path, &w.gguf))) goto fail;
+        if ((st = config_from_gguf(w.gguf, &m->cfg))) goto fail;
+    }
+    if ((st = validate_config(path, &m->cfg))) goto fail;
+    if ((st = create_backend(&p, m))) goto fail;
+    w.be = m->be;
+    {
+        int64_t n = w.gguf ? emt_gguf_n_tensors(w.gguf) : emt_st_n_tensors(w.st);
+        for (int64_t i = 0; i < n; i++) {
+            const emt_tensor *t = w.gguf ? emt_gguf_tensor(w.gguf, i) : emt_st_tensor(w.st, i);
+            w.total_bytes += t->nbytes;
+        }
+    }
+    const emt_model_config *c = &m->cfg;
+    m->layers = emt_calloc((size_t)c->n_layers, sizeof *m->layers);
+    m->inv_freq = emt_calloc((size_t)c->n_rot / 2, sizeof(float));
+    if (!m->layers || !m->inv_freq) { st = ENTMTP_ERR_OUT_OF_MEMORY; goto fail; }
+    emt_rope_inv_freq(c, m->inv_freq);
+    int gguf = w.gguf != NULL;
+    if ((st = emt_weights_load(&w, gguf ? "token_embd.weight" : "model.embed_tokens.weight", c->vocab,
+                               c->hidden, 0, 0, &m->tok_embd)))
+        goto fail;
+    if ((st = load_layers(m, &w))) goto fail;
+    if ((st = emt_weights_load(&w, gguf ? "output_norm.weight" : "model.norm.weight", c->hidden, 0, 0,
+                               0, &m->out_norm)))
+        goto fail;
+    if (c->tied) {
+        m->lm_head = m->tok_embd;
+    } else if ((st = emt_weights_load(&w, gguf ? "output.weight" : "lm_head.weight", c->vocab,
+                                      c->hidden, 0, 0, &m->lm_head))) {
+        goto fail;
+    }
+    m->n_params = w.n_params;
+
+    st = gguf ? emt_tokenizer_from_gguf(w.gguf, &m->tokenizer)
+              : emt_tokenizer_from_hf_dir(path, &m->tokenizer);
+    if (st == ENTMTP_ERR_NOT_FOUND) {
+        m->tokenizer = NULL; /* a model without a tokenizer still runs on token ids */
+        entmtp_clear_error();
+    } else if (st != ENTMTP_OK) {
+        goto fail;
+    } else if (emt_tokenizer_n_vocab(m->tokenizer) > c->vocab) {
+        st = emt_fail(ENTMTP_ERR_FORMAT, "%s: tokenizer has %d tokens but the model's vocabulary is %d",
+                      path, emt_tokenizer_n_vocab(m->tokenizer), c->vocab);
+        goto fail;
+    }
+    collect_eog(m);
+    if (w.progress) w.progress(1.0f, "loading weights", w.progress_user);
+    emt_gguf_close(w.gguf);
+    emt_st_close(w.st);
+    *out_model = m;
+    return ENTMTP_OK;
+fail:
+    emt_gguf_close(w.gguf);
+    emt_st_close(w.st);
+    entmtp_model_free(m);
+    return st;
+}
+
+ENTMTP_API entmtp_status entmtp_model_get_info(const entmtp_model *m, entmtp_model_info *out) {
+    if (!m || !out)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_model_get_info: model and out must not be NULL");
+    entmtp_model_info info;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    const emt_model_config *c = &m->cfg;
+    snprintf(info.architecture, sizeof info.architecture, "%s", c->arch);
+    snprintf(info.name, sizeof info.name, "%s", c->name);
+    info.vocab_size = c->vocab;
+    info.hidden_size = c->hidden;
+    info.intermediate_size = c->ffn;
+    info.n_layers = c->n_layers;
+    info.n_heads = c->n_heads;
+    info.n_kv_heads = c->n_kv_heads;
+    info.head_dim = c->head_dim;
+    info.context_length = c->ctx;
+    info.rope_theta = c->rope_theta;
+    info.rms_norm_eps = c->rms_eps;
+    info.tied_embeddings = c->tied;
+    info.bos_token = m->tokenizer ? emt_tokenizer_bos(m->tokenizer) : c->bos;
+    info.eos_token = m->tokenizer ? emt_tokenizer_eos(m->tokenizer) : c->eos;
+    info.n_params = m->n_params;
+    info.backend = m->backend_kind;
+    size_t n = out->struct_size < sizeof info ? out->struct_size : sizeof info;
+    if (n < sizeof(size_t))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_model_info.struct_size = %zu; set it to sizeof(entmtp_model_info)",
+                        out->struct_size);
+    memcpy((char *)out + sizeof(size_t), (char *)&info + sizeof(size_t), n - sizeof(size_t));
+    return ENTMTP_OK;
+}
+
+/* ------------------------------------------------------------- tokenizer */
+
+static entmtp_status need_tokenizer(const entmtp_model *m, const char *fn) {
+    if (!m) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "%s: model is NULL", fn);
+    if (!m->tokenizer)
+        return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: model '%s' has no tokenizer; pass token ids", fn, m->path);
+    return ENTMTP_OK;
+}
+
+ENTMTP_API entmtp_status entmtp_tokenize(const entmtp_model *m, const char *text, int64_t text_len,
+                                         int add_bos, int parse_special, int32_t *tokens,
+                                         int32_t capacity, int32_t *n_tokens) {
+    entmtp_status st = need_tokenizer(m, "entmtp_tokenize");
+    if (st) return st;
+    if (!text || !n_tokens || capacity < 0 || (capacity > 0 && !tokens))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_tokenize: text, n_tokens (and tokens when capacity > 0) are required");
+    size_t len = text_len < 0 ? strlen(text) : (size_t)text_len;
+    return emt_tokenize(m->tokenizer, text, len, add_bos, parse_special, tokens, capacity, n_tokens);
+}
+
+ENTMTP_API entmtp_status entmtp_detokenize(const entmtp_model *m, const int32_t *tokens,
+                                           int32_t n_tokens, char *text, size_t capacity,
+                                           size_t *text_len) {
+    entmtp_status st = need_tokenizer(m, "entmtp_detokenize");
+    if (st) return st;
+    if ((!tokens && n_tokens > 0) || n_tokens < 0 || !text_len || (capacity > 0 && !text))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_detokenize: invalid arguments (n_tokens = %d)", n_tokens);
+    return emt_detokenize(m->tokenizer, tokens, n_tokens, text, capacity, text_len);
+}
+
+ENTMTP_API entmtp_status entmtp_chat_prompt(const entmtp_model *m, const char *system_prompt,
+                                            const char *user_message, char *text, size_t capacity,
+                                            size_t *text_len) {
+    entmtp_status st = need_tokenizer(m, "entmtp_chat_prompt");
+    if (st) return st;
+    if (!user_message || !text_len || (capacity > 0 && !text))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_chat_prompt: user_message and text_len are required");
+    return emt_chat_prompt(m->tokenizer, system_prompt, user_message, text, capacity, text_len);
+}
+
+ENTMTP_API int entmtp_token_is_eog(const entmtp_model *m, int32_t token) {
+    if (!m) return 0;
+    for (int32_t i = 0; i < m->n_eog; i++)
+        if (m->eog[i] == token) return 1;
+    return 0;
+}

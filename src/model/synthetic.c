@@ -1,0 +1,140 @@
+#include "model/synthetic.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+entmtp_status emt_synthetic_config(const char *name, emt_model_config *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->arch, sizeof c->arch, "llama");
+    snprintf(c->name, sizeof c->name, "synthetic-%s", name);
+    c->rope_theta = 10000.0f;
+    c->rms_eps = 1e-5f;
+    c->bos = 1;
+    c->eos = 2;
+    if (!strcmp(name, "llama-7b")) {
+        c->hidden = 4096; c->n_layers = 32; c->n_heads = 32; c->n_kv_heads = 32;
+        c->ffn = 11008; c->vocab = 32000; c->ctx = 4096;
+    } else if (!strcmp(name, "smollm2-135m")) {
+        c->hidden = 576; c->n_layers = 30; c->n_heads = 9; c->n_kv_heads = 3;
+        c->ffn = 1536; c->vocab = 49152; c->ctx = 8192; c->tied = 1; c->rope_theta = 100000.0f;
+    } else if (!strcmp(name, "tiny")) {
+        c->hidden = 64; c->n_layers = 2; c->n_heads = 4; c->n_kv_heads = 2;
+        c->ffn = 128; c->vocab = 512; c->ctx = 1024;
+    } else {
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
+                        "synthetic model '%s' is unknown (llama-7b, smollm2-135m, tiny)", name);
+    }
+    c->head_dim = c->hidden / c->n_heads;
+    c->n_rot = c->head_dim;
+    return ENTMTP_OK;
+}
+
+typedef struct rng { uint64_t s; } rng;
+
+static float next_uniform(rng *r) { /* splitmix64 -> [-1, 1) */
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (float)((double)(z >> 11) * (2.0 / 9007199254740992.0) - 1.0);
+}
+
+static float *random_tensor(emt_backend *be, int64_t n, float scale, float offset, rng *r) {
+    float *host = emt_malloc((size_t)n, sizeof(float));
+    if (!host) return NULL;
+    for (int64_t i = 0; i < n; i++) host[i] = offset + scale * next_uniform(r);
+    float *dev = be->ops->alloc(be, (size_t)n * sizeof(float));
+    if (dev && be->ops->upload(be, dev, host, (size_t)n * sizeof(float)) != ENTMTP_OK) {
+        be->ops->release(be, dev);
+        dev = NULL;
+    }
+    free(host);
+    return dev;
+}
+
+entmtp_status emt_model_create_synthetic(const emt_model_config *c, uint64_t seed,
+                                         const entmtp_model_params *params, entmtp_model **out) {
+    *out = NULL;
+    entmtp_model_params p = entmtp_model_default_params();
+    entmtp_status st = emt_copy_versioned(&p, sizeof p, params, "entmtp_model_params");
+    if (st) return st;
+    entmtp_model *m = emt_calloc(1, sizeof *m);
+    if (!m) return ENTMTP_ERR_OUT_OF_MEMORY;
+    m->cfg = *c;
+    m->n_threads = p.n_threads;
+    m->path = emt_strdup(c->name);
+    if (p.backend == ENTMTP_BACKEND_CPU || p.backend == ENTMTP_BACKEND_AUTO) {
+        st = ENTMTP_ERR_BACKEND;
+        if (p.backend == ENTMTP_BACKEND_AUTO) st = emt_backend_cuda_create(p.device, &m->be);
+        if (st) {
+            entmtp_clear_error();
+            st = emt_backend_cpu_create(&m->be);
+            m->backend_kind = ENTMTP_BACKEND_CPU;
+        } else {
+            m->backend_kind = ENTMTP_BACKEND_CUDA;
+        }
+    } else {
+        st = emt_backend_cuda_create(p.device, &m->be);
+        m->backend_kind = ENTMTP_BACKEND_CUDA;
+    }
+    if (st) { entmtp_model_free(m); return st; }
+    rng r = { seed };
+    emt_backend *be = m->be;
+    const int64_t H = c->hidden, F = c->ffn, q = (int64_t)c->n_heads * c->head_dim,
+                  kv = (int64_t)c->n_kv_heads * c->head_dim;
+    float sH = 1.0f / sqrtf((float)H), sF = 1.0f / sqrtf((float)F);
+    m->layers = emt_calloc((size_t)c->n_layers, sizeof *m->layers);
+    m->inv_freq = emt_calloc((size_t)c->n_rot / 2, sizeof(float));
+    if (!m->layers || !m->inv_freq) { entmtp_model_free(m); return ENTMTP_ERR_OUT_OF_MEMORY; }
+    emt_rope_inv_freq(c, m->inv_freq);
+    int ok = (m->tok_embd = random_tensor(be, c->vocab * H, 1.0f, 0, &r)) != NULL &&
+             (m->out_norm = random_tensor(be, H, 0.05f, 1.0f, &r)) != NULL;
+    for (int32_t l = 0; ok && l < c->n_layers; l++) {
+        emt_layer *L = &m->layers[l];
+        ok = (L->attn_norm = random_tensor(be, H, 0.05f, 1.0f, &r)) && (L->wq = random_tensor(be, q * H, sH, 0, &r)) &&
+             (L->wk = random_tensor(be, kv * H, sH, 0, &r)) && (L->wv = random_tensor(be, kv * H, sH, 0, &r)) &&
+             (L->wo = random_tensor(be, H * q, sH, 0, &r)) && (L->ffn_norm = random_tensor(be, H, 0.05f, 1.0f, &r)) &&
+             (L->w_gate = random_tensor(be, F * H, sH, 0, &r)) && (L->w_up = random_tensor(be, F * H, sH, 0, &r)) &&
+             (L->w_down = random_tensor(be, H * F, sF, 0, &r));
+        if (p.progress && ok) p.progress((float)(l + 1) / (float)c->n_layers, "building synthetic model", p.progress_user_data);
+    }
+    if (ok) m->lm_head = c->tied ? m->tok_embd : random_tensor(be, c->vocab * H, sH, 0, &r);
+    if (!ok || !m->lm_head) { entmtp_model_free(m); return ENTMTP_ERR_OUT_OF_MEMORY; }
+    m->n_params = (int64_t)c->vocab * H * (c->tied ? 1 : 2) + H +
+                  (int64_t)c->n_layers * (2 * H + q * H * 2 + kv * H * 2 + 3 * F * H);
+    if (c->eos >= 0 && c->eos < c->vocab) m->eog[m->n_eog++] = c->eos;
+    *out = m;
+    return ENTMTP_OK;
+}
+
+entmtp_status emt_heads_create_synthetic(entmtp_model *model, int32_t n_heads, uint64_t seed,
+                                         entmtp_heads **out) {
+    *out = NULL;
+    if (n_heads < 1 || n_heads > ENTMTP_MAX_HEADS)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "synthetic heads: n_heads = %d outside [1, %d]", n_heads, ENTMTP_MAX_HEADS);
+    entmtp_heads *h = emt_calloc(1, sizeof *h);
+    if (!h) return ENTMTP_ERR_OUT_OF_MEMORY;
+    h->model = model;
+    h->kind = ENTMTP_HEADS_MEDUSA;
+    h->n_heads = n_heads;
+    h->n_layers = 1;
+    h->shares_lm_head = 1;
+    h->path = emt_strdup("synthetic");
+    h->heads = emt_calloc((size_t)n_heads, sizeof *h->heads);
+    rng r = { seed };
+    const int64_t H = model->cfg.hidden;
+    int ok = h->heads && h->path;
+    for (int32_t i = 0; ok && i < n_heads; i++) {
+        h->heads[i].layers = emt_calloc(1, sizeof *h->heads[i].layers);
+        ok = h->heads[i].layers != NULL;
+        if (!ok) break;
+        h->heads[i].n_layers = 1;
+        h->heads[i].layers[0].n_in = (int32_t)H;
+        ok = (h->heads[i].layers[0].w = random_tensor(model->be, H * H, 0.1f / sqrtf((float)H), 0, &r)) &&
+             (h->heads[i].layers[0].b = random_tensor(model->be, H, 0.01f, 0, &r));
+    }
+    if (!ok) { entmtp_heads_free(h); return ENTMTP_ERR_OUT_OF_MEMORY; }
+    *out = h;
+    return ENTMTP_OK;
+}

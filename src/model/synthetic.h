@@ -1,0 +1,17 @@
+/* Models and heads with random weights at a chosen shape, built in memory:
+ * what `entmtp bench --synthetic` measures speed on without downloading. */
+#ifndef EMT_SYNTHETIC_H
+#define EMT_SYNTHETIC_H
+
+#include "model/heads.h"
+
+/* Named shapes: "llama-7b" (4096/32 layers/32 heads/11008/32000),
+ * "smollm2-135m" (576/30/9 heads, 3 kv/1536/49152, tied), "tiny". */
+entmtp_status emt_synthetic_config(const char *name, emt_model_config *out);
+entmtp_status emt_model_create_synthetic(const emt_model_config *c, uint64_t seed,
+                                         const entmtp_model_params *params, entmtp_model **out);
+/* Medusa-shaped heads (one ResBlock each, sharing the model's lm_head). */
+entmtp_status emt_heads_create_synthetic(entmtp_model *model, int32_t n_heads, uint64_t seed,
+                                         entmtp_heads **out);
+
+#endif

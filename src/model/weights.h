@@ -1,0 +1,31 @@
+/* Where weights come from: a GGUF file or a safetensors set, behind one
+ * lookup, and the conversion of a tensor to F32 on the backend. */
+#ifndef EMT_WEIGHTS_H
+#define EMT_WEIGHTS_H
+
+#include "backend/backend.h"
+#include "io/gguf.h"
+#include "io/safetensors.h"
+
+typedef struct emt_weights {
+    emt_gguf *gguf; /* exactly one of these is set */
+    emt_st *st;
+    const char *path;
+    emt_backend *be;
+    /* progress over the bytes converted so far */
+    entmtp_progress_fn progress;
+    void *progress_user;
+    size_t total_bytes, done_bytes;
+    int64_t n_params;
+} emt_weights;
+
+const emt_tensor *emt_weights_find(const emt_weights *w, const char *name);
+
+/* Loads tensor `name` as F32 onto the backend. The shape must be exactly
+ * {d0} (d1 == 0) or {d0, d1} (outermost first). `unpermute_heads` > 0 undoes
+ * llama.cpp's rotary row permutation for that many heads (GGUF Q/K). A
+ * missing tensor is ENTMTP_ERR_FORMAT unless `optional`, then *out = NULL. */
+entmtp_status emt_weights_load(emt_weights *w, const char *name, int64_t d0, int64_t d1,
+                               int32_t unpermute_heads, int optional, float **out);
+
+#endif

@@ -1,0 +1,255 @@
+/* Policies: pick a tree per step from the features. Each is a small state
+ * machine over a copied config; see docs/policies.md. */
+#include "common/common.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+struct entmtp_policy {
+    entmtp_policy_config cfg;
+    /* hysteresis */
+    int aggressive;
+    /* ucb */
+    int32_t n_arms;
+    int64_t *pulls;
+    double *reward_sum;
+    int64_t t;
+};
+
+ENTMTP_API entmtp_policy_config entmtp_policy_default_config(entmtp_policy_kind kind) {
+    entmtp_policy_config c;
+    memset(&c, 0, sizeof c);
+    c.struct_size = sizeof c;
+    c.kind = kind;
+    c.static_tree = 0;
+    c.n_thresholds = 0;
+    for (int32_t b = 0; b < ENTMTP_MAX_LADDER; b++) c.ladder_trees[b] = b;
+    c.tau_on = 0.01f;
+    c.tau_off = 0.01f;
+    c.conservative_tree = 0;
+    c.aggressive_tree = 1;
+    c.ucb_exploration = 1.0f;
+    c.ucb_length_penalty = 0.0f;
+    return c;
+}
+
+ENTMTP_API const char *entmtp_policy_kind_name(entmtp_policy_kind kind) {
+    switch (kind) {
+    case ENTMTP_POLICY_STATIC: return "static";
+    case ENTMTP_POLICY_LADDER: return "ladder";
+    case ENTMTP_POLICY_HYSTERESIS: return "hysteresis";
+    case ENTMTP_POLICY_UCB: return "ucb";
+    case ENTMTP_POLICY_CUSTOM: return "custom";
+    }
+    return NULL;
+}
+
+ENTMTP_API entmtp_status entmtp_policy_kind_from_name(const char *name, entmtp_policy_kind *out) {
+    if (!name || !out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_kind_from_name: NULL argument");
+    for (int k = 0; k <= ENTMTP_POLICY_CUSTOM; k++)
+        if (!strcmp(name, entmtp_policy_kind_name((entmtp_policy_kind)k))) {
+            *out = (entmtp_policy_kind)k;
+            return ENTMTP_OK;
+        }
+    return emt_fail(ENTMTP_ERR_NOT_FOUND, "policy kind '%s' is unknown (static, ladder, hysteresis, ucb, custom)", name);
+}
+
+static entmtp_status validate_config(const entmtp_policy_config *c) {
+#define BAD(...) return emt_fail(ENTMTP_ERR_INVALID_CONFIG, __VA_ARGS__)
+    switch (c->kind) {
+    case ENTMTP_POLICY_STATIC:
+        if (c->static_tree < 0) BAD("static: static_tree = %d is negative", c->static_tree);
+        break;
+    case ENTMTP_POLICY_LADDER:
+        if (c->n_thresholds < 0 || c->n_thresholds > ENTMTP_MAX_LADDER - 1)
+            BAD("ladder: n_thresholds = %d is outside [0, %d]", c->n_thresholds, ENTMTP_MAX_LADDER - 1);
+        for (int32_t i = 0; i < c->n_thresholds; i++) {
+            if (!isfinite(c->thresholds[i])) BAD("ladder: thresholds[%d] = %g is not finite", i, (double)c->thresholds[i]);
+            if (i > 0 && !(c->thresholds[i] > c->thresholds[i - 1]))
+                BAD("ladder: thresholds[%d] = %g is not above thresholds[%d] = %g", i, (double)c->thresholds[i], i - 1,
+                    (double)c->thresholds[i - 1]);
+        }
+        for (int32_t b = 0; b <= c->n_thresholds; b++)
+            if (c->ladder_trees[b] < 0) BAD("ladder: ladder_trees[%d] = %d is negative", b, c->ladder_trees[b]);
+        break;
+    case ENTMTP_POLICY_HYSTERESIS:
+        if (!isfinite(c->tau_on)) BAD("hysteresis: tau_on = %g is not finite", (double)c->tau_on);
+        if (!isfinite(c->tau_off)) BAD("hysteresis: tau_off = %g is not finite", (double)c->tau_off);
+        if (c->tau_off > c->tau_on) BAD("hysteresis: tau_off (%g) > tau_on (%g)", (double)c->tau_off, (double)c->tau_on);
+        if (c->conservative_tree < 0) BAD("hysteresis: conservative_tree = %d is negative", c->conservative_tree);
+        if (c->aggressive_tree < 0) BAD("hysteresis: aggressive_tree = %d is negative", c->aggressive_tree);
+        break;
+    case ENTMTP_POLICY_UCB:
+        if (!isfinite(c->ucb_exploration) || c->ucb_exploration < 0)
+            BAD("ucb: ucb_exploration = %g must be finite and >= 0", (double)c->ucb_exploration);
+        if (!isfinite(c->ucb_length_penalty) || c->ucb_length_penalty < 0)
+            BAD("ucb: ucb_length_penalty = %g must be finite and >= 0", (double)c->ucb_length_penalty);
+        break;
+    case ENTMTP_POLICY_CUSTOM:
+        if (!c->select) BAD("custom: the select callback is NULL");
+        break;
+    default:
+        BAD("policy kind %d is unknown", (int)c->kind);
+    }
+#undef BAD
+    return ENTMTP_OK;
+}
+
+ENTMTP_API entmtp_status entmtp_policy_create(const entmtp_policy_config *config, entmtp_policy **out) {
+    if (!config || !out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_create: config and out must not be NULL");
+    *out = NULL;
+    if (config->struct_size < sizeof(size_t) + sizeof(entmtp_policy_kind))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_config.struct_size = %zu; initialise it with entmtp_policy_default_config()",
+                        config->struct_size);
+    entmtp_policy_config c = entmtp_policy_default_config(config->kind);
+    entmtp_status st = emt_copy_versioned(&c, sizeof c, config, "entmtp_policy_config");
+    if (st) return st;
+    if ((st = validate_config(&c))) return st;
+    entmtp_policy *p = emt_calloc(1, sizeof *p);
+    if (!p) return ENTMTP_ERR_OUT_OF_MEMORY;
+    p->cfg = c;
+    *out = p;
+    return ENTMTP_OK;
+}
+
+ENTMTP_API void entmtp_policy_free(entmtp_policy *p) {
+    if (!p) return;
+    free(p->pulls);
+    free(p->reward_sum);
+    free(p);
+}
+
+ENTMTP_API entmtp_policy_kind entmtp_policy_get_kind(const entmtp_policy *p) {
+    return p ? p->cfg.kind : ENTMTP_POLICY_STATIC;
+}
+
+ENTMTP_API entmtp_status entmtp_policy_validate(const entmtp_policy *p, int32_t n_trees) {
+    if (!p) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_validate: policy is NULL");
+    const entmtp_policy_config *c = &p->cfg;
+    if (n_trees < 1) return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "%s policy: the bank is empty", entmtp_policy_kind_name(c->kind));
+#define CHECK_IDX(field, v)                                                                            \
+    if ((v) >= n_trees)                                                                                \
+        return emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "%s policy: %s = %d is outside the bank of %d trees", \
+                        entmtp_policy_kind_name(c->kind), field, (v), n_trees)
+    switch (c->kind) {
+    case ENTMTP_POLICY_STATIC: CHECK_IDX("static_tree", c->static_tree); break;
+    case ENTMTP_POLICY_LADDER:
+        for (int32_t b = 0; b <= c->n_thresholds; b++) {
+            char f[32];
+            snprintf(f, sizeof f, "ladder_trees[%d]", b);
+            CHECK_IDX(f, c->ladder_trees[b]);
+        }
+        break;
+    case ENTMTP_POLICY_HYSTERESIS:
+        CHECK_IDX("conservative_tree", c->conservative_tree);
+        CHECK_IDX("aggressive_tree", c->aggressive_tree);
+        break;
+    default: break;
+    }
+#undef CHECK_IDX
+    return ENTMTP_OK;
+}
+
+static entmtp_status check_features(const entmtp_features *f) {
+    if (!isfinite(f->s)) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "features.s = %g is not finite", (double)f->s);
+    if (!isfinite(f->p0)) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "features.p0 = %g is not finite", (double)f->p0);
+    return ENTMTP_OK;
+}
+
+static entmtp_status ucb_select(entmtp_policy *p, int32_t n_trees, int32_t *out) {
+    if (n_trees > p->n_arms) { /* the bank grew (or first use): grow the arm state */
+        int64_t *pulls = emt_realloc(p->pulls, (size_t)n_trees, sizeof *pulls);
+        if (!pulls) return ENTMTP_ERR_OUT_OF_MEMORY;
+        p->pulls = pulls;
+        double *sum = emt_realloc(p->reward_sum, (size_t)n_trees, sizeof *sum);
+        if (!sum) return ENTMTP_ERR_OUT_OF_MEMORY;
+        p->reward_sum = sum;
+        for (int32_t k = p->n_arms; k < n_trees; k++) { p->pulls[k] = 0; p->reward_sum[k] = 0; }
+        p->n_arms = n_trees;
+    }
+    for (int32_t k = 0; k < n_trees; k++)
+        if (p->pulls[k] == 0) { *out = k; return ENTMTP_OK; }
+    double lt = log((double)(p->t > 0 ? p->t : 1));
+    int32_t best = 0;
+    double best_v = -INFINITY;
+    for (int32_t k = 0; k < n_trees; k++) {
+        double v = p->reward_sum[k] / (double)p->pulls[k] +
+                   (double)p->cfg.ucb_exploration * sqrt(2.0 * lt / (double)p->pulls[k]);
+        if (v > best_v) { best_v = v; best = k; }
+    }
+    *out = best;
+    return ENTMTP_OK;
+}
+
+ENTMTP_API entmtp_status entmtp_policy_select(entmtp_policy *p, const entmtp_features *f, int32_t n_trees,
+                                              int32_t *out_index) {
+    if (!p || !f || !out_index)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_select: policy, features and out_index must not be NULL");
+    if (n_trees < 1) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_select: n_trees = %d", n_trees);
+    const entmtp_policy_config *c = &p->cfg;
+    entmtp_status st = ENTMTP_OK;
+    int32_t k = 0;
+    if (c->kind != ENTMTP_POLICY_CUSTOM && c->kind != ENTMTP_POLICY_STATIC && c->kind != ENTMTP_POLICY_UCB &&
+        (st = check_features(f)))
+        return st;
+    switch (c->kind) {
+    case ENTMTP_POLICY_STATIC: k = c->static_tree; break;
+    case ENTMTP_POLICY_LADDER: {
+        int32_t b = 0;
+        while (b < c->n_thresholds && f->s > c->thresholds[b]) b++;
+        k = c->ladder_trees[b];
+        break;
+    }
+    case ENTMTP_POLICY_HYSTERESIS:
+        if (!p->aggressive && f->s > c->tau_on) p->aggressive = 1;
+        else if (p->aggressive && f->s <= c->tau_off) p->aggressive = 0;
+        k = p->aggressive ? c->aggressive_tree : c->conservative_tree;
+        break;
+    case ENTMTP_POLICY_UCB:
+        if ((st = ucb_select(p, n_trees, &k))) return st;
+        break;
+    case ENTMTP_POLICY_CUSTOM:
+        entmtp_clear_error();
+        k = -1;
+        st = c->select(c->user_data, f, n_trees, &k);
+        if (st != ENTMTP_OK) {
+            if (!entmtp_last_error()[0])
+                emt_fail(st, "custom policy: the select callback returned %s", entmtp_status_string(st));
+            return st;
+        }
+        break;
+    }
+    if (k < 0 || k >= n_trees)
+        return emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "%s policy chose tree %d, outside the bank [0, %d)",
+                        entmtp_policy_kind_name(c->kind), k, n_trees);
+    *out_index = k;
+    return ENTMTP_OK;
+}
+
+ENTMTP_API entmtp_status entmtp_policy_observe(entmtp_policy *p, const entmtp_outcome *o) {
+    if (!p || !o) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_observe: policy and outcome must not be NULL");
+    if (o->accept_length < 1)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_observe: outcome.accept_length = %d must be >= 1", o->accept_length);
+    if (p->cfg.kind == ENTMTP_POLICY_UCB) {
+        if (o->tree_index < 0 || o->tree_index >= p->n_arms)
+            return emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "ucb policy: outcome.tree_index = %d was never selected (%d arms)",
+                            o->tree_index, p->n_arms);
+        /* the Mamba-drafter reward: -(1 + lambda_gamma * gamma) / N_accept */
+        double r = -(1.0 + (double)p->cfg.ucb_length_penalty * (double)o->draft_length) / (double)o->accept_length;
+        p->pulls[o->tree_index]++;
+        p->reward_sum[o->tree_index] += r;
+        p->t++;
+    } else if (p->cfg.kind == ENTMTP_POLICY_CUSTOM && p->cfg.observe) {
+        p->cfg.observe(p->cfg.user_data, o);
+    }
+    return ENTMTP_OK;
+}
+
+ENTMTP_API void entmtp_policy_reset(entmtp_policy *p) {
+    if (!p) return;
+    p->aggressive = 0;
+    for (int32_t k = 0; k < p->n_arms; k++) { p->pulls[k] = 0; p->reward_sum[k] = 0; }
+    p->t = 0;
+    if (p->cfg.kind == ENTMTP_POLICY_CUSTOM && p->cfg.reset) p->cfg.reset(p->cfg.user_data);
+}

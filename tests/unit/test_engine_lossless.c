@@ -1,0 +1,178 @@
+/* The lossless invariant: greedy EntMTP emits exactly the tokens of greedy
+ * AR decoding, for every built-in tree and every policy (one of which
+ * switches tree every step), with Medusa and with Hydra heads, on tiny random
+ * models written as GGUF and as safetensors. Also: GGUF (permuted Q/K) and
+ * safetensors copies of one model give the same logits. */
+#include "check.h"
+#include "tiny_model.h"
+
+#include <stdio.h>
+
+#define N_GEN 48
+
+static const int32_t prompt[] = { 1, 5, 9, 3, 17, 2, 30, 11, 4 };
+#define N_PROMPT ((int32_t)(sizeof prompt / sizeof prompt[0]))
+
+static void generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_policy *pol, int ar,
+                     int32_t *out, int32_t *n_out, double *mean_accept) {
+    entmtp_session_params sp = entmtp_session_default_params();
+    sp.kv_capacity = 200;
+    sp.n_stop_tokens = 0; /* never stop early: compare full runs */
+    entmtp_session *s = NULL;
+    *n_out = 0;
+    CHECK_OK(entmtp_session_create(m, h, b, &sp, &s));
+    if (!s) return;
+    if (pol) CHECK_OK(entmtp_policy_set(s, pol));
+    CHECK_OK(entmtp_session_prefill(s, prompt, N_PROMPT));
+    CHECK_OK(entmtp_generate(s, N_GEN, ar, NULL, NULL));
+    const int32_t *toks;
+    int32_t n;
+    CHECK_OK(entmtp_session_tokens(s, &toks, &n));
+    CHECK_EQ_INT(n, N_PROMPT + N_GEN);
+    memcpy(out, toks, (size_t)n * sizeof *toks);
+    *n_out = n;
+    entmtp_session_stats st = { sizeof st };
+    CHECK_OK(entmtp_session_get_stats(s, &st));
+    *mean_accept = st.mean_accept_length;
+    entmtp_policy_set(s, NULL);
+    entmtp_session_free(s);
+}
+
+/* A custom policy that switches tree every step. */
+static entmtp_status rotate_select(void *user, const entmtp_features *f, int32_t n_trees,
+                                   int32_t *out) {
+    int32_t *counter = user;
+    (void)f;
+    *out = (*counter)++ % n_trees;
+    return ENTMTP_OK;
+}
+
+static void check_model(const char *model_path, const char *heads_path, const char *label) {
+    entmtp_model_params mp = entmtp_model_default_params();
+    mp.backend = ENTMTP_BACKEND_CPU;
+    mp.n_threads = 2;
+    entmtp_model *m = NULL;
+    entmtp_heads *h = NULL;
+    CHECK_OK(entmtp_model_load(model_path, &mp, &m));
+    if (!m) return;
+    CHECK_OK(entmtp_heads_load(m, heads_path, &h));
+    if (!h) { entmtp_model_free(m); return; }
+    entmtp_heads_info hi = { sizeof hi };
+    CHECK_OK(entmtp_heads_get_info(h, &hi));
+
+    entmtp_bank *bank = NULL;
+    entmtp_bank_params bp = entmtp_bank_default_params();
+    bp.max_depth = hi.n_heads;
+    CHECK_OK(entmtp_bank_create(&bp, &bank));
+    for (int32_t i = 0; entmtp_builtin_tree_name(i); i++) {
+        entmtp_status st = entmtp_bank_add_builtin(bank, entmtp_builtin_tree_name(i), NULL);
+        if (st == ENTMTP_ERR_INVALID_TREE) continue; /* deeper than these heads */
+        CHECK_OK(st);
+    }
+    int32_t n_trees = entmtp_bank_size(bank);
+    CHECK(n_trees >= 5);
+
+    int32_t ar[N_PROMPT + N_GEN], spec[N_PROMPT + N_GEN], n_ar = 0, n_spec = 0;
+    double mean_ar = 0, mean = 0, best_mean = 0;
+    generate(m, h, bank, NULL, 1, ar, &n_ar, &mean_ar);
+    CHECK_NEAR(mean_ar, 1.0, 1e-12);
+
+    for (int32_t k = 0; k < n_trees; k++) {
+        entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
+        pc.static_tree = k;
+        entmtp_policy *pol = NULL;
+        CHECK_OK(entmtp_policy_create(&pc, &pol));
+        generate(m, h, bank, pol, 0, spec, &n_spec, &mean);
+        entmtp_tree_info ti = { sizeof ti };
+        entmtp_bank_tree_info(bank, k, &ti);
+        int same = n_spec == n_ar && !memcmp(spec, ar, (size_t)n_ar * sizeof *ar);
+        if (!same) fprintf(stderr, "%s: tree %s: speculative tokens differ from AR\n", label, ti.name);
+        CHECK(same);
+        if (mean > best_mean) best_mean = mean;
+        printf("%s: tree %-24s nodes %3d mean accept %.3f\n", label, ti.name, ti.n_nodes, mean);
+        entmtp_policy_free(pol);
+    }
+    /* multi-token acceptance must actually happen, or KV commit is untested */
+    CHECK(best_mean > 1.05);
+
+    entmtp_policy_kind kinds[] = { ENTMTP_POLICY_LADDER, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_UCB,
+                                   ENTMTP_POLICY_CUSTOM };
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        entmtp_policy_config pc = entmtp_policy_default_config(kinds[i]);
+        int32_t counter = 0;
+        if (kinds[i] == ENTMTP_POLICY_LADDER) {
+            pc.n_thresholds = 2;
+            pc.thresholds[0] = 0.05f;
+            pc.thresholds[1] = 0.3f;
+        } else if (kinds[i] == ENTMTP_POLICY_HYSTERESIS) {
+            pc.tau_on = 0.2f;
+            pc.tau_off = 0.1f;
+            pc.conservative_tree = 0;
+            pc.aggressive_tree = n_trees - 1;
+        } else if (kinds[i] == ENTMTP_POLICY_CUSTOM) {
+            pc.select = rotate_select;
+            pc.user_data = &counter;
+        }
+        entmtp_policy *pol = NULL;
+        CHECK_OK(entmtp_policy_create(&pc, &pol));
+        generate(m, h, bank, pol, 0, spec, &n_spec, &mean);
+        int same = n_spec == n_ar && !memcmp(spec, ar, (size_t)n_ar * sizeof *ar);
+        if (!same) fprintf(stderr, "%s: policy %s: tokens differ from AR\n", label, entmtp_policy_kind_name(kinds[i]));
+        CHECK(same);
+        printf("%s: policy %-10s mean accept %.3f\n", label, entmtp_policy_kind_name(kinds[i]), mean);
+        if (kinds[i] == ENTMTP_POLICY_CUSTOM) CHECK(counter >= N_GEN / 8);
+        entmtp_policy_free(pol);
+    }
+    entmtp_bank_free(bank);
+    entmtp_heads_free(h);
+    entmtp_model_free(m);
+}
+
+static void check_formats_agree(const char *gguf_path, const char *hf_dir) {
+    entmtp_model_params mp = entmtp_model_default_params();
+    mp.backend = ENTMTP_BACKEND_CPU;
+    entmtp_model *a = NULL, *b = NULL;
+    CHECK_OK(entmtp_model_load(gguf_path, &mp, &a));
+    CHECK_OK(entmtp_model_load(hf_dir, &mp, &b));
+    if (!a || !b) { entmtp_model_free(a); entmtp_model_free(b); return; }
+    entmtp_session *sa = NULL, *sb = NULL;
+    CHECK_OK(entmtp_session_create(a, NULL, NULL, NULL, &sa));
+    CHECK_OK(entmtp_session_create(b, NULL, NULL, NULL, &sb));
+    CHECK_OK(entmtp_session_prefill(sa, prompt, N_PROMPT));
+    CHECK_OK(entmtp_session_prefill(sb, prompt, N_PROMPT));
+    const float *la, *lb;
+    int32_t va = 0, vb = 0;
+    CHECK_OK(entmtp_session_logits(sa, &la, &va));
+    CHECK_OK(entmtp_session_logits(sb, &lb, &vb));
+    CHECK_EQ_INT(va, vb);
+    double worst = 0;
+    for (int32_t i = 0; i < va && va == vb; i++) {
+        double d = fabs((double)la[i] - (double)lb[i]);
+        if (d > worst) worst = d;
+    }
+    printf("GGUF vs safetensors: max |logit difference| = %.3g\n", worst);
+    CHECK(worst < 1e-4);
+    entmtp_session_free(sa);
+    entmtp_session_free(sb);
+    entmtp_model_free(a);
+    entmtp_model_free(b);
+}
+
+int main(void) {
+    emt_tiny_config c = emt_tiny_default_config();
+    c.vocab = 32;
+    c.seed = 7;
+    char gguf[512], hf[512], medusa[512], hydra[512];
+    snprintf(gguf, sizeof gguf, "%s/lossless_tiny.gguf", ENTMTP_TEST_TMP_DIR);
+    snprintf(hf, sizeof hf, "%s/lossless_tiny_hf", ENTMTP_TEST_TMP_DIR);
+    snprintf(medusa, sizeof medusa, "%s/lossless_medusa.safetensors", ENTMTP_TEST_TMP_DIR);
+    snprintf(hydra, sizeof hydra, "%s/lossless_hydra.safetensors", ENTMTP_TEST_TMP_DIR);
+    CHECK_OK(emt_tiny_write_gguf(gguf, &c, EMT_F32));
+    CHECK_OK(emt_tiny_write_hf(hf, &c, EMT_F32, 2));
+    CHECK_OK(emt_tiny_write_medusa_heads(medusa, c.hidden, c.vocab, 5, 1, 0, 11));
+    CHECK_OK(emt_tiny_write_hydra_heads(hydra, c.hidden, c.vocab, 5, 2, 0, 12));
+    check_formats_agree(gguf, hf);
+    check_model(gguf, medusa, "gguf+medusa");
+    check_model(hf, hydra, "hf+hydra");
+    return emt_test_finish("test_engine_lossless");
+}

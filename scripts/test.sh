@@ -19,7 +19,7 @@ ENTMTP_MODEL=$(bash scripts/fetch-model.sh)
 export ENTMTP_MODEL
 
 log "release build (-Werror) and tests"
-cmake -S . -B build/ci -DCMAKE_BUILD_TYPE=Release -DENTMTP_WERROR=ON >/dev/null
+cmake -S . -B build/ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DENTMTP_WERROR=ON >/dev/null
 cmake --build build/ci -j "$jobs"
 (cd build/ci && ctest --output-on-failure -j "$jobs")
 

@@ -61,7 +61,9 @@ static int on_tokens(const int32_t *toks, int32_t n, void *user) {
     for (int32_t i = 0; i < n && c->n_gen < c->cap; i++) c->gen[c->n_gen++] = toks[i];
     if (!c->echo) return 0;
     size_t len = 0;
-    char *text = decode(c->model, c->gen, c->n_gen, &len);
+    int32_t n_show = c->n_gen;
+    if (n_show > 0 && entmtp_token_is_eog(c->model, c->gen[n_show - 1])) n_show--;
+    char *text = decode(c->model, c->gen, n_show, &len);
     if (!text) return 0;
     /* hold back an incomplete UTF-8 sequence at the end */
     size_t end = len;
@@ -371,7 +373,10 @@ int cmd_generate(int argc, char **argv) {
     entmtp_session_stats stats = { sizeof stats };
     entmtp_session_get_stats(session, &stats);
     size_t text_len = 0;
-    text = decode(model, sc.gen, sc.n_gen, &text_len);
+    /* the text shows what was generated, without a final stop token */
+    int32_t n_text = sc.n_gen;
+    if (n_text > 0 && entmtp_token_is_eog(model, sc.gen[n_text - 1])) n_text--;
+    text = decode(model, sc.gen, n_text, &text_len);
     entmtp_model_info mi = { sizeof mi };
     entmtp_model_get_info(model, &mi);
     const char *policy_label = policy ? entmtp_policy_kind_name(entmtp_policy_get_kind(policy)) : "none";

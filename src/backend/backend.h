@@ -25,6 +25,7 @@ typedef struct emt_exec emt_exec;
 
 typedef struct emt_backend_ops {
     const char *name;
+    int host_memory; /* 1 when device pointers are host memory (CPU) */
     void (*destroy)(emt_backend *be);
 
     /* memory: zero-initialised device allocation; NULL + last error on failure */
@@ -39,7 +40,10 @@ typedef struct emt_backend_ops {
 
     emt_exec *(*exec_create)(emt_backend *be, int32_t n_threads);
     void (*exec_destroy)(emt_exec *ex);
+    /* waits for the context's work; ENTMTP_ERR_BACKEND when an op failed,
+     * with the reason in error_text() */
     entmtp_status (*sync)(emt_exec *ex);
+    const char *(*error_text)(emt_exec *ex);
 
     /* out[r] = table[tokens[r]] (rows of `dim` floats); tokens are host ids, checked by the caller */
     void (*embed)(emt_exec *ex, const float *table, int32_t dim, const int32_t *tokens,
@@ -79,6 +83,9 @@ struct emt_backend {
     const emt_backend_ops *ops;
     void *impl;
 };
+
+/* sync() with the backend's reason recorded as the last error. */
+entmtp_status emt_backend_sync(const emt_backend *be, emt_exec *ex);
 
 /* Creates the CPU backend (always available). */
 entmtp_status emt_backend_cpu_create(emt_backend **out);

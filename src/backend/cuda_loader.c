@@ -57,3 +57,10 @@ entmtp_status emt_backend_cuda_create(int32_t device, emt_backend **out) {
     *out = be;
     return ENTMTP_OK;
 }
+
+entmtp_status emt_backend_sync(const emt_backend *be, emt_exec *ex) {
+    entmtp_status st = be->ops->sync(ex);
+    if (st != ENTMTP_OK)
+        return emt_fail(st, "%s backend: %s", be->ops->name, be->ops->error_text ? be->ops->error_text(ex) : "failed");
+    return ENTMTP_OK;
+}

@@ -30,6 +30,8 @@ struct entmtp_session {
     float *chain_p;
     int32_t *parent_row;   /* Hydra: node -> row of its head call (-1 none) */
     int32_t *path;         /* scratch for one node's path */
+    float *host_logits;    /* device backends: node logits copied for acceptance */
+    float *host_next;      /* device backends: next-token logits on the host */
     entmtp_features features;
     int32_t last_accept;
     float ema;
@@ -92,6 +94,8 @@ ENTMTP_API void entmtp_session_free(entmtp_session *S) {
     free(S->chain_p);
     free(S->parent_row);
     free(S->path);
+    free(S->host_logits);
+    free(S->host_next);
     free(S->usage);
     free(S);
 }
@@ -232,6 +236,10 @@ ENTMTP_API entmtp_status entmtp_session_create(entmtp_model *model, entmtp_heads
     HOST_ALLOC(S->parent_row, S->max_nodes);
     HOST_ALLOC(S->path, (S->max_depth > n_heads ? S->max_depth : n_heads) + 1);
     HOST_ALLOC(S->usage, S->n_trees);
+    if (!be->ops->host_memory) {
+        HOST_ALLOC(S->host_logits, (int64_t)S->max_nodes * V);
+        HOST_ALLOC(S->host_next, V);
+    }
     S->features.struct_size = sizeof S->features;
     S->stats.struct_size = sizeof S->stats;
     *out_session = S;
@@ -306,7 +314,7 @@ ENTMTP_API entmtp_status entmtp_session_prefill(entmtp_session *S, const int32_t
         if (last) keep_last_row(S, n - 1, 0);
         done += n;
     }
-    entmtp_status st = S->model->be->ops->sync(S->ex);
+    entmtp_status st = emt_backend_sync(S->model->be, S->ex);
     if (st) return st;
     memcpy(S->tokens + S->n_tokens, tokens, (size_t)n_tokens * sizeof *tokens);
     S->n_tokens += n_tokens;
@@ -461,8 +469,13 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     float p0, entropy;
     op->topk(S->ex, S->s.next_logits, 1, V, 1, &top1, &p0, &entropy);
     int32_t root = top1;
+    const float *next_host = S->s.next_logits;
+    if (!op->host_memory) {
+        if ((st = op->download(S->ex, S->host_next, S->s.next_logits, (size_t)V * sizeof(float)))) goto out;
+        next_host = S->host_next;
+    }
     if (S->p.temperature > 0) {
-        st = emt_sample_typical(S->s.next_logits, V, S->p.temperature, S->p.epsilon, S->p.delta,
+        st = emt_sample_typical(next_host, V, S->p.temperature, S->p.epsilon, S->p.delta,
                                 &S->rng, &root);
         if (st) goto out;
     }
@@ -506,7 +519,13 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     /* accept */
     int32_t best = 0, acc = 0;
     if (t->n_nodes > 1) {
-        emt_posterior_nodes in = { t->n_nodes, V, S->s.logits, S->node_tokens, t->n_leaves,
+        const float *node_logits = S->s.logits;
+        if (!op->host_memory) {
+            st = op->download(S->ex, S->host_logits, S->s.logits, (size_t)t->n_nodes * V * sizeof(float));
+            if (st) goto out;
+            node_logits = S->host_logits;
+        }
+        emt_posterior_nodes in = { t->n_nodes, V, node_logits, S->node_tokens, t->n_leaves,
                                    t->depth + 1, t->retrieve_indices, S->p.temperature,
                                    S->p.epsilon, S->p.delta };
         st = emt_evaluate_posterior_nodes(&in, &best, &acc);
@@ -543,7 +562,7 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
         op->copy_rows(S->ex, S->kv.v[l], S->kv.v[l], kv_dim, S->dst_rows, S->src_rows, n_emit);
     }
     keep_last_row(S, row[n_emit - 1], row[n_emit - 1]);
-    if ((st = op->sync(S->ex))) goto out;
+    if ((st = emt_backend_sync(S->model->be, S->ex))) goto out;
 
     memcpy(S->tokens + L, S->emit, (size_t)n_emit * sizeof(int32_t));
     S->n_tokens += n_emit;
@@ -636,6 +655,15 @@ ENTMTP_API entmtp_status entmtp_session_logits(const entmtp_session *S, const fl
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_session_logits: arguments must not be NULL");
     if (!S->have_logits)
         return emt_fail(ENTMTP_ERR_STATE, "entmtp_session_logits: no logits before the first prefill");
+    const emt_backend_ops *op = S->model->be->ops;
+    if (!op->host_memory) {
+        entmtp_status st = op->download(S->ex, S->host_next, S->s.next_logits,
+                                        (size_t)S->model->cfg.vocab * sizeof(float));
+        if (st) return st;
+        *logits = S->host_next;
+        *n_vocab = S->model->cfg.vocab;
+        return ENTMTP_OK;
+    }
     *logits = S->s.next_logits;
     *n_vocab = S->model->cfg.vocab;
     return ENTMTP_OK;
@@ -672,7 +700,7 @@ entmtp_status emt_session_time_verify(entmtp_session *S, int32_t tree_index, int
         double t0 = emt_now();
         st = emt_forward(S->ex, S->model, &S->kv, &S->s, S->node_tokens, S->positions, t->n_nodes,
                          S->n_tokens, t->attn_mask, 1, t->n_nodes);
-        if (!st) st = S->model->be->ops->sync(S->ex);
+        if (!st) st = emt_backend_sync(S->model->be, S->ex);
         times[r] = emt_now() - t0;
     }
     if (!st) {

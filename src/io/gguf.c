@@ -107,10 +107,11 @@ static int cmp_tensor_offset(const void *a, const void *b) {
 
 static entmtp_status parse(emt_gguf *g) {
     const char *path = g->map.path;
-    cursor c = { g->map.data, g->map.data + g->map.size, g->map.data, path };
     entmtp_status st;
+    /* (checked before any pointer arithmetic: an empty file maps to NULL) */
     if (g->map.size < 24 || memcmp(g->map.data, "GGUF", 4) != 0)
         return emt_fail(ENTMTP_ERR_FORMAT, "%s: not a GGUF file (bad magic or shorter than its header)", path);
+    cursor c = { g->map.data, g->map.data + g->map.size, g->map.data, path };
     c.p += 4;
     g->version = rd_u32(c.p);
     c.p += 4;

@@ -148,6 +148,8 @@ int main(void) {
     /* specific corruptions and their messages */
     unsigned char *g = slurp(tiny, &n);
     unsigned char *w = malloc(n);
+    /* regression (fuzz_gguf, clang UBSan): an empty file mapped to NULL */
+    expect_gguf_error(bad, g, 0, "not a GGUF file");
     memcpy(w, g, n); w[0] = 'X';
     expect_gguf_error(bad, w, n, "not a GGUF file");
     memcpy(w, g, n); w[4] = 4;

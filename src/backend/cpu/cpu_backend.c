@@ -77,6 +77,11 @@ static entmtp_status cpu_sync(emt_exec *ex) {
     return ENTMTP_OK;
 }
 
+static const char *cpu_error_text(emt_exec *ex) {
+    (void)ex;
+    return "";
+}
+
 /* ---------------------------------------------------------- elementwise */
 
 static void cpu_embed(emt_exec *ex, const float *table, int32_t dim, const int32_t *tokens,
@@ -348,6 +353,7 @@ static void cpu_topk(emt_exec *ex, const float *logits, int32_t n_rows, int32_t 
 
 static const emt_backend_ops cpu_ops = {
     .name = "cpu",
+    .host_memory = 1,
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
     .release = cpu_release,
@@ -357,6 +363,7 @@ static const emt_backend_ops cpu_ops = {
     .exec_create = cpu_exec_create,
     .exec_destroy = cpu_exec_destroy,
     .sync = cpu_sync,
+    .error_text = cpu_error_text,
     .embed = cpu_embed,
     .rmsnorm = cpu_rmsnorm,
     .matmul = cpu_matmul,

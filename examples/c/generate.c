@@ -28,7 +28,7 @@ static int bank_demo(void) {
     if ((st = entmtp_bank_add_tree(bank, "small", ranks, lengths, 3, &idx))) return fail("small", st);
     if ((st = entmtp_bank_add_builtin(bank, "mc_sim_7b_63", &idx))) return fail("mc_sim_7b_63", st);
     for (int32_t k = 0; k < entmtp_bank_size(bank); k++) {
-        entmtp_tree_info ti = { sizeof ti };
+        entmtp_tree_info ti = { .struct_size = sizeof ti };
         entmtp_bank_tree_info(bank, k, &ti);
         printf("tree %d: %-14s %3d nodes, depth %d, %d leaves\n", k, ti.name, ti.n_nodes, ti.depth, ti.n_leaves);
     }
@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
     int rc = 1;
     if ((st = entmtp_model_load(argv[1], &mp, &model))) { rc = fail(argv[1], st); goto done; }
     if ((st = entmtp_heads_load(model, argv[2], &heads))) { rc = fail(argv[2], st); goto done; }
-    entmtp_heads_info hi = { sizeof hi };
+    entmtp_heads_info hi = { .struct_size = sizeof hi };
     entmtp_heads_get_info(heads, &hi);
     entmtp_bank_params bp = entmtp_bank_default_params();
     bp.max_depth = hi.n_heads;
@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
     st = entmtp_generate(s, 32, 0, print_tokens, NULL);
     printf("\n");
     if (st) { rc = fail("generate", st); goto done; }
-    entmtp_session_stats stats = { sizeof stats };
+    entmtp_session_stats stats = { .struct_size = sizeof stats };
     entmtp_session_get_stats(s, &stats);
     printf("%lld tokens in %lld steps, mean accept length %.2f\n", (long long)stats.n_generated,
            (long long)stats.n_steps, stats.mean_accept_length);

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Reliability runs for docs/reliability.md (release build):
+#   scripts/soak.sh [TOKENS] [RELOADS]
+# 1. one session generating TOKENS greedy tokens with EntMTP on a tiny model,
+#    the policy switched every 1000 steps, compared with AR, RSS sampled;
+# 2. load + free the SmolLM2 model (or a tiny one) RELOADS times, RSS sampled.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+tokens=${1:-20000}
+reloads=${2:-100}
+cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build/release -j "$(nproc)" --target entmtp_soak >/dev/null
+build/release/tests/entmtp_soak generate "$tokens"
+model=.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf
+if [ -r "$model" ]; then
+  build/release/tests/entmtp_soak reload "$reloads" "$model"
+else
+  build/release/tests/entmtp_soak reload "$reloads"
+fi

@@ -1,0 +1,147 @@
+/* Reliability runs (docs/reliability.md):
+ *   entmtp_soak generate N   one session, N greedy tokens with EntMTP, the
+ *                            policy switched every 1000 steps, compared token
+ *                            for token with AR; RSS sampled every 10%
+ *   entmtp_soak reload N [MODEL]   load and free a model N times; RSS per 10%
+ * Exit status 0 only when the output is lossless and memory stays flat. */
+#include "entmtp.h"
+#include "tiny_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static long rss_kb(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, resident = 0;
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+        fclose(f);
+    }
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static int fail(const char *what, entmtp_status st) {
+    fprintf(stderr, "soak: %s: %s: %s\n", what, entmtp_status_string(st), entmtp_last_error());
+    return 1;
+}
+
+static int run_generate(int32_t n) {
+    char model_path[] = "/tmp/entmtp-soak-model.gguf", heads_path[] = "/tmp/entmtp-soak-heads.safetensors";
+    emt_tiny_config c = emt_tiny_default_config();
+    c.vocab = 32;
+    c.ctx = n + 1024;
+    c.seed = 5;
+    entmtp_status st;
+    if ((st = emt_tiny_write_gguf(model_path, &c, EMT_Q8_0))) return fail("write model", st);
+    if ((st = emt_tiny_write_medusa_heads(heads_path, c.hidden, c.vocab, 4, 1, 0, 6))) return fail("write heads", st);
+    entmtp_model_params mp = entmtp_model_default_params();
+    mp.backend = ENTMTP_BACKEND_CPU;
+    mp.n_threads = 1;
+    entmtp_model *m = NULL;
+    entmtp_heads *h = NULL;
+    entmtp_bank *b = NULL;
+    if ((st = entmtp_model_load(model_path, &mp, &m)) || (st = entmtp_heads_load(m, heads_path, &h)) ||
+        (st = entmtp_bank_create(NULL, &b)) || (st = entmtp_bank_add_builtin(b, "chain_2", NULL)) ||
+        (st = entmtp_bank_add_tree_json(b, "small", "[[0],[1],[0,0],[0,1],[1,0]]", NULL)) || (st = entmtp_bank_add_builtin(b, "chain_4", NULL)))
+        return fail("setup", st);
+    const int32_t prompt[] = { 1, 2, 3, 4, 5 };
+    int32_t *ar = malloc((size_t)n * sizeof *ar);
+    entmtp_session_params sp = entmtp_session_default_params();
+    sp.kv_capacity = n + 16;
+    sp.n_stop_tokens = 0;
+    entmtp_session *s = NULL;
+    /* AR reference */
+    if ((st = entmtp_session_create(m, h, b, &sp, &s)) || (st = entmtp_session_prefill(s, prompt, 5)) ||
+        (st = entmtp_generate(s, n, 1, NULL, NULL)))
+        return fail("AR", st);
+    const int32_t *toks;
+    int32_t nt;
+    entmtp_session_tokens(s, &toks, &nt);
+    memcpy(ar, toks + 5, (size_t)n * sizeof *ar);
+    entmtp_session_free(s);
+    /* EntMTP with a policy switch every 1000 steps */
+    entmtp_policy_kind kinds[] = { ENTMTP_POLICY_STATIC, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_UCB, ENTMTP_POLICY_LADDER };
+    entmtp_policy *pol[4];
+    for (int k = 0; k < 4; k++) {
+        entmtp_policy_config pc = entmtp_policy_default_config(kinds[k]);
+        pc.static_tree = 1;
+        pc.tau_on = 0.3f;
+        pc.tau_off = 0.1f;
+        pc.aggressive_tree = 1;
+        pc.n_thresholds = 2;
+        pc.thresholds[0] = 0.1f;
+        pc.thresholds[1] = 0.5f;
+        if ((st = entmtp_policy_create(&pc, &pol[k]))) return fail("policy", st);
+    }
+    if ((st = entmtp_session_create(m, h, b, &sp, &s)) || (st = entmtp_session_prefill(s, prompt, 5))) return fail("session", st);
+    long rss0 = rss_kb(), rss_max = rss0;
+    int32_t produced = 0, steps = 0, next_report = n / 10;
+    double t0 = 0;
+    (void)t0;
+    printf("generate: %d tokens, RSS at start %ld kB\n", n, rss0);
+    while (produced < n) {
+        if (steps % 1000 == 0 && (st = entmtp_policy_set(s, pol[(steps / 1000) % 4]))) return fail("policy_set", st);
+        entmtp_step_result r = { sizeof r };
+        if ((st = entmtp_step(s, n - produced, &r))) return fail("step", st);
+        produced += r.n_tokens;
+        steps++;
+        long rss = rss_kb();
+        if (rss > rss_max) rss_max = rss;
+        if (produced >= next_report) {
+            printf("  %7d tokens  %6d steps  RSS %ld kB\n", produced, steps, rss);
+            next_report += n / 10;
+        }
+    }
+    entmtp_session_tokens(s, &toks, &nt);
+    int lossless = nt == n + 5 && !memcmp(toks + 5, ar, (size_t)n * sizeof *ar);
+    entmtp_session_stats ss = { sizeof ss };
+    entmtp_session_get_stats(s, &ss);
+    printf("EntMTP: %lld tokens in %lld steps (mean accept length %.3f), %s AR; RSS growth %ld kB\n",
+           (long long)ss.n_generated, (long long)ss.n_steps, ss.mean_accept_length,
+           lossless ? "identical to" : "DIFFERENT FROM", rss_max - rss0);
+    entmtp_policy_set(s, NULL);
+    entmtp_session_free(s);
+    for (int k = 0; k < 4; k++) entmtp_policy_free(pol[k]);
+    entmtp_bank_free(b);
+    entmtp_heads_free(h);
+    entmtp_model_free(m);
+    free(ar);
+    unlink(model_path);
+    unlink(heads_path);
+    return lossless && rss_max - rss0 < 4096 ? 0 : 1;
+}
+
+static int run_reload(int32_t n, const char *path) {
+    char tiny[] = "/tmp/entmtp-soak-reload.gguf";
+    if (!path) {
+        emt_tiny_config c = emt_tiny_default_config();
+        entmtp_status st = emt_tiny_write_gguf(tiny, &c, EMT_Q4_1);
+        if (st) return fail("write model", st);
+        path = tiny;
+    }
+    entmtp_model_params mp = entmtp_model_default_params();
+    mp.backend = ENTMTP_BACKEND_CPU;
+    long first = 0, last = 0;
+    for (int32_t i = 0; i < n; i++) {
+        entmtp_model *m = NULL;
+        entmtp_status st = entmtp_model_load(path, &mp, &m);
+        if (st) return fail(path, st);
+        entmtp_model_free(m);
+        long rss = rss_kb();
+        if (i == n / 10) first = rss;
+        last = rss;
+        if ((i + 1) % (n / 10 ? n / 10 : 1) == 0) printf("  %4d loads  RSS %ld kB\n", i + 1, rss);
+    }
+    printf("reload %s x%d: RSS after 10%% %ld kB, at the end %ld kB (growth %ld kB)\n", path, n, first, last, last - first);
+    if (path == tiny) unlink(tiny);
+    return last - first < 8192 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 3 && !strcmp(argv[1], "generate")) return run_generate(atoi(argv[2]));
+    if (argc >= 3 && !strcmp(argv[1], "reload")) return run_reload(atoi(argv[2]), argc > 3 ? argv[3] : NULL);
+    fprintf(stderr, "usage: entmtp_soak generate N | reload N [MODEL]\n");
+    return 2;
+}

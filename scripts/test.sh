@@ -53,6 +53,11 @@ LD_LIBRARY_PATH="$libdir" build/ci/example_generate --bank-demo
 LD_LIBRARY_PATH="$libdir" build/ci/example_generate build/ci/tests/tmp/lossless_tiny.gguf \
    build/ci/tests/tmp/lossless_medusa.safetensors 1 5 9 3
 
+log "install and build examples/ with CMake's find_package(entmtp)"
+cmake -S examples/cmake -B build/ci/consumer -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build build/ci/consumer >/dev/null
+LD_LIBRARY_PATH="$libdir" build/ci/consumer/entmtp_example_generate --bank-demo >/dev/null
+
 log "ABI check"
 bash scripts/check-abi.sh build/ci
 

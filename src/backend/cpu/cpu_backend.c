@@ -142,9 +142,10 @@ static void cpu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, in
 
 /* ---------------------------------------------------------------- matmul */
 
-/* The batch-invariant dot product: 16 lanes in two 8-wide accumulators, a
- * fixed horizontal sum, then a scalar tail. Every caller computes each output
- * with exactly this sequence of operations. */
+/* The batch-invariant dot product: one 8-wide accumulator over the inputs
+ * in steps of 8, a fixed horizontal sum, then a scalar tail. dot1, dot4 and
+ * dot4x2 compute every output with exactly this sequence of operations; they
+ * differ only in how many weight rows and input rows share each load. */
 typedef float emt_v8 __attribute__((vector_size(32)));
 
 static inline emt_v8 load8(const float *p) {
@@ -153,45 +154,57 @@ static inline emt_v8 load8(const float *p) {
     return v;
 }
 
-static inline float hsum_tail(emt_v8 a0, emt_v8 a1, const float *w, const float *x, int32_t i,
-                              int32_t n) {
-    emt_v8 a = a0 + a1;
+static inline float finish(emt_v8 a, const float *w, const float *x, int32_t i, int32_t n) {
     float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
     for (; i < n; i++) s += w[i] * x[i];
     return s;
 }
 
 static inline float dot1(const float *w, const float *x, int32_t n) {
-    emt_v8 a0 = {0}, a1 = {0};
+    emt_v8 a = { 0 };
     int32_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        a0 += load8(w + i) * load8(x + i);
-        a1 += load8(w + i + 8) * load8(x + i + 8);
-    }
-    return hsum_tail(a0, a1, w, x, i, n);
+    for (; i + 8 <= n; i += 8) a += load8(w + i) * load8(x + i);
+    return finish(a, w, x, i, n);
 }
 
-/* Four weight rows against one input row: the same per-output operations as
- * dot1, with each x load shared by four outputs. */
+/* four weight rows against one input row */
 static inline void dot4(const float *w0, const float *w1, const float *w2, const float *w3,
                         const float *x, int32_t n, float *out) {
-    emt_v8 a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
+    emt_v8 a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 };
     int32_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        emt_v8 x0 = load8(x + i), x1 = load8(x + i + 8);
-        a00 += load8(w0 + i) * x0;
-        a01 += load8(w0 + i + 8) * x1;
-        a10 += load8(w1 + i) * x0;
-        a11 += load8(w1 + i + 8) * x1;
-        a20 += load8(w2 + i) * x0;
-        a21 += load8(w2 + i + 8) * x1;
-        a30 += load8(w3 + i) * x0;
-        a31 += load8(w3 + i + 8) * x1;
+    for (; i + 8 <= n; i += 8) {
+        emt_v8 xv = load8(x + i);
+        a0 += load8(w0 + i) * xv;
+        a1 += load8(w1 + i) * xv;
+        a2 += load8(w2 + i) * xv;
+        a3 += load8(w3 + i) * xv;
     }
-    out[0] = hsum_tail(a00, a01, w0, x, i, n);
-    out[1] = hsum_tail(a10, a11, w1, x, i, n);
-    out[2] = hsum_tail(a20, a21, w2, x, i, n);
-    out[3] = hsum_tail(a30, a31, w3, x, i, n);
+    out[0] = finish(a0, w0, x, i, n);
+    out[1] = finish(a1, w1, x, i, n);
+    out[2] = finish(a2, w2, x, i, n);
+    out[3] = finish(a3, w3, x, i, n);
+}
+
+/* four weight rows against two input rows: each weight load serves two rows */
+static inline void dot4x2(const float *w0, const float *w1, const float *w2, const float *w3,
+                          const float *x, const float *y, int32_t n, float *ox, float *oy) {
+    emt_v8 a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 }, b0 = { 0 }, b1 = { 0 }, b2 = { 0 }, b3 = { 0 };
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        emt_v8 xv = load8(x + i), yv = load8(y + i), w;
+        w = load8(w0 + i); a0 += w * xv; b0 += w * yv;
+        w = load8(w1 + i); a1 += w * xv; b1 += w * yv;
+        w = load8(w2 + i); a2 += w * xv; b2 += w * yv;
+        w = load8(w3 + i); a3 += w * xv; b3 += w * yv;
+    }
+    ox[0] = finish(a0, w0, x, i, n);
+    ox[1] = finish(a1, w1, x, i, n);
+    ox[2] = finish(a2, w2, x, i, n);
+    ox[3] = finish(a3, w3, x, i, n);
+    oy[0] = finish(b0, w0, y, i, n);
+    oy[1] = finish(b1, w1, y, i, n);
+    oy[2] = finish(b2, w2, y, i, n);
+    oy[3] = finish(b3, w3, y, i, n);
 }
 
 typedef struct matmul_job {
@@ -208,7 +221,18 @@ static void matmul_task(void *ctx, int32_t task) {
     int32_t o = o0;
     for (; o + 4 <= o1; o += 4) {
         const float *w = j->W + (size_t)o * n_in;
-        for (int32_t r = 0; r < j->n_rows; r++) {
+        int32_t r = 0;
+        for (; r + 2 <= j->n_rows; r += 2) {
+            float v[4], u[4];
+            dot4x2(w, w + n_in, w + 2 * n_in, w + 3 * n_in, j->x + (size_t)r * n_in,
+                   j->x + (size_t)(r + 1) * n_in, j->n_in, v, u);
+            float *yr = j->y + (size_t)r * j->n_out + o, *yu = yr + j->n_out;
+            for (int k = 0; k < 4; k++) {
+                yr[k] = j->bias ? v[k] + j->bias[o + k] : v[k];
+                yu[k] = j->bias ? u[k] + j->bias[o + k] : u[k];
+            }
+        }
+        for (; r < j->n_rows; r++) {
             float v[4];
             dot4(w, w + n_in, w + 2 * n_in, w + 3 * n_in, j->x + (size_t)r * n_in, j->n_in, v);
             float *yr = j->y + (size_t)r * j->n_out + o;

@@ -13,7 +13,7 @@ lib=$(ls "$build"/libentmtp.so.*.*.* 2>/dev/null | head -1)
 baseline="$root/abi/libentmtp.abi"
 current=$(mktemp)
 trap 'rm -f "$current"' EXIT
-abidw --headers-dir "$root/include" --no-corpus-path --no-comp-dir-path "$lib" > "$current"
+abidw --headers-dir "$root/include" --drop-private-types --no-corpus-path --no-comp-dir-path "$lib" > "$current"
 soname=$(objdump -p "$lib" | awk '/SONAME/{print $2}')
 abi_major=$(sed -n 's/^#define ENTMTP_ABI_VERSION \([0-9]*\).*/\1/p' "$root/include/entmtp.h")
 [ "$soname" = "libentmtp.so.$abi_major" ] || { echo "check-abi: SONAME $soname does not match ENTMTP_ABI_VERSION $abi_major" >&2; exit 1; }
@@ -30,7 +30,7 @@ base_soname=$(sed -n 's/.*soname=.\(libentmtp\.so\.[0-9]*\).*/\1/p' "$baseline" 
 grep -q "libentmtp.so.$abi_major" "$root/CHANGELOG.md" || {
   echo "check-abi: CHANGELOG.md does not mention the current ABI libentmtp.so.$abi_major" >&2; exit 1; }
 set +e
-abidiff --no-added-syms "$baseline" "$current" > /tmp/abidiff.out 2>&1
+abidiff --no-added-syms --headers-dir1 "$root/include" --headers-dir2 "$root/include" "$baseline" "$current" > /tmp/abidiff.out 2>&1
 rc=$?
 set -e
 if (( rc & 1 )); then cat /tmp/abidiff.out >&2; echo "check-abi: abidiff failed to run" >&2; exit 1; fi

@@ -75,7 +75,14 @@ static int run_generate(int32_t n) {
         pc.thresholds[1] = 0.5f;
         if ((st = entmtp_policy_create(&pc, &pol[k]))) return fail("policy", st);
     }
-    if ((st = entmtp_session_create(m, h, b, &sp, &s)) || (st = entmtp_session_prefill(s, prompt, 5))) return fail("session", st);
+    /* the KV cache is allocated at creation but its pages are first touched
+     * as it fills: one AR pass over the whole capacity, then a reset, so the
+     * measured run shows growth the library causes, not first-touch paging */
+    if ((st = entmtp_session_create(m, h, b, &sp, &s)) || (st = entmtp_session_prefill(s, prompt, 5)) ||
+        (st = entmtp_generate(s, n, 1, NULL, NULL)))
+        return fail("session warm-up", st);
+    entmtp_session_reset(s);
+    if ((st = entmtp_session_prefill(s, prompt, 5))) return fail("session", st);
     long rss0 = rss_kb(), rss_max = rss0;
     int32_t produced = 0, steps = 0, next_report = n / 10;
     double t0 = 0;
@@ -110,7 +117,7 @@ static int run_generate(int32_t n) {
     free(ar);
     unlink(model_path);
     unlink(heads_path);
-    return lossless && rss_max - rss0 < 4096 ? 0 : 1;
+    return lossless && rss_max - rss0 < 1024 ? 0 : 1;
 }
 
 static int run_reload(int32_t n, const char *path) {

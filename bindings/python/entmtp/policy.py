@@ -1,0 +1,269 @@
+"""Tree-scheduling policies: static, ladder, hysteresis, UCB and custom
+(a Python callable as the select callback)."""
+import dataclasses
+from typing import List
+
+from ._ffi import ffi, lib
+from ._handle import Handle
+from ._callbacks import PolicyCallbacks, call_error
+from ._util import new_struct, text
+from .enums import PolicyKind, _coerce
+from .errors import InvalidArgumentError, InvalidConfigError, check
+
+MAX_HEADS = lib.ENTMTP_MAX_HEADS
+MAX_LADDER = lib.ENTMTP_MAX_LADDER
+
+
+@dataclasses.dataclass
+class Features:
+    """entmtp_features: what a policy sees at each step. n_heads is
+    len(head_p); head_p and g hold at most ENTMTP_MAX_HEADS values."""
+    s: float = 0.0
+    p0: float = 0.0
+    head_p: List[float] = dataclasses.field(default_factory=list)
+    g: List[float] = dataclasses.field(default_factory=list)
+    entropy: float = 0.0
+    last_accept_length: int = 0
+    accept_length_ema: float = 0.0
+    step: int = 0
+
+    @property
+    def n_heads(self):
+        return len(self.head_p)
+
+    @classmethod
+    def _from_c(cls, f):
+        n = max(0, min(f.n_heads, MAX_HEADS))
+        return cls(s=f.s, p0=f.p0, head_p=list(f.head_p)[:n], g=list(f.g)[:n], entropy=f.entropy,
+                   last_accept_length=f.last_accept_length, accept_length_ema=f.accept_length_ema,
+                   step=f.step)
+
+    def _to_c(self):
+        if len(self.head_p) > MAX_HEADS or len(self.g) > MAX_HEADS:
+            raise InvalidArgumentError(lib.ENTMTP_ERR_INVALID_ARGUMENT,
+                                       "features: at most %d heads" % MAX_HEADS)
+        f = new_struct("entmtp_features")
+        f.s, f.p0, f.entropy = self.s, self.p0, self.entropy
+        f.n_heads = len(self.head_p)
+        for i, v in enumerate(self.head_p):
+            f.head_p[i] = v
+        for i, v in enumerate(self.g):
+            f.g[i] = v
+        f.last_accept_length = self.last_accept_length
+        f.accept_length_ema = self.accept_length_ema
+        f.step = self.step
+        return f
+
+
+@dataclasses.dataclass
+class Outcome:
+    """entmtp_outcome: what a step produced, shown to observe()."""
+    tree_index: int
+    accept_length: int
+    n_nodes: int = 0
+    draft_length: int = 0
+    seconds: float = 0.0
+
+    @classmethod
+    def _from_c(cls, o):
+        return cls(tree_index=o.tree_index, accept_length=o.accept_length, n_nodes=o.n_nodes,
+                   draft_length=o.draft_length, seconds=o.seconds)
+
+    def _to_c(self):
+        o = new_struct("entmtp_outcome")
+        o.tree_index, o.n_nodes, o.draft_length = self.tree_index, self.n_nodes, self.draft_length
+        o.accept_length, o.seconds = self.accept_length, self.seconds
+        return o
+
+
+def kind_from_name(name):
+    """PolicyKind for "static", "ladder", "hysteresis", "ucb" or "custom"."""
+    out = ffi.new("entmtp_policy_kind *")
+    check(lib.entmtp_policy_kind_from_name(text(name), out))
+    return PolicyKind(out[0])
+
+
+def kind_name(kind):
+    p = lib.entmtp_policy_kind_name(int(kind))
+    return ffi.string(p).decode() if p != ffi.NULL else None
+
+
+class Policy(Handle):
+    """A tree-scheduling policy. Build one with the class methods static(),
+    ladder(), hysteresis(), ucb(), custom() or from_bank(); or generically
+    with Policy(kind, **fields) where fields are entmtp_policy_config fields
+    (thresholds and ladder_trees as lists). A policy is attached to a session
+    with Session.set_policy(); closing it detaches it first."""
+
+    def __init__(self, kind, **fields):
+        kind = _coerce(PolicyKind, kind, "policy kind")
+        cfg = ffi.new("entmtp_policy_config *", lib.entmtp_policy_default_config(kind))
+        self._callbacks = None
+        self._cb_handle = None
+        if kind == PolicyKind.CUSTOM:
+            select = fields.pop("select", None)
+            observe = fields.pop("observe", None)
+            reset = fields.pop("reset", None)
+            if select is not None:
+                for nm, fn in (("select", select), ("observe", observe), ("reset", reset)):
+                    if fn is not None and not callable(fn):
+                        raise InvalidConfigError(lib.ENTMTP_ERR_INVALID_CONFIG,
+                                                 "custom: %s is not callable" % nm)
+                self._callbacks = PolicyCallbacks(select, observe, reset)
+                self._cb_handle = ffi.new_handle(self._callbacks)
+                cfg.select = lib._entmtp_py_select
+                cfg.observe = lib._entmtp_py_observe if observe is not None else ffi.NULL
+                cfg.reset = lib._entmtp_py_reset if reset is not None else ffi.NULL
+                cfg.user_data = self._cb_handle
+        thresholds = fields.pop("thresholds", None)
+        if thresholds is not None:
+            thresholds = list(thresholds)
+            if len(thresholds) > MAX_LADDER - 1:
+                raise InvalidConfigError(lib.ENTMTP_ERR_INVALID_CONFIG,
+                                         "ladder: %d thresholds; at most %d (ENTMTP_MAX_LADDER - 1)"
+                                         % (len(thresholds), MAX_LADDER - 1))
+            cfg.n_thresholds = len(thresholds)
+            for i, t in enumerate(thresholds):
+                cfg.thresholds[i] = t
+        trees = fields.pop("ladder_trees", None)
+        if trees is not None:
+            trees = list(trees)
+            if len(trees) > MAX_LADDER:
+                raise InvalidConfigError(lib.ENTMTP_ERR_INVALID_CONFIG,
+                                         "ladder: %d trees; at most %d (ENTMTP_MAX_LADDER)"
+                                         % (len(trees), MAX_LADDER))
+            if thresholds is not None and len(trees) != len(thresholds) + 1:
+                raise InvalidConfigError(lib.ENTMTP_ERR_INVALID_CONFIG,
+                                         "ladder: %d thresholds need %d trees, got %d"
+                                         % (len(thresholds), len(thresholds) + 1, len(trees)))
+            for i, t in enumerate(trees):
+                cfg.ladder_trees[i] = t
+        for name, value in fields.items():
+            if name in ("struct_size", "kind", "select", "observe", "reset", "user_data", "n_thresholds") \
+                    or not hasattr(cfg, name):
+                raise InvalidConfigError(lib.ENTMTP_ERR_INVALID_CONFIG,
+                                         "%s policy: unknown or read-only field '%s'" % (kind.name.lower(), name))
+            setattr(cfg, name, value)
+        self._create(cfg)
+
+    def _create(self, cfg):
+        out = ffi.new("entmtp_policy **")
+        check(lib.entmtp_policy_create(cfg, out))
+        self._config = cfg
+        self._own(out[0], lib.entmtp_policy_free)
+
+    # -- constructors
+    @classmethod
+    def static(cls, tree=0):
+        """Always tree `tree`."""
+        return cls(PolicyKind.STATIC, static_tree=tree)
+
+    @classmethod
+    def ladder(cls, thresholds, trees=None):
+        """K-1 strictly ascending thresholds on s pick one of K trees: bin b =
+        number of thresholds t with s > t; tree = trees[b] (default: b)."""
+        kw = {"thresholds": thresholds}
+        if trees is not None:
+            kw["ladder_trees"] = trees
+        return cls(PolicyKind.LADDER, **kw)
+
+    @classmethod
+    def hysteresis(cls, tau_on, tau_off, conservative=0, aggressive=1):
+        """EntMTP-tau: aggressive tree when s > tau_on, back to the
+        conservative tree when s <= tau_off (tau_off <= tau_on)."""
+        return cls(PolicyKind.HYSTERESIS, tau_on=tau_on, tau_off=tau_off,
+                   conservative_tree=conservative, aggressive_tree=aggressive)
+
+    @classmethod
+    def ucb(cls, exploration=1.0, length_penalty=0.0):
+        """UCB1 bandit over the whole bank."""
+        return cls(PolicyKind.UCB, ucb_exploration=exploration, ucb_length_penalty=length_penalty)
+
+    @classmethod
+    def custom(cls, select, observe=None, reset=None):
+        """A policy implemented in Python: select(features: Features, n_trees)
+        -> tree index; observe(outcome: Outcome) and reset() are optional.
+        An exception in a callback fails the step (ENTMTP_ERR_CALLBACK) and is
+        re-raised as the __cause__ of a CallbackError."""
+        return cls(PolicyKind.CUSTOM, select=select, observe=observe, reset=reset)
+
+    @classmethod
+    def from_bank(cls, bank, kind):
+        """The settings of policy `kind` stored in a bank file."""
+        kind = _coerce(PolicyKind, kind, "policy kind")
+        cfg = new_struct("entmtp_policy_config")
+        check(lib.entmtp_bank_policy_config(bank._ptr, kind, cfg))
+        self = cls.__new__(cls)
+        self._callbacks = None
+        self._cb_handle = None
+        self._create(cfg)
+        return self
+
+    # -- properties
+    @property
+    def kind(self):
+        return PolicyKind(lib.entmtp_policy_get_kind(self._ptr))
+
+    @property
+    def kind_name(self):
+        return kind_name(self.kind)
+
+    @property
+    def config(self):
+        """The settings of this policy's kind, as a dict."""
+        c = self._config
+        k = PolicyKind(c.kind)
+        if k == PolicyKind.STATIC:
+            return {"kind": "static", "static_tree": c.static_tree}
+        if k == PolicyKind.LADDER:
+            n = c.n_thresholds
+            return {"kind": "ladder", "thresholds": list(c.thresholds)[:n],
+                    "ladder_trees": list(c.ladder_trees)[:n + 1]}
+        if k == PolicyKind.HYSTERESIS:
+            return {"kind": "hysteresis", "tau_on": c.tau_on, "tau_off": c.tau_off,
+                    "conservative_tree": c.conservative_tree, "aggressive_tree": c.aggressive_tree}
+        if k == PolicyKind.UCB:
+            return {"kind": "ucb", "ucb_exploration": c.ucb_exploration,
+                    "ucb_length_penalty": c.ucb_length_penalty}
+        return {"kind": "custom"}
+
+    # -- operations
+    def _raise(self, st, what):
+        err = call_error(self._callbacks, st, what)
+        if err is not None:
+            raise err
+
+    def validate(self, n_trees):
+        """Check every tree index the policy can return against a bank of n_trees."""
+        check(lib.entmtp_policy_validate(self._ptr, n_trees))
+
+    def select(self, features, n_trees):
+        """The tree for the next step. `features` is a Features, or a float
+        taken as s (the other features zero)."""
+        if not isinstance(features, Features):
+            if isinstance(features, (int, float)) and not isinstance(features, bool):
+                features = Features(s=float(features))
+            else:
+                raise InvalidArgumentError(lib.ENTMTP_ERR_INVALID_ARGUMENT,
+                                           "select: features must be a Features or a float s")
+        f = features._to_c()
+        out = ffi.new("int32_t *")
+        st = lib.entmtp_policy_select(self._ptr, f, n_trees, out)
+        self._raise(st, "the custom policy's select callback")
+        return out[0]
+
+    def observe(self, outcome=None, **kw):
+        """Report a step's outcome (an Outcome, or its fields as keywords)."""
+        if outcome is None:
+            outcome = Outcome(**kw)
+        st = lib.entmtp_policy_observe(self._ptr, outcome._to_c())
+        self._raise(st, "the custom policy's observe callback")
+
+    def reset(self):
+        lib.entmtp_policy_reset(self._ptr)
+        self._raise(lib.ENTMTP_OK, "the custom policy's reset callback")
+
+    def __repr__(self):
+        if self.closed:
+            return "<entmtp.Policy closed>"
+        return "<entmtp.Policy %s>" % self.config

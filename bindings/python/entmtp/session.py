@@ -1,0 +1,239 @@
+"""Decoding sessions."""
+import dataclasses
+from typing import List
+
+from ._ffi import ffi, lib
+from ._handle import Handle, _Attachment
+from ._callbacks import TokenCallbacks, call_error
+from ._util import copy_array, int32_array, new_struct
+from .bank import Bank
+from .errors import InvalidArgumentError, InvalidConfigError, check
+from .model import Heads, Model
+from .policy import Features, Policy
+
+
+@dataclasses.dataclass(frozen=True)
+class StepResult:
+    """entmtp_step_result, with the emitted tokens copied into a list."""
+    tokens: List[int]
+    tree_index: int      # -1 for a plain autoregressive step
+    n_nodes: int
+    accept_length: int
+    s: float
+    p0: float
+    entropy: float
+    seconds: float
+    stopped: bool
+
+    @property
+    def n_tokens(self):
+        return len(self.tokens)
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionStats:
+    """entmtp_session_stats."""
+    n_prompt_tokens: int
+    n_generated: int
+    n_steps: int
+    mean_accept_length: float
+    prefill_seconds: float
+    decode_seconds: float
+    tokens_per_second: float
+
+
+class Session(Handle):
+    """A decoding session over a model, optionally with heads and a bank
+    (without both, every step is plain autoregressive).
+
+    The session keeps its Model, Heads, Bank and Policy alive; closing any of
+    the first three closes the session, closing the policy detaches it.
+    Keyword settings left as None keep the library defaults
+    (entmtp_session_default_params): kv_capacity 0 = min(4096, context),
+    temperature 0 = greedy (lossless), stop_tokens None = the model's
+    end-of-generation tokens, [] = none.
+    """
+
+    def __init__(self, model, heads=None, bank=None, *, kv_capacity=None, temperature=None,
+                 epsilon=None, delta=None, seed=None, ema_decay=None, stop_tokens=None):
+        if not isinstance(model, Model):
+            raise TypeError("Session: model must be an entmtp.Model")
+        if heads is not None and not isinstance(heads, Heads):
+            raise TypeError("Session: heads must be an entmtp.Heads or None")
+        if bank is not None and not isinstance(bank, Bank):
+            raise TypeError("Session: bank must be an entmtp.Bank or None")
+        p = ffi.new("entmtp_session_params *", lib.entmtp_session_default_params())
+        for name, value in (("kv_capacity", kv_capacity), ("temperature", temperature),
+                            ("epsilon", epsilon), ("delta", delta), ("seed", seed),
+                            ("ema_decay", ema_decay)):
+            if value is not None:
+                setattr(p, name, value)
+        if stop_tokens is not None:
+            stop_tokens = list(stop_tokens)
+            if len(stop_tokens) > lib.ENTMTP_MAX_STOP_TOKENS:
+                raise InvalidConfigError(lib.ENTMTP_ERR_INVALID_CONFIG,
+                                         "session params: %d stop tokens; at most %d (ENTMTP_MAX_STOP_TOKENS)"
+                                         % (len(stop_tokens), lib.ENTMTP_MAX_STOP_TOKENS))
+            p.n_stop_tokens = len(stop_tokens)
+            for i, t in enumerate(stop_tokens):
+                p.stop_tokens[i] = t
+        out = ffi.new("entmtp_session **")
+        check(lib.entmtp_session_create(model._ptr, heads._ptr if heads is not None else ffi.NULL,
+                                        bank._ptr if bank is not None else ffi.NULL, p, out))
+        self._own(out[0], lib.entmtp_session_free, parents=(model, heads, bank))
+        self.model, self.heads, self.bank = model, heads, bank
+        self._policy = None
+        self._attachment = None
+
+    @classmethod
+    def create(cls, model, heads=None, bank=None, **params):
+        return cls(model, heads, bank, **params)
+
+    # -- policy
+    @property
+    def policy(self):
+        """The attached Policy (None: the default static policy on tree 0)."""
+        if self._policy is not None and (self._policy.closed or self._attachment.ptr is None):
+            self._policy = self._attachment = None
+        return self._policy
+
+    def set_policy(self, policy):
+        """Attach a Policy (validated against the bank, and reset), or None
+        for the default static policy on tree 0."""
+        if policy is not None and not isinstance(policy, Policy):
+            raise TypeError("set_policy: expected an entmtp.Policy or None")
+        ptr = self._ptr
+        check(lib.entmtp_policy_set(ptr, policy._ptr if policy is not None else ffi.NULL))
+        old = self._attachment
+        self._policy = self._attachment = None
+        if old is not None:  # already detached in C: just forget the record
+            old.ptr = None
+            for parent in list(old.parents):
+                parent.remove_dep(old)
+        if policy is not None:
+            att = _Attachment(self._res)
+            policy._res.add_dep(att)
+            self._res.add_dep(att)
+            self._policy, self._attachment = policy, att
+        self._raise_policy(lib.ENTMTP_OK)
+
+    def _policy_state(self):
+        pol = self._policy
+        return pol._callbacks if pol is not None and not pol.closed else None
+
+    def _raise_policy(self, st, extra=None):
+        err = call_error(self._policy_state(), st, "the custom policy callback")
+        if err is not None:
+            for k, v in (extra or {}).items():
+                setattr(err, k, v)
+            raise err
+
+    # -- decoding
+    def prefill(self, tokens):
+        """Append prompt tokens (a list or 1-D integer numpy array) and run them."""
+        arr, n, _keep = int32_array(tokens, "tokens")
+        check(lib.entmtp_session_prefill(self._ptr, arr, n))
+
+    @staticmethod
+    def _result(r):
+        return StepResult(tokens=list(ffi.unpack(r.tokens, r.n_tokens)) if r.n_tokens > 0 else [],
+                          tree_index=r.tree_index, n_nodes=r.n_nodes, accept_length=r.accept_length,
+                          s=r.s, p0=r.p0, entropy=r.entropy, seconds=r.seconds, stopped=bool(r.stopped))
+
+    def step(self, max_tokens=0):
+        """One draft-verify-accept step; at most max_tokens tokens (0: no limit).
+        On KVFullError the tokens that fit were committed: the error's
+        `.result` is their StepResult."""
+        r = new_struct("entmtp_step_result")
+        st = lib.entmtp_step(self._ptr, max_tokens, r)
+        res = self._result(r)
+        self._raise_policy(st, {"result": res})
+        return res
+
+    def step_ar(self):
+        """One plain autoregressive step (one token)."""
+        r = new_struct("entmtp_step_result")
+        st = lib.entmtp_step_ar(self._ptr, r)
+        res = self._result(r)
+        self._raise_policy(st, {"result": res})
+        return res
+
+    def generate(self, max_tokens, autoregressive=False, on_tokens=None):
+        """Step until a stop token, max_tokens tokens, a full KV cache or
+        on_tokens(batch: list[int]) returns a true value. Returns the emitted
+        tokens. An error carries the tokens emitted before it as `.tokens`
+        (KVFullError: the ones that fit); an exception in on_tokens stops
+        generation and is re-raised as the __cause__ of a CallbackError."""
+        state = TokenCallbacks(on_tokens)
+        handle = ffi.new_handle(state)
+        st = lib.entmtp_generate(self._ptr, max_tokens, int(bool(autoregressive)),
+                                 lib._entmtp_py_tokens, handle)
+        tok_err = call_error(state, st, "on_tokens") if state.pending is not None else None
+        if tok_err is not None:
+            pol = self._policy_state()
+            if pol is not None:
+                pol.take()  # the on_tokens exception wins; drop a later policy one
+            tok_err.tokens = state.tokens
+            raise tok_err
+        self._raise_policy(st, {"tokens": state.tokens})
+        return state.tokens
+
+    # -- state
+    def tokens(self):
+        """All tokens of the session (prompt then generated)."""
+        pp = ffi.new("const int32_t **")
+        n = ffi.new("int32_t *")
+        check(lib.entmtp_session_tokens(self._ptr, pp, n))
+        return list(ffi.unpack(pp[0], n[0])) if n[0] > 0 else []
+
+    def __len__(self):
+        pp = ffi.new("const int32_t **")
+        n = ffi.new("int32_t *")
+        check(lib.entmtp_session_tokens(self._ptr, pp, n))
+        return n[0]
+
+    def stats(self):
+        p = new_struct("entmtp_session_stats")
+        check(lib.entmtp_session_get_stats(self._ptr, p))
+        return SessionStats(n_prompt_tokens=p.n_prompt_tokens, n_generated=p.n_generated,
+                            n_steps=p.n_steps, mean_accept_length=p.mean_accept_length,
+                            prefill_seconds=p.prefill_seconds, decode_seconds=p.decode_seconds,
+                            tokens_per_second=p.tokens_per_second)
+
+    def tree_usage(self, index=None):
+        """Steps that used tree `index` since the last reset; with no index, a
+        list over every tree of the bank."""
+        ptr = self._ptr
+        if index is None:
+            n = len(self.bank) if self.bank is not None else 0
+            return [int(lib.entmtp_session_tree_usage(ptr, k)) for k in range(n)]
+        if isinstance(index, str):
+            if self.bank is None:
+                raise InvalidArgumentError(lib.ENTMTP_ERR_INVALID_ARGUMENT, "the session has no bank")
+            index = self.bank.find(index)
+        return int(lib.entmtp_session_tree_usage(ptr, index))
+
+    def reset(self):
+        """Forget all tokens and KV; reset the attached policy and statistics."""
+        lib.entmtp_session_reset(self._ptr)
+        self._raise_policy(lib.ENTMTP_OK)
+
+    def logits(self):
+        """Base-model logits for the next token (a float32 numpy array, or a
+        list without numpy). Experimental in the C API."""
+        pp = ffi.new("const float **")
+        n = ffi.new("int32_t *")
+        check(lib.entmtp_session_logits(self._ptr, pp, n))
+        return copy_array(pp[0], n[0], dtype="float32")
+
+    def features(self):
+        """The Features the policy saw at the last step. Experimental."""
+        f = new_struct("entmtp_features")
+        check(lib.entmtp_session_features(self._ptr, f))
+        return Features._from_c(f)
+
+    def __repr__(self):
+        if self.closed:
+            return "<entmtp.Session closed>"
+        return "<entmtp.Session %d tokens, %s>" % (
+            len(self), "speculative" if self.heads is not None and self.bank is not None else "autoregressive")

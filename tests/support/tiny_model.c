@@ -147,7 +147,7 @@ static void encode(const wtensor *t, uint8_t *out) {
                 int q0 = (int)((x[b * 32 + j] - mn) * id + 0.5f), q1 = (int)((x[b * 32 + j + 16] - mn) * id + 0.5f);
                 q0 = q0 > 15 ? 15 : q0;
                 q1 = q1 > 15 ? 15 : q1;
-                out[2 + j] = (uint8_t)(q0 | (q1 << 4));
+                out[4 + j] = (uint8_t)(q0 | (q1 << 4));
             }
         }
         break;

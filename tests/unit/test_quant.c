@@ -1,0 +1,87 @@
+/* Quantized types: blocks built byte by byte and decoded by hand, and tiny
+ * GGUF models written in every type decode to the F32 model within the
+ * quantization step (catches writer and reader disagreeing on layouts). */
+#include "check.h"
+#include "io/gguf.h"
+#include "tiny_model.h"
+
+#include <math.h>
+#include <stdio.h>
+
+static void hand_blocks(void) {
+    /* f16 0x3C00 = 1.0, 0x3800 = 0.5, 0xC000 = -2.0 */
+    uint8_t q40[18] = { 0x00, 0x38 }; /* d = 0.5 */
+    for (int j = 0; j < 16; j++) q40[2 + j] = (uint8_t)((j & 0xF) | ((15 - j) << 4));
+    emt_tensor t = { "q40", EMT_Q4_0, 1, { 32 }, q40, 18, "hand" };
+    float out[32];
+    CHECK_OK(emt_tensor_to_f32(&t, 0, 32, out));
+    for (int j = 0; j < 16; j++) {
+        CHECK_NEAR(out[j], (j - 8) * 0.5, 0);            /* low nibble, minus 8, times d */
+        CHECK_NEAR(out[j + 16], (15 - j - 8) * 0.5, 0);  /* high nibble -> element j+16 */
+    }
+    uint8_t q41[20] = { 0x00, 0x3C, 0x00, 0xC0 };     /* d = 1, m = -2 */
+    for (int j = 0; j < 16; j++) q41[4 + j] = (uint8_t)(j | (j << 4));
+    emt_tensor t1 = { "q41", EMT_Q4_1, 1, { 32 }, q41, 20, "hand" };
+    CHECK_OK(emt_tensor_to_f32(&t1, 0, 32, out));
+    for (int j = 0; j < 16; j++) {
+        CHECK_NEAR(out[j], j - 2.0, 0);
+        CHECK_NEAR(out[j + 16], j - 2.0, 0);
+    }
+    uint8_t q80[34] = { 0x00, 0x38 };                 /* d = 0.5 */
+    for (int j = 0; j < 32; j++) q80[2 + j] = (uint8_t)(int8_t)(j - 16);
+    emt_tensor t8 = { "q80", EMT_Q8_0, 1, { 32 }, q80, 34, "hand" };
+    CHECK_OK(emt_tensor_to_f32(&t8, 0, 32, out));
+    for (int j = 0; j < 32; j++) CHECK_NEAR(out[j], (j - 16) * 0.5, 0);
+    uint8_t f16[8] = { 0x00, 0x3C, 0x00, 0xC0, 0x01, 0x00, 0x00, 0x7C }; /* 1, -2, min subnormal, inf */
+    emt_tensor th = { "f16", EMT_F16, 1, { 4 }, f16, 8, "hand" };
+    CHECK_OK(emt_tensor_to_f32(&th, 0, 4, out));
+    CHECK_NEAR(out[0], 1.0, 0);
+    CHECK_NEAR(out[1], -2.0, 0);
+    CHECK_NEAR(out[2], ldexp(1.0, -24), 0);
+    CHECK(isinf(out[3]) && out[3] > 0);
+    uint8_t bf[4] = { 0x80, 0x3F, 0x40, 0xC0 };      /* bf16 1.0, -3.0 */
+    emt_tensor tb = { "bf16", EMT_BF16, 1, { 2 }, bf, 4, "hand" };
+    CHECK_OK(emt_tensor_to_f32(&tb, 0, 2, out));
+    CHECK_NEAR(out[0], 1.0, 0);
+    CHECK_NEAR(out[1], -3.0, 0);
+    /* a non-finite block scale is a format error naming the tensor */
+    q80[0] = 0x00; q80[1] = 0x7C;
+    CHECK_ERR(emt_tensor_to_f32(&t8, 0, 32, out), ENTMTP_ERR_FORMAT, "q80");
+}
+
+static float *embedding(const char *path, emt_dtype type, int64_t *n) {
+    emt_tiny_config c = emt_tiny_default_config();
+    if (emt_tiny_write_gguf(path, &c, type) != ENTMTP_OK) return NULL;
+    emt_gguf *g = NULL;
+    if (emt_gguf_open(path, &g) != ENTMTP_OK) return NULL;
+    const emt_tensor *t = emt_gguf_find_tensor(g, "token_embd.weight");
+    *n = emt_tensor_numel(t);
+    float *v = malloc((size_t)*n * sizeof(float));
+    if (emt_tensor_to_f32(t, 0, *n, v) != ENTMTP_OK) { free(v); v = NULL; }
+    CHECK_EQ_INT(t->dtype, type);
+    emt_gguf_close(g);
+    return v;
+}
+
+int main(void) {
+    hand_blocks();
+    char path[512];
+    snprintf(path, sizeof path, "%s/quant_tiny.gguf", ENTMTP_TEST_TMP_DIR);
+    int64_t n = 0, m = 0;
+    float *ref = embedding(path, EMT_F32, &n);
+    CHECK(ref != NULL);
+    /* embedding values are uniform in [-1, 1): quantization steps 2/15 (Q4), 1/127 (Q8) */
+    const struct { emt_dtype t; double bound; } cases[] = {
+        { EMT_F16, 1e-3 }, { EMT_Q8_0, 1.0 / 127 * 0.51 + 1e-3 }, { EMT_Q4_0, 1.0 / 8 + 1e-3 }, { EMT_Q4_1, 2.0 / 15 * 0.51 + 1e-3 } };
+    for (size_t i = 0; i < 4 && ref; i++) {
+        float *q = embedding(path, cases[i].t, &m);
+        CHECK(q && m == n);
+        double worst = 0;
+        for (int64_t k = 0; q && k < n; k++) worst = fmax(worst, fabs((double)q[k] - ref[k]));
+        printf("%s: max |error| %.5f (bound %.5f)\n", emt_dtype_name(cases[i].t), worst, cases[i].bound);
+        CHECK(worst <= cases[i].bound);
+        free(q);
+    }
+    free(ref);
+    return emt_test_finish("test_quant");
+}

@@ -95,6 +95,20 @@ int main(void) {
     out = run(args, &rc);
     CHECK(rc == 0 && strstr(out, "vocab_size: 300") && strstr(out, "Q8_0"));
     free(out);
+    /* bench on a synthetic model: the figures a reader relies on are there */
+    out = run("bench --synthetic tiny --tokens 4 --reps 1 --nodes 1,2,8 --json", &rc);
+    CHECK_EQ_INT(rc, 0);
+    cJSON *bj = cJSON_Parse(out);
+    CHECK(bj != NULL);
+    const char *bkeys[] = { "ar_tokens_per_second", "ar_step_bytes", "ar_bandwidth_fraction", "copy_bandwidth_gbs", "verify" };
+    for (int i = 0; bj && i < 5; i++) CHECK(cJSON_GetObjectItem(bj, bkeys[i]) != NULL);
+    CHECK(bj && cJSON_GetArraySize(cJSON_GetObjectItem(bj, "verify")) == 3);
+    if (bj) CHECK(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(bj, "verify"), 2), "ratio_to_ar")->valuedouble > 0);
+    cJSON_Delete(bj);
+    free(out);
+    out = run("bench --synthetic nope", &rc);
+    CHECK(rc != 0 && strstr(out, "nope"));
+    free(out);
     out = run("frobnicate", &rc);
     CHECK(rc != 0);
     free(out);

@@ -19,7 +19,7 @@ generate() {
     --allowlist-var 'ENTMTP_.*' \
     --default-enum-style consts --no-prepend-enum-name \
     --size_t-is-usize --no-doc-comments --no-rustfmt-bindings \
-    | "$RUSTFMT" --edition 2021 --emit stdout
+    | "$RUSTFMT" --edition 2021 --config-path "$here/rustfmt.toml" --emit stdout
 }
 tmp=$(mktemp)
 trap 'rm -f "$tmp"' EXIT

@@ -540,10 +540,7 @@ fn bindgen_test_layout_entmtp_model_info() {
     test_field_backend();
 }
 extern "C" {
-    pub fn entmtp_model_get_info(
-        model: *const entmtp_model,
-        out: *mut entmtp_model_info,
-    ) -> entmtp_status;
+    pub fn entmtp_model_get_info(model: *const entmtp_model, out: *mut entmtp_model_info) -> entmtp_status;
 }
 extern "C" {
     pub fn entmtp_tokenize(
@@ -706,10 +703,7 @@ fn bindgen_test_layout_entmtp_heads_info() {
     test_field_shares_lm_head();
 }
 extern "C" {
-    pub fn entmtp_heads_get_info(
-        heads: *const entmtp_heads,
-        out: *mut entmtp_heads_info,
-    ) -> entmtp_status;
+    pub fn entmtp_heads_get_info(heads: *const entmtp_heads, out: *mut entmtp_heads_info) -> entmtp_status;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -809,10 +803,7 @@ extern "C" {
     pub fn entmtp_bank_default_params() -> entmtp_bank_params;
 }
 extern "C" {
-    pub fn entmtp_bank_create(
-        params: *const entmtp_bank_params,
-        out_bank: *mut *mut entmtp_bank,
-    ) -> entmtp_status;
+    pub fn entmtp_bank_create(params: *const entmtp_bank_params, out_bank: *mut *mut entmtp_bank) -> entmtp_status;
 }
 extern "C" {
     pub fn entmtp_bank_free(bank: *mut entmtp_bank);
@@ -853,10 +844,7 @@ extern "C" {
     ) -> entmtp_status;
 }
 extern "C" {
-    pub fn entmtp_bank_save(
-        bank: *const entmtp_bank,
-        path: *const ::std::os::raw::c_char,
-    ) -> entmtp_status;
+    pub fn entmtp_bank_save(bank: *const entmtp_bank, path: *const ::std::os::raw::c_char) -> entmtp_status;
 }
 extern "C" {
     pub fn entmtp_bank_size(bank: *const entmtp_bank) -> i32;
@@ -1030,11 +1018,7 @@ fn bindgen_test_layout_entmtp_tree_info() {
     test_field_tokens_per_second();
 }
 extern "C" {
-    pub fn entmtp_bank_tree_info(
-        bank: *const entmtp_bank,
-        index: i32,
-        out: *mut entmtp_tree_info,
-    ) -> entmtp_status;
+    pub fn entmtp_bank_tree_info(bank: *const entmtp_bank, index: i32, out: *mut entmtp_tree_info) -> entmtp_status;
 }
 extern "C" {
     pub fn entmtp_bank_set_figures(
@@ -1317,12 +1301,7 @@ fn bindgen_test_layout_entmtp_features() {
                 ::std::ptr::addr_of!((*ptr).p0) as usize - ptr as usize
             },
             8usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(entmtp_features),
-                "::",
-                stringify!(p0)
-            )
+            concat!("Offset of field: ", stringify!(entmtp_features), "::", stringify!(p0))
         );
     }
     test_field_p0();
@@ -1368,12 +1347,7 @@ fn bindgen_test_layout_entmtp_features() {
                 ::std::ptr::addr_of!((*ptr).g) as usize - ptr as usize
             },
             80usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(entmtp_features),
-                "::",
-                stringify!(g)
-            )
+            concat!("Offset of field: ", stringify!(entmtp_features), "::", stringify!(g))
         );
     }
     test_field_g();
@@ -1385,12 +1359,7 @@ fn bindgen_test_layout_entmtp_features() {
                 ::std::ptr::addr_of!((*ptr).s) as usize - ptr as usize
             },
             144usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(entmtp_features),
-                "::",
-                stringify!(s)
-            )
+            concat!("Offset of field: ", stringify!(entmtp_features), "::", stringify!(s))
         );
     }
     test_field_s();
@@ -1453,12 +1422,7 @@ fn bindgen_test_layout_entmtp_features() {
                 ::std::ptr::addr_of!((*ptr).step) as usize - ptr as usize
             },
             160usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(entmtp_features),
-                "::",
-                stringify!(step)
-            )
+            concat!("Offset of field: ", stringify!(entmtp_features), "::", stringify!(step))
         );
     }
     test_field_step();
@@ -1602,11 +1566,9 @@ pub type entmtp_policy_select_fn = ::std::option::Option<
         out_index: *mut i32,
     ) -> entmtp_status,
 >;
-pub type entmtp_policy_observe_fn = ::std::option::Option<
-    unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void, outcome: *const entmtp_outcome),
->;
-pub type entmtp_policy_reset_fn =
-    ::std::option::Option<unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void)>;
+pub type entmtp_policy_observe_fn =
+    ::std::option::Option<unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void, outcome: *const entmtp_outcome)>;
+pub type entmtp_policy_reset_fn = ::std::option::Option<unsafe extern "C" fn(user_data: *mut ::std::os::raw::c_void)>;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct entmtp_policy_config {
@@ -1941,10 +1903,7 @@ extern "C" {
     ) -> entmtp_status;
 }
 extern "C" {
-    pub fn entmtp_policy_observe(
-        policy: *mut entmtp_policy,
-        outcome: *const entmtp_outcome,
-    ) -> entmtp_status;
+    pub fn entmtp_policy_observe(policy: *mut entmtp_policy, outcome: *const entmtp_outcome) -> entmtp_status;
 }
 extern "C" {
     pub fn entmtp_policy_reset(policy: *mut entmtp_policy);
@@ -1969,10 +1928,7 @@ extern "C" {
     ) -> entmtp_status;
 }
 extern "C" {
-    pub fn entmtp_bank_set_policy_config(
-        bank: *mut entmtp_bank,
-        config: *const entmtp_policy_config,
-    ) -> entmtp_status;
+    pub fn entmtp_bank_set_policy_config(bank: *mut entmtp_bank, config: *const entmtp_policy_config) -> entmtp_status;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -2174,17 +2130,10 @@ extern "C" {
     pub fn entmtp_session_free(session: *mut entmtp_session);
 }
 extern "C" {
-    pub fn entmtp_policy_set(
-        session: *mut entmtp_session,
-        policy: *mut entmtp_policy,
-    ) -> entmtp_status;
+    pub fn entmtp_policy_set(session: *mut entmtp_session, policy: *mut entmtp_policy) -> entmtp_status;
 }
 extern "C" {
-    pub fn entmtp_session_prefill(
-        session: *mut entmtp_session,
-        tokens: *const i32,
-        n_tokens: i32,
-    ) -> entmtp_status;
+    pub fn entmtp_session_prefill(session: *mut entmtp_session, tokens: *const i32, n_tokens: i32) -> entmtp_status;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -2323,12 +2272,7 @@ fn bindgen_test_layout_entmtp_step_result() {
                 ::std::ptr::addr_of!((*ptr).s) as usize - ptr as usize
             },
             32usize,
-            concat!(
-                "Offset of field: ",
-                stringify!(entmtp_step_result),
-                "::",
-                stringify!(s)
-            )
+            concat!("Offset of field: ", stringify!(entmtp_step_result), "::", stringify!(s))
         );
     }
     test_field_s();
@@ -2402,17 +2346,11 @@ fn bindgen_test_layout_entmtp_step_result() {
     test_field_stopped();
 }
 extern "C" {
-    pub fn entmtp_step(
-        session: *mut entmtp_session,
-        max_tokens: i32,
-        result: *mut entmtp_step_result,
-    ) -> entmtp_status;
+    pub fn entmtp_step(session: *mut entmtp_session, max_tokens: i32, result: *mut entmtp_step_result)
+        -> entmtp_status;
 }
 extern "C" {
-    pub fn entmtp_step_ar(
-        session: *mut entmtp_session,
-        result: *mut entmtp_step_result,
-    ) -> entmtp_status;
+    pub fn entmtp_step_ar(session: *mut entmtp_session, result: *mut entmtp_step_result) -> entmtp_status;
 }
 pub type entmtp_token_fn = ::std::option::Option<
     unsafe extern "C" fn(
@@ -2599,10 +2537,7 @@ extern "C" {
     ) -> entmtp_status;
 }
 extern "C" {
-    pub fn entmtp_session_get_stats(
-        session: *const entmtp_session,
-        out: *mut entmtp_session_stats,
-    ) -> entmtp_status;
+    pub fn entmtp_session_get_stats(session: *const entmtp_session, out: *mut entmtp_session_stats) -> entmtp_status;
 }
 extern "C" {
     pub fn entmtp_session_tree_usage(session: *const entmtp_session, index: i32) -> i64;
@@ -2618,8 +2553,5 @@ extern "C" {
     ) -> entmtp_status;
 }
 extern "C" {
-    pub fn entmtp_session_features(
-        session: *mut entmtp_session,
-        out: *mut entmtp_features,
-    ) -> entmtp_status;
+    pub fn entmtp_session_features(session: *mut entmtp_session, out: *mut entmtp_features) -> entmtp_status;
 }

@@ -137,7 +137,10 @@ impl Bank {
 
     /// An empty bank for heads of depth `max_depth` (other limits default).
     pub fn with_max_depth(max_depth: usize) -> Result<Bank> {
-        Bank::with_params(&BankParams { max_depth, ..BankParams::default() })
+        Bank::with_params(&BankParams {
+            max_depth,
+            ..BankParams::default()
+        })
     }
 
     /// An empty bank with the given limits.
@@ -206,9 +209,7 @@ impl Bank {
         let cname = cstring(name, "tree name")?;
         let cjson = cstring(choices_json, "choices_json")?;
         let mut idx = -1i32;
-        check(unsafe {
-            sys::entmtp_bank_add_tree_json(self.raw.as_ptr(), cname.as_ptr(), cjson.as_ptr(), &mut idx)
-        })?;
+        check(unsafe { sys::entmtp_bank_add_tree_json(self.raw.as_ptr(), cname.as_ptr(), cjson.as_ptr(), &mut idx) })?;
         Ok(idx as usize)
     }
 
@@ -257,7 +258,11 @@ impl Bank {
         let mut t = versioned!(sys::entmtp_tree_info);
         check(unsafe { sys::entmtp_bank_tree_info(self.raw.as_ptr(), to_i32(index, "tree index")?, &mut t) })?;
         // SAFETY: the name is owned by the bank, which `&self` keeps alive and unchanged.
-        let name = if t.name.is_null() { "" } else { unsafe { CStr::from_ptr(t.name) }.to_str().unwrap_or("?") };
+        let name = if t.name.is_null() {
+            ""
+        } else {
+            unsafe { CStr::from_ptr(t.name) }.to_str().unwrap_or("?")
+        };
         Ok(TreeInfo {
             index,
             name,
@@ -272,7 +277,11 @@ impl Bank {
 
     /// Iterator over every tree's [`TreeInfo`], in index order.
     pub fn trees(&self) -> Trees<'_> {
-        Trees { bank: self, next: 0, len: self.len() }
+        Trees {
+            bank: self,
+            next: 0,
+            len: self.len(),
+        }
     }
 
     /// Iterator over the tree names, in index order.

@@ -139,7 +139,12 @@ pub type Result<T> = std::result::Result<T, Error>;
 impl Error {
     /// An error with the given status and message.
     pub fn new(status: Status, message: impl Into<String>) -> Error {
-        Error { status, message: message.into(), tokens: Vec::new(), source: None }
+        Error {
+            status,
+            message: message.into(),
+            tokens: Vec::new(),
+            source: None,
+        }
     }
 
     /// The status and this thread's last-error message.
@@ -240,11 +245,19 @@ impl std::error::Error for CallbackPanic {}
 /// `Callback`, the library's message (if the call failed) plus what the
 /// callback did, and the callback's error as `source()`.
 pub(crate) fn callback_error(code: sys::entmtp_status, pending: Pending, what: &str) -> Error {
-    let lib = if code != sys::ENTMTP_OK { last_error() } else { String::new() };
+    let lib = if code != sys::ENTMTP_OK {
+        last_error()
+    } else {
+        String::new()
+    };
     let (detail, source): (String, Box<dyn std::error::Error + Send + Sync>) = match pending {
         Pending::Panic(m) => (format!("{what} panicked: {m}"), Box::new(CallbackPanic(m))),
         Pending::Failed(e) => (format!("{what} failed: {e}"), e),
     };
-    let message = if lib.is_empty() { detail } else { format!("{lib} ({detail})") };
+    let message = if lib.is_empty() {
+        detail
+    } else {
+        format!("{lib} ({detail})")
+    };
     Error::new(Status::Callback, message).with_source(source)
 }

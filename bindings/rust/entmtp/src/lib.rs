@@ -42,15 +42,18 @@ mod model;
 mod policy;
 mod session;
 
-pub use bank::{builtin_tree_names, Bank, BankParams, Trees, TreeBuffers, TreeInfo};
+pub use bank::{builtin_tree_names, Bank, BankParams, TreeBuffers, TreeInfo, Trees};
 pub use error::{clear_error, last_error, Error, Result, Status};
 pub use model::{Backend, Heads, HeadsInfo, HeadsKind, LoadOptions, Model, ModelInfo};
 pub use policy::{CustomPolicy, Features, Outcome, Policy, PolicyKind};
 pub use session::{Session, SessionOptions, SessionStats, StepResult};
 
 /// Header version the bindings were generated from (MAJOR, MINOR, PATCH).
-pub const HEADER_VERSION: (u32, u32, u32) =
-    (sys::ENTMTP_VERSION_MAJOR, sys::ENTMTP_VERSION_MINOR, sys::ENTMTP_VERSION_PATCH);
+pub const HEADER_VERSION: (u32, u32, u32) = (
+    sys::ENTMTP_VERSION_MAJOR,
+    sys::ENTMTP_VERSION_MINOR,
+    sys::ENTMTP_VERSION_PATCH,
+);
 /// The ABI major version (the number in libentmtp.so.N).
 pub const ABI_VERSION: u32 = sys::ENTMTP_ABI_VERSION;
 /// Drafting depth limit (heads per model).
@@ -63,7 +66,9 @@ pub const MAX_STOP_TOKENS: usize = sys::ENTMTP_MAX_STOP_TOKENS as usize;
 /// "MAJOR.MINOR.PATCH" of the library actually loaded.
 pub fn version() -> &'static str {
     // SAFETY: static storage in the library.
-    unsafe { CStr::from_ptr(sys::entmtp_version_string()) }.to_str().unwrap_or("?")
+    unsafe { CStr::from_ptr(sys::entmtp_version_string()) }
+        .to_str()
+        .unwrap_or("?")
 }
 
 /// ENTMTP_VERSION_NUMBER of the library actually loaded.
@@ -74,9 +79,7 @@ pub fn version_number() -> u32 {
 // ------------------------------------------------------------ helpers
 
 pub(crate) fn cstring(s: &str, what: &str) -> Result<CString> {
-    CString::new(s).map_err(|_| {
-        Error::new(Status::InvalidArgument, format!("{what}: {s:?} contains a NUL byte"))
-    })
+    CString::new(s).map_err(|_| Error::new(Status::InvalidArgument, format!("{what}: {s:?} contains a NUL byte")))
 }
 
 pub(crate) fn path_cstring(p: &Path) -> Result<CString> {
@@ -92,13 +95,15 @@ pub(crate) fn path_cstring(p: &Path) -> Result<CString> {
         .as_bytes()
         .to_vec();
     CString::new(bytes).map_err(|_| {
-        Error::new(Status::InvalidArgument, format!("{}: the path contains a NUL byte", p.display()))
+        Error::new(
+            Status::InvalidArgument,
+            format!("{}: the path contains a NUL byte", p.display()),
+        )
     })
 }
 
 pub(crate) fn to_i32(v: usize, what: &str) -> Result<i32> {
-    i32::try_from(v)
-        .map_err(|_| Error::new(Status::OutOfRange, format!("{what} = {v} does not fit int32_t")))
+    i32::try_from(v).map_err(|_| Error::new(Status::OutOfRange, format!("{what} = {v} does not fit int32_t")))
 }
 
 pub(crate) fn c_chars(a: &[std::os::raw::c_char]) -> String {

@@ -97,20 +97,22 @@ pub struct Model {
 unsafe impl Send for Model {}
 unsafe impl Sync for Model {}
 
+type ProgressFn<'f> = &'f mut dyn FnMut(f32, &str) -> bool;
+
 struct ProgressState<'f> {
-    f: &'f mut dyn FnMut(f32, &str) -> bool,
+    f: ProgressFn<'f>,
     pending: Option<Pending>,
 }
 
-unsafe extern "C" fn progress_trampoline(
-    fraction: f32,
-    what: *const c_char,
-    user_data: *mut c_void,
-) -> c_int {
+unsafe extern "C" fn progress_trampoline(fraction: f32, what: *const c_char, user_data: *mut c_void) -> c_int {
     // SAFETY: user_data is the &mut ProgressState passed by load_with_progress,
     // alive for the whole entmtp_model_load call.
     let state = &mut *(user_data as *mut ProgressState);
-    let text = if what.is_null() { String::new() } else { CStr::from_ptr(what).to_string_lossy().into_owned() };
+    let text = if what.is_null() {
+        String::new()
+    } else {
+        CStr::from_ptr(what).to_string_lossy().into_owned()
+    };
     match catch_unwind(AssertUnwindSafe(|| (state.f)(fraction, &text))) {
         Ok(cancel) => c_int::from(cancel),
         Err(p) => {
@@ -141,11 +143,7 @@ impl Model {
         Model::load_impl(path.as_ref(), options, Some(&mut progress))
     }
 
-    fn load_impl(
-        path: &Path,
-        options: &LoadOptions,
-        progress: Option<&mut dyn FnMut(f32, &str) -> bool>,
-    ) -> Result<Model> {
+    fn load_impl(path: &Path, options: &LoadOptions, progress: Option<ProgressFn<'_>>) -> Result<Model> {
         let cpath = path_cstring(path)?;
         let mut p = unsafe { sys::entmtp_model_default_params() };
         p.backend = options.backend.code();
@@ -235,13 +233,13 @@ impl Model {
             buf.truncate(n.max(0) as usize);
             return Ok(buf);
         }
-        Err(Error::new(Status::BufferTooSmall, "entmtp_tokenize: the size kept growing"))
+        Err(Error::new(
+            Status::BufferTooSmall,
+            "entmtp_tokenize: the size kept growing",
+        ))
     }
 
-    fn text_call(
-        &self,
-        mut f: impl FnMut(*mut c_char, usize, *mut usize) -> sys::entmtp_status,
-    ) -> Result<Vec<u8>> {
+    fn text_call(&self, mut f: impl FnMut(*mut c_char, usize, *mut usize) -> sys::entmtp_status) -> Result<Vec<u8>> {
         let mut cap = 256usize;
         for _ in 0..2 {
             let mut buf = vec![0u8; cap];
@@ -371,7 +369,11 @@ impl<'m> Heads<'m> {
         let st = unsafe { sys::entmtp_heads_get_info(self.raw.as_ptr(), &mut i) };
         debug_assert_eq!(st, sys::ENTMTP_OK);
         HeadsInfo {
-            kind: if i.kind == sys::ENTMTP_HEADS_HYDRA { HeadsKind::Hydra } else { HeadsKind::Medusa },
+            kind: if i.kind == sys::ENTMTP_HEADS_HYDRA {
+                HeadsKind::Hydra
+            } else {
+                HeadsKind::Medusa
+            },
             n_heads: i.n_heads.max(0) as usize,
             n_layers: i.n_layers.max(0) as usize,
             shares_lm_head: i.shares_lm_head != 0,

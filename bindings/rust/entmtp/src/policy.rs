@@ -25,8 +25,13 @@ pub enum PolicyKind {
 
 impl PolicyKind {
     /// Every kind, in C order.
-    pub const ALL: [PolicyKind; 5] =
-        [PolicyKind::Static, PolicyKind::Ladder, PolicyKind::Hysteresis, PolicyKind::Ucb, PolicyKind::Custom];
+    pub const ALL: [PolicyKind; 5] = [
+        PolicyKind::Static,
+        PolicyKind::Ladder,
+        PolicyKind::Hysteresis,
+        PolicyKind::Ucb,
+        PolicyKind::Custom,
+    ];
 
     pub(crate) fn code(self) -> sys::entmtp_policy_kind {
         match self {
@@ -87,7 +92,10 @@ pub struct Features {
 impl Features {
     /// Features with only `s` set.
     pub fn with_s(s: f32) -> Features {
-        Features { s, ..Features::default() }
+        Features {
+            s,
+            ..Features::default()
+        }
     }
 
     /// The valid head probabilities.
@@ -114,7 +122,7 @@ impl Features {
         }
     }
 
-    fn to_c(&self) -> Result<sys::entmtp_features> {
+    fn to_c(self) -> Result<sys::entmtp_features> {
         if self.n_heads > MAX_HEADS {
             return Err(Error::new(
                 Status::InvalidArgument,
@@ -153,7 +161,11 @@ pub struct Outcome {
 impl Outcome {
     /// An outcome with only the tree and the accept length set.
     pub fn new(tree_index: usize, accept_length: usize) -> Outcome {
-        Outcome { tree_index, accept_length, ..Outcome::default() }
+        Outcome {
+            tree_index,
+            accept_length,
+            ..Outcome::default()
+        }
     }
 
     fn from_c(o: &sys::entmtp_outcome) -> Outcome {
@@ -233,7 +245,9 @@ unsafe extern "C" fn select_trampoline(
                 sys::ENTMTP_OK
             }
             Err(_) => {
-                cb.pending = Some(Pending::Failed(format!("returned tree {k}, which does not fit int32_t").into()));
+                cb.pending = Some(Pending::Failed(
+                    format!("returned tree {k}, which does not fit int32_t").into(),
+                ));
                 sys::ENTMTP_ERR_CALLBACK
             }
         },
@@ -287,7 +301,11 @@ impl Policy {
             check(st)?;
             return Err(Error::new(Status::State, "entmtp_policy_create returned no policy"));
         }
-        Ok(Policy { raw: NonNull::new(out).unwrap(), config, callbacks })
+        Ok(Policy {
+            raw: NonNull::new(out).unwrap(),
+            config,
+            callbacks,
+        })
     }
 
     fn default_config(kind: PolicyKind) -> sys::entmtp_policy_config {
@@ -308,7 +326,11 @@ impl Policy {
         if thresholds.len() > MAX_LADDER - 1 {
             return Err(Error::new(
                 Status::InvalidConfig,
-                format!("ladder: {} thresholds; at most {} (ENTMTP_MAX_LADDER - 1)", thresholds.len(), MAX_LADDER - 1),
+                format!(
+                    "ladder: {} thresholds; at most {} (ENTMTP_MAX_LADDER - 1)",
+                    thresholds.len(),
+                    MAX_LADDER - 1
+                ),
             ));
         }
         c.n_thresholds = thresholds.len() as i32;
@@ -317,7 +339,12 @@ impl Policy {
             if trees.len() != thresholds.len() + 1 {
                 return Err(Error::new(
                     Status::InvalidConfig,
-                    format!("ladder: {} thresholds need {} trees, got {}", thresholds.len(), thresholds.len() + 1, trees.len()),
+                    format!(
+                        "ladder: {} thresholds need {} trees, got {}",
+                        thresholds.len(),
+                        thresholds.len() + 1,
+                        trees.len()
+                    ),
                 ));
             }
             for (b, &t) in trees.iter().enumerate() {
@@ -362,7 +389,10 @@ impl Policy {
     /// A policy implemented by a [`CustomPolicy`].
     pub fn custom_with<P: CustomPolicy + Send + 'static>(policy: P) -> Result<Policy> {
         let mut c = Policy::default_config(PolicyKind::Custom);
-        let cb = Box::into_raw(Box::new(Callbacks { policy: Box::new(policy), pending: None }));
+        let cb = Box::into_raw(Box::new(Callbacks {
+            policy: Box::new(policy),
+            pending: None,
+        }));
         c.select = Some(select_trampoline);
         c.observe = Some(observe_trampoline);
         c.reset = Some(reset_trampoline);

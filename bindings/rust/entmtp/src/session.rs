@@ -108,7 +108,11 @@ impl StepResult {
         };
         StepResult {
             tokens,
-            tree_index: if r.tree_index >= 0 { Some(r.tree_index as usize) } else { None },
+            tree_index: if r.tree_index >= 0 {
+                Some(r.tree_index as usize)
+            } else {
+                None
+            },
             n_nodes: r.n_nodes.max(0) as usize,
             accept_length: r.accept_length.max(0) as usize,
             s: r.s,
@@ -152,8 +156,10 @@ pub struct Session<'a> {
 // exclusively and Send (policy).
 unsafe impl Send for Session<'_> {}
 
+type TokenFn<'f> = &'f mut dyn FnMut(&[i32]) -> bool;
+
 struct TokenState<'f> {
-    f: Option<&'f mut dyn FnMut(&[i32]) -> bool>,
+    f: Option<TokenFn<'f>>,
     tokens: Vec<i32>,
     pending: Option<Pending>,
 }
@@ -161,7 +167,11 @@ struct TokenState<'f> {
 unsafe extern "C" fn tokens_trampoline(tokens: *const i32, n: i32, user_data: *mut c_void) -> c_int {
     // SAFETY: user_data is the TokenState of the running generate call.
     let state = &mut *(user_data as *mut TokenState);
-    let batch: &[i32] = if n > 0 && !tokens.is_null() { std::slice::from_raw_parts(tokens, n as usize) } else { &[] };
+    let batch: &[i32] = if n > 0 && !tokens.is_null() {
+        std::slice::from_raw_parts(tokens, n as usize)
+    } else {
+        &[]
+    };
     state.tokens.extend_from_slice(batch);
     let Some(f) = state.f.as_mut() else { return 0 };
     match catch_unwind(AssertUnwindSafe(|| f(batch))) {
@@ -199,7 +209,13 @@ impl<'a> Session<'a> {
             )
         })?;
         let raw = NonNull::new(out).ok_or_else(|| Error::new(Status::State, "no session returned"))?;
-        Ok(Session { raw, model, heads, bank, policy: None })
+        Ok(Session {
+            raw,
+            model,
+            heads,
+            bank,
+            policy: None,
+        })
     }
 
     /// The model.
@@ -228,7 +244,10 @@ impl<'a> Session<'a> {
     /// for the default static policy on tree 0.
     pub fn set_policy(&mut self, policy: Option<&'a mut Policy>) -> Result<()> {
         let st = unsafe {
-            sys::entmtp_policy_set(self.raw.as_ptr(), policy.as_ref().map_or(ptr::null_mut(), |p| p.as_ptr()))
+            sys::entmtp_policy_set(
+                self.raw.as_ptr(),
+                policy.as_ref().map_or(ptr::null_mut(), |p| p.as_ptr()),
+            )
         };
         if st != sys::ENTMTP_OK {
             return check(st);
@@ -247,7 +266,9 @@ impl<'a> Session<'a> {
 
     /// Append prompt tokens and run them through the model.
     pub fn prefill(&mut self, tokens: &[i32]) -> Result<()> {
-        check(unsafe { sys::entmtp_session_prefill(self.raw.as_ptr(), tokens.as_ptr(), to_i32(tokens.len(), "n_tokens")?) })
+        check(unsafe {
+            sys::entmtp_session_prefill(self.raw.as_ptr(), tokens.as_ptr(), to_i32(tokens.len(), "n_tokens")?)
+        })
     }
 
     fn run_step(&mut self, ar: bool, max_tokens: usize) -> Result<StepResult> {
@@ -295,13 +316,12 @@ impl<'a> Session<'a> {
         self.generate_impl(max_tokens, autoregressive, Some(&mut on_tokens))
     }
 
-    fn generate_impl(
-        &mut self,
-        max_tokens: usize,
-        autoregressive: bool,
-        f: Option<&mut dyn FnMut(&[i32]) -> bool>,
-    ) -> Result<Vec<i32>> {
-        let mut state = TokenState { f, tokens: Vec::new(), pending: None };
+    fn generate_impl(&mut self, max_tokens: usize, autoregressive: bool, f: Option<TokenFn<'_>>) -> Result<Vec<i32>> {
+        let mut state = TokenState {
+            f,
+            tokens: Vec::new(),
+            pending: None,
+        };
         let st = unsafe {
             sys::entmtp_generate(
                 self.raw.as_ptr(),

@@ -4,7 +4,9 @@ use entmtp::{builtin_tree_names, sys, Bank, BankParams, CustomPolicy, Features, 
 mod common;
 
 fn picks(p: &mut Policy, s: &[f32], n_trees: usize) -> Vec<usize> {
-    s.iter().map(|&s| p.select(&Features::with_s(s), n_trees).unwrap()).collect()
+    s.iter()
+        .map(|&s| p.select(&Features::with_s(s), n_trees).unwrap())
+        .collect()
 }
 
 fn next_f32(x: f32) -> f32 {
@@ -19,7 +21,10 @@ fn version_matches_header() {
     assert_eq!(entmtp::version(), format!("{ma}.{mi}.{pa}"));
     assert_eq!(entmtp::version_number(), ma * 10000 + mi * 100 + pa);
     assert_eq!(entmtp::ABI_VERSION, 0);
-    assert_eq!((entmtp::MAX_HEADS, entmtp::MAX_LADDER, entmtp::MAX_STOP_TOKENS), (16, 16, 8));
+    assert_eq!(
+        (entmtp::MAX_HEADS, entmtp::MAX_LADDER, entmtp::MAX_STOP_TOKENS),
+        (16, 16, 8)
+    );
 }
 
 #[test]
@@ -53,7 +58,14 @@ fn errors_carry_status_and_message() {
 #[test]
 fn builtin_names() {
     let names: Vec<&str> = builtin_tree_names().collect();
-    for n in ["medusa_vicuna_7b_stage2", "mc_sim_7b_63", "hydra_default", "chain_1", "chain_5", "ar"] {
+    for n in [
+        "medusa_vicuna_7b_stage2",
+        "mc_sim_7b_63",
+        "hydra_default",
+        "chain_1",
+        "chain_5",
+        "ar",
+    ] {
         assert!(names.contains(&n), "{n}");
     }
 }
@@ -62,7 +74,12 @@ fn builtin_names() {
 
 #[test]
 fn bank_build_and_query() {
-    let mut b = Bank::with_params(&BankParams { max_depth: 4, topk: 10, max_nodes: 64 }).unwrap();
+    let mut b = Bank::with_params(&BankParams {
+        max_depth: 4,
+        topk: 10,
+        max_nodes: 64,
+    })
+    .unwrap();
     assert!(b.is_empty());
     assert_eq!(b.add_tree("small", &[vec![0], vec![0, 0], vec![1]]).unwrap(), 0);
     assert_eq!(b.add_builtin("chain_2").unwrap(), 1);
@@ -70,12 +87,18 @@ fn bank_build_and_query() {
     let none: [&[i32]; 0] = [];
     assert_eq!(b.add_tree("root_only", &none).unwrap(), 3);
     assert_eq!(b.len(), 4);
-    assert_eq!(b.names().collect::<Vec<_>>(), ["small", "chain_2", "json_tree", "root_only"]);
+    assert_eq!(
+        b.names().collect::<Vec<_>>(),
+        ["small", "chain_2", "json_tree", "root_only"]
+    );
     assert_eq!(b.find("chain_2").unwrap(), 1);
     assert_eq!(b.get("zzz"), None);
     assert!(b.contains("json_tree") && !b.contains("zzz"));
     let t = b.tree_info(0).unwrap();
-    assert_eq!((t.index, t.name, t.n_nodes, t.depth, t.n_paths, t.n_leaves), (0, "small", 4, 2, 3, 2));
+    assert_eq!(
+        (t.index, t.name, t.n_nodes, t.depth, t.n_paths, t.n_leaves),
+        (0, "small", 4, 2, 3, 2)
+    );
     let r = b.tree_info(3).unwrap();
     assert_eq!((r.n_nodes, r.depth), (1, 0));
     let iter: Vec<usize> = (&b).into_iter().map(|t| t.index).collect();
@@ -122,10 +145,19 @@ fn invalid_trees_name_the_path() {
     for (choices, needle) in cases {
         let e = b.add_tree("bad", choices).unwrap_err();
         assert_eq!(e.status(), Status::InvalidTree);
-        assert!(e.message().contains(needle) && e.message().contains("bad"), "{}", e.message());
+        assert!(
+            e.message().contains(needle) && e.message().contains("bad"),
+            "{}",
+            e.message()
+        );
     }
     assert_eq!(b.len(), 1);
-    let mut small = Bank::with_params(&BankParams { max_depth: 2, max_nodes: 4, ..BankParams::default() }).unwrap();
+    let mut small = Bank::with_params(&BankParams {
+        max_depth: 2,
+        max_nodes: 4,
+        ..BankParams::default()
+    })
+    .unwrap();
     let e = small.add_tree("deep", &[&[0][..], &[0, 0], &[0, 0, 0]]).unwrap_err();
     assert!(e.message().contains("[0,0,0]"), "{}", e.message());
     let e = small.add_tree("wide", &[[0], [1], [2], [3]]).unwrap_err();
@@ -133,8 +165,14 @@ fn invalid_trees_name_the_path() {
     assert!(small.add_tree("", &[[0]]).is_err());
     small.add_tree("ok", &[[0]]).unwrap();
     assert!(small.add_tree("ok", &[[1]]).unwrap_err().message().contains("ok"));
-    assert_eq!(small.add_tree_json("j", "[[0],[0,").unwrap_err().status(), Status::InvalidTree);
-    assert_eq!(small.add_tree("nul\0name", &[[0]]).unwrap_err().status(), Status::InvalidArgument);
+    assert_eq!(
+        small.add_tree_json("j", "[[0],[0,").unwrap_err().status(),
+        Status::InvalidTree
+    );
+    assert_eq!(
+        small.add_tree("nul\0name", &[[0]]).unwrap_err().status(),
+        Status::InvalidArgument
+    );
 }
 
 #[test]
@@ -156,7 +194,8 @@ fn bank_files_and_stored_policies() {
     b.add_builtin("mc_sim_7b_63").unwrap();
     b.set_figures(1, 3.25, 42.0).unwrap();
     b.set_policy_config(&Policy::hysteresis(0.3, 0.1).unwrap()).unwrap();
-    b.set_policy_config(&Policy::ladder(&[0.2], Some(&[1, 0])).unwrap()).unwrap();
+    b.set_policy_config(&Policy::ladder(&[0.2], Some(&[1, 0])).unwrap())
+        .unwrap();
     let path = dir.join("bank.json");
     b.save(&path).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
@@ -173,15 +212,34 @@ fn bank_files_and_stored_policies() {
     // errors
     let mut d = Bank::new().unwrap();
     d.add_builtin("chain_1").unwrap();
-    assert_eq!(d.set_policy_config(&Policy::custom(|_, _| 0).unwrap()).unwrap_err().status(), Status::InvalidConfig);
-    assert_eq!(d.set_policy_config(&Policy::static_tree(3).unwrap()).unwrap_err().status(), Status::OutOfRange);
+    assert_eq!(
+        d.set_policy_config(&Policy::custom(|_, _| 0).unwrap())
+            .unwrap_err()
+            .status(),
+        Status::InvalidConfig
+    );
+    assert_eq!(
+        d.set_policy_config(&Policy::static_tree(3).unwrap())
+            .unwrap_err()
+            .status(),
+        Status::OutOfRange
+    );
     let e = Bank::load(dir.join("missing.json"), None).unwrap_err();
     assert_eq!(e.status(), Status::Io);
     assert!(e.message().contains("missing.json"));
     std::fs::write(dir.join("bad.json"), "{\"trees\": [").unwrap();
-    assert_eq!(Bank::load(dir.join("bad.json"), None).unwrap_err().status(), Status::Format);
+    assert_eq!(
+        Bank::load(dir.join("bad.json"), None).unwrap_err().status(),
+        Status::Format
+    );
     assert_eq!(d.save(dir.join("no/such/dir.json")).unwrap_err().status(), Status::Io);
-    let limited = Bank::load(&path, Some(&BankParams { max_depth: 2, ..BankParams::default() }));
+    let limited = Bank::load(
+        &path,
+        Some(&BankParams {
+            max_depth: 2,
+            ..BankParams::default()
+        }),
+    );
     assert!(limited.is_err(), "mc_sim_7b_63 is deeper than 2");
 }
 
@@ -217,27 +275,39 @@ fn ladder_bin_edges() {
     let mut q = Policy::ladder(&[0.1, 0.5], Some(&[2, 0, 1])).unwrap();
     assert_eq!(picks(&mut q, &[0.05, 0.2, 0.9], 3), [2, 0, 1]);
     assert!(q.validate(2).unwrap_err().message().contains("ladder_trees[0]"));
-    assert_eq!(p.select(&Features::with_s(f32::NAN), 3).unwrap_err().status(), Status::InvalidArgument);
+    assert_eq!(
+        p.select(&Features::with_s(f32::NAN), 3).unwrap_err().status(),
+        Status::InvalidArgument
+    );
     let mut one = Policy::ladder(&[], None).unwrap();
     assert_eq!(picks(&mut one, &[0.0, 1.0], 1), [0, 0]);
 }
 
 #[test]
 fn ladder_bad_configs() {
-    for (th, needle) in [(&[0.5f32, 0.1][..], "thresholds[1]"), (&[0.1, 0.1], "thresholds[1]"), (&[f32::INFINITY], "not finite")] {
+    for (th, needle) in [
+        (&[0.5f32, 0.1][..], "thresholds[1]"),
+        (&[0.1, 0.1], "thresholds[1]"),
+        (&[f32::INFINITY], "not finite"),
+    ] {
         let e = Policy::ladder(th, None).unwrap_err();
         assert_eq!(e.status(), Status::InvalidConfig);
         assert!(e.message().contains(needle), "{}", e.message());
     }
     let many: Vec<f32> = (0..16).map(|i| i as f32 / 100.0).collect();
     assert_eq!(Policy::ladder(&many, None).unwrap_err().status(), Status::InvalidConfig);
-    assert_eq!(Policy::ladder(&[0.1, 0.2], Some(&[0, 1])).unwrap_err().status(), Status::InvalidConfig);
+    assert_eq!(
+        Policy::ladder(&[0.1, 0.2], Some(&[0, 1])).unwrap_err().status(),
+        Status::InvalidConfig
+    );
 }
 
 #[test]
 fn hysteresis_does_not_flap() {
     let mut p = Policy::hysteresis(0.3, 0.1).unwrap();
-    let s = [0.05, 0.2, 0.3, 0.35, 0.2, 0.15, 0.11, 0.31, 0.1, 0.2, 0.29, 0.3, 0.31, 0.0];
+    let s = [
+        0.05, 0.2, 0.3, 0.35, 0.2, 0.15, 0.11, 0.31, 0.1, 0.2, 0.29, 0.3, 0.31, 0.0,
+    ];
     assert_eq!(picks(&mut p, &s, 2), [0, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1, 0]);
     p.reset().unwrap();
     let osc: Vec<f32> = (0..40).map(|i| if i % 2 == 0 { 0.12 } else { 0.28 }).collect();
@@ -249,8 +319,16 @@ fn hysteresis_does_not_flap() {
     let e = Policy::hysteresis(0.1, 0.3).unwrap_err();
     assert_eq!(e.status(), Status::InvalidConfig);
     assert!(e.message().contains("tau_off"));
-    assert_eq!(Policy::hysteresis(f32::NAN, 0.1).unwrap_err().status(), Status::InvalidConfig);
-    assert!(Policy::hysteresis(0.3, 0.1).unwrap().validate(1).unwrap_err().message().contains("aggressive_tree"));
+    assert_eq!(
+        Policy::hysteresis(f32::NAN, 0.1).unwrap_err().status(),
+        Status::InvalidConfig
+    );
+    assert!(Policy::hysteresis(0.3, 0.1)
+        .unwrap()
+        .validate(1)
+        .unwrap_err()
+        .message()
+        .contains("aggressive_tree"));
 }
 
 #[test]
@@ -267,7 +345,13 @@ fn ucb_tries_every_arm_then_settles() {
         if step >= 200 {
             counts[k] += 1;
         }
-        p.observe(&Outcome { tree_index: k, accept_length: accept[k], draft_length: 2, ..Outcome::default() }).unwrap();
+        p.observe(&Outcome {
+            tree_index: k,
+            accept_length: accept[k],
+            draft_length: 2,
+            ..Outcome::default()
+        })
+        .unwrap();
     }
     first.sort();
     assert_eq!(first, [0, 1, 2]);
@@ -289,15 +373,31 @@ fn ucb_length_penalty_and_errors() {
     let draft = [1usize, 8];
     for _ in 0..50 {
         let k = p.select(&Features::default(), 2).unwrap();
-        p.observe(&Outcome { tree_index: k, accept_length: 2, draft_length: draft[k], ..Outcome::default() }).unwrap();
+        p.observe(&Outcome {
+            tree_index: k,
+            accept_length: 2,
+            draft_length: draft[k],
+            ..Outcome::default()
+        })
+        .unwrap();
     }
     assert_eq!(p.select(&Features::default(), 2).unwrap(), 0);
     let mut q = Policy::ucb(1.0, 0.0).unwrap();
-    assert!(q.observe(&Outcome::new(0, 1)).unwrap_err().message().contains("never selected"));
+    assert!(q
+        .observe(&Outcome::new(0, 1))
+        .unwrap_err()
+        .message()
+        .contains("never selected"));
     q.select(&Features::default(), 2).unwrap();
-    assert_eq!(q.observe(&Outcome::new(0, 0)).unwrap_err().status(), Status::InvalidArgument);
+    assert_eq!(
+        q.observe(&Outcome::new(0, 0)).unwrap_err().status(),
+        Status::InvalidArgument
+    );
     assert_eq!(Policy::ucb(-1.0, 0.0).unwrap_err().status(), Status::InvalidConfig);
-    assert_eq!(Policy::ucb(1.0, f32::INFINITY).unwrap_err().status(), Status::InvalidConfig);
+    assert_eq!(
+        Policy::ucb(1.0, f32::INFINITY).unwrap_err().status(),
+        Status::InvalidConfig
+    );
 }
 
 struct Recorder {
@@ -327,9 +427,23 @@ fn custom_policy_sees_features_and_outcomes() {
     let selects = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let outcomes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let resets = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let mut p = Policy::custom_with(Recorder { selects: selects.clone(), outcomes: outcomes.clone(), resets: resets.clone() }).unwrap();
+    let mut p = Policy::custom_with(Recorder {
+        selects: selects.clone(),
+        outcomes: outcomes.clone(),
+        resets: resets.clone(),
+    })
+    .unwrap();
     assert_eq!(p.kind(), PolicyKind::Custom);
-    let mut f = Features { s: 0.7, p0: 0.9, entropy: 1.5, last_accept_length: 3, accept_length_ema: 2.5, step: 7, n_heads: 2, ..Features::default() };
+    let mut f = Features {
+        s: 0.7,
+        p0: 0.9,
+        entropy: 1.5,
+        last_accept_length: 3,
+        accept_length_ema: 2.5,
+        step: 7,
+        n_heads: 2,
+        ..Features::default()
+    };
     f.head_p[..2].copy_from_slice(&[0.8, 0.6]);
     f.g[..2].copy_from_slice(&[0.72, 0.432]);
     assert_eq!(p.select(&f, 4).unwrap(), 1);
@@ -338,7 +452,13 @@ fn custom_policy_sees_features_and_outcomes() {
     assert_eq!(got, f);
     assert_eq!(got.head_p(), [0.8, 0.6]);
     assert_eq!(p.select(&Features::with_s(0.2), 4).unwrap(), 0);
-    let o = Outcome { tree_index: 1, n_nodes: 10, draft_length: 4, accept_length: 3, seconds: 0.5 };
+    let o = Outcome {
+        tree_index: 1,
+        n_nodes: 10,
+        draft_length: 4,
+        accept_length: 3,
+        seconds: 0.5,
+    };
     p.observe(&o).unwrap();
     assert_eq!(*outcomes.lock().unwrap(), [o]);
     p.reset().unwrap();
@@ -353,10 +473,21 @@ fn custom_policy_sees_features_and_outcomes() {
 
 #[test]
 fn custom_policy_panics_do_not_unwind_into_c() {
-    let mut p = Policy::custom(|f, _| if f.s > 0.5 { panic!("no tree for s = {}", f.s) } else { 0 }).unwrap();
+    let mut p = Policy::custom(|f, _| {
+        if f.s > 0.5 {
+            panic!("no tree for s = {}", f.s)
+        } else {
+            0
+        }
+    })
+    .unwrap();
     let e = p.select(&Features::with_s(0.75), 2).unwrap_err();
     assert_eq!(e.status(), Status::Callback);
-    assert!(e.message().contains("panicked: no tree for s = 0.75"), "{}", e.message());
+    assert!(
+        e.message().contains("panicked: no tree for s = 0.75"),
+        "{}",
+        e.message()
+    );
     assert!(std::error::Error::source(&e).is_some());
     // usable afterwards
     assert_eq!(p.select(&Features::with_s(0.1), 2).unwrap(), 0);
@@ -364,10 +495,16 @@ fn custom_policy_panics_do_not_unwind_into_c() {
 
 #[test]
 fn custom_policy_bad_indices() {
-    let e = Policy::custom(|_, _| 5).unwrap().select(&Features::default(), 2).unwrap_err();
+    let e = Policy::custom(|_, _| 5)
+        .unwrap()
+        .select(&Features::default(), 2)
+        .unwrap_err();
     assert_eq!(e.status(), Status::OutOfRange);
     assert!(e.message().contains("chose tree 5"));
-    let e = Policy::custom(|_, _| usize::MAX).unwrap().select(&Features::default(), 2).unwrap_err();
+    let e = Policy::custom(|_, _| usize::MAX)
+        .unwrap()
+        .select(&Features::default(), 2)
+        .unwrap_err();
     assert_eq!(e.status(), Status::Callback);
     assert!(e.message().contains("does not fit"));
 }
@@ -424,6 +561,12 @@ fn custom_config_without_select_is_invalid() {
 
 #[test]
 fn features_limits() {
-    let f = Features { n_heads: 17, ..Features::default() };
-    assert_eq!(Policy::static_tree(0).unwrap().select(&f, 1).unwrap_err().status(), Status::InvalidArgument);
+    let f = Features {
+        n_heads: 17,
+        ..Features::default()
+    };
+    assert_eq!(
+        Policy::static_tree(0).unwrap().select(&f, 1).unwrap_err().status(),
+        Status::InvalidArgument
+    );
 }

@@ -11,7 +11,11 @@ use common::files;
 const PROMPTS: [&[i32]; 3] = [&[1, 5, 9, 3], &[7, 8], &[100, 200, 31]];
 
 fn cpu() -> LoadOptions {
-    LoadOptions { backend: Backend::Cpu, threads: 1, ..LoadOptions::default() }
+    LoadOptions {
+        backend: Backend::Cpu,
+        threads: 1,
+        ..LoadOptions::default()
+    }
 }
 
 fn model() -> Model {
@@ -19,7 +23,10 @@ fn model() -> Model {
 }
 
 fn no_stop() -> SessionOptions {
-    SessionOptions { stop_tokens: Some(vec![]), ..SessionOptions::default() }
+    SessionOptions {
+        stop_tokens: Some(vec![]),
+        ..SessionOptions::default()
+    }
 }
 
 fn bank2() -> Bank {
@@ -43,7 +50,10 @@ fn model_info() {
     let i = m.info();
     assert_eq!((i.architecture.as_str(), i.name.as_str()), ("llama", "tiny-rust-llama"));
     assert_eq!((i.vocab_size, i.hidden_size, i.intermediate_size), (272, 32, 48));
-    assert_eq!((i.n_layers, i.n_heads, i.n_kv_heads, i.head_dim, i.context_length), (2, 4, 2, 8, 256));
+    assert_eq!(
+        (i.n_layers, i.n_heads, i.n_kv_heads, i.head_dim, i.context_length),
+        (2, 4, 2, 8, 256)
+    );
     assert_eq!(i.rope_theta, 10000.0);
     assert!((i.rms_norm_eps - 1e-5).abs() < 1e-9);
     assert!(!i.tied_embeddings);
@@ -76,15 +86,27 @@ fn tokenizer() {
     assert_eq!(m.detokenize(&e[..1]).unwrap(), "\u{FFFD}");
     assert_eq!(m.detokenize(&[100000]).unwrap_err().status(), Status::OutOfRange);
     // text with an embedded NUL goes through as bytes
-    assert_eq!(m.detokenize(&m.tokenize("a\0b", false, false).unwrap()).unwrap(), "a\0b");
+    assert_eq!(
+        m.detokenize(&m.tokenize("a\0b", false, false).unwrap()).unwrap(),
+        "a\0b"
+    );
 }
 
 #[test]
 fn chat_prompt() {
     let m = model();
-    assert_eq!(m.chat_prompt("hi there", None).unwrap(), "<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\n");
-    assert!(m.chat_prompt("hi", Some("be brief")).unwrap().starts_with("<|im_start|>system\nbe brief<|im_end|>\n"));
-    assert_eq!(m.chat_prompt(&"x".repeat(1000), None).unwrap().matches('x').count(), 1000);
+    assert_eq!(
+        m.chat_prompt("hi there", None).unwrap(),
+        "<|im_start|>user\nhi there<|im_end|>\n<|im_start|>assistant\n"
+    );
+    assert!(m
+        .chat_prompt("hi", Some("be brief"))
+        .unwrap()
+        .starts_with("<|im_start|>system\nbe brief<|im_end|>\n"));
+    assert_eq!(
+        m.chat_prompt(&"x".repeat(1000), None).unwrap().matches('x').count(),
+        1000
+    );
     let n = Model::load(&files().model_notok).unwrap();
     assert_eq!(n.vocab_size(), 32);
     let e = n.tokenize("hello", false, false).unwrap_err();
@@ -138,13 +160,24 @@ fn model_file_errors() {
 fn heads_info_and_errors() {
     let m = model();
     let h = m.load_heads(&files().medusa).unwrap();
-    assert_eq!(h.info(), entmtp::HeadsInfo { kind: HeadsKind::Medusa, n_heads: 4, n_layers: 1, shares_lm_head: true });
+    assert_eq!(
+        h.info(),
+        entmtp::HeadsInfo {
+            kind: HeadsKind::Medusa,
+            n_heads: 4,
+            n_layers: 1,
+            shares_lm_head: true
+        }
+    );
     assert_eq!(h.n_heads(), 4);
     assert!(std::ptr::eq(h.model(), &m));
     let y = Heads::load(&m, &files().hydra).unwrap();
     assert_eq!(y.info().kind, HeadsKind::Hydra);
     let dir = common::scratch_dir();
-    assert_eq!(m.load_heads(dir.join("missing.safetensors")).unwrap_err().status(), Status::Io);
+    assert_eq!(
+        m.load_heads(dir.join("missing.safetensors")).unwrap_err().status(),
+        Status::Io
+    );
     let data = std::fs::read(&files().medusa).unwrap();
     for n in [4, 12, 200, data.len() - 8] {
         let p = dir.join(format!("truncated_{n}.safetensors"));
@@ -170,7 +203,10 @@ fn policies() -> Vec<(&'static str, Option<Policy>)> {
         ("ladder", Some(Policy::ladder(&[0.05], Some(&[0, 1])).unwrap())),
         ("hysteresis", Some(Policy::hysteresis(0.3, 0.1).unwrap())),
         ("ucb", Some(Policy::ucb(1.0, 0.0).unwrap())),
-        ("custom", Some(Policy::custom(|f, _| if f.s > 0.01 { 1 } else { 0 }).unwrap())),
+        (
+            "custom",
+            Some(Policy::custom(|f, _| if f.s > 0.01 { 1 } else { 0 }).unwrap()),
+        ),
     ]
 }
 
@@ -275,7 +311,10 @@ fn ar_steps_logits_and_plain_sessions() {
     assert_eq!(lg.len(), 272);
     let argmax = (0..lg.len()).max_by(|&a, &b| lg[a].total_cmp(&lg[b])).unwrap() as i32;
     let r = s.step_ar().unwrap();
-    assert_eq!((r.tree_index, r.tokens.clone(), r.accept_length), (None, vec![argmax], 1));
+    assert_eq!(
+        (r.tree_index, r.tokens.clone(), r.accept_length),
+        (None, vec![argmax], 1)
+    );
     let r2 = s.step(0).unwrap();
     assert_eq!((r2.tree_index, r2.tokens.len()), (None, 1));
     assert_eq!(s.tokens(), &[1, 2, 3, r.tokens[0], r2.tokens[0]]);
@@ -324,7 +363,10 @@ fn on_tokens_callback() {
 fn stop_tokens_and_sampling() {
     let m = model();
     let first = ar_reference(&m, &[1, 5, 9, 3], 3);
-    let opts = SessionOptions { stop_tokens: Some(vec![first[1]]), ..SessionOptions::default() };
+    let opts = SessionOptions {
+        stop_tokens: Some(vec![first[1]]),
+        ..SessionOptions::default()
+    };
     let mut s = Session::with_options(&m, None, None, &opts).unwrap();
     s.prefill(&[1, 5, 9, 3]).unwrap();
     assert_eq!(s.generate(20, false).unwrap(), &first[..2]);
@@ -338,7 +380,12 @@ fn stop_tokens_and_sampling() {
     let bank = bank2();
     let h = m.load_heads(&files().medusa).unwrap();
     let run = |seed| {
-        let o = SessionOptions { temperature: 0.8, seed, stop_tokens: Some(vec![]), ..SessionOptions::default() };
+        let o = SessionOptions {
+            temperature: 0.8,
+            seed,
+            stop_tokens: Some(vec![]),
+            ..SessionOptions::default()
+        };
         let mut s = Session::with_options(&m, Some(&h), Some(&bank), &o).unwrap();
         s.prefill(&[1, 2, 3]).unwrap();
         s.generate(30, false).unwrap()
@@ -354,7 +401,10 @@ fn kv_full() {
     let m = model();
     let bank = bank2();
     let h = m.load_heads(&files().medusa).unwrap();
-    let o = SessionOptions { kv_capacity: 8, ..no_stop() };
+    let o = SessionOptions {
+        kv_capacity: 8,
+        ..no_stop()
+    };
     let mut s = Session::with_options(&m, Some(&h), Some(&bank), &o).unwrap();
     let e = s.prefill(&(1..10).collect::<Vec<i32>>()).unwrap_err();
     assert_eq!(e.status(), Status::KvFull);
@@ -367,7 +417,10 @@ fn kv_full() {
     assert_eq!((e.status(), e.tokens().len()), (Status::KvFull, 0));
 
     let mut policy = Policy::static_tree(1).unwrap();
-    let o = SessionOptions { kv_capacity: 6, ..no_stop() };
+    let o = SessionOptions {
+        kv_capacity: 6,
+        ..no_stop()
+    };
     let mut s = Session::with_options(&m, Some(&h), Some(&bank), &o).unwrap();
     s.set_policy(Some(&mut policy)).unwrap();
     s.prefill(PROMPTS[2]).unwrap();
@@ -420,14 +473,41 @@ fn session_errors() {
     assert_eq!(s.prefill(&[-1]).unwrap_err().status(), Status::OutOfRange);
     s.prefill(&[1]).unwrap();
     assert_eq!(s.generate(0, false).unwrap_err().status(), Status::InvalidArgument);
-    assert!(s.set_policy(Some(&mut p2)).unwrap_err().message().contains("static_tree"));
+    assert!(s
+        .set_policy(Some(&mut p2))
+        .unwrap_err()
+        .message()
+        .contains("static_tree"));
     assert!(s.policy().is_none());
     drop(s);
 
-    let bad = |o: SessionOptions| Session::with_options(&m, None, None, &o).map(|_| ()).unwrap_err().status();
-    assert_eq!(bad(SessionOptions { temperature: -1.0, ..SessionOptions::default() }), Status::InvalidConfig);
-    assert_eq!(bad(SessionOptions { stop_tokens: Some((0..9).collect()), ..SessionOptions::default() }), Status::InvalidConfig);
-    assert_eq!(bad(SessionOptions { stop_tokens: Some(vec![5000]), ..SessionOptions::default() }), Status::OutOfRange);
+    let bad = |o: SessionOptions| {
+        Session::with_options(&m, None, None, &o)
+            .map(|_| ())
+            .unwrap_err()
+            .status()
+    };
+    assert_eq!(
+        bad(SessionOptions {
+            temperature: -1.0,
+            ..SessionOptions::default()
+        }),
+        Status::InvalidConfig
+    );
+    assert_eq!(
+        bad(SessionOptions {
+            stop_tokens: Some((0..9).collect()),
+            ..SessionOptions::default()
+        }),
+        Status::InvalidConfig
+    );
+    assert_eq!(
+        bad(SessionOptions {
+            stop_tokens: Some(vec![5000]),
+            ..SessionOptions::default()
+        }),
+        Status::OutOfRange
+    );
 
     let mut p = Policy::static_tree(0).unwrap();
     let mut plain = Session::new(&m, None, None).unwrap();
@@ -478,7 +558,13 @@ fn custom_policy_in_a_session() {
     let bank = bank2();
     let h = m.load_heads(&files().medusa).unwrap();
     let log = std::sync::Arc::new(std::sync::Mutex::new((0, 0, 0)));
-    let mut pol = Policy::custom_with(Counting { selects: 0, observed: vec![], resets: 0, log: log.clone() }).unwrap();
+    let mut pol = Policy::custom_with(Counting {
+        selects: 0,
+        observed: vec![],
+        resets: 0,
+        log: log.clone(),
+    })
+    .unwrap();
     let want = ar_reference(&m, PROMPTS[2], 20);
     {
         let mut s = Session::with_options(&m, Some(&h), Some(&bank), &no_stop()).unwrap();
@@ -492,7 +578,17 @@ fn custom_policy_in_a_session() {
         assert_eq!(log.lock().unwrap().2, 2);
     }
     // the session is gone: the policy is usable on its own again
-    assert_eq!(pol.select(&Features { n_heads: 4, ..Features::default() }, 2).unwrap(), 1);
+    assert_eq!(
+        pol.select(
+            &Features {
+                n_heads: 4,
+                ..Features::default()
+            },
+            2
+        )
+        .unwrap(),
+        1
+    );
 }
 
 #[test]
@@ -575,7 +671,8 @@ fn external_model_is_lossless() {
     let m = Model::load_with(&model_path, &cpu()).unwrap();
     let h = m.load_heads(&heads_path).unwrap();
     let mut bank = Bank::with_max_depth(h.n_heads()).unwrap();
-    bank.add_builtin(if h.n_heads() >= 2 { "chain_2" } else { "chain_1" }).unwrap();
+    bank.add_builtin(if h.n_heads() >= 2 { "chain_2" } else { "chain_1" })
+        .unwrap();
     if h.n_heads() >= 4 {
         bank.add_builtin("mc_sim_7b_63").unwrap();
     }
@@ -585,6 +682,11 @@ fn external_model_is_lossless() {
         let mut s = Session::with_options(&m, Some(&h), Some(&bank), &no_stop()).unwrap();
         s.set_policy(Some(&mut p)).unwrap();
         s.prefill(&[1, 5, 9, 3]).unwrap();
-        assert_eq!(s.generate(48, false).unwrap(), want, "{}", bank.tree_info(k).unwrap().name);
+        assert_eq!(
+            s.generate(48, false).unwrap(),
+            want,
+            "{}",
+            bank.tree_info(k).unwrap().name
+        );
     }
 }

@@ -19,7 +19,14 @@ pub const CTX: u32 = 256;
 pub const VOCAB: usize = 272;
 
 pub const SPECIALS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
-pub const MERGES: [(&str, &str); 6] = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("l", "l"), ("ll", "o"), ("Ġ", "w")];
+pub const MERGES: [(&str, &str); 6] = [
+    ("Ġ", "t"),
+    ("h", "e"),
+    ("Ġt", "he"),
+    ("l", "l"),
+    ("ll", "o"),
+    ("Ġ", "w"),
+];
 const CHATML: &str = "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + m['content'] + '<|im_end|>\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 /// splitmix64: deterministic uniform numbers in [-1, 1).
@@ -183,7 +190,10 @@ pub fn write_model(path: &Path, vocab: usize, tokenizer: bool, seed: u64, echo: 
         kv.push(("tokenizer.ggml.pre", Value::Str("default".into())));
         kv.push(("tokenizer.ggml.tokens", Value::StrArray(tokens)));
         kv.push(("tokenizer.ggml.token_type", Value::I32Array(types)));
-        kv.push(("tokenizer.ggml.merges", Value::StrArray(MERGES.iter().map(|(a, b)| format!("{a} {b}")).collect())));
+        kv.push((
+            "tokenizer.ggml.merges",
+            Value::StrArray(MERGES.iter().map(|(a, b)| format!("{a} {b}")).collect()),
+        ));
         kv.push(("tokenizer.ggml.bos_token_id", Value::U32(0)));
         kv.push(("tokenizer.ggml.eos_token_id", Value::U32(2)));
         kv.push(("tokenizer.chat_template", Value::Str(CHATML.into())));
@@ -192,7 +202,11 @@ pub fn write_model(path: &Path, vocab: usize, tokenizer: bool, seed: u64, echo: 
     let quiet = if echo { 0.01 } else { 1.0 }; // scale of what the blocks write back
     let mut add = |name: String, shape: Vec<usize>, scale: f32, offset: f32, rng: &mut Rng| {
         let n = shape.iter().product();
-        t.push(Tensor { name, data: rng.vec(n, scale, offset), shape });
+        t.push(Tensor {
+            name,
+            data: rng.vec(n, scale, offset),
+            shape,
+        });
     };
     add("token_embd.weight".into(), vec![vocab, h], 1.0, 0.0, &mut rng);
     for i in 0..LAYERS {
@@ -207,7 +221,13 @@ pub fn write_model(path: &Path, vocab: usize, tokenizer: bool, seed: u64, echo: 
         add(p("ffn_up.weight"), vec![f, h], s_h, 0.0, &mut rng);
         add(p("ffn_down.weight"), vec![h, f], s_f * quiet, 0.0, &mut rng);
     }
-    add("output_norm.weight".into(), vec![h], if echo { 0.0 } else { 0.1 }, 1.0, &mut rng);
+    add(
+        "output_norm.weight".into(),
+        vec![h],
+        if echo { 0.0 } else { 0.1 },
+        1.0,
+        &mut rng,
+    );
     add("output.weight".into(), vec![vocab, h], 4.0 * s_h, 0.0, &mut rng);
     if echo {
         let mut emb = t[0].data.clone();
@@ -256,7 +276,10 @@ pub fn write_medusa(path: &Path, n_heads: usize, hidden: usize, seed: u64) {
     let s = 1.0 / (hidden as f32).sqrt();
     let mut t = BTreeMap::new();
     for h in 0..n_heads {
-        t.insert(format!("{h}.0.linear.weight"), (vec![hidden, hidden], rng.vec(hidden * hidden, s, 0.0)));
+        t.insert(
+            format!("{h}.0.linear.weight"),
+            (vec![hidden, hidden], rng.vec(hidden * hidden, s, 0.0)),
+        );
         t.insert(format!("{h}.0.linear.bias"), (vec![hidden], rng.vec(hidden, 0.1, 0.0)));
     }
     write_safetensors(path, &t);
@@ -270,10 +293,19 @@ pub fn write_hydra(path: &Path, n_heads: usize, hidden: usize, seed: u64) {
         let n_in = hidden * (i + 2);
         let s0 = 1.0 / (n_in as f32).sqrt();
         let p = format!("hydra_mlp.{i}.0.");
-        t.insert(format!("{p}linear.weight"), (vec![hidden, n_in], rng.vec(hidden * n_in, s0, 0.0)));
+        t.insert(
+            format!("{p}linear.weight"),
+            (vec![hidden, n_in], rng.vec(hidden * n_in, s0, 0.0)),
+        );
         t.insert(format!("{p}linear.bias"), (vec![hidden], rng.vec(hidden, 0.1, 0.0)));
-        t.insert(format!("{p}res_connection.weight"), (vec![hidden, n_in], rng.vec(hidden * n_in, s0, 0.0)));
-        t.insert(format!("{p}res_connection.bias"), (vec![hidden], rng.vec(hidden, 0.1, 0.0)));
+        t.insert(
+            format!("{p}res_connection.weight"),
+            (vec![hidden, n_in], rng.vec(hidden * n_in, s0, 0.0)),
+        );
+        t.insert(
+            format!("{p}res_connection.bias"),
+            (vec![hidden], rng.vec(hidden, 0.1, 0.0)),
+        );
     }
     write_safetensors(path, &t);
 }
@@ -289,18 +321,20 @@ pub struct Files {
     pub hydra: PathBuf,
 }
 
-/// A scratch directory for this test binary (under the target directory).
+/// A scratch directory for this test binary: target/tmp/entmtp-tests-NAME
+/// (NAME = the test file, e.g. "engine"); run_tests.sh runs the examples on
+/// the files the engine tests leave there.
 pub fn scratch_dir() -> PathBuf {
-    let base = std::env::var_os("CARGO_TARGET_TMPDIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
+    // Cargo sets CARGO_TARGET_TMPDIR when it compiles integration tests
+    let base = option_env!("CARGO_TARGET_TMPDIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
     let exe = std::env::current_exe().ok();
     let stem = exe
         .as_ref()
         .and_then(|p| p.file_stem())
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "entmtp".into());
-    let d = base.join(format!("entmtp-tests-{stem}"));
+    let name = stem.rsplit_once('-').map_or(stem.as_str(), |(n, _hash)| n);
+    let d = base.join(format!("entmtp-tests-{name}"));
     std::fs::create_dir_all(&d).unwrap();
     d
 }

@@ -257,6 +257,8 @@ int cmd_generate(int argc, char **argv) {
     if (!ar && !no_heads && heads_path) {
         if ((st = entmtp_heads_load(model, heads_path, &heads))) { rc = cli_fail(heads_path, st); goto done; }
     }
+    if (!ar && !no_heads && !heads && !json)
+        fprintf(stderr, "entmtp generate: no heads given (--heads) or shipped for this model: decoding plain AR\n");
     entmtp_heads_info hi = { sizeof hi };
     if (heads) entmtp_heads_get_info(heads, &hi);
     if (heads) {

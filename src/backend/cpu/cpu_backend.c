@@ -148,6 +148,17 @@ static void cpu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, in
  * differ only in how many weight rows and input rows share each load. */
 typedef float emt_v8 __attribute__((vector_size(32)));
 
+/* a*b + c with one rounding when the machine has FMA (chosen at compile
+ * time, the same instruction in every path), else a*b then + c. */
+#if defined(__FMA__) && defined(__AVX__)
+#include <immintrin.h>
+static inline emt_v8 madd(emt_v8 a, emt_v8 b, emt_v8 c) {
+    return (emt_v8)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+}
+#else
+static inline emt_v8 madd(emt_v8 a, emt_v8 b, emt_v8 c) { return a * b + c; }
+#endif
+
 static inline emt_v8 load8(const float *p) {
     emt_v8 v;
     memcpy(&v, p, sizeof v);
@@ -163,7 +174,7 @@ static inline float finish(emt_v8 a, const float *w, const float *x, int32_t i, 
 static inline float dot1(const float *w, const float *x, int32_t n) {
     emt_v8 a = { 0 };
     int32_t i = 0;
-    for (; i + 8 <= n; i += 8) a += load8(w + i) * load8(x + i);
+    for (; i + 8 <= n; i += 8) a = madd(load8(w + i), load8(x + i), a);
     return finish(a, w, x, i, n);
 }
 
@@ -174,10 +185,10 @@ static inline void dot4(const float *w0, const float *w1, const float *w2, const
     int32_t i = 0;
     for (; i + 8 <= n; i += 8) {
         emt_v8 xv = load8(x + i);
-        a0 += load8(w0 + i) * xv;
-        a1 += load8(w1 + i) * xv;
-        a2 += load8(w2 + i) * xv;
-        a3 += load8(w3 + i) * xv;
+        a0 = madd(load8(w0 + i), xv, a0);
+        a1 = madd(load8(w1 + i), xv, a1);
+        a2 = madd(load8(w2 + i), xv, a2);
+        a3 = madd(load8(w3 + i), xv, a3);
     }
     out[0] = finish(a0, w0, x, i, n);
     out[1] = finish(a1, w1, x, i, n);
@@ -192,10 +203,10 @@ static inline void dot4x2(const float *w0, const float *w1, const float *w2, con
     int32_t i = 0;
     for (; i + 8 <= n; i += 8) {
         emt_v8 xv = load8(x + i), yv = load8(y + i), w;
-        w = load8(w0 + i); a0 += w * xv; b0 += w * yv;
-        w = load8(w1 + i); a1 += w * xv; b1 += w * yv;
-        w = load8(w2 + i); a2 += w * xv; b2 += w * yv;
-        w = load8(w3 + i); a3 += w * xv; b3 += w * yv;
+        w = load8(w0 + i); a0 = madd(w, xv, a0); b0 = madd(w, yv, b0);
+        w = load8(w1 + i); a1 = madd(w, xv, a1); b1 = madd(w, yv, b1);
+        w = load8(w2 + i); a2 = madd(w, xv, a2); b2 = madd(w, yv, b2);
+        w = load8(w3 + i); a3 = madd(w, xv, a3); b3 = madd(w, yv, b3);
     }
     ox[0] = finish(a0, w0, x, i, n);
     ox[1] = finish(a1, w1, x, i, n);

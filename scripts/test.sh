@@ -69,6 +69,8 @@ if [ -x bindings/python/run_tests.sh ]; then
 fi
 if [ -x bindings/rust/run_tests.sh ]; then
   log "Rust bindings"
+  ENTMTP_TINY_MODEL="$root/build/ci/tests/tmp/lossless_tiny.gguf" \
+  ENTMTP_TINY_HEADS="$root/build/ci/tests/tmp/lossless_medusa.safetensors" \
   PKG_CONFIG_PATH="$PKG_CONFIG_PATH" LD_LIBRARY_PATH="$libdir" bash bindings/rust/run_tests.sh "$prefix"
 fi
 log "all tests passed"

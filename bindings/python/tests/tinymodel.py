@@ -2,7 +2,8 @@
 Medusa / Hydra heads (safetensors) for the binding tests and examples.
 
     python3 tinymodel.py OUTDIR     # writes tiny.gguf, tiny_notok.gguf,
-                                    # medusa.safetensors, hydra.safetensors
+                                    # tiny_echo.gguf, medusa.safetensors,
+                                    # hydra.safetensors
 
 The model: hidden 32, 2 layers, 4 heads, 2 KV heads, FFN 48, random F32
 weights under llama.cpp tensor names. With a tokenizer (the default) the
@@ -50,8 +51,14 @@ def tokenizer_vocab(vocab):
     return tokens, types
 
 
-def write_gguf(path, vocab=272, tokenizer=True, seed=1):
-    """A tiny random Llama in GGUF (F32)."""
+def write_gguf(path, vocab=272, tokenizer=True, seed=1, echo=False):
+    """A tiny random Llama in GGUF (F32).
+
+    With `echo`, the token embeddings all have the same norm, lm_head equals
+    them, the final norm is 1 and the blocks barely touch the residual stream:
+    the greedy next token is the current one, so greedy output repeats the
+    last prompt token and Medusa drafts (which keep the hidden state's guess)
+    are accepted whole. That exercises multi-token acceptance for sure."""
     import gguf
 
     rng = np.random.default_rng(seed)
@@ -83,20 +90,25 @@ def write_gguf(path, vocab=272, tokenizer=True, seed=1):
         w.add_bos_token_id(0)
         w.add_eos_token_id(2)
         w.add_chat_template(CHATML)
-    w.add_tensor("token_embd.weight", u((vocab, H), 1.0))
+    quiet = 0.01 if echo else 1.0  # scale of what the blocks write back
+    emb = u((vocab, H), 1.0)
+    if echo:
+        emb = (emb * (np.sqrt(H) / np.linalg.norm(emb, axis=1, keepdims=True))).astype(np.float32)
+    w.add_tensor("token_embd.weight", emb)
     for i in range(LAYERS):
         p = "blk.%d." % i
         w.add_tensor(p + "attn_norm.weight", u((H,), 0.1, 1.0))
         w.add_tensor(p + "attn_q.weight", u((HEADS * hd, H), s_h))
         w.add_tensor(p + "attn_k.weight", u((KV_HEADS * hd, H), s_h))
         w.add_tensor(p + "attn_v.weight", u((KV_HEADS * hd, H), s_h))
-        w.add_tensor(p + "attn_output.weight", u((H, HEADS * hd), s_h))
+        w.add_tensor(p + "attn_output.weight", u((H, HEADS * hd), s_h * quiet))
         w.add_tensor(p + "ffn_norm.weight", u((H,), 0.1, 1.0))
         w.add_tensor(p + "ffn_gate.weight", u((F, H), s_h))
         w.add_tensor(p + "ffn_up.weight", u((F, H), s_h))
-        w.add_tensor(p + "ffn_down.weight", u((H, F), s_f))
-    w.add_tensor("output_norm.weight", u((H,), 0.1, 1.0))
-    w.add_tensor("output.weight", u((vocab, H), 4.0 * s_h))
+        w.add_tensor(p + "ffn_down.weight", u((H, F), s_f * quiet))
+    w.add_tensor("output_norm.weight", u((H,), 0.0 if echo else 0.1, 1.0))
+    out = u((vocab, H), 4.0 * s_h)
+    w.add_tensor("output.weight", emb.copy() if echo else out)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -161,11 +173,13 @@ def write_all(outdir):
     paths = {
         "model": os.path.join(outdir, "tiny.gguf"),
         "model_notok": os.path.join(outdir, "tiny_notok.gguf"),
+        "echo": os.path.join(outdir, "tiny_echo.gguf"),
         "medusa": os.path.join(outdir, "medusa.safetensors"),
         "hydra": os.path.join(outdir, "hydra.safetensors"),
     }
     write_gguf(paths["model"])
     write_gguf(paths["model_notok"], vocab=32, tokenizer=False)
+    write_gguf(paths["echo"], vocab=64, tokenizer=False, seed=6, echo=True)
     write_medusa(paths["medusa"])
     write_hydra(paths["hydra"])
     return paths

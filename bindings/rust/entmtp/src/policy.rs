@@ -1,0 +1,488 @@
+//! Tree-scheduling policies: static, ladder, hysteresis, UCB and custom
+//! (Rust closures or [`CustomPolicy`] implementations).
+use std::ffi::{c_void, CStr};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::{self, NonNull};
+
+use crate::bank::Bank;
+use crate::error::{callback_error, check, panic_message, Error, Pending, Result, Status};
+use crate::{cstring, sys, to_i32, versioned, MAX_HEADS, MAX_LADDER};
+
+/// The kind of a policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PolicyKind {
+    /// Always one tree.
+    Static,
+    /// K-1 ascending thresholds on s pick one of K trees.
+    Ladder,
+    /// EntMTP-tau: conservative/aggressive with tau_off <= tau_on.
+    Hysteresis,
+    /// UCB1 bandit over the whole bank.
+    Ucb,
+    /// The caller's callbacks.
+    Custom,
+}
+
+impl PolicyKind {
+    /// Every kind, in C order.
+    pub const ALL: [PolicyKind; 5] = [
+        PolicyKind::Static,
+        PolicyKind::Ladder,
+        PolicyKind::Hysteresis,
+        PolicyKind::Ucb,
+        PolicyKind::Custom,
+    ];
+
+    pub(crate) fn code(self) -> sys::entmtp_policy_kind {
+        match self {
+            PolicyKind::Static => sys::ENTMTP_POLICY_STATIC,
+            PolicyKind::Ladder => sys::ENTMTP_POLICY_LADDER,
+            PolicyKind::Hysteresis => sys::ENTMTP_POLICY_HYSTERESIS,
+            PolicyKind::Ucb => sys::ENTMTP_POLICY_UCB,
+            PolicyKind::Custom => sys::ENTMTP_POLICY_CUSTOM,
+        }
+    }
+
+    pub(crate) fn from_code(c: sys::entmtp_policy_kind) -> Option<PolicyKind> {
+        PolicyKind::ALL.iter().copied().find(|k| k.code() == c)
+    }
+
+    /// "static", "ladder", "hysteresis", "ucb" or "custom" (from the library).
+    pub fn name(self) -> &'static str {
+        let p = unsafe { sys::entmtp_policy_kind_name(self.code()) };
+        if p.is_null() {
+            "?"
+        } else {
+            unsafe { CStr::from_ptr(p) }.to_str().unwrap_or("?")
+        }
+    }
+
+    /// The kind called `name` (`Status::NotFound` if none).
+    pub fn from_name(name: &str) -> Result<PolicyKind> {
+        let c = cstring(name, "policy kind")?;
+        let mut k: sys::entmtp_policy_kind = 0;
+        check(unsafe { sys::entmtp_policy_kind_from_name(c.as_ptr(), &mut k) })?;
+        PolicyKind::from_code(k).ok_or_else(|| Error::new(Status::Unknown(k), format!("policy kind {k}")))
+    }
+}
+
+/// `entmtp_features`: what a policy sees at each step.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Features {
+    /// Base model top-1 probability.
+    pub p0: f32,
+    /// Valid entries in `head_p` and `g`.
+    pub n_heads: usize,
+    /// Top-1 probability of head d.
+    pub head_p: [f32; MAX_HEADS],
+    /// g_d = p0 * p1 * ... * pd.
+    pub g: [f32; MAX_HEADS],
+    /// max(p0, g_1..g_D): the value thresholds apply to.
+    pub s: f32,
+    /// Base distribution entropy, nats.
+    pub entropy: f32,
+    /// Tokens emitted by the previous step (0 at start).
+    pub last_accept_length: i32,
+    /// Exponential moving average of it.
+    pub accept_length_ema: f32,
+    /// Steps taken in this session so far.
+    pub step: i64,
+}
+
+impl Features {
+    /// Features with only `s` set.
+    pub fn with_s(s: f32) -> Features {
+        Features {
+            s,
+            ..Features::default()
+        }
+    }
+
+    /// The valid head probabilities.
+    pub fn head_p(&self) -> &[f32] {
+        &self.head_p[..self.n_heads.min(MAX_HEADS)]
+    }
+
+    /// The valid path values g.
+    pub fn g(&self) -> &[f32] {
+        &self.g[..self.n_heads.min(MAX_HEADS)]
+    }
+
+    pub(crate) fn from_c(f: &sys::entmtp_features) -> Features {
+        Features {
+            p0: f.p0,
+            n_heads: f.n_heads.clamp(0, MAX_HEADS as i32) as usize,
+            head_p: f.head_p,
+            g: f.g,
+            s: f.s,
+            entropy: f.entropy,
+            last_accept_length: f.last_accept_length,
+            accept_length_ema: f.accept_length_ema,
+            step: f.step,
+        }
+    }
+
+    fn to_c(self) -> Result<sys::entmtp_features> {
+        if self.n_heads > MAX_HEADS {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("features: n_heads = {} exceeds {MAX_HEADS}", self.n_heads),
+            ));
+        }
+        let mut f = versioned!(sys::entmtp_features);
+        f.p0 = self.p0;
+        f.n_heads = self.n_heads as i32;
+        f.head_p = self.head_p;
+        f.g = self.g;
+        f.s = self.s;
+        f.entropy = self.entropy;
+        f.last_accept_length = self.last_accept_length;
+        f.accept_length_ema = self.accept_length_ema;
+        f.step = self.step;
+        Ok(f)
+    }
+}
+
+/// `entmtp_outcome`: what a step produced, shown to `observe`.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Outcome {
+    /// Tree used.
+    pub tree_index: usize,
+    /// Its node count (root included).
+    pub n_nodes: usize,
+    /// Its depth (gamma in the UCB reward).
+    pub draft_length: usize,
+    /// Tokens emitted, root included (>= 1).
+    pub accept_length: usize,
+    /// Wall time of the step.
+    pub seconds: f64,
+}
+
+impl Outcome {
+    /// An outcome with only the tree and the accept length set.
+    pub fn new(tree_index: usize, accept_length: usize) -> Outcome {
+        Outcome {
+            tree_index,
+            accept_length,
+            ..Outcome::default()
+        }
+    }
+
+    fn from_c(o: &sys::entmtp_outcome) -> Outcome {
+        Outcome {
+            tree_index: o.tree_index.max(0) as usize,
+            n_nodes: o.n_nodes.max(0) as usize,
+            draft_length: o.draft_length.max(0) as usize,
+            accept_length: o.accept_length.max(0) as usize,
+            seconds: o.seconds,
+        }
+    }
+
+    fn to_c(self) -> Result<sys::entmtp_outcome> {
+        let mut o = versioned!(sys::entmtp_outcome);
+        o.tree_index = to_i32(self.tree_index, "tree_index")?;
+        o.n_nodes = to_i32(self.n_nodes, "n_nodes")?;
+        o.draft_length = to_i32(self.draft_length, "draft_length")?;
+        o.accept_length = to_i32(self.accept_length, "accept_length")?;
+        o.seconds = self.seconds;
+        Ok(o)
+    }
+}
+
+/// A policy implemented in Rust. `select` returns the tree for the next
+/// step; an `Err` (or a panic) fails the step with `Status::Callback`, the
+/// error being the `source()` of the returned [`Error`].
+pub trait CustomPolicy {
+    /// The tree for the next step, in `0..n_trees`.
+    fn select(
+        &mut self,
+        features: &Features,
+        n_trees: usize,
+    ) -> std::result::Result<usize, Box<dyn std::error::Error + Send + Sync>>;
+    /// What the step produced (default: nothing).
+    fn observe(&mut self, _outcome: &Outcome) {}
+    /// The session was reset or the policy attached (default: nothing).
+    fn reset(&mut self) {}
+}
+
+struct FnPolicy<F>(F);
+
+impl<F: FnMut(&Features, usize) -> usize> CustomPolicy for FnPolicy<F> {
+    fn select(
+        &mut self,
+        features: &Features,
+        n_trees: usize,
+    ) -> std::result::Result<usize, Box<dyn std::error::Error + Send + Sync>> {
+        Ok((self.0)(features, n_trees))
+    }
+}
+
+/// The trait object behind `user_data`, and what a callback left behind.
+pub(crate) struct Callbacks {
+    policy: Box<dyn CustomPolicy + Send>,
+    pending: Option<Pending>,
+}
+
+unsafe fn callbacks<'a>(user_data: *mut c_void) -> &'a mut Callbacks {
+    // SAFETY (callers): user_data is the Box<Callbacks> owned by the Policy
+    // whose C object is calling; no other reference to it is live during a call.
+    &mut *(user_data as *mut Callbacks)
+}
+
+unsafe extern "C" fn select_trampoline(
+    user_data: *mut c_void,
+    features: *const sys::entmtp_features,
+    n_trees: i32,
+    out_index: *mut i32,
+) -> sys::entmtp_status {
+    let cb = callbacks(user_data);
+    let f = Features::from_c(&*features);
+    let r = catch_unwind(AssertUnwindSafe(|| cb.policy.select(&f, n_trees.max(0) as usize)));
+    match r {
+        Ok(Ok(k)) => match i32::try_from(k) {
+            Ok(k) => {
+                *out_index = k;
+                sys::ENTMTP_OK
+            }
+            Err(_) => {
+                cb.pending = Some(Pending::Failed(
+                    format!("returned tree {k}, which does not fit int32_t").into(),
+                ));
+                sys::ENTMTP_ERR_CALLBACK
+            }
+        },
+        Ok(Err(e)) => {
+            cb.pending = Some(Pending::Failed(e));
+            sys::ENTMTP_ERR_CALLBACK
+        }
+        Err(p) => {
+            cb.pending = Some(Pending::Panic(panic_message(p)));
+            sys::ENTMTP_ERR_CALLBACK
+        }
+    }
+}
+
+unsafe extern "C" fn observe_trampoline(user_data: *mut c_void, outcome: *const sys::entmtp_outcome) {
+    let cb = callbacks(user_data);
+    let o = Outcome::from_c(&*outcome);
+    if let Err(p) = catch_unwind(AssertUnwindSafe(|| cb.policy.observe(&o))) {
+        cb.pending.get_or_insert(Pending::Panic(panic_message(p)));
+    }
+}
+
+unsafe extern "C" fn reset_trampoline(user_data: *mut c_void) {
+    let cb = callbacks(user_data);
+    if let Err(p) = catch_unwind(AssertUnwindSafe(|| cb.policy.reset())) {
+        cb.pending.get_or_insert(Pending::Panic(panic_message(p)));
+    }
+}
+
+/// A tree-scheduling policy. Attach it to a session with
+/// [`crate::Session::set_policy`], which borrows it exclusively for the
+/// session's lifetime.
+pub struct Policy {
+    raw: NonNull<sys::entmtp_policy>,
+    config: sys::entmtp_policy_config,
+    callbacks: *mut Callbacks, // Box::into_raw; null unless custom
+}
+
+// SAFETY: a policy is a single-threaded object; moving it to another thread
+// is fine (custom callbacks are required to be Send). It is not Sync.
+unsafe impl Send for Policy {}
+
+impl Policy {
+    fn create(config: sys::entmtp_policy_config, callbacks: *mut Callbacks) -> Result<Policy> {
+        let mut out = ptr::null_mut();
+        let st = unsafe { sys::entmtp_policy_create(&config, &mut out) };
+        if st != sys::ENTMTP_OK || out.is_null() {
+            if !callbacks.is_null() {
+                drop(unsafe { Box::from_raw(callbacks) });
+            }
+            check(st)?;
+            return Err(Error::new(Status::State, "entmtp_policy_create returned no policy"));
+        }
+        Ok(Policy {
+            raw: NonNull::new(out).unwrap(),
+            config,
+            callbacks,
+        })
+    }
+
+    fn default_config(kind: PolicyKind) -> sys::entmtp_policy_config {
+        unsafe { sys::entmtp_policy_default_config(kind.code()) }
+    }
+
+    /// Always tree `tree`.
+    pub fn static_tree(tree: usize) -> Result<Policy> {
+        let mut c = Policy::default_config(PolicyKind::Static);
+        c.static_tree = to_i32(tree, "static_tree")?;
+        Policy::create(c, ptr::null_mut())
+    }
+
+    /// K-1 strictly ascending `thresholds` on s pick one of K trees: bin b =
+    /// number of thresholds t with s > t; tree = `trees[b]` (default b).
+    pub fn ladder(thresholds: &[f32], trees: Option<&[usize]>) -> Result<Policy> {
+        let mut c = Policy::default_config(PolicyKind::Ladder);
+        if thresholds.len() > MAX_LADDER - 1 {
+            return Err(Error::new(
+                Status::InvalidConfig,
+                format!(
+                    "ladder: {} thresholds; at most {} (ENTMTP_MAX_LADDER - 1)",
+                    thresholds.len(),
+                    MAX_LADDER - 1
+                ),
+            ));
+        }
+        c.n_thresholds = thresholds.len() as i32;
+        c.thresholds[..thresholds.len()].copy_from_slice(thresholds);
+        if let Some(trees) = trees {
+            if trees.len() != thresholds.len() + 1 {
+                return Err(Error::new(
+                    Status::InvalidConfig,
+                    format!(
+                        "ladder: {} thresholds need {} trees, got {}",
+                        thresholds.len(),
+                        thresholds.len() + 1,
+                        trees.len()
+                    ),
+                ));
+            }
+            for (b, &t) in trees.iter().enumerate() {
+                c.ladder_trees[b] = to_i32(t, "ladder tree")?;
+            }
+        }
+        Policy::create(c, ptr::null_mut())
+    }
+
+    /// EntMTP-tau: tree 1 (aggressive) when s > tau_on, back to tree 0
+    /// (conservative) when s <= tau_off.
+    pub fn hysteresis(tau_on: f32, tau_off: f32) -> Result<Policy> {
+        Policy::hysteresis_trees(tau_on, tau_off, 0, 1)
+    }
+
+    /// Hysteresis between the given conservative and aggressive trees.
+    pub fn hysteresis_trees(tau_on: f32, tau_off: f32, conservative: usize, aggressive: usize) -> Result<Policy> {
+        let mut c = Policy::default_config(PolicyKind::Hysteresis);
+        c.tau_on = tau_on;
+        c.tau_off = tau_off;
+        c.conservative_tree = to_i32(conservative, "conservative_tree")?;
+        c.aggressive_tree = to_i32(aggressive, "aggressive_tree")?;
+        Policy::create(c, ptr::null_mut())
+    }
+
+    /// UCB1 over the whole bank: reward -(1 + length_penalty * draft_length) / accept_length.
+    pub fn ucb(exploration: f32, length_penalty: f32) -> Result<Policy> {
+        let mut c = Policy::default_config(PolicyKind::Ucb);
+        c.ucb_exploration = exploration;
+        c.ucb_length_penalty = length_penalty;
+        Policy::create(c, ptr::null_mut())
+    }
+
+    /// A policy whose select is a closure `(features, n_trees) -> tree`.
+    pub fn custom<F>(select: F) -> Result<Policy>
+    where
+        F: FnMut(&Features, usize) -> usize + Send + 'static,
+    {
+        Policy::custom_with(FnPolicy(select))
+    }
+
+    /// A policy implemented by a [`CustomPolicy`].
+    pub fn custom_with<P: CustomPolicy + Send + 'static>(policy: P) -> Result<Policy> {
+        let mut c = Policy::default_config(PolicyKind::Custom);
+        let cb = Box::into_raw(Box::new(Callbacks {
+            policy: Box::new(policy),
+            pending: None,
+        }));
+        c.select = Some(select_trampoline);
+        c.observe = Some(observe_trampoline);
+        c.reset = Some(reset_trampoline);
+        c.user_data = cb as *mut c_void;
+        Policy::create(c, cb)
+    }
+
+    /// The settings of `kind` stored in a bank file.
+    pub fn from_bank(bank: &Bank, kind: PolicyKind) -> Result<Policy> {
+        let mut c = versioned!(sys::entmtp_policy_config);
+        check(unsafe { sys::entmtp_bank_policy_config(bank.as_ptr(), kind.code(), &mut c) })?;
+        Policy::create(c, ptr::null_mut())
+    }
+
+    pub(crate) fn config_ptr(&self) -> *const sys::entmtp_policy_config {
+        &self.config
+    }
+
+    /// The raw handle (owned by this Policy).
+    pub fn as_ptr(&self) -> *mut sys::entmtp_policy {
+        self.raw.as_ptr()
+    }
+
+    /// The policy's kind.
+    pub fn kind(&self) -> PolicyKind {
+        PolicyKind::from_code(unsafe { sys::entmtp_policy_get_kind(self.raw.as_ptr()) }).unwrap_or(PolicyKind::Static)
+    }
+
+    /// The configuration it was created with (`entmtp_policy_config`).
+    pub fn config(&self) -> &sys::entmtp_policy_config {
+        &self.config
+    }
+
+    /// Check every tree index the policy can return against `n_trees`.
+    pub fn validate(&self, n_trees: usize) -> Result<()> {
+        check(unsafe { sys::entmtp_policy_validate(self.raw.as_ptr(), to_i32(n_trees, "n_trees")?) })
+    }
+
+    /// The error for a C call during which this policy's callbacks ran.
+    pub(crate) fn finish(&mut self, code: sys::entmtp_status, what: &str) -> Result<()> {
+        if let Some(p) = self.take_pending() {
+            return Err(callback_error(code, p, what));
+        }
+        check(code)
+    }
+
+    pub(crate) fn take_pending(&mut self) -> Option<Pending> {
+        if self.callbacks.is_null() {
+            None
+        } else {
+            // SAFETY: owned box, no C call in progress.
+            unsafe { (*self.callbacks).pending.take() }
+        }
+    }
+
+    /// The tree for the next step.
+    pub fn select(&mut self, features: &Features, n_trees: usize) -> Result<usize> {
+        let f = features.to_c()?;
+        let mut k = -1i32;
+        let st = unsafe { sys::entmtp_policy_select(self.raw.as_ptr(), &f, to_i32(n_trees, "n_trees")?, &mut k) };
+        self.finish(st, "the custom policy's select callback")?;
+        Ok(k as usize)
+    }
+
+    /// Report a step's outcome.
+    pub fn observe(&mut self, outcome: &Outcome) -> Result<()> {
+        let o = outcome.to_c()?;
+        let st = unsafe { sys::entmtp_policy_observe(self.raw.as_ptr(), &o) };
+        self.finish(st, "the custom policy's observe callback")
+    }
+
+    /// Reset the policy's state (hysteresis mode, UCB statistics, custom reset).
+    pub fn reset(&mut self) -> Result<()> {
+        unsafe { sys::entmtp_policy_reset(self.raw.as_ptr()) };
+        self.finish(sys::ENTMTP_OK, "the custom policy's reset callback")
+    }
+}
+
+impl Drop for Policy {
+    fn drop(&mut self) {
+        // SAFETY: no session can still use it: sessions borrow their policy.
+        unsafe { sys::entmtp_policy_free(self.raw.as_ptr()) };
+        if !self.callbacks.is_null() {
+            drop(unsafe { Box::from_raw(self.callbacks) });
+        }
+    }
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy").field("kind", &self.kind()).finish()
+    }
+}

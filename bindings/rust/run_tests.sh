@@ -38,6 +38,7 @@ else
 fi
 
 log "example on the tiny model"
+cargo build --offline -p entmtp-example-generate --jobs "${JOBS:-2}"
 gen="$CARGO_TARGET_DIR/debug/generate"
 tiny="$CARGO_TARGET_DIR/tmp/entmtp-tests-engine"
 "$gen" --bank-demo

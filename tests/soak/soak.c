@@ -27,25 +27,67 @@ static int fail(const char *what, entmtp_status st) {
     return 1;
 }
 
-static int run_generate(int32_t n) {
-    char model_path[] = "/tmp/entmtp-soak-model.gguf", heads_path[] = "/tmp/entmtp-soak-heads.safetensors";
+/* What both soak runs use: a tiny model with random Medusa heads (files in
+ * /tmp), a bank of three small trees and the four policies they rotate. */
+typedef struct soak_setup {
+    char model_path[64], heads_path[64];
+    entmtp_model *m;
+    entmtp_heads *h;
+    entmtp_bank *b;
+    entmtp_policy *pol[4];
+} soak_setup;
+
+static void teardown(soak_setup *x) {
+    for (int k = 0; k < 4; k++) entmtp_policy_free(x->pol[k]);
+    entmtp_bank_free(x->b);
+    entmtp_heads_free(x->h);
+    entmtp_model_free(x->m);
+    unlink(x->model_path);
+    unlink(x->heads_path);
+}
+
+static int setup(int32_t ctx, soak_setup *x) {
+    memset(x, 0, sizeof *x);
+    snprintf(x->model_path, sizeof x->model_path, "/tmp/entmtp-soak-%d.gguf", (int)getpid());
+    snprintf(x->heads_path, sizeof x->heads_path, "/tmp/entmtp-soak-%d.safetensors", (int)getpid());
     emt_tiny_config c = emt_tiny_default_config();
     c.vocab = 32;
-    c.ctx = n + 1024;
+    c.ctx = ctx;
     c.seed = 5;
     entmtp_status st;
-    if ((st = emt_tiny_write_gguf(model_path, &c, EMT_Q8_0))) return fail("write model", st);
-    if ((st = emt_tiny_write_medusa_heads(heads_path, c.hidden, c.vocab, 4, 1, 0, 6))) return fail("write heads", st);
+    if ((st = emt_tiny_write_gguf(x->model_path, &c, EMT_Q8_0))) return fail("write model", st);
+    if ((st = emt_tiny_write_medusa_heads(x->heads_path, c.hidden, c.vocab, 4, 1, 0, 6))) return fail("write heads", st);
     entmtp_model_params mp = entmtp_model_default_params();
     mp.backend = ENTMTP_BACKEND_CPU;
     mp.n_threads = 1;
-    entmtp_model *m = NULL;
-    entmtp_heads *h = NULL;
-    entmtp_bank *b = NULL;
-    if ((st = entmtp_model_load(model_path, &mp, &m)) || (st = entmtp_heads_load(m, heads_path, &h)) ||
-        (st = entmtp_bank_create(NULL, &b)) || (st = entmtp_bank_add_builtin(b, "chain_2", NULL)) ||
-        (st = entmtp_bank_add_tree_json(b, "small", "[[0],[1],[0,0],[0,1],[1,0]]", NULL)) || (st = entmtp_bank_add_builtin(b, "chain_4", NULL)))
+    if ((st = entmtp_model_load(x->model_path, &mp, &x->m)) || (st = entmtp_heads_load(x->m, x->heads_path, &x->h)) ||
+        (st = entmtp_bank_create(NULL, &x->b)) || (st = entmtp_bank_add_builtin(x->b, "chain_2", NULL)) ||
+        (st = entmtp_bank_add_tree_json(x->b, "small", "[[0],[1],[0,0],[0,1],[1,0]]", NULL)) ||
+        (st = entmtp_bank_add_builtin(x->b, "chain_4", NULL)))
         return fail("setup", st);
+    const entmtp_policy_kind kinds[] = { ENTMTP_POLICY_STATIC, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_UCB, ENTMTP_POLICY_LADDER };
+    for (int k = 0; k < 4; k++) {
+        entmtp_policy_config pc = entmtp_policy_default_config(kinds[k]);
+        pc.static_tree = 1;
+        pc.tau_on = 0.3f;
+        pc.tau_off = 0.1f;
+        pc.aggressive_tree = 1;
+        pc.n_thresholds = 2;
+        pc.thresholds[0] = 0.1f;
+        pc.thresholds[1] = 0.5f;
+        if ((st = entmtp_policy_create(&pc, &x->pol[k]))) return fail("policy", st);
+    }
+    return 0;
+}
+
+static int run_generate(int32_t n) {
+    soak_setup x;
+    if (setup(n + 1024, &x)) { teardown(&x); return 1; }
+    entmtp_model *m = x.m;
+    entmtp_heads *h = x.h;
+    entmtp_bank *b = x.b;
+    entmtp_policy **pol = x.pol;
+    entmtp_status st;
     const int32_t prompt[] = { 1, 2, 3, 4, 5 };
     int32_t *ar = malloc((size_t)n * sizeof *ar);
     entmtp_session_params sp = entmtp_session_default_params();
@@ -62,19 +104,6 @@ static int run_generate(int32_t n) {
     memcpy(ar, toks + 5, (size_t)n * sizeof *ar);
     entmtp_session_free(s);
     /* EntMTP with a policy switch every 1000 steps */
-    entmtp_policy_kind kinds[] = { ENTMTP_POLICY_STATIC, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_UCB, ENTMTP_POLICY_LADDER };
-    entmtp_policy *pol[4];
-    for (int k = 0; k < 4; k++) {
-        entmtp_policy_config pc = entmtp_policy_default_config(kinds[k]);
-        pc.static_tree = 1;
-        pc.tau_on = 0.3f;
-        pc.tau_off = 0.1f;
-        pc.aggressive_tree = 1;
-        pc.n_thresholds = 2;
-        pc.thresholds[0] = 0.1f;
-        pc.thresholds[1] = 0.5f;
-        if ((st = entmtp_policy_create(&pc, &pol[k]))) return fail("policy", st);
-    }
     /* the KV cache is allocated at creation but its pages are first touched
      * as it fills: one AR pass over the whole capacity, then a reset, so the
      * measured run shows growth the library causes, not first-touch paging */
@@ -110,13 +139,8 @@ static int run_generate(int32_t n) {
            lossless ? "identical to" : "DIFFERENT FROM", rss_max - rss0);
     entmtp_policy_set(s, NULL);
     entmtp_session_free(s);
-    for (int k = 0; k < 4; k++) entmtp_policy_free(pol[k]);
-    entmtp_bank_free(b);
-    entmtp_heads_free(h);
-    entmtp_model_free(m);
+    teardown(&x);
     free(ar);
-    unlink(model_path);
-    unlink(heads_path);
     return lossless && rss_max - rss0 < 1024 ? 0 : 1;
 }
 
@@ -125,44 +149,16 @@ static int run_generate(int32_t n) {
  * AR session over the same prompt. Bounds the O(context^2) attention cost of
  * the CPU so that 100k+ tokens run in minutes. */
 static int run_chunks(int32_t n, int32_t chunk) {
-    char model_path[] = "/tmp/entmtp-soak-model2.gguf", heads_path[] = "/tmp/entmtp-soak-heads2.safetensors";
-    emt_tiny_config c = emt_tiny_default_config();
-    c.vocab = 32;
-    c.ctx = chunk + 64;
-    c.seed = 5;
+    soak_setup x;
+    if (setup(chunk + 64, &x)) { teardown(&x); return 1; }
+    entmtp_policy **pol = x.pol;
     entmtp_status st;
-    if ((st = emt_tiny_write_gguf(model_path, &c, EMT_Q8_0))) return fail("write model", st);
-    if ((st = emt_tiny_write_medusa_heads(heads_path, c.hidden, c.vocab, 4, 1, 0, 6))) return fail("write heads", st);
-    entmtp_model_params mp = entmtp_model_default_params();
-    mp.backend = ENTMTP_BACKEND_CPU;
-    mp.n_threads = 1;
-    entmtp_model *m = NULL;
-    entmtp_heads *h = NULL;
-    entmtp_bank *b = NULL;
-    if ((st = entmtp_model_load(model_path, &mp, &m)) || (st = entmtp_heads_load(m, heads_path, &h)) ||
-        (st = entmtp_bank_create(NULL, &b)) || (st = entmtp_bank_add_builtin(b, "chain_2", NULL)) ||
-        (st = entmtp_bank_add_tree_json(b, "small", "[[0],[1],[0,0],[0,1],[1,0]]", NULL)) ||
-        (st = entmtp_bank_add_builtin(b, "chain_4", NULL)))
-        return fail("setup", st);
     entmtp_session_params sp = entmtp_session_default_params();
     sp.kv_capacity = chunk + 16;
     sp.n_stop_tokens = 0;
     entmtp_session *s = NULL, *ref = NULL;
-    if ((st = entmtp_session_create(m, h, b, &sp, &s)) || (st = entmtp_session_create(m, h, b, &sp, &ref)))
+    if ((st = entmtp_session_create(x.m, x.h, x.b, &sp, &s)) || (st = entmtp_session_create(x.m, x.h, x.b, &sp, &ref)))
         return fail("session", st);
-    entmtp_policy_kind kinds[] = { ENTMTP_POLICY_STATIC, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_UCB, ENTMTP_POLICY_LADDER };
-    entmtp_policy *pol[4];
-    for (int k = 0; k < 4; k++) {
-        entmtp_policy_config pc = entmtp_policy_default_config(kinds[k]);
-        pc.static_tree = 1;
-        pc.tau_on = 0.3f;
-        pc.tau_off = 0.1f;
-        pc.aggressive_tree = 1;
-        pc.n_thresholds = 2;
-        pc.thresholds[0] = 0.1f;
-        pc.thresholds[1] = 0.5f;
-        if ((st = entmtp_policy_create(&pc, &pol[k]))) return fail("policy", st);
-    }
     long rss_first = 0, rss_max = 0;
     int64_t total = 0, steps = 0, mismatches = 0;
     for (int32_t ck = 0; total < n; ck++) {
@@ -198,12 +194,7 @@ static int run_chunks(int32_t n, int32_t chunk) {
     entmtp_policy_set(s, NULL);
     entmtp_session_free(s);
     entmtp_session_free(ref);
-    for (int k = 0; k < 4; k++) entmtp_policy_free(pol[k]);
-    entmtp_bank_free(b);
-    entmtp_heads_free(h);
-    entmtp_model_free(m);
-    unlink(model_path);
-    unlink(heads_path);
+    teardown(&x);
     return mismatches == 0 && rss_max - rss_first < 1024 ? 0 : 1;
 }
 

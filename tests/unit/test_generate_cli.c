@@ -2,28 +2,13 @@
  * JSON fields tools rely on, AR == EntMTP tokens, and failures that exit
  * non-zero with the library's message. */
 #include "check.h"
+#include "cli_run.h"
 #include "tiny_model.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
-#include <sys/wait.h>
 
-static char *run(const char *args, int *rc) {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s 2>&1", getenv("ENTMTP_CLI"), args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, n = 0, got;
-    char *out = malloc(cap + 1);
-    while ((got = fread(out + n, 1, cap - n, p)) > 0) {
-        n += got;
-        if (n == cap) { cap *= 2; out = realloc(out, cap + 1); }
-    }
-    out[n] = '\0';
-    int status = pclose(p);
-    *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return out;
-}
+static char *run(const char *args, int *rc) { return emt_cli_run(args, rc); }
 
 int main(void) {
     if (!getenv("ENTMTP_CLI")) TEST_SKIP("ENTMTP_CLI not set");

@@ -1,26 +1,15 @@
 /* `entmtp tree`: the JSON layout other tools rely on, order independence,
  * and a non-zero exit with the library message for a bad tree. */
 #include "check.h"
+#include "cli_run.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
-#include <sys/wait.h>
 
 static char *run(const char *args, int *rc) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s tree %s 2>&1", getenv("ENTMTP_CLI"), args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, n = 0, got;
-    char *out = malloc(cap + 1);
-    while ((got = fread(out + n, 1, cap - n, p)) > 0) {
-        n += got;
-        if (n == cap) { cap *= 2; out = realloc(out, cap + 1); }
-    }
-    out[n] = '\0';
-    int status = pclose(p);
-    *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return out;
+    char full[2048];
+    snprintf(full, sizeof full, "tree %s", args);
+    return emt_cli_run(full, rc);
 }
 
 static void write_file(const char *path, const char *text) {

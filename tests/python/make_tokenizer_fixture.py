@@ -20,6 +20,10 @@ Records, one JSON object a line:
   {"meta": {...}}                       vocabulary facts read from the GGUF
   {"text": s, "ids": [...]}             encode(s) with special tokens parsed, no BOS;
       "ids_raw": [...]                  (only if different) special-token text as plain text
+      "ids_gpt2": [...]                 (only if different) the same vocabulary with the plain
+                                        GPT-2 pre-tokenizer (ByteLevel(use_regex=True) alone)
+      "ids_llama3": [...]               (only if different) with Llama 3's: Split(LLAMA3_PATTERN,
+                                        isolated) + ByteLevel(use_regex=False), ignore_merges
       "decoded": s2                     (only if different from s) decode(ids), when bytes
                                         without a token were dropped
   {"chat": {"system": s|null, "user": u, "text": prompt, "ids": [...]}}
@@ -34,7 +38,7 @@ import sys
 
 import jinja2
 from gguf import GGUFReader
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -44,7 +48,12 @@ def field(reader, key):
     return None if f is None else f.contents()
 
 
-def build_reference(reader, with_specials=True):
+# Llama 3's pre-tokenizer regex (its tokenizer.json Split pattern)
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                  r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def build_reference(reader, with_specials=True, pre="smollm"):
     tokens = field(reader, "tokenizer.ggml.tokens")
     types = field(reader, "tokenizer.ggml.token_type")
     merges = field(reader, "tokenizer.ggml.merges")
@@ -52,12 +61,21 @@ def build_reference(reader, with_specials=True):
     for i, t in enumerate(tokens):
         vocab.setdefault(t, i)
     bpe = models.BPE(vocab=vocab, merges=[tuple(m.split(" ")) for m in merges],
-                     unk_token=None, fuse_unk=False, byte_fallback=False)
+                     unk_token=None, fuse_unk=False, byte_fallback=False,
+                     ignore_merges=(pre == "llama-bpe"))
     tk = Tokenizer(bpe)
-    tk.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    ])
+    if pre == "smollm":
+        tk.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ])
+    elif pre == "gpt2":
+        tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    elif pre == "llama-bpe":
+        tk.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ])
     tk.decoder = decoders.ByteLevel()
     if with_specials:
         tk.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False)
@@ -180,6 +198,8 @@ def main():
     reader = GGUFReader(args.model)
     tk = build_reference(reader)
     tk_raw = build_reference(reader, with_specials=False)
+    tk_gpt2 = build_reference(reader, pre="gpt2")
+    tk_l3 = build_reference(reader, pre="llama-bpe")
     if args.save_tokenizer_json:
         tk.save(args.save_tokenizer_json)
     tokens = field(reader, "tokenizer.ggml.tokens")
@@ -205,6 +225,10 @@ def main():
             raw = tk_raw.encode(s, add_special_tokens=False).ids
             if raw != ids:
                 rec["ids_raw"] = raw
+            for key, other in (("ids_gpt2", tk_gpt2), ("ids_llama3", tk_l3)):
+                o = other.encode(s, add_special_tokens=False).ids
+                if o != ids:
+                    rec[key] = o
             dec = tk.decode(ids, skip_special_tokens=False)
             if dec != s:
                 rec["decoded"] = dec

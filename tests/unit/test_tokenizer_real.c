@@ -58,7 +58,8 @@ typedef struct fixture_result {
 
 /* Every record of the fixture against `t`; returns the number of failures. */
 static fixture_result run_fixture(const emt_tokenizer *t, const char *data, const char *label,
-                                  int quiet) {
+                                  const char *key, int quiet) {
+    int variant = strcmp(key, "ids") != 0; /* another pre-tokenizer: "ids_gpt2", ... */
     fixture_result r = { 0, 0, 0 };
     enum { CAP = 8192 };
     int32_t *ids = malloc(CAP * sizeof *ids);
@@ -76,11 +77,13 @@ static fixture_result run_fixture(const emt_tokenizer *t, const char *data, cons
             r.strings++;
             const char *s = tx->valuestring;
             size_t len = strlen(s);
+            const cJSON *exp = cJSON_GetObjectItemCaseSensitive(rec, key);
+            if (!exp) exp = cJSON_GetObjectItemCaseSensitive(rec, "ids");
             entmtp_status st = emt_tokenize(t, s, len, 0, 1, ids, CAP, &m);
-            if (st || !ids_equal(ids, m, cJSON_GetObjectItemCaseSensitive(rec, "ids"))) {
+            if (st || !ids_equal(ids, m, exp)) {
                 r.failures++;
                 if (!quiet) {
-                    char *e = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(rec, "ids"));
+                    char *e = cJSON_PrintUnformatted(exp);
                     fprintf(stderr, "%s: encode %s: status %d\n  expected: %s\n", label,
                             cJSON_PrintUnformatted(tx), st, e);
                     print_ids("got", ids, m);
@@ -101,6 +104,10 @@ static fixture_result run_fixture(const emt_tokenizer *t, const char *data, cons
                     fprintf(stderr, "%s: decode of %s: status %d, %zu bytes\n", label,
                             cJSON_PrintUnformatted(tx), st, tl);
             }
+            if (variant) {
+                cJSON_Delete(rec);
+                continue;
+            }
             /* special-token text as plain text */
             const cJSON *raw = cJSON_GetObjectItemCaseSensitive(rec, "ids_raw");
             st = emt_tokenize(t, s, len, 0, 0, ids, CAP, &m);
@@ -112,7 +119,7 @@ static fixture_result run_fixture(const emt_tokenizer *t, const char *data, cons
                     print_ids("got", ids, m);
                 }
             }
-        } else if (cJSON_IsObject(chat)) {
+        } else if (cJSON_IsObject(chat) && !variant) {
             r.chats++;
             const cJSON *sys = cJSON_GetObjectItemCaseSensitive(chat, "system");
             const char *user = cJSON_GetObjectItemCaseSensitive(chat, "user")->valuestring;
@@ -142,14 +149,15 @@ static fixture_result run_fixture(const emt_tokenizer *t, const char *data, cons
     return r;
 }
 
-static void check_fixture(const emt_tokenizer *t, const char *data, const char *label) {
+static void check_fixture(const emt_tokenizer *t, const char *data, const char *label,
+                          const char *key) {
     double t0 = emt_now();
-    fixture_result r = run_fixture(t, data, label, 0);
+    fixture_result r = run_fixture(t, data, label, key, 0);
     double dt = emt_now() - t0;
     printf("%s: %d strings, %d chat prompts, %d failures (%.1f ms)\n", label, r.strings, r.chats,
            r.failures, dt * 1e3);
     CHECK(r.strings >= 300);
-    CHECK_EQ_INT(r.chats, 3);
+    CHECK_EQ_INT(r.chats, strcmp(key, "ids") == 0 ? 3 : 0);
     CHECK_EQ_INT(r.failures, 0);
 }
 
@@ -161,7 +169,7 @@ typedef struct thread_arg {
 
 static void *thread_main(void *p) {
     thread_arg *a = p;
-    for (int k = 0; k < 3; k++) a->failures += run_fixture(a->t, a->data, "thread", 1).failures;
+    for (int k = 0; k < 3; k++) a->failures += run_fixture(a->t, a->data, "thread", "ids", 1).failures;
     return NULL;
 }
 
@@ -177,6 +185,56 @@ static void check_threads(const emt_tokenizer *t, const char *data) {
         pthread_join(th[i], NULL);
         CHECK_EQ_INT(args[i].failures, 0);
     }
+}
+
+/* GPT-2's byte -> character map, written out here independently. */
+static size_t byte_char(uint8_t b, char ch[2]) {
+#define PRINTABLE(c) (((c) >= 0x21 && (c) <= 0x7E) || ((c) >= 0xA1 && (c) <= 0xAC) || (c) >= 0xAE)
+    unsigned cp = b;
+    if (!PRINTABLE(b)) {
+        cp = 0x100;
+        for (unsigned c = 0; c < b; c++) cp += !PRINTABLE(c);
+    }
+#undef PRINTABLE
+    if (cp < 0x80) {
+        ch[0] = (char)cp;
+        return 1;
+    }
+    ch[0] = (char)(0xC0 | (cp >> 6));
+    ch[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
+}
+
+/* Random bytes (invalid UTF-8 included) decode back to themselves, less the
+ * bytes SmolLM2's vocabulary has no token for (dropped, as HF does). */
+static void check_random_bytes(const emt_tokenizer *t) {
+    int has_token[256];
+    for (int b = 0; b < 256; b++) {
+        char ch[2];
+        size_t cl = byte_char((uint8_t)b, ch);
+        has_token[b] = emt_tokenizer_find(t, ch, cl) >= 0;
+    }
+    uint32_t x = 777;
+    char in[512], want[512], out[1024];
+    int32_t ids[1024];
+    int bad = 0;
+    for (int k = 0; k < 3000; k++) {
+        size_t n = (size_t)(k % 64) * 8, m = 0;
+        for (size_t i = 0; i < n; i++) {
+            x = x * 1664525u + 1013904223u;
+            uint8_t b = (uint8_t)(x >> 24);
+            if (k % 3 == 0) b = (uint8_t)" aZ9\n\t.\xC3\xA9\xE4"[b % 10]; /* text-like */
+            in[i] = (char)b;
+            if (has_token[b]) want[m++] = (char)b;
+        }
+        int32_t nt = 0;
+        size_t ol = 0;
+        if (emt_tokenize(t, in, n, 0, 0, ids, 1024, &nt) != ENTMTP_OK ||
+            emt_detokenize(t, ids, nt, out, sizeof out, &ol) != ENTMTP_OK || ol != m ||
+            memcmp(out, want, m) != 0)
+            bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
 }
 
 static void check_meta(const emt_tokenizer *t, const char *data, int from_gguf) {
@@ -221,7 +279,7 @@ static void write_file(const char *path, const char *text) {
  * special added tokens, Digits + ByteLevel pre-tokenizer) and
  * tokenizer_config.json (chat template, bos/eos/pad names), both written
  * from the GGUF's metadata. */
-static int write_hf_dir(const emt_gguf *g, const char *dir) {
+static int write_hf_dir(const emt_gguf *g, const char *dir, const char *pre_kind) {
     mkdir(dir, 0755);
     cJSON *root = cJSON_CreateObject(), *model = cJSON_CreateObject(), *vocab = cJSON_CreateObject();
     cJSON *merges = cJSON_CreateArray(), *added = cJSON_CreateArray();
@@ -259,22 +317,42 @@ static int write_hf_dir(const emt_gguf *g, const char *dir) {
     cJSON_AddItemToObject(root, "added_tokens", added);
     cJSON_AddNullToObject(root, "normalizer");
     cJSON *pre = cJSON_CreateObject(), *steps = cJSON_CreateArray();
-    cJSON *digits = cJSON_CreateObject(), *bl = cJSON_CreateObject();
-    cJSON_AddStringToObject(digits, "type", "Digits");
-    cJSON_AddBoolToObject(digits, "individual_digits", 1);
+    cJSON *first = cJSON_CreateObject(), *bl = cJSON_CreateObject();
+    int llama3 = strcmp(pre_kind, "llama-bpe") == 0;
+    if (llama3) { /* Split(Llama 3 regex, Isolated) */
+        cJSON *pat = cJSON_CreateObject();
+        cJSON_AddStringToObject(pat, "Regex",
+                                "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"
+                                " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+");
+        cJSON_AddStringToObject(first, "type", "Split");
+        cJSON_AddItemToObject(first, "pattern", pat);
+        cJSON_AddStringToObject(first, "behavior", "Isolated");
+        cJSON_AddBoolToObject(first, "invert", 0);
+    } else {
+        cJSON_AddStringToObject(first, "type", "Digits");
+        cJSON_AddBoolToObject(first, "individual_digits", 1);
+    }
     cJSON_AddStringToObject(bl, "type", "ByteLevel");
     cJSON_AddBoolToObject(bl, "add_prefix_space", 0);
     cJSON_AddBoolToObject(bl, "trim_offsets", 1);
-    cJSON_AddBoolToObject(bl, "use_regex", 1);
-    cJSON_AddItemToArray(steps, digits);
-    cJSON_AddItemToArray(steps, bl);
-    cJSON_AddStringToObject(pre, "type", "Sequence");
-    cJSON_AddItemToObject(pre, "pretokenizers", steps);
+    cJSON_AddBoolToObject(bl, "use_regex", !llama3);
+    if (strcmp(pre_kind, "gpt2") == 0) {
+        cJSON_Delete(first);
+        cJSON_Delete(steps);
+        cJSON_Delete(pre);
+        pre = bl;
+    } else {
+        cJSON_AddItemToArray(steps, first);
+        cJSON_AddItemToArray(steps, bl);
+        cJSON_AddStringToObject(pre, "type", "Sequence");
+        cJSON_AddItemToObject(pre, "pretokenizers", steps);
+    }
     cJSON_AddItemToObject(root, "pre_tokenizer", pre);
     cJSON_AddNullToObject(root, "post_processor");
     cJSON_AddStringToObject(model, "type", "BPE");
     cJSON_AddNullToObject(model, "unk_token");
     cJSON_AddBoolToObject(model, "byte_fallback", 0);
+    cJSON_AddBoolToObject(model, "ignore_merges", llama3);
     cJSON_AddItemToObject(model, "vocab", vocab);
     cJSON_AddItemToObject(model, "merges", merges);
     cJSON_AddItemToObject(root, "model", model);
@@ -335,7 +413,7 @@ int main(void) {
 #endif
     if (t) {
         check_meta(t, data, 1);
-        check_fixture(t, data, "gguf");
+        check_fixture(t, data, "gguf", "ids");
         check_threads(t, data);
         /* a long input: 200 KB of mixed text in one call */
         size_t big_len = 200000;
@@ -355,19 +433,30 @@ int main(void) {
         free(ids);
         free(back);
         free(big);
+        check_random_bytes(t);
         emt_tokenizer_free(t);
     }
 
-    /* the same vocabulary through tokenizer.json */
-    const char *dir = ENTMTP_TEST_TMP_DIR "/smollm2_hf";
-    write_hf_dir(g, dir);
-    t0 = emt_now();
-    CHECK_OK(emt_tokenizer_from_hf_dir(dir, &t));
-    printf("tokenizer from tokenizer.json: %.1f ms\n", (emt_now() - t0) * 1e3);
-    if (t) {
-        check_meta(t, data, 0);
-        check_fixture(t, data, "tokenizer.json");
+    /* the same vocabulary through tokenizer.json, with SmolLM2's
+     * pre-tokenizer and with two others (Hugging Face ids in the fixture) */
+    static const struct { const char *pre, *dir, *key; } hf[] = {
+        { "smollm", ENTMTP_TEST_TMP_DIR "/smollm2_hf", "ids" },
+        { "gpt2", ENTMTP_TEST_TMP_DIR "/smollm2_hf_gpt2", "ids_gpt2" },
+        { "llama-bpe", ENTMTP_TEST_TMP_DIR "/smollm2_hf_llama3", "ids_llama3" },
+    };
+    for (size_t k = 0; k < sizeof hf / sizeof hf[0]; k++) {
+        write_hf_dir(g, hf[k].dir, hf[k].pre);
+        t0 = emt_now();
+        CHECK_OK(emt_tokenizer_from_hf_dir(hf[k].dir, &t));
+        printf("tokenizer from tokenizer.json (%s): %.1f ms\n", hf[k].pre, (emt_now() - t0) * 1e3);
+        if (!t) continue;
+        CHECK(strcmp(emt_tokenizer_pre(t), hf[k].pre) == 0);
+        if (k == 0) check_meta(t, data, 0);
+        char label[64];
+        snprintf(label, sizeof label, "tokenizer.json %s", hf[k].pre);
+        check_fixture(t, data, label, hf[k].key);
         emt_tokenizer_free(t);
+        t = NULL;
     }
     emt_gguf_close(g);
     free(data);

@@ -472,6 +472,10 @@ entmtp_status emt_tokenizer_build(const emt_tok_build *b, emt_tokenizer **out) {
     t->add_bos = sp->add_bos ? 1 : 0;
     t->unk_for_missing = b->unk_for_missing;
     t->add_space_prefix = b->add_space_prefix < 0 ? 1 : b->add_space_prefix;
+    t->use_byte_fallback = !b->no_byte_fallback;
+    t->fuse_unk = b->fuse_unk;
+    t->spm_merges = b->spm_merges || sp->n_merges > 0;
+    t->prefix_if_no_space = b->prefix_if_no_space;
     t->model_name = emt_strdup(sp->model);
     if (!t->model_name) goto oom;
 
@@ -542,8 +546,11 @@ entmtp_status emt_tokenizer_build(const emt_tok_build *b, emt_tokenizer **out) {
         if (e->bpe_id < 0 && usable_in_bpe(t, i)) e->bpe_id = i;
     }
 
+    /* merges: byte-level BPE, and SentencePiece vocabularies from
+     * tokenizer.json (HF's BPE with byte fallback); GGUF "llama" ones
+     * merge by score instead */
+    if ((st = build_merges(t, b))) goto fail;
     if (kind == EMT_TOK_BPE) {
-        if ((st = build_merges(t, b))) goto fail;
         for (int c = 0; c < 256; c++) {
             char u[4];
             int L = utf8_put(byte_cp[c], u);
@@ -556,7 +563,7 @@ entmtp_status emt_tokenizer_build(const emt_tok_build *b, emt_tokenizer **out) {
         for (int c = 0; c < 256; c++) {
             char hex[8];
             snprintf(hex, sizeof hex, "<0x%02X>", c);
-            t->byte_fallback[c] = map_any(t, hex, 6);
+            t->byte_fallback[c] = t->use_byte_fallback ? map_any(t, hex, 6) : -1;
             t->byte_tok[c] = -1;
         }
     }
@@ -648,11 +655,12 @@ typedef struct enc_ctx {
     bpe_item *heap;
     size_t heap_n, heap_cap;
     char *buf; /* SentencePiece: escaped text; byte-level: mapped pre-token */
+    const uint8_t *text_start;
     size_t buf_cap;
 } enc_ctx;
 
 static int item_before(const emt_tokenizer *t, const bpe_item *a, const bpe_item *b) {
-    if (t->kind == EMT_TOK_BPE) {
+    if (t->kind == EMT_TOK_BPE || t->spm_merges) {
         if (a->rank != b->rank) return a->rank < b->rank;
     } else {
         if (a->score != b->score) return a->score > b->score;
@@ -714,6 +722,8 @@ static entmtp_status bpe_try_pair(enc_ctx *c, int32_t a, int32_t b) {
     return heap_push(c, (bpe_item){ 0.0f, m->rank, a, b, m->result, 0 });
 }
 
+static entmtp_status bpe_run(enc_ctx *c, int32_t ns);
+
 /* Byte-level BPE of one pre-token: each byte is one symbol (its GPT-2
  * character); the lowest-rank adjacent pair merges first, leftmost on ties. */
 static entmtp_status bpe_piece(enc_ctx *c, const uint8_t *p, size_t n) {
@@ -746,6 +756,14 @@ static entmtp_status bpe_piece(enc_ctx *c, const uint8_t *p, size_t n) {
         c->sym[ns] = (bpe_sym){ id, ns - 1, ns + 1, 0, 0 };
         ns++;
     }
+    return bpe_run(c, ns);
+}
+
+/* Merge c->sym[0..ns) by pair rank, lowest first, leftmost on ties (stale
+ * heap entries are skipped), and emit the result. */
+static entmtp_status bpe_run(enc_ctx *c, int32_t ns) {
+    const emt_tokenizer *t = c->t;
+    entmtp_status st;
     if (ns == 0) return ENTMTP_OK;
     c->sym[ns - 1].next = -1;
     c->heap_n = 0;
@@ -827,6 +845,9 @@ static entmtp_status spm_fragment(enc_ctx *c, const uint8_t *s, size_t n, int pr
         c->buf_cap = need;
     }
     size_t m = 0;
+    if (prefix && t->prefix_if_no_space &&
+        (s[0] == ' ' || (n >= 3 && s[0] == 0xE2 && s[1] == 0x96 && s[2] == 0x81)))
+        prefix = 0;
     if (prefix) { memcpy(c->buf, "\xE2\x96\x81", 3); m = 3; }
     for (size_t i = 0; i < n; i++) {
         if (s[i] == ' ') { memcpy(c->buf + m, "\xE2\x96\x81", 3); m += 3; }
@@ -836,6 +857,35 @@ static entmtp_status spm_fragment(enc_ctx *c, const uint8_t *s, size_t n, int pr
     entmtp_status st;
     if ((st = sym_reserve(c, m))) return st;
     int32_t ns = 0;
+    if (t->spm_merges) {
+        /* Hugging Face's BPE with byte fallback (SentencePiece vocabularies
+         * from tokenizer.json): characters are the symbols, a character
+         * without a token becomes its <0xNN> tokens (all of them exist) or
+         * unk; merges by rank */
+        for (size_t i = 0; i < m;) {
+            size_t L = utf8_seq_len((const uint8_t *)c->buf + i, m - i);
+            int32_t id = map_bpe(t, c->buf + i, L);
+            if (id >= 0) {
+                c->sym[ns] = (bpe_sym){ id, ns - 1, ns + 1, 0, 0 };
+                ns++;
+            } else {
+                int all = t->use_byte_fallback;
+                for (size_t k = 0; k < L && all; k++)
+                    all = t->byte_fallback[(uint8_t)c->buf[i + k]] >= 0;
+                if (all) {
+                    for (size_t k = 0; k < L; k++) {
+                        c->sym[ns] = (bpe_sym){ t->byte_fallback[(uint8_t)c->buf[i + k]], ns - 1, ns + 1, 0, 0 };
+                        ns++;
+                    }
+                } else if (t->unk >= 0 && !(t->fuse_unk && ns > 0 && c->sym[ns - 1].id == t->unk)) {
+                    c->sym[ns] = (bpe_sym){ t->unk, ns - 1, ns + 1, 0, 0 };
+                    ns++;
+                }
+            }
+            i += L;
+        }
+        return bpe_run(c, ns);
+    }
     for (size_t i = 0; i < m;) {
         size_t L = utf8_seq_len((const uint8_t *)c->buf + i, m - i);
         c->sym[ns] = (bpe_sym){ 0, ns - 1, ns + 1, (uint32_t)i, (uint32_t)L };
@@ -877,7 +927,9 @@ static entmtp_status encode_raw(enc_ctx *c, const uint8_t *s, size_t n, int *pre
     if (n == 0) return ENTMTP_OK;
     entmtp_status st;
     if (c->t->kind == EMT_TOK_SPM)
-        st = spm_fragment(c, s, n, c->t->add_space_prefix && *prev_special);
+        st = spm_fragment(c, s, n,
+                          c->t->add_space_prefix == 1 ? *prev_special
+                          : c->t->add_space_prefix == 2 ? s == c->text_start : 0);
     else
         st = pretok(c, 0, s, n);
     *prev_special = 0;
@@ -896,6 +948,7 @@ entmtp_status emt_tokenize(const emt_tokenizer *t, const char *text, size_t len,
     enc_ctx c;
     memset(&c, 0, sizeof c);
     c.t = t;
+    c.text_start = (const uint8_t *)text;
     entmtp_status st = ENTMTP_OK;
     for (int i = 0; i < t->n_patterns; i++) {
         c.md[i] = pcre2_match_data_create_from_pattern(t->patterns[i], NULL);

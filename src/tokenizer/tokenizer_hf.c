@@ -127,6 +127,99 @@ static entmtp_status parse_pre(const char *name, const cJSON *pre, hf_pre *p) {
     return ENTMTP_OK;
 }
 
+#define METASPACE "\xE2\x96\x81" /* U+2581 */
+
+/* SentencePiece-style tokenizer.json (Llama 2, Mistral, TinyLlama): spaces
+ * become U+2581 through a normalizer (Prepend + Replace) or a Metaspace
+ * pre-tokenizer. *prefix: 0 never, 1 each text segment, 2 the first only. */
+static int is_spm_style(const cJSON *root, const cJSON *model) {
+    if (jbool(model, "byte_fallback", 0)) return 1;
+    const char *pt = jstr(cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), "type");
+    if (pt && strcmp(pt, "Metaspace") == 0) return 1;
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+    const cJSON *n;
+    const char *nt = jstr(norm, "type");
+    if (nt && (strcmp(nt, "Prepend") == 0 || strcmp(nt, "Replace") == 0)) return 1;
+    cJSON_ArrayForEach(n, cJSON_GetObjectItemCaseSensitive(norm, "normalizers")) {
+        const char *t = jstr(n, "type");
+        if (t && (strcmp(t, "Prepend") == 0 || strcmp(t, "Replace") == 0)) return 1;
+    }
+    return 0;
+}
+
+static entmtp_status spm_normalizer_step(const char *name, const cJSON *n, int *prepend, int *replace) {
+    const char *t = jstr(n, "type");
+    if (t && strcmp(t, "Prepend") == 0 && jstr(n, "prepend") && strcmp(jstr(n, "prepend"), METASPACE) == 0) {
+        *prepend = 1;
+        return ENTMTP_OK;
+    }
+    if (t && strcmp(t, "Replace") == 0) {
+        const char *from = jstr(cJSON_GetObjectItemCaseSensitive(n, "pattern"), "String");
+        const char *to = jstr(n, "content");
+        if (from && to && strcmp(from, " ") == 0 && strcmp(to, METASPACE) == 0) {
+            *replace = 1;
+            return ENTMTP_OK;
+        }
+    }
+    return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: normalizer '%s' is not supported here (only "
+                    "Prepend(\u2581) and Replace(' ', \u2581))", name, t ? t : "?");
+}
+
+static entmtp_status parse_spm_style(const char *name, const cJSON *root, int *prefix,
+                                     int *metaspace) {
+    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+    int prepend = 0, replace = 0;
+    entmtp_status st;
+    if (norm && !cJSON_IsNull(norm)) {
+        const char *nt = jstr(norm, "type");
+        if (nt && strcmp(nt, "Sequence") == 0) {
+            const cJSON *n;
+            cJSON_ArrayForEach(n, cJSON_GetObjectItemCaseSensitive(norm, "normalizers")) {
+                if ((st = spm_normalizer_step(name, n, &prepend, &replace))) return st;
+            }
+        } else if ((st = spm_normalizer_step(name, norm, &prepend, &replace))) {
+            return st;
+        }
+    }
+    *prefix = prepend ? 1 : 0;
+    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer");
+    if (pre && !cJSON_IsNull(pre)) {
+        const char *pt = jstr(pre, "type");
+        if (!pt || strcmp(pt, "Metaspace") != 0)
+            return emt_fail(ENTMTP_ERR_UNSUPPORTED,
+                            "%s: pre-tokenizer '%s' with a SentencePiece-style vocabulary is not "
+                            "supported (only Metaspace)", name, pt ? pt : "?");
+        const char *rep = jstr(pre, "replacement");
+        if (rep && strcmp(rep, METASPACE) != 0)
+            return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: Metaspace replacement '%s' is not supported",
+                            name, rep);
+        if (jbool(pre, "split", 0))
+            return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: Metaspace with split = true is not supported",
+                            name);
+        replace = 1;
+        *metaspace = 1;
+        const char *scheme = jstr(pre, "prepend_scheme");
+        if (scheme) {
+            if (strcmp(scheme, "always") == 0) *prefix = 1;
+            else if (strcmp(scheme, "first") == 0) *prefix = 2;
+            else if (strcmp(scheme, "never") == 0) *prefix = 0;
+            else
+                return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: Metaspace prepend_scheme '%s'", name, scheme);
+        } else {
+            *prefix = jbool(pre, "add_prefix_space", 1);
+        }
+    }
+    if (!replace)
+        return emt_fail(ENTMTP_ERR_UNSUPPORTED,
+                        "%s: SentencePiece-style vocabulary without the space -> U+2581 step", name);
+    return ENTMTP_OK;
+}
+
+static int is_byte_token(const char *s) {
+    return strlen(s) == 6 && memcmp(s, "<0x", 3) == 0 && s[5] == '>' && strchr("0123456789ABCDEF", s[3]) &&
+           strchr("0123456789ABCDEF", s[4]) && s[3] && s[4];
+}
+
 static const char *pre_name_of(const hf_pre *p) {
     if (p->n == 2 && strcmp(p->pats[0], emt_pat_digit) == 0 && strcmp(p->pats[1], emt_pat_gpt2) == 0)
         return "smollm";
@@ -194,15 +287,20 @@ entmtp_status emt_tokenizer_from_hf_json(const char *tokenizer_json, const char 
                       "%s: BPE with continuing_subword_prefix/end_of_word_suffix is not supported", name);
         goto done;
     }
-    const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
-    if (norm && !cJSON_IsNull(norm)) {
-        const char *nt = jstr(norm, "type");
-        st = emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: normalizer '%s' is not supported", name,
-                      nt ? nt : "?");
-        goto done;
+    int spm = is_spm_style(root, model), spm_prefix = 0, metaspace = 0;
+    if (spm) {
+        if ((st = parse_spm_style(name, root, &spm_prefix, &metaspace))) goto done;
+    } else {
+        const cJSON *norm = cJSON_GetObjectItemCaseSensitive(root, "normalizer");
+        if (norm && !cJSON_IsNull(norm)) {
+            const char *nt = jstr(norm, "type");
+            st = emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: normalizer '%s' is not supported", name,
+                          nt ? nt : "?");
+            goto done;
+        }
+        if ((st = parse_pre(name, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), &pre)))
+            goto done;
     }
-    if ((st = parse_pre(name, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), &pre)))
-        goto done;
 
     /* vocabulary size: the largest id + 1 over vocab and added_tokens */
     int64_t n = 0;
@@ -239,7 +337,7 @@ entmtp_status emt_tokenizer_from_hf_json(const char *tokenizer_json, const char 
             goto done;
         }
         toks[id] = (emt_strref){ it->string ? it->string : "", it->string ? strlen(it->string) : 0 };
-        types[id] = EMT_TOKEN_NORMAL;
+        types[id] = spm && it->string && is_byte_token(it->string) ? EMT_TOKEN_BYTE : EMT_TOKEN_NORMAL;
     }
     cJSON_ArrayForEach(it, added) {
         int32_t id = (int32_t)cJSON_GetObjectItemCaseSensitive(it, "id")->valuedouble;
@@ -283,7 +381,7 @@ entmtp_status emt_tokenizer_from_hf_json(const char *tokenizer_json, const char 
 
     emt_tokenizer_spec spec;
     memset(&spec, 0, sizeof spec);
-    spec.model = "gpt2";
+    spec.model = spm ? "llama" : "gpt2";
     spec.n_tokens = (int32_t)n;
     spec.token_types = types;
     spec.n_merges = n_merges;
@@ -292,7 +390,11 @@ entmtp_status emt_tokenizer_from_hf_json(const char *tokenizer_json, const char 
     memset(&b, 0, sizeof b);
     b.spec = &spec;
     b.tokens = toks;
-    b.add_space_prefix = -1;
+    b.add_space_prefix = spm_prefix;
+    b.no_byte_fallback = !jbool(model, "byte_fallback", 0);
+    b.fuse_unk = jbool(model, "fuse_unk", 0);
+    b.spm_merges = 1;
+    b.prefix_if_no_space = metaspace;
     b.ignore_merges = jbool(model, "ignore_merges", 0);
     if (n_merges > 0) {
         if (cJSON_IsArray(cJSON_GetArrayItem(jmerges, 0))) b.merge_pairs = merges;
@@ -367,6 +469,7 @@ entmtp_status emt_tokenizer_from_hf_json(const char *tokenizer_json, const char 
         *names[k].dst = id;
     }
     if (t->unk >= 0) t->unk_for_missing = 1; /* HF: a character without a token becomes unk */
+
     if (t->eos >= 0) t->eog[t->eos] = 1;
     if (t->bos < 0) t->add_bos = 0;
     *out = t;

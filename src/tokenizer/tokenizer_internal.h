@@ -29,7 +29,15 @@ typedef struct emt_tok_build {
     const char *patterns[EMT_TOK_MAX_PATTERNS];
     const char *pre_name;            /* name reported for explicit patterns */
     int unk_for_missing;             /* byte-level: a byte absent from the vocab -> unk */
-    int add_space_prefix;            /* SentencePiece: -1 default (on), 0, 1 */
+    int add_space_prefix;            /* SentencePiece: -1 default (1), 0 never, 1 at the start and
+                                        after each special token, 2 at the start only */
+    int no_byte_fallback;            /* SentencePiece: <0xNN> tokens are not used for unknown
+                                        characters (HF byte_fallback = false) */
+    int fuse_unk;                    /* SentencePiece with merges: consecutive unk become one */
+    int spm_merges;                  /* SentencePiece: merge by the merge list (HF), not by
+                                        scores (GGUF); implied by n_merges > 0 */
+    int prefix_if_no_space;          /* SentencePiece: no prefix when the text already starts
+                                        with a space (HF's Metaspace pre-tokenizer) */
     int ignore_merges;               /* -1 default (on for llama-bpe), 0, 1: a pre-token
                                         that is itself a token is not merged (Llama 3) */
 } emt_tok_build;
@@ -84,7 +92,11 @@ struct emt_tokenizer {
     int32_t bos, eos, unk, pad, eot;
     int add_bos;
     int unk_for_missing;
-    int add_space_prefix;
+    int add_space_prefix;   /* 0, 1, 2 as in emt_tok_build */
+    int use_byte_fallback;
+    int fuse_unk;
+    int spm_merges;
+    int prefix_if_no_space;
     int ignore_merges;
     char *chat_template;
 };

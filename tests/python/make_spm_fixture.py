@@ -8,8 +8,17 @@ No Llama 2 model is reachable here; this checks the C SentencePiece path
 (scores-based merging, byte fallback, space prefix) against the reference
 implementation.
 
+The same model is also converted to Hugging Face's tokenizer.json form the way
+transformers' LlamaConverter does it (BPE with byte_fallback and fuse_unk,
+merges from `generate_merges`, <unk>/<s>/</s> as special added tokens) in its
+two variants: "legacy" (normalizer Prepend("\u2581") + Replace(" ", "\u2581"))
+and "metaspace" (pre-tokenizer Metaspace(prepend_scheme="first", split=False)).
+The merges are stored; where `tokenizers` gives other ids than `sentencepiece`
+they are stored as "ids_hf_legacy" / "ids_hf_metaspace" (encoded with special
+tokens parsed).
+
 Rerun (from the repository root):
-    pip install sentencepiece
+    pip install sentencepiece tokenizers transformers
     python3 tests/python/make_spm_fixture.py [--out tests/data/tokenizer_spm_tiny.json]
 """
 import argparse
@@ -19,6 +28,9 @@ import sys
 import tempfile
 
 import sentencepiece as spm
+from tokenizers import AddedToken, Tokenizer, normalizers, pre_tokenizers
+from tokenizers.models import BPE
+from transformers.tokenization_utils_base import generate_merges
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_tokenizer_fixture import ROOT, texts  # noqa: E402
@@ -63,9 +75,32 @@ def main():
         elif sp.is_unused(i):
             ty = 5
         tokens.append({"text": sp.id_to_piece(i), "score": sp.get_score(i), "type": ty})
-    cases = [{"text": s, "ids": sp.encode(s)} for s in strings]
+    pieces = [t["text"] for t in tokens]
+    vocab = {p: i for i, p in enumerate(pieces)}
+    merges = generate_merges(vocab)
+    hf = {}
+    for variant in ("legacy", "metaspace"):
+        tk = Tokenizer(BPE(vocab, merges, unk_token=pieces[0], fuse_unk=True, byte_fallback=True,
+                           dropout=None))
+        tk.add_tokens([AddedToken(pieces[i], normalized=False, special=True) for i in range(3)])
+        if variant == "legacy":
+            tk.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"),
+                                                  normalizers.Replace(" ", "\u2581")])
+        else:
+            tk.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first",
+                                                        split=False)
+        hf[variant] = tk
+    cases = []
+    for s in strings + ["<s>hello", "a</s>b <s> x", "<unk>", "hello<s>world", " <s> "]:
+        rec = {"text": s, "ids": sp.encode(s)}
+        for variant, tk in hf.items():
+            ids = tk.encode(s, add_special_tokens=False).ids
+            if ids != rec["ids"]:
+                rec["ids_hf_" + variant] = ids
+        cases.append(rec)
     with open(args.out, "w", encoding="utf-8") as f:
-        json.dump({"tokens": tokens, "cases": cases}, f, separators=(",", ":"))
+        json.dump({"tokens": tokens, "merges": [list(m) for m in merges], "cases": cases}, f,
+                  separators=(",", ":"))
         f.write("\n")
     print(f"wrote {len(tokens)} pieces and {len(cases)} strings to {args.out}")
 

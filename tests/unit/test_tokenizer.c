@@ -627,9 +627,17 @@ static void test_hf_json(void) {
     CHECK_ERR(emt_tokenizer_from_hf_json("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", NULL, "u.json", &t),
               ENTMTP_ERR_UNSUPPORTED, "'Unigram'");
     CHECK_ERR(emt_tokenizer_from_hf_json(
-                  "{\"pre_tokenizer\":{\"type\":\"Metaspace\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},"
-                  "\"merges\":[]}}", NULL, "m.json", &t),
-              ENTMTP_ERR_UNSUPPORTED, "'Metaspace'");
+                  "{\"pre_tokenizer\":{\"type\":\"Metaspace\",\"split\":true},\"model\":{\"type\":\"BPE\","
+                  "\"vocab\":{\"a\":0},\"merges\":[]}}", NULL, "m.json", &t),
+              ENTMTP_ERR_UNSUPPORTED, "m.json: Metaspace with split = true");
+    CHECK_ERR(emt_tokenizer_from_hf_json(
+                  "{\"pre_tokenizer\":{\"type\":\"Whitespace\"},\"model\":{\"type\":\"BPE\","
+                  "\"vocab\":{\"a\":0},\"merges\":[]}}", NULL, "w.json", &t),
+              ENTMTP_ERR_UNSUPPORTED, "pre-tokenizer 'Whitespace'");
+    CHECK_ERR(emt_tokenizer_from_hf_json(
+                  "{\"normalizer\":{\"type\":\"NFC\"},\"pre_tokenizer\":{\"type\":\"ByteLevel\"},"
+                  "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}", NULL, "n.json", &t),
+              ENTMTP_ERR_UNSUPPORTED, "normalizer 'NFC'");
     CHECK_ERR(emt_tokenizer_from_hf_json(
                   "{\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":"
                   "{\"a\":0,\"b\":1},\"merges\":[\"a b\"]}}", NULL, "x.json", &t),

@@ -110,7 +110,7 @@ static entmtp_status load(const char *path, emt_tokenizer **t) {
 
 /* ids 0..4 specials-ish, then a b c ab abc Ġ */
 static const char *const g_tok[] = { "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool>", "x",
-                                     "a", "b", "c", "ab", "abc", "\xC4\xA0", "\xC4\xA0" "a" };
+                                     "a", "b", "c", "ab", "abc", "\xC4\xA0", "\xC4\xA0\x61" };
 static const int32_t g_types[] = { 3, 3, 3, 4, 1, 1, 1, 1, 1, 1, 1, 1 };
 static const char *const g_merges[] = { "a b", "ab c", "\xC4\xA0 a" };
 #define NT 12

@@ -1,499 +1,1069 @@
-/* Byte-level BPE with PCRE2 pre-tokenization (GPT-2 family: SmolLM, Llama 3,
- * StarCoder...) and single-turn chat formatting. See docs/tokenizer.md. */
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include "tokenizer/tokenizer.h"
+/* Tokenizer core: construction and validation, byte-level BPE (GPT-2
+ * family: SmolLM, Llama 3), SentencePiece BPE (Llama 2), detokenisation. */
+#include "tokenizer/tokenizer_internal.h"
 
-#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-/* ------------------------------------------------------------ hash maps */
-
-typedef struct str_map { /* bytes -> id */
-    uint32_t cap;
-    int32_t *slot; /* token id or -1 */
-} str_map;
-
-static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 1099511628211ull;
-    return h;
-}
-
-typedef struct pair_map { /* (left, right) -> rank, merged */
-    uint32_t cap;
-    uint64_t *key;
-    int32_t *rank, *merged;
-} pair_map;
-
-struct emt_tokenizer {
-    int32_t n;
-    char **text;       /* token text as stored (byte-level unicode for gpt2) */
-    size_t *len;
-    char **bytes;      /* decoded bytes of each token */
-    size_t *nbytes;
-    int32_t *type;
-    str_map vocab;
-    pair_map merges;
-    int32_t byte_token[256]; /* id of each single byte's symbol, -1 if none */
-    char byte_char[256][4];  /* the byte-level unicode char of each byte (UTF-8) */
-    uint8_t byte_char_len[256];
-    pcre2_code *pre[2];      /* applied in sequence */
-    int n_pre;
-    int32_t bos, eos, unk, eot;
-    int add_bos;
-    char *chat_template;
-    int32_t *specials;       /* control/user-defined ids, longest text first */
-    int32_t n_specials;
-};
-
-static void map_free(str_map *m) { free(m->slot); }
-
-static int32_t map_get(const emt_tokenizer *t, const char *s, size_t n) {
-    if (!t->vocab.cap) return -1;
-    uint32_t mask = t->vocab.cap - 1;
-    for (uint32_t i = (uint32_t)hash_bytes(s, n) & mask;; i = (i + 1) & mask) {
-        int32_t id = t->vocab.slot[i];
-        if (id < 0) return -1;
-        if (t->len[id] == n && !memcmp(t->text[id], s, n)) return id;
-    }
-}
-
-static entmtp_status build_vocab_map(emt_tokenizer *t) {
-    uint32_t cap = 16;
-    while (cap < (uint32_t)t->n * 2u + 2u) cap <<= 1;
-    t->vocab.cap = cap;
-    t->vocab.slot = emt_malloc(cap, sizeof(int32_t));
-    if (!t->vocab.slot) return ENTMTP_ERR_OUT_OF_MEMORY;
-    for (uint32_t i = 0; i < cap; i++) t->vocab.slot[i] = -1;
-    for (int32_t id = 0; id < t->n; id++) {
-        if (map_get(t, t->text[id], t->len[id]) >= 0) continue; /* first id wins */
-        uint32_t mask = cap - 1;
-        uint32_t i = (uint32_t)hash_bytes(t->text[id], t->len[id]) & mask;
-        while (t->vocab.slot[i] >= 0) i = (i + 1) & mask;
-        t->vocab.slot[i] = id;
-    }
-    return ENTMTP_OK;
-}
-
-static int32_t pair_get(const pair_map *m, int32_t a, int32_t b, int32_t *merged) {
-    if (!m->cap) return -1;
-    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-    uint32_t mask = m->cap - 1;
-    for (uint32_t i = (uint32_t)(key * 0x9E3779B97F4A7C15ull >> 32) & mask;; i = (i + 1) & mask) {
-        if (m->rank[i] < 0) return -1;
-        if (m->key[i] == key) { *merged = m->merged[i]; return m->rank[i]; }
-    }
-}
-
-static void pair_put(pair_map *m, int32_t a, int32_t b, int32_t rank, int32_t merged) {
-    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
-    uint32_t mask = m->cap - 1;
-    uint32_t i = (uint32_t)(key * 0x9E3779B97F4A7C15ull >> 32) & mask;
-    while (m->rank[i] >= 0) {
-        if (m->key[i] == key) return; /* first (lowest) rank wins */
-        i = (i + 1) & mask;
-    }
-    m->key[i] = key;
-    m->rank[i] = rank;
-    m->merged[i] = merged;
-}
-
-/* ------------------------------------------------------- byte <-> unicode */
-
-static int gpt2_printable(int b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255); }
-
-static void init_byte_chars(emt_tokenizer *t) {
-    int extra = 0;
-    for (int b = 0; b < 256; b++) {
-        int cp = gpt2_printable(b) ? b : 256 + extra++;
-        if (cp < 0x80) { t->byte_char[b][0] = (char)cp; t->byte_char_len[b] = 1; }
-        else { t->byte_char[b][0] = (char)(0xC0 | (cp >> 6)); t->byte_char[b][1] = (char)(0x80 | (cp & 0x3F)); t->byte_char_len[b] = 2; }
-    }
-}
-
-/* decode one UTF-8 code point; returns its length (1 on invalid input) */
-static int utf8_next(const unsigned char *s, size_t n, uint32_t *cp) {
-    if (s[0] < 0x80) { *cp = s[0]; return 1; }
-    int len = s[0] >= 0xF0 ? 4 : s[0] >= 0xE0 ? 3 : s[0] >= 0xC0 ? 2 : 1;
-    if (len == 1 || (size_t)len > n) { *cp = 0xFFFFFFFF; return 1; }
-    uint32_t v = s[0] & (0x3F >> (len - 1));
-    for (int i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) { *cp = 0xFFFFFFFF; return 1; }
-        v = (v << 6) | (s[i] & 0x3F);
-    }
-    *cp = v;
-    return len;
-}
-
-/* token text in byte-level unicode -> raw bytes */
-static entmtp_status decode_token(emt_tokenizer *t, int32_t id) {
-    const unsigned char *s = (const unsigned char *)t->text[id];
-    size_t n = t->len[id];
-    char *out = emt_malloc(n + 1, 1);
-    if (!out) return ENTMTP_ERR_OUT_OF_MEMORY;
-    size_t k = 0;
-    int special = t->type[id] == EMT_TOKEN_CONTROL || t->type[id] == EMT_TOKEN_USER_DEFINED;
-    for (size_t i = 0; i < n;) {
-        uint32_t cp;
-        int l = utf8_next(s + i, n - i, &cp);
-        int byte = -1;
-        if (!special) {
-            if (cp < 256 && gpt2_printable((int)cp)) byte = (int)cp;
-            else if (cp >= 256 && cp < 256 + 68) {
-                int extra = (int)cp - 256, seen = 0;
-                for (int b = 0; b < 256; b++)
-                    if (!gpt2_printable(b) && seen++ == extra) { byte = b; break; }
-            }
-        }
-        if (byte >= 0) out[k++] = (char)byte;
-        else { memcpy(out + k, s + i, (size_t)l); k += (size_t)l; }
-        i += (size_t)l;
-    }
-    t->bytes[id] = out;
-    t->nbytes[id] = k;
-    return ENTMTP_OK;
-}
-
-/* ---------------------------------------------------------------- create */
-
-static const char *PAT_GPT2 =
+/* Pre-tokenizer patterns. GPT-2's (also HF ByteLevel(use_regex=true)); Llama
+ * 3's (tiktoken cl100k, as in Llama 3's tokenizer.json Split pre-tokenizer);
+ * one numeric code point (HF Digits(individual_digits=true)). */
+const char emt_pat_gpt2[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-static const char *PAT_LLAMA3 =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
-static const char *PAT_DIGIT = "\\p{N}";
+const char emt_pat_llama3[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"
+    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const char emt_pat_digit[] = "\\p{N}";
 
-static entmtp_status compile(emt_tokenizer *t, const char *pat) {
-    int err;
-    PCRE2_SIZE off;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK,
-                                   &err, &off, NULL);
-    if (!re) return emt_fail(ENTMTP_ERR_UNSUPPORTED, "tokenizer: pre-tokenizer pattern does not compile (PCRE2 error %d at %zu)", err, (size_t)off);
-    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* optional speed-up; falls back to the interpreter */
-    t->pre[t->n_pre++] = re;
+/* ------------------------------------------------------------ utilities */
+
+typedef struct emt_ivec {
+    int32_t *v;
+    size_t n, cap;
+} emt_ivec;
+
+static entmtp_status ivec_push(emt_ivec *a, int32_t x) {
+    if (a->n == a->cap) {
+        size_t ncap = a->cap ? a->cap * 2 : 64;
+        int32_t *nv = emt_realloc(a->v, ncap, sizeof *nv);
+        if (!nv) return ENTMTP_ERR_OUT_OF_MEMORY;
+        a->v = nv;
+        a->cap = ncap;
+    }
+    a->v[a->n++] = x;
     return ENTMTP_OK;
 }
 
-void emt_tokenizer_free(emt_tokenizer *t) {
-    if (!t) return;
-    for (int32_t i = 0; i < t->n; i++) {
-        if (t->text) free(t->text[i]);
-        if (t->bytes) free(t->bytes[i]);
+static uint32_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)s[i];
+        h *= 1099511628211ull;
     }
-    free(t->text);
-    free(t->len);
-    free(t->bytes);
-    free(t->nbytes);
-    free(t->type);
-    map_free(&t->vocab);
-    free(t->merges.key);
-    free(t->merges.rank);
-    free(t->merges.merged);
-    for (int i = 0; i < t->n_pre; i++) pcre2_code_free(t->pre[i]);
-    free(t->chat_template);
-    free(t->specials);
-    free(t);
+    h ^= h >> 29;
+    return (uint32_t)(h ^ (h >> 32));
 }
 
-entmtp_status emt_tokenizer_create(const emt_tokenizer_spec *spec, emt_tokenizer **out) {
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+static size_t pow2_at_least(size_t n) {
+    size_t c = 16;
+    while (c < n) c <<= 1;
+    return c;
+}
+
+/* UTF-8 encoding of a code point < 0x800 (all the byte-level map needs) or
+ * any other; returns the length. */
+static int utf8_put(uint32_t cp, char *out) {
+    if (cp < 0x80) { out[0] = (char)cp; return 1; }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* Length of the UTF-8 sequence starting at s[0] (1 for an invalid lead or a
+ * truncated / malformed sequence: such bytes stand alone). */
+static size_t utf8_seq_len(const uint8_t *s, size_t avail) {
+    uint8_t c = s[0];
+    size_t n;
+    if (c < 0x80) return 1;
+    else if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) n = 3;
+    else if (c >= 0xF0 && c <= 0xF4) n = 4;
+    else return 1;
+    if (n > avail) return 1;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80) return 1;
+    return n;
+}
+
+/* GPT-2's reversible byte <-> code point map: printable Latin-1 bytes map to
+ * themselves, the other 68 bytes to U+0100.. in byte order. */
+static int printable_byte(int b) {
+    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+static void byte_map(uint32_t byte_cp[256], int16_t cp_byte[0x144]) {
+    uint32_t next = 0x100;
+    for (int b = 0; b < 256; b++) byte_cp[b] = printable_byte(b) ? (uint32_t)b : next++;
+    for (int i = 0; i < 0x144; i++) cp_byte[i] = -1;
+    for (int b = 0; b < 256; b++) cp_byte[byte_cp[b]] = (int16_t)b;
+}
+
+/* ----------------------------------------------------------------- maps */
+
+static const char *tok_text(const emt_tokenizer *t, int32_t id) { return t->text_arena + t->text_off[id]; }
+
+static emt_tok_map_entry *map_slot(const emt_tokenizer *t, const char *s, size_t n, uint32_t h) {
+    size_t i = h & t->map_mask;
+    for (;;) {
+        emt_tok_map_entry *e = &t->map[i];
+        if (e->id < 0) return e;
+        if (e->hash == h && t->text_len[e->id] == n && memcmp(tok_text(t, e->id), s, n) == 0)
+            return e;
+        i = (i + 1) & t->map_mask;
+    }
+}
+
+static const emt_tok_map_entry *map_find(const emt_tokenizer *t, const char *s, size_t n) {
+    const emt_tok_map_entry *e = map_slot(t, s, n, hash_bytes(s, n));
+    return e->id >= 0 ? e : NULL;
+}
+
+static int32_t map_any(const emt_tokenizer *t, const char *s, size_t n) {
+    const emt_tok_map_entry *e = map_find(t, s, n);
+    return e ? e->id : -1;
+}
+
+static int32_t map_bpe(const emt_tokenizer *t, const char *s, size_t n) {
+    const emt_tok_map_entry *e = map_find(t, s, n);
+    return e ? e->bpe_id : -1;
+}
+
+static const emt_merge_entry *merge_find(const emt_tokenizer *t, int32_t a, int32_t b) {
+    if (!t->merges) return NULL;
+    uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+    size_t i = mix64(key) & t->merges_mask;
+    for (;;) {
+        const emt_merge_entry *e = &t->merges[i];
+        if (e->key == UINT64_MAX) return NULL;
+        if (e->key == key) return e;
+        i = (i + 1) & t->merges_mask;
+    }
+}
+
+/* ------------------------------------------------------- construction */
+
+static int usable_in_bpe(const emt_tokenizer *t, int32_t id) {
+    int ty = t->types[id];
+    if (ty == EMT_TOKEN_NORMAL) return 1;
+    return t->kind == EMT_TOK_BPE && ty == EMT_TOKEN_BYTE;
+}
+
+static int is_literal_type(int ty) {
+    return ty == EMT_TOKEN_CONTROL || ty == EMT_TOKEN_USER_DEFINED || ty == EMT_TOKEN_UNKNOWN;
+}
+
+/* Literal-token list sorted by first byte, longest first; duplicates of the
+ * same text keep the lowest id. */
+typedef struct lit_key {
+    uint8_t first;
+    uint32_t len;
+    const char *text;
+    int32_t id;
+} lit_key;
+
+static int lit_key_cmp(const void *pa, const void *pb) {
+    const lit_key *a = pa, *b = pb;
+    if (a->first != b->first) return a->first < b->first ? -1 : 1;
+    if (a->len != b->len) return a->len > b->len ? -1 : 1;
+    int c = memcmp(a->text, b->text, a->len);
+    if (c) return c;
+    return a->id < b->id ? -1 : (a->id > b->id);
+}
+
+static entmtp_status build_literals(emt_tokenizer *t) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < t->n_tokens; i++)
+        if (is_literal_type(t->types[i]) && t->text_len[i] > 0) n++;
+    for (int c = 0; c <= 256; c++) t->lit_start[c] = 0;
+    if (n == 0) return ENTMTP_OK;
+    lit_key *keys = emt_malloc((size_t)n, sizeof *keys);
+    t->lit_ids = emt_malloc((size_t)n, sizeof *t->lit_ids);
+    if (!keys || !t->lit_ids) { free(keys); return ENTMTP_ERR_OUT_OF_MEMORY; }
+    int32_t k = 0;
+    for (int32_t i = 0; i < t->n_tokens; i++)
+        if (is_literal_type(t->types[i]) && t->text_len[i] > 0)
+            keys[k++] = (lit_key){ (uint8_t)tok_text(t, i)[0], t->text_len[i], tok_text(t, i), i };
+    qsort(keys, (size_t)n, sizeof *keys, lit_key_cmp);
+    int32_t m = 0;
+    int32_t count[256] = { 0 };
+    for (int32_t i = 0; i < n; i++) {
+        if (m > 0) {
+            const lit_key *p = &keys[i - 1];
+            if (p->len == keys[i].len && memcmp(p->text, keys[i].text, p->len) == 0) continue;
+        }
+        t->lit_ids[m++] = keys[i].id;
+        count[keys[i].first]++;
+    }
+    t->n_lit = m;
+    int32_t acc = 0;
+    for (int c = 0; c < 256; c++) {
+        t->lit_start[c] = acc;
+        acc += count[c];
+    }
+    t->lit_start[256] = acc;
+    free(keys);
+    return ENTMTP_OK;
+}
+
+static entmtp_status compile_patterns(emt_tokenizer *t, int n, const char *const *pats) {
+    for (int i = 0; i < n; i++) {
+        int errcode;
+        PCRE2_SIZE erroff;
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)pats[i], PCRE2_ZERO_TERMINATED,
+                                       PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &errcode,
+                                       &erroff, NULL);
+        if (!re) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(errcode, msg, sizeof msg);
+            return emt_fail(ENTMTP_ERR_UNSUPPORTED,
+                            "pre-tokenizer regex '%s' does not compile at offset %zu: %s", pats[i],
+                            (size_t)erroff, (const char *)msg);
+        }
+        (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* the interpreter is the fallback */
+        t->patterns[t->n_patterns++] = re;
+    }
+    return ENTMTP_OK;
+}
+
+static entmtp_status choose_patterns(emt_tokenizer *t, const emt_tok_build *b) {
+    if (t->kind == EMT_TOK_SPM) {
+        t->pre_name = emt_strdup("none");
+        return t->pre_name ? ENTMTP_OK : ENTMTP_ERR_OUT_OF_MEMORY;
+    }
+    if (b->n_patterns > 0) {
+        if (b->n_patterns > EMT_TOK_MAX_PATTERNS)
+            return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%d pre-tokenizer regexes (at most %d)",
+                            b->n_patterns, EMT_TOK_MAX_PATTERNS);
+        t->pre_name = emt_strdup(b->pre_name ? b->pre_name : "custom");
+        if (!t->pre_name) return ENTMTP_ERR_OUT_OF_MEMORY;
+        return compile_patterns(t, b->n_patterns, b->patterns);
+    }
+    const char *pre = b->spec->pre ? b->spec->pre : "default";
+    const char *list[2];
+    int n;
+    if (strcmp(pre, "smollm") == 0) {
+        list[0] = emt_pat_digit;
+        list[1] = emt_pat_gpt2;
+        n = 2;
+    } else if (strcmp(pre, "gpt2") == 0 || strcmp(pre, "gpt-2") == 0 ||
+               strcmp(pre, "default") == 0) {
+        list[0] = emt_pat_gpt2;
+        n = 1;
+    } else if (strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama3") == 0) {
+        list[0] = emt_pat_llama3;
+        n = 1;
+    } else {
+        return emt_fail(ENTMTP_ERR_UNSUPPORTED,
+                        "pre-tokenizer '%s' is not supported (supported: smollm, llama-bpe, "
+                        "gpt2, default)", pre);
+    }
+    t->pre_name = emt_strdup(pre);
+    if (!t->pre_name) return ENTMTP_ERR_OUT_OF_MEMORY;
+    return compile_patterns(t, n, list);
+}
+
+static entmtp_status check_id(const char *what, int32_t id, int32_t n) {
+    if (id < -1 || id >= n)
+        return emt_fail(ENTMTP_ERR_OUT_OF_RANGE,
+                        "tokenizer spec: %s = %d is out of range (vocabulary of %d tokens, -1 = none)",
+                        what, id, n);
+    return ENTMTP_OK;
+}
+
+/* Split merge i into its two parts. */
+static entmtp_status merge_parts(const emt_tok_build *b, int32_t i, emt_strref *l, emt_strref *r) {
+    if (b->merge_pairs) {
+        *l = b->merge_pairs[2 * (size_t)i];
+        *r = b->merge_pairs[2 * (size_t)i + 1];
+        if (!l->s || !r->s || l->n == 0 || r->n == 0)
+            return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "merge %d has an empty part", i);
+        return ENTMTP_OK;
+    }
+    emt_strref m;
+    if (b->merge_strs) {
+        m = b->merge_strs[i];
+    } else {
+        const char *s = b->spec->merges[i];
+        if (!s) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "merge %d is NULL", i);
+        m = (emt_strref){ s, strlen(s) };
+    }
+    const char *sp = m.s ? memchr(m.s, ' ', m.n) : NULL;
+    if (!sp || sp == m.s || sp == m.s + m.n - 1 || memchr(sp + 1, ' ', m.n - (size_t)(sp + 1 - m.s)))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
+                        "merge %d ('%.*s') is not of the form 'left right' (one space between "
+                        "two non-empty parts)", i, (int)(m.n > 80 ? 80 : m.n), m.s ? m.s : "");
+    *l = (emt_strref){ m.s, (size_t)(sp - m.s) };
+    *r = (emt_strref){ sp + 1, m.n - (size_t)(sp + 1 - m.s) };
+    return ENTMTP_OK;
+}
+
+static entmtp_status build_merges(emt_tokenizer *t, const emt_tok_build *b) {
+    int32_t n = b->spec->n_merges;
+    if (n < 0) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "n_merges = %d", n);
+    if (n > 0 && !b->merge_pairs && !b->merge_strs && !b->spec->merges)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "n_merges = %d but merges is NULL", n);
+    if (n == 0) return ENTMTP_OK;
+    size_t cap = pow2_at_least((size_t)n * 2);
+    t->merges = emt_malloc(cap, sizeof *t->merges);
+    if (!t->merges) return ENTMTP_ERR_OUT_OF_MEMORY;
+    for (size_t i = 0; i < cap; i++) t->merges[i].key = UINT64_MAX;
+    t->merges_mask = cap - 1;
+    char *cat = NULL;
+    size_t cat_cap = 0;
+    entmtp_status st = ENTMTP_OK;
+    for (int32_t i = 0; i < n; i++) {
+        emt_strref l = { NULL, 0 }, r = { NULL, 0 };
+        if ((st = merge_parts(b, i, &l, &r))) break;
+        const emt_tok_map_entry *el = map_find(t, l.s, l.n), *er = map_find(t, r.s, r.n);
+        if (!el || !er) {
+            emt_strref bad = el ? r : l;
+            st = emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
+                          "merge %d ('%.*s %.*s'): '%.*s' is not in the vocabulary", i,
+                          (int)(l.n > 60 ? 60 : l.n), l.s, (int)(r.n > 60 ? 60 : r.n), r.s,
+                          (int)(bad.n > 60 ? 60 : bad.n), bad.s);
+            break;
+        }
+        if (l.n + r.n > cat_cap) {
+            size_t nc = (l.n + r.n) * 2;
+            char *nb = emt_realloc(cat, nc, 1);
+            if (!nb) { st = ENTMTP_ERR_OUT_OF_MEMORY; break; }
+            cat = nb;
+            cat_cap = nc;
+        }
+        memcpy(cat, l.s, l.n);
+        memcpy(cat + l.n, r.s, r.n);
+        const emt_tok_map_entry *ec = map_find(t, cat, l.n + r.n);
+        if (!ec) {
+            st = emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
+                          "merge %d ('%.*s %.*s'): the concatenation '%.*s' is not in the "
+                          "vocabulary", i, (int)(l.n > 60 ? 60 : l.n), l.s,
+                          (int)(r.n > 60 ? 60 : r.n), r.s, (int)(l.n + r.n > 120 ? 120 : l.n + r.n),
+                          cat);
+            break;
+        }
+        /* merges that involve only-special tokens can never apply */
+        if (el->bpe_id < 0 || er->bpe_id < 0 || ec->bpe_id < 0) continue;
+        uint64_t key = ((uint64_t)(uint32_t)el->bpe_id << 32) | (uint32_t)er->bpe_id;
+        size_t j = mix64(key) & t->merges_mask;
+        while (t->merges[j].key != UINT64_MAX && t->merges[j].key != key)
+            j = (j + 1) & t->merges_mask;
+        if (t->merges[j].key == key) continue; /* a repeated pair keeps its first rank */
+        t->merges[j] = (emt_merge_entry){ key, i, ec->bpe_id };
+        t->n_merges++;
+    }
+    free(cat);
+    return st;
+}
+
+/* Bytes each token renders to. */
+static entmtp_status build_decoded(emt_tokenizer *t, const int16_t *cp_byte) {
+    size_t total = 0;
+    for (int32_t i = 0; i < t->n_tokens; i++) total += t->text_len[i];
+    t->dec_arena = emt_malloc(total + 1, 1);
+    t->dec_off = emt_malloc((size_t)t->n_tokens, sizeof *t->dec_off);
+    t->dec_len = emt_malloc((size_t)t->n_tokens, sizeof *t->dec_len);
+    if (!t->dec_arena || !t->dec_off || !t->dec_len) return ENTMTP_ERR_OUT_OF_MEMORY;
+    size_t pos = 0;
+    for (int32_t id = 0; id < t->n_tokens; id++) {
+        const uint8_t *s = (const uint8_t *)tok_text(t, id);
+        size_t n = t->text_len[id];
+        char *out = t->dec_arena + pos;
+        size_t m = 0;
+        int ty = t->types[id];
+        if (ty == EMT_TOKEN_CONTROL || ty == EMT_TOKEN_UNKNOWN || ty == EMT_TOKEN_UNUSED) {
+            memcpy(out, s, n);
+            m = n;
+        } else if (t->kind == EMT_TOK_BPE && ty != EMT_TOKEN_USER_DEFINED) {
+            /* reverse the byte map; a token with a character outside it
+             * renders as its raw text (what HF's ByteLevel decoder does) */
+            int ok = 1;
+            for (size_t i = 0; i < n && ok;) {
+                size_t L = utf8_seq_len(s + i, n - i);
+                uint32_t cp = 0x200;
+                if (L == 1 && s[i] < 0x80) cp = s[i];
+                else if (L == 2) cp = ((uint32_t)(s[i] & 0x1F) << 6) | (s[i + 1] & 0x3F);
+                if (cp < 0x144 && cp_byte[cp] >= 0) out[m++] = (char)cp_byte[cp];
+                else ok = 0;
+                i += L;
+            }
+            if (!ok) {
+                memcpy(out, s, n);
+                m = n;
+            }
+        } else if (t->kind == EMT_TOK_SPM && ty == EMT_TOKEN_BYTE && n == 6 &&
+                   memcmp(s, "<0x", 3) == 0 && s[5] == '>') {
+            unsigned v;
+            char hex[3] = { (char)s[3], (char)s[4], 0 };
+            char *end;
+            v = (unsigned)strtoul(hex, &end, 16);
+            if (end == hex + 2) out[m++] = (char)v;
+            else { memcpy(out, s, n); m = n; }
+        } else if (t->kind == EMT_TOK_SPM) {
+            /* U+2581 (e2 96 81) -> space */
+            for (size_t i = 0; i < n;) {
+                if (i + 3 <= n && s[i] == 0xE2 && s[i + 1] == 0x96 && s[i + 2] == 0x81) {
+                    out[m++] = ' ';
+                    i += 3;
+                } else {
+                    out[m++] = (char)s[i++];
+                }
+            }
+        } else {
+            memcpy(out, s, n);
+            m = n;
+        }
+        t->dec_off[id] = pos;
+        t->dec_len[id] = (uint32_t)m;
+        pos += m;
+    }
+    return ENTMTP_OK;
+}
+
+static const char *const g_eog_texts[] = { "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "</s>",
+                                           "<|end_of_text|>", "<|eom_id|>" };
+
+entmtp_status emt_tokenizer_build(const emt_tok_build *b, emt_tokenizer **out) {
+    if (!out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "emt_tokenizer_create: out is NULL");
     *out = NULL;
-    if (!spec || spec->n_tokens < 1 || !spec->tokens)
-        return emt_fail(ENTMTP_ERR_FORMAT, "tokenizer: no tokens");
-    const char *model = spec->model ? spec->model : "gpt2";
-    if (!strcmp(model, "llama"))
-        return emt_fail(ENTMTP_ERR_UNSUPPORTED, "tokenizer model 'llama' (SentencePiece) is not supported yet; models run on token ids");
-    if (strcmp(model, "gpt2") != 0)
-        return emt_fail(ENTMTP_ERR_UNSUPPORTED, "tokenizer model '%s' is not supported (gpt2 byte-level BPE)", model);
-    const char *pre = spec->pre ? spec->pre : "default";
-    int32_t ids[5] = { spec->bos, spec->eos, spec->unk, spec->pad, spec->eot };
-    static const char *id_names[5] = { "bos", "eos", "unk", "pad", "eot" };
-    for (int i = 0; i < 5; i++)
-        if (ids[i] < -1 || ids[i] >= spec->n_tokens)
-            return emt_fail(ENTMTP_ERR_FORMAT, "tokenizer: %s token id %d is outside the vocabulary of %d", id_names[i], ids[i], spec->n_tokens);
+    const emt_tokenizer_spec *sp = b ? b->spec : NULL;
+    if (!sp) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "emt_tokenizer_create: spec is NULL");
+    if (!sp->model)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tokenizer spec: model is NULL (\"gpt2\" or \"llama\")");
+    emt_tok_kind kind;
+    if (strcmp(sp->model, "gpt2") == 0) kind = EMT_TOK_BPE;
+    else if (strcmp(sp->model, "llama") == 0) kind = EMT_TOK_SPM;
+    else
+        return emt_fail(ENTMTP_ERR_UNSUPPORTED,
+                        "tokenizer model '%s' is not supported (supported: gpt2, llama)", sp->model);
+    int32_t n = sp->n_tokens;
+    if (n < 1) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tokenizer spec: n_tokens = %d (need >= 1)", n);
+    if (!b->tokens && !sp->tokens)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tokenizer spec: tokens is NULL");
+    entmtp_status st;
+    if ((st = check_id("bos", sp->bos, n)) || (st = check_id("eos", sp->eos, n)) ||
+        (st = check_id("unk", sp->unk, n)) || (st = check_id("pad", sp->pad, n)) ||
+        (st = check_id("eot", sp->eot, n)))
+        return st;
+
+    uint32_t byte_cp[256];
+    int16_t cp_byte[0x144];
+    byte_map(byte_cp, cp_byte);
     emt_tokenizer *t = emt_calloc(1, sizeof *t);
     if (!t) return ENTMTP_ERR_OUT_OF_MEMORY;
-    entmtp_status st = ENTMTP_OK;
-    t->n = spec->n_tokens;
-    t->bos = spec->bos;
-    t->eos = spec->eos;
-    t->unk = spec->unk;
-    t->eot = spec->eot;
-    t->add_bos = spec->add_bos;
-    t->text = emt_calloc((size_t)t->n, sizeof *t->text);
-    t->len = emt_calloc((size_t)t->n, sizeof *t->len);
-    t->bytes = emt_calloc((size_t)t->n, sizeof *t->bytes);
-    t->nbytes = emt_calloc((size_t)t->n, sizeof *t->nbytes);
-    t->type = emt_calloc((size_t)t->n, sizeof *t->type);
-    if (!t->text || !t->len || !t->bytes || !t->nbytes || !t->type) { st = ENTMTP_ERR_OUT_OF_MEMORY; goto fail; }
-    init_byte_chars(t);
-    for (int32_t i = 0; i < t->n; i++) {
-        size_t n = spec->token_lens ? spec->token_lens[i] : strlen(spec->tokens[i]);
-        t->text[i] = emt_malloc(n + 1, 1);
-        if (!t->text[i]) { st = ENTMTP_ERR_OUT_OF_MEMORY; goto fail; }
-        memcpy(t->text[i], spec->tokens[i], n);
-        t->text[i][n] = '\0';
-        t->len[i] = n;
-        t->type[i] = spec->token_types ? spec->token_types[i] : EMT_TOKEN_NORMAL;
-        if ((st = decode_token(t, i))) goto fail;
-        if (t->type[i] == EMT_TOKEN_CONTROL || t->type[i] == EMT_TOKEN_USER_DEFINED) t->n_specials++;
-    }
-    if ((st = build_vocab_map(t))) goto fail;
-    for (int b = 0; b < 256; b++) t->byte_token[b] = map_get(t, t->byte_char[b], t->byte_char_len[b]);
-    /* specials, longest first so that the longest match wins */
-    t->specials = emt_malloc((size_t)t->n_specials + 1, sizeof *t->specials);
-    if (!t->specials) { st = ENTMTP_ERR_OUT_OF_MEMORY; goto fail; }
-    {
-        int32_t k = 0;
-        for (int32_t i = 0; i < t->n; i++)
-            if ((t->type[i] == EMT_TOKEN_CONTROL || t->type[i] == EMT_TOKEN_USER_DEFINED) && t->len[i] > 0) t->specials[k++] = i;
-        t->n_specials = k;
-        for (int32_t i = 1; i < k; i++) { /* insertion sort by length, descending */
-            int32_t v = t->specials[i], j = i;
-            while (j > 0 && t->len[t->specials[j - 1]] < t->len[v]) { t->specials[j] = t->specials[j - 1]; j--; }
-            t->specials[j] = v;
-        }
-    }
-    /* merges */
-    if (spec->n_merges > 0) {
-        uint32_t cap = 16;
-        while (cap < (uint32_t)spec->n_merges * 2u + 2u) cap <<= 1;
-        t->merges.cap = cap;
-        t->merges.key = emt_malloc(cap, sizeof *t->merges.key);
-        t->merges.rank = emt_malloc(cap, sizeof *t->merges.rank);
-        t->merges.merged = emt_malloc(cap, sizeof *t->merges.merged);
-        if (!t->merges.key || !t->merges.rank || !t->merges.merged) { st = ENTMTP_ERR_OUT_OF_MEMORY; goto fail; }
-        for (uint32_t i = 0; i < cap; i++) t->merges.rank[i] = -1;
-        char buf[1024];
-        for (int32_t r = 0; r < spec->n_merges; r++) {
-            const char *m = spec->merges[r];
-            const char *sp = m ? strchr(m, ' ') : NULL;
-            if (!sp || sp == m || !sp[1]) {
-                st = emt_fail(ENTMTP_ERR_FORMAT, "tokenizer: merge %d ('%s') is not \"left right\"", r, m ? m : "");
+    t->kind = kind;
+    t->n_tokens = n;
+    t->bos = sp->bos;
+    t->eos = sp->eos;
+    t->unk = sp->unk;
+    t->pad = sp->pad;
+    t->eot = sp->eot;
+    t->add_bos = sp->add_bos ? 1 : 0;
+    t->unk_for_missing = b->unk_for_missing;
+    t->add_space_prefix = b->add_space_prefix < 0 ? 1 : b->add_space_prefix;
+    t->use_byte_fallback = !b->no_byte_fallback;
+    t->fuse_unk = b->fuse_unk;
+    t->spm_merges = b->spm_merges || sp->n_merges > 0;
+    t->prefix_if_no_space = b->prefix_if_no_space;
+    t->model_name = emt_strdup(sp->model);
+    if (!t->model_name) goto oom;
+
+    /* token texts */
+    t->text_off = emt_malloc((size_t)n, sizeof *t->text_off);
+    t->text_len = emt_malloc((size_t)n, sizeof *t->text_len);
+    t->types = emt_malloc((size_t)n, 1);
+    if (!t->text_off || !t->text_len || !t->types) goto oom;
+    size_t total = 0;
+    for (int32_t i = 0; i < n; i++) {
+        size_t L;
+        if (b->tokens) {
+            if (!b->tokens[i].s && b->tokens[i].n) {
+                st = emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tokenizer spec: token %d is NULL", i);
                 goto fail;
             }
-            size_t la = (size_t)(sp - m), lb = strlen(sp + 1);
-            int32_t a = map_get(t, m, la), b = map_get(t, sp + 1, lb);
-            if (la + lb >= sizeof buf) { st = emt_fail(ENTMTP_ERR_FORMAT, "tokenizer: merge %d is too long", r); goto fail; }
-            memcpy(buf, m, la);
-            memcpy(buf + la, sp + 1, lb);
-            int32_t c = map_get(t, buf, la + lb);
-            if (a < 0 || b < 0 || c < 0) {
-                st = emt_fail(ENTMTP_ERR_FORMAT, "tokenizer: merge %d ('%s'): %s is not in the vocabulary", r, m,
-                              a < 0 ? "the left part" : b < 0 ? "the right part" : "the merged token");
+            L = b->tokens[i].n;
+        } else {
+            if (!sp->tokens[i]) {
+                st = emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tokenizer spec: token %d is NULL", i);
                 goto fail;
             }
-            pair_put(&t->merges, a, b, r, c);
+            L = sp->token_lens ? sp->token_lens[i] : strlen(sp->tokens[i]);
         }
+        if (L > UINT32_MAX / 2) {
+            st = emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tokenizer spec: token %d is %zu bytes long", i, L);
+            goto fail;
+        }
+        t->text_len[i] = (uint32_t)L;
+        t->text_off[i] = total;
+        total += L + 1;
+        int ty = sp->token_types ? sp->token_types[i] : EMT_TOKEN_NORMAL;
+        if (ty == 0) ty = EMT_TOKEN_NORMAL; /* llama.cpp's "undefined" */
+        if (ty < EMT_TOKEN_NORMAL || ty > EMT_TOKEN_BYTE) {
+            st = emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
+                          "tokenizer spec: token %d has type %d (expected 1..6)", i, ty);
+            goto fail;
+        }
+        t->types[i] = (uint8_t)ty;
     }
-    if (!strcmp(pre, "smollm") || !strcmp(pre, "starcoder") || !strcmp(pre, "refact")) {
-        if ((st = compile(t, PAT_DIGIT)) || (st = compile(t, PAT_GPT2))) goto fail;
-    } else if (!strcmp(pre, "llama-bpe") || !strcmp(pre, "llama3")) {
-        if ((st = compile(t, PAT_LLAMA3))) goto fail;
-    } else if (!strcmp(pre, "gpt2") || !strcmp(pre, "default")) {
-        if ((st = compile(t, PAT_GPT2))) goto fail;
+    t->text_arena = emt_malloc(total + 1, 1);
+    if (!t->text_arena) goto oom;
+    for (int32_t i = 0; i < n; i++) {
+        const char *src = b->tokens ? b->tokens[i].s : sp->tokens[i];
+        if (t->text_len[i]) memcpy(t->text_arena + t->text_off[i], src, t->text_len[i]);
+        t->text_arena[t->text_off[i] + t->text_len[i]] = '\0';
+    }
+    if (kind == EMT_TOK_SPM) {
+        t->scores = emt_calloc((size_t)n, sizeof *t->scores);
+        if (!t->scores) goto oom;
+        if (sp->scores) memcpy(t->scores, sp->scores, (size_t)n * sizeof *t->scores);
+    }
+
+    /* text -> id map (first id wins) */
+    size_t cap = pow2_at_least((size_t)n * 2);
+    t->map = emt_malloc(cap, sizeof *t->map);
+    if (!t->map) goto oom;
+    for (size_t i = 0; i < cap; i++) t->map[i] = (emt_tok_map_entry){ 0, -1, -1 };
+    t->map_mask = cap - 1;
+    for (int32_t i = 0; i < n; i++) {
+        if (t->text_len[i] == 0) continue;
+        uint32_t h = hash_bytes(tok_text(t, i), t->text_len[i]);
+        emt_tok_map_entry *e = map_slot(t, tok_text(t, i), t->text_len[i], h);
+        if (e->id < 0) {
+            e->hash = h;
+            e->id = i;
+        }
+        if (e->bpe_id < 0 && usable_in_bpe(t, i)) e->bpe_id = i;
+    }
+
+    /* merges: byte-level BPE, and SentencePiece vocabularies from
+     * tokenizer.json (HF's BPE with byte fallback); GGUF "llama" ones
+     * merge by score instead */
+    if ((st = build_merges(t, b))) goto fail;
+    if (kind == EMT_TOK_BPE) {
+        for (int c = 0; c < 256; c++) {
+            char u[4];
+            int L = utf8_put(byte_cp[c], u);
+            t->byte_tok[c] = map_bpe(t, u, (size_t)L);
+            memcpy(t->byte_chr[c], u, 2);
+            t->byte_chr_len[c] = (uint8_t)L;
+            t->byte_fallback[c] = -1;
+        }
     } else {
-        st = emt_fail(ENTMTP_ERR_UNSUPPORTED, "tokenizer: pre-tokenizer '%s' is not supported (smollm, llama-bpe, gpt2, default)", pre);
-        goto fail;
+        for (int c = 0; c < 256; c++) {
+            char hex[8];
+            snprintf(hex, sizeof hex, "<0x%02X>", c);
+            t->byte_fallback[c] = t->use_byte_fallback ? map_any(t, hex, 6) : -1;
+            t->byte_tok[c] = -1;
+        }
     }
-    if (spec->chat_template && !(t->chat_template = emt_strdup(spec->chat_template))) { st = ENTMTP_ERR_OUT_OF_MEMORY; goto fail; }
+    if ((st = build_decoded(t, cp_byte))) goto fail;
+    if ((st = build_literals(t))) goto fail;
+    if ((st = choose_patterns(t, b))) goto fail;
+    if (b->ignore_merges >= 0) t->ignore_merges = b->ignore_merges;
+    else
+        t->ignore_merges = kind == EMT_TOK_BPE && (strcmp(t->pre_name, "llama-bpe") == 0 ||
+                                                   strcmp(t->pre_name, "llama3") == 0);
+
+    t->eog = emt_calloc((size_t)n, 1);
+    if (!t->eog) goto oom;
+    if (t->eos >= 0) t->eog[t->eos] = 1;
+    if (t->eot >= 0) t->eog[t->eot] = 1;
+    for (int32_t j = 0; j < n; j++) {
+        if (t->types[j] == EMT_TOKEN_NORMAL || t->types[j] == EMT_TOKEN_BYTE) continue;
+        for (size_t k = 0; k < sizeof g_eog_texts / sizeof g_eog_texts[0]; k++)
+            if (t->text_len[j] == strlen(g_eog_texts[k]) &&
+                memcmp(tok_text(t, j), g_eog_texts[k], t->text_len[j]) == 0)
+                t->eog[j] = 1;
+    }
+    if (sp->chat_template) {
+        t->chat_template = emt_strdup(sp->chat_template);
+        if (!t->chat_template) goto oom;
+    }
     *out = t;
     return ENTMTP_OK;
+oom:
+    st = ENTMTP_ERR_OUT_OF_MEMORY;
 fail:
     emt_tokenizer_free(t);
     return st;
 }
 
-/* --------------------------------------------------------------- encode */
-
-typedef struct out_buf {
-    int32_t *tok;
-    int32_t cap, n;
-} out_buf;
-
-static void emit(out_buf *o, int32_t id) {
-    if (o->n < o->cap) o->tok[o->n] = id;
-    o->n++;
+entmtp_status emt_tokenizer_create(const emt_tokenizer_spec *spec, emt_tokenizer **out) {
+    emt_tok_build b;
+    memset(&b, 0, sizeof b);
+    b.spec = spec;
+    b.add_space_prefix = -1;
+    b.ignore_merges = -1;
+    return emt_tokenizer_build(&b, out);
 }
 
-/* BPE over one pre-token (raw bytes). Symbols start as single bytes. */
-static entmtp_status bpe(const emt_tokenizer *t, const unsigned char *s, size_t n, out_buf *o) {
-    int32_t stack[64];
-    int32_t *sym = n <= 64 ? stack : emt_malloc(n, sizeof *sym);
-    if (!sym) return ENTMTP_ERR_OUT_OF_MEMORY;
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        int32_t id = t->byte_token[s[i]];
-        sym[m++] = id >= 0 ? id : (t->unk >= 0 ? t->unk : 0);
+void emt_tokenizer_free(emt_tokenizer *t) {
+    if (!t) return;
+    for (int i = 0; i < t->n_patterns; i++) pcre2_code_free(t->patterns[i]);
+    free(t->model_name);
+    free(t->pre_name);
+    free(t->text_arena);
+    free(t->text_off);
+    free(t->text_len);
+    free(t->types);
+    free(t->scores);
+    free(t->dec_arena);
+    free(t->dec_off);
+    free(t->dec_len);
+    free(t->eog);
+    free(t->map);
+    free(t->merges);
+    free(t->lit_ids);
+    free(t->chat_template);
+    free(t);
+}
+
+/* ------------------------------------------------------------ encoding */
+
+typedef struct bpe_sym {
+    int32_t id;
+    int32_t prev, next;
+    uint32_t start, len; /* bytes of the input (SentencePiece) */
+} bpe_sym;
+
+typedef struct bpe_item {
+    float score;   /* SentencePiece: higher first */
+    int32_t rank;  /* BPE: lower first */
+    int32_t left;  /* position of the left symbol: lower first */
+    int32_t right;
+    int32_t result;
+    uint32_t size;
+} bpe_item;
+
+typedef struct enc_ctx {
+    const emt_tokenizer *t;
+    emt_ivec out;
+    pcre2_match_data *md[EMT_TOK_MAX_PATTERNS];
+    bpe_sym *sym;
+    size_t sym_cap;
+    bpe_item *heap;
+    size_t heap_n, heap_cap;
+    char *buf; /* SentencePiece: escaped text; byte-level: mapped pre-token */
+    const uint8_t *text_start;
+    size_t buf_cap;
+} enc_ctx;
+
+static int item_before(const emt_tokenizer *t, const bpe_item *a, const bpe_item *b) {
+    if (t->kind == EMT_TOK_BPE || t->spm_merges) {
+        if (a->rank != b->rank) return a->rank < b->rank;
+    } else {
+        if (a->score != b->score) return a->score > b->score;
     }
+    return a->left < b->left;
+}
+
+static entmtp_status heap_push(enc_ctx *c, bpe_item it) {
+    if (c->heap_n == c->heap_cap) {
+        size_t ncap = c->heap_cap ? c->heap_cap * 2 : 64;
+        bpe_item *nh = emt_realloc(c->heap, ncap, sizeof *nh);
+        if (!nh) return ENTMTP_ERR_OUT_OF_MEMORY;
+        c->heap = nh;
+        c->heap_cap = ncap;
+    }
+    size_t i = c->heap_n++;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!item_before(c->t, &it, &c->heap[p])) break;
+        c->heap[i] = c->heap[p];
+        i = p;
+    }
+    c->heap[i] = it;
+    return ENTMTP_OK;
+}
+
+static bpe_item heap_pop(enc_ctx *c) {
+    bpe_item top = c->heap[0];
+    bpe_item last = c->heap[--c->heap_n];
+    size_t i = 0, n = c->heap_n;
     for (;;) {
-        int32_t best_rank = INT32_MAX, best_i = -1, best_merged = -1;
-        for (size_t i = 0; i + 1 < m; i++) {
-            int32_t merged;
-            int32_t r = pair_get(&t->merges, sym[i], sym[i + 1], &merged);
-            if (r >= 0 && r < best_rank) { best_rank = r; best_i = (int32_t)i; best_merged = merged; }
-        }
-        if (best_i < 0) break;
-        sym[best_i] = best_merged;
-        memmove(sym + best_i + 1, sym + best_i + 2, (m - (size_t)best_i - 2) * sizeof *sym);
-        m--;
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        const bpe_item *best = &last;
+        if (l < n && item_before(c->t, &c->heap[l], best)) { m = l; best = &c->heap[l]; }
+        if (r < n && item_before(c->t, &c->heap[r], best)) { m = r; best = &c->heap[r]; }
+        if (m == i) break;
+        c->heap[i] = c->heap[m];
+        i = m;
     }
-    for (size_t i = 0; i < m; i++) emit(o, sym[i]);
-    if (sym != stack) free(sym);
+    if (n > 0) c->heap[i] = last;
+    return top;
+}
+
+static entmtp_status sym_reserve(enc_ctx *c, size_t n) {
+    if (n <= c->sym_cap) return ENTMTP_OK;
+    size_t ncap = c->sym_cap ? c->sym_cap : 64;
+    while (ncap < n) ncap *= 2;
+    bpe_sym *ns = emt_realloc(c->sym, ncap, sizeof *ns);
+    if (!ns) return ENTMTP_ERR_OUT_OF_MEMORY;
+    c->sym = ns;
+    c->sym_cap = ncap;
     return ENTMTP_OK;
 }
 
-/* Apply pre-tokenizer stage `stage` to [s, s+n): pieces matched by the
- * pattern and the gaps between them both continue to the next stage. */
-static entmtp_status pretokenize(const emt_tokenizer *t, int stage, const char *s, size_t n, out_buf *o,
-                                 pcre2_match_data *md) {
+static entmtp_status bpe_try_pair(enc_ctx *c, int32_t a, int32_t b) {
+    if (a < 0 || b < 0) return ENTMTP_OK;
+    const emt_merge_entry *m = merge_find(c->t, c->sym[a].id, c->sym[b].id);
+    if (!m) return ENTMTP_OK;
+    return heap_push(c, (bpe_item){ 0.0f, m->rank, a, b, m->result, 0 });
+}
+
+static entmtp_status bpe_run(enc_ctx *c, int32_t ns);
+
+/* Byte-level BPE of one pre-token: each byte is one symbol (its GPT-2
+ * character); the lowest-rank adjacent pair merges first, leftmost on ties. */
+static entmtp_status bpe_piece(enc_ctx *c, const uint8_t *p, size_t n) {
+    const emt_tokenizer *t = c->t;
+    entmtp_status st;
+    if (t->ignore_merges) {
+        /* the pre-token as one token, when the vocabulary has it */
+        if (2 * n > c->buf_cap) {
+            char *nb = emt_realloc(c->buf, 2 * n, 1);
+            if (!nb) return ENTMTP_ERR_OUT_OF_MEMORY;
+            c->buf = nb;
+            c->buf_cap = 2 * n;
+        }
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++) {
+            memcpy(c->buf + m, t->byte_chr[p[i]], t->byte_chr_len[p[i]]);
+            m += t->byte_chr_len[p[i]];
+        }
+        int32_t whole = map_bpe(t, c->buf, m);
+        if (whole >= 0) return ivec_push(&c->out, whole);
+    }
+    if ((st = sym_reserve(c, n))) return st;
+    int32_t ns = 0;
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = t->byte_tok[p[i]];
+        if (id < 0) {
+            if (t->unk_for_missing && t->unk >= 0) id = t->unk;
+            else continue; /* no symbol for this byte: dropped, like HF with unk_token null */
+        }
+        c->sym[ns] = (bpe_sym){ id, ns - 1, ns + 1, 0, 0 };
+        ns++;
+    }
+    return bpe_run(c, ns);
+}
+
+/* Merge c->sym[0..ns) by pair rank, lowest first, leftmost on ties (stale
+ * heap entries are skipped), and emit the result. */
+static entmtp_status bpe_run(enc_ctx *c, int32_t ns) {
+    const emt_tokenizer *t = c->t;
+    entmtp_status st;
+    if (ns == 0) return ENTMTP_OK;
+    c->sym[ns - 1].next = -1;
+    c->heap_n = 0;
+    for (int32_t i = 0; i + 1 < ns; i++)
+        if ((st = bpe_try_pair(c, i, i + 1))) return st;
+    while (c->heap_n > 0) {
+        bpe_item it = heap_pop(c);
+        bpe_sym *L = &c->sym[it.left];
+        if (L->id < 0 || L->next != it.right) continue; /* stale */
+        bpe_sym *R = &c->sym[it.right];
+        const emt_merge_entry *m = merge_find(t, L->id, R->id);
+        if (!m || m->result != it.result) continue;
+        L->id = it.result;
+        L->next = R->next;
+        if (R->next >= 0) c->sym[R->next].prev = it.left;
+        R->id = -1;
+        if ((st = bpe_try_pair(c, L->prev, it.left))) return st;
+        if ((st = bpe_try_pair(c, it.left, L->next))) return st;
+    }
+    for (int32_t i = 0; i >= 0; i = c->sym[i].next)
+        if ((st = ivec_push(&c->out, c->sym[i].id))) return st;
+    return ENTMTP_OK;
+}
+
+static entmtp_status regex_error(int rc) {
+    PCRE2_UCHAR msg[256];
+    pcre2_get_error_message(rc, msg, sizeof msg);
+    return emt_fail(ENTMTP_ERR_UNSUPPORTED, "pre-tokenizer regex match failed: %s", (const char *)msg);
+}
+
+/* Split s[0..n) with pattern `level`; matches and the gaps between them are
+ * both pieces (HF "Isolated"); each piece goes on to the next pattern. */
+static entmtp_status pretok(enc_ctx *c, int level, const uint8_t *s, size_t n) {
     if (n == 0) return ENTMTP_OK;
-    if (stage == t->n_pre) return bpe(t, (const unsigned char *)s, n, o);
-    size_t pos = 0;
+    if (level == c->t->n_patterns) return bpe_piece(c, s, n);
+    pcre2_code *re = c->t->patterns[level];
+    pcre2_match_data *md = c->md[level];
+    size_t off = 0, gap = 0;
     entmtp_status st;
-    while (pos < n) {
-        int rc = pcre2_match(t->pre[stage], (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, NULL);
-        if (rc < 0) break;
+    while (off < n) {
+        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, off, 0, md, NULL);
+        if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+            rc = pcre2_match(re, (PCRE2_SPTR)s, n, off, PCRE2_NO_JIT, md, NULL);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) return regex_error(rc);
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-        size_t a = ov[0], b = ov[1];
-        if (b == a) { /* empty match: skip one character */
-            if ((st = pretokenize(t, stage + 1, s + pos, a + 1 - pos, o, md))) return st;
-            pos = a + 1;
+        size_t a = ov[0], e = ov[1];
+        if (e <= a) { /* empty match: no piece; step one character */
+            off = a + utf8_seq_len(s + a, n - a);
             continue;
         }
-        if (a > pos && (st = pretokenize(t, stage + 1, s + pos, a - pos, o, md))) return st;
-        if ((st = pretokenize(t, stage + 1, s + a, b - a, o, md))) return st;
-        pos = b;
+        if (a > gap && (st = pretok(c, level + 1, s + gap, a - gap))) return st;
+        if ((st = pretok(c, level + 1, s + a, e - a))) return st;
+        off = gap = e;
     }
-    if (pos < n) return pretokenize(t, stage + 1, s + pos, n - pos, o, md);
+    if (gap < n) return pretok(c, level + 1, s + gap, n - gap);
     return ENTMTP_OK;
 }
 
-/* Invalid UTF-8 cannot go through PCRE2's UTF mode: such bytes are BPE'd
- * one span at a time around the valid parts. */
-static entmtp_status encode_text(const emt_tokenizer *t, const char *s, size_t n, out_buf *o, pcre2_match_data *md) {
-    size_t start = 0, i = 0;
+static entmtp_status spm_try_pair(enc_ctx *c, int32_t a, int32_t b) {
+    if (a < 0 || b < 0) return ENTMTP_OK;
+    const bpe_sym *L = &c->sym[a], *R = &c->sym[b];
+    int32_t id = map_bpe(c->t, c->buf + L->start, (size_t)L->len + R->len);
+    if (id < 0) return ENTMTP_OK;
+    return heap_push(c, (bpe_item){ c->t->scores[id], 0, a, b, id, L->len + R->len });
+}
+
+/* SentencePiece BPE (llama.cpp's "llama" vocabulary): spaces become U+2581,
+ * optionally one is prefixed; adjacent pieces whose concatenation is a token
+ * merge, highest score first, leftmost on ties; characters left without a
+ * token fall back to <0xNN> byte tokens. */
+static entmtp_status spm_fragment(enc_ctx *c, const uint8_t *s, size_t n, int prefix) {
+    const emt_tokenizer *t = c->t;
+    size_t need = 3 * n + 3;
+    if (need > c->buf_cap) {
+        char *nb = emt_realloc(c->buf, need, 1);
+        if (!nb) return ENTMTP_ERR_OUT_OF_MEMORY;
+        c->buf = nb;
+        c->buf_cap = need;
+    }
+    size_t m = 0;
+    if (prefix && t->prefix_if_no_space &&
+        (s[0] == ' ' || (n >= 3 && s[0] == 0xE2 && s[1] == 0x96 && s[2] == 0x81)))
+        prefix = 0;
+    if (prefix) { memcpy(c->buf, "\xE2\x96\x81", 3); m = 3; }
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == ' ') { memcpy(c->buf + m, "\xE2\x96\x81", 3); m += 3; }
+        else c->buf[m++] = (char)s[i];
+    }
+    if (m == 0) return ENTMTP_OK;
     entmtp_status st;
-    while (i < n) {
-        uint32_t cp;
-        int l = utf8_next((const unsigned char *)s + i, n - i, &cp);
-        if (cp == 0xFFFFFFFF || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) {
-            if (i > start && (st = pretokenize(t, 0, s + start, i - start, o, md))) return st;
-            if ((st = bpe(t, (const unsigned char *)s + i, 1, o))) return st;
-            i += 1;
-            start = i;
+    if ((st = sym_reserve(c, m))) return st;
+    int32_t ns = 0;
+    if (t->spm_merges) {
+        /* Hugging Face's BPE with byte fallback (SentencePiece vocabularies
+         * from tokenizer.json): characters are the symbols, a character
+         * without a token becomes its <0xNN> tokens (all of them exist) or
+         * unk; merges by rank */
+        for (size_t i = 0; i < m;) {
+            size_t L = utf8_seq_len((const uint8_t *)c->buf + i, m - i);
+            int32_t id = map_bpe(t, c->buf + i, L);
+            if (id >= 0) {
+                c->sym[ns] = (bpe_sym){ id, ns - 1, ns + 1, 0, 0 };
+                ns++;
+            } else {
+                int all = t->use_byte_fallback;
+                for (size_t k = 0; k < L && all; k++)
+                    all = t->byte_fallback[(uint8_t)c->buf[i + k]] >= 0;
+                if (all) {
+                    for (size_t k = 0; k < L; k++) {
+                        c->sym[ns] = (bpe_sym){ t->byte_fallback[(uint8_t)c->buf[i + k]], ns - 1, ns + 1, 0, 0 };
+                        ns++;
+                    }
+                } else if (t->unk >= 0 && !(t->fuse_unk && ns > 0 && c->sym[ns - 1].id == t->unk)) {
+                    c->sym[ns] = (bpe_sym){ t->unk, ns - 1, ns + 1, 0, 0 };
+                    ns++;
+                }
+            }
+            i += L;
+        }
+        return bpe_run(c, ns);
+    }
+    for (size_t i = 0; i < m;) {
+        size_t L = utf8_seq_len((const uint8_t *)c->buf + i, m - i);
+        c->sym[ns] = (bpe_sym){ 0, ns - 1, ns + 1, (uint32_t)i, (uint32_t)L };
+        ns++;
+        i += L;
+    }
+    c->sym[ns - 1].next = -1;
+    c->heap_n = 0;
+    for (int32_t i = 0; i + 1 < ns; i++)
+        if ((st = spm_try_pair(c, i, i + 1))) return st;
+    while (c->heap_n > 0) {
+        bpe_item it = heap_pop(c);
+        bpe_sym *L = &c->sym[it.left], *R = &c->sym[it.right];
+        if (L->len == 0 || R->len == 0 || L->len + R->len != it.size) continue;
+        L->len += R->len;
+        R->len = 0;
+        L->next = R->next;
+        if (R->next >= 0) c->sym[R->next].prev = it.left;
+        if ((st = spm_try_pair(c, L->prev, it.left))) return st;
+        if ((st = spm_try_pair(c, it.left, L->next))) return st;
+    }
+    for (int32_t i = 0; i >= 0; i = c->sym[i].next) {
+        const bpe_sym *y = &c->sym[i];
+        int32_t id = map_bpe(t, c->buf + y->start, y->len);
+        if (id >= 0) {
+            if ((st = ivec_push(&c->out, id))) return st;
             continue;
         }
-        i += (size_t)l;
-    }
-    return pretokenize(t, 0, s + start, n - start, o, md);
-}
-
-entmtp_status emt_tokenize(const emt_tokenizer *t, const char *text, size_t len, int add_bos, int parse_special,
-                           int32_t *tokens, int32_t capacity, int32_t *n_out) {
-    out_buf o = { tokens, capacity, 0 };
-    pcre2_match_data *md = pcre2_match_data_create(4, NULL);
-    if (!md) return emt_fail(ENTMTP_ERR_OUT_OF_MEMORY, "tokenize: out of memory");
-    entmtp_status st = ENTMTP_OK;
-    if (add_bos && t->bos >= 0) emit(&o, t->bos);
-    size_t seg = 0, i = 0;
-    while (parse_special && i < len && !st) {
-        int32_t hit = -1;
-        for (int32_t k = 0; k < t->n_specials; k++) {
-            int32_t id = t->specials[k];
-            if (t->len[id] <= len - i && !memcmp(text + i, t->text[id], t->len[id])) { hit = id; break; }
+        for (uint32_t k = 0; k < y->len; k++) {
+            uint8_t byte = (uint8_t)c->buf[y->start + k];
+            int32_t bid = t->byte_fallback[byte] >= 0 ? t->byte_fallback[byte] : t->unk;
+            if (bid >= 0 && (st = ivec_push(&c->out, bid))) return st;
         }
-        if (hit < 0) { i++; continue; }
-        if (i > seg) st = encode_text(t, text + seg, i - seg, &o, md);
-        emit(&o, hit);
-        i += t->len[hit];
-        seg = i;
     }
-    if (!st && seg < len) st = encode_text(t, text + seg, len - seg, &o, md);
-    pcre2_match_data_free(md);
-    if (st) return st;
-    *n_out = o.n;
-    if (o.n > capacity)
-        return emt_fail(ENTMTP_ERR_BUFFER_TOO_SMALL, "tokenize: %d tokens do not fit in a buffer of %d", o.n, capacity);
     return ENTMTP_OK;
 }
 
-entmtp_status emt_detokenize(const emt_tokenizer *t, const int32_t *tokens, int32_t n, char *text, size_t capacity,
-                             size_t *len_out) {
+static entmtp_status encode_raw(enc_ctx *c, const uint8_t *s, size_t n, int *prev_special) {
+    if (n == 0) return ENTMTP_OK;
+    entmtp_status st;
+    if (c->t->kind == EMT_TOK_SPM)
+        st = spm_fragment(c, s, n,
+                          c->t->add_space_prefix == 1 ? *prev_special
+                          : c->t->add_space_prefix == 2 ? s == c->text_start : 0);
+    else
+        st = pretok(c, 0, s, n);
+    *prev_special = 0;
+    return st;
+}
+
+entmtp_status emt_tokenize(const emt_tokenizer *t, const char *text, size_t len, int add_bos,
+                           int parse_special, int32_t *tokens, int32_t capacity, int32_t *n_out) {
+    if (!t) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tokenize: tokenizer is NULL");
+    if (!n_out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tokenize: n_tokens output is NULL");
+    if (!text && len > 0) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tokenize: text is NULL");
+    if (capacity < 0)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tokenize: capacity = %d", capacity);
+    if (!tokens && capacity > 0)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tokenize: tokens is NULL with capacity %d", capacity);
+    enc_ctx c;
+    memset(&c, 0, sizeof c);
+    c.t = t;
+    c.text_start = (const uint8_t *)text;
+    entmtp_status st = ENTMTP_OK;
+    for (int i = 0; i < t->n_patterns; i++) {
+        c.md[i] = pcre2_match_data_create_from_pattern(t->patterns[i], NULL);
+        if (!c.md[i]) { st = emt_fail(ENTMTP_ERR_OUT_OF_MEMORY, "tokenize: out of memory"); goto done; }
+    }
+    int prev_special = 1;
+    if (add_bos && t->bos >= 0 && (st = ivec_push(&c.out, t->bos))) goto done;
+    const uint8_t *s = (const uint8_t *)text;
+    size_t raw = 0, i = 0;
+    while (i < len && t->n_lit > 0) {
+        uint8_t b = s[i];
+        int32_t found = -1;
+        for (int32_t k = t->lit_start[b]; k < t->lit_start[b + 1]; k++) {
+            int32_t id = t->lit_ids[k];
+            if (!parse_special && t->types[id] != EMT_TOKEN_USER_DEFINED) continue;
+            uint32_t L = t->text_len[id];
+            if (L <= len - i && memcmp(s + i, tok_text(t, id), L) == 0) {
+                found = id;
+                break;
+            }
+        }
+        if (found < 0) {
+            i++;
+            continue;
+        }
+        if ((st = encode_raw(&c, s + raw, i - raw, &prev_special))) goto done;
+        if ((st = ivec_push(&c.out, found))) goto done;
+        prev_special = 1;
+        i += t->text_len[found];
+        raw = i;
+    }
+    if ((st = encode_raw(&c, s + raw, len - raw, &prev_special))) goto done;
+    if (c.out.n > (size_t)INT32_MAX) {
+        st = emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "tokenize: %zu tokens do not fit in int32", c.out.n);
+        goto done;
+    }
+    *n_out = (int32_t)c.out.n;
+    if (c.out.n > (size_t)capacity) {
+        st = emt_fail(ENTMTP_ERR_BUFFER_TOO_SMALL,
+                      "tokenize: %zu tokens need a buffer of that many, capacity is %d", c.out.n,
+                      capacity);
+        goto done;
+    }
+    if (c.out.n) memcpy(tokens, c.out.v, c.out.n * sizeof *tokens);
+done:
+    for (int k = 0; k < t->n_patterns; k++) pcre2_match_data_free(c.md[k]);
+    free(c.out.v);
+    free(c.sym);
+    free(c.heap);
+    free(c.buf);
+    return st;
+}
+
+/* ------------------------------------------------------------ decoding */
+
+entmtp_status emt_detokenize(const emt_tokenizer *t, const int32_t *tokens, int32_t n, char *text,
+                             size_t capacity, size_t *len_out) {
+    if (!t) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "detokenize: tokenizer is NULL");
+    if (!len_out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "detokenize: text_len output is NULL");
+    if (n < 0) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "detokenize: n_tokens = %d", n);
+    if (!tokens && n > 0) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "detokenize: tokens is NULL");
+    if (!text && capacity > 0)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "detokenize: text is NULL with capacity %zu", capacity);
     size_t need = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (tokens[i] < 0 || tokens[i] >= t->n)
-            return emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "detokenize: token %d at position %d is outside the vocabulary [0, %d)",
-                            tokens[i], i, t->n);
-        need += t->nbytes[tokens[i]];
+        int32_t id = tokens[i];
+        if (id < 0 || id >= t->n_tokens)
+            return emt_fail(ENTMTP_ERR_OUT_OF_RANGE,
+                            "detokenize: token id %d at position %d is out of range [0, %d)", id, i,
+                            t->n_tokens);
+        need += t->dec_len[id];
     }
     *len_out = need;
-    if (need + 1 > capacity) {
-        if (capacity > 0) text[0] = '\0';
-        return emt_fail(ENTMTP_ERR_BUFFER_TOO_SMALL, "detokenize: %zu bytes (+1 for the terminator) do not fit in %zu", need, capacity);
-    }
-    size_t k = 0;
+    if (need > capacity)
+        return emt_fail(ENTMTP_ERR_BUFFER_TOO_SMALL,
+                        "detokenize: %zu bytes needed (plus 1 for the NUL), capacity is %zu", need,
+                        capacity);
+    size_t pos = 0;
     for (int32_t i = 0; i < n; i++) {
-        memcpy(text + k, t->bytes[tokens[i]], t->nbytes[tokens[i]]);
-        k += t->nbytes[tokens[i]];
+        memcpy(text + pos, t->dec_arena + t->dec_off[tokens[i]], t->dec_len[tokens[i]]);
+        pos += t->dec_len[tokens[i]];
     }
-    text[k] = '\0';
+    if (pos < capacity) text[pos] = '\0';
     return ENTMTP_OK;
 }
 
-/* ------------------------------------------------------------------ chat */
+/* ------------------------------------------------------------- queries */
 
-static const char *SMOLLM_SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+int emt_tokenizer_is_eog(const emt_tokenizer *t, int32_t token) {
+    return t && token >= 0 && token < t->n_tokens && t->eog[token];
+}
+int32_t emt_tokenizer_n_vocab(const emt_tokenizer *t) { return t ? t->n_tokens : 0; }
+int32_t emt_tokenizer_bos(const emt_tokenizer *t) { return t ? t->bos : -1; }
+int32_t emt_tokenizer_eos(const emt_tokenizer *t) { return t ? t->eos : -1; }
+int32_t emt_tokenizer_eot(const emt_tokenizer *t) { return t ? t->eot : -1; }
+int32_t emt_tokenizer_unk(const emt_tokenizer *t) { return t ? t->unk : -1; }
+int32_t emt_tokenizer_pad(const emt_tokenizer *t) { return t ? t->pad : -1; }
+int emt_tokenizer_add_bos(const emt_tokenizer *t) { return t ? t->add_bos : 0; }
+const char *emt_tokenizer_model(const emt_tokenizer *t) { return t ? t->model_name : NULL; }
+const char *emt_tokenizer_pre(const emt_tokenizer *t) { return t ? t->pre_name : NULL; }
+const char *emt_tokenizer_chat_template(const emt_tokenizer *t) { return t ? t->chat_template : NULL; }
 
-entmtp_status emt_chat_prompt(const emt_tokenizer *t, const char *system, const char *user, char *text,
-                              size_t capacity, size_t *len_out) {
-    const char *tpl = t->chat_template ? t->chat_template : "";
-    char *buf = NULL;
-    size_t n = strlen(user) + (system ? strlen(system) : 0) + 256;
-    buf = emt_malloc(n, 1);
-    if (!buf) return ENTMTP_ERR_OUT_OF_MEMORY;
-    int k;
-    if (strstr(tpl, "<|im_start|>")) {
-        const char *sys = system ? system : (strstr(tpl, SMOLLM_SYSTEM) ? SMOLLM_SYSTEM : NULL);
-        if (sys)
-            k = snprintf(buf, n, "<|im_start|>system\n%s<|im_end|>\n<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", sys, user);
-        else
-            k = snprintf(buf, n, "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", user);
-    } else if (strstr(tpl, "<|start_header_id|>")) {
-        if (system)
-            k = snprintf(buf, n, "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n%s<|eot_id|>"
-                                 "<|start_header_id|>user<|end_header_id|>\n\n%s<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", system, user);
-        else
-            k = snprintf(buf, n, "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n%s<|eot_id|>"
-                                 "<|start_header_id|>assistant<|end_header_id|>\n\n", user);
-    } else if (strstr(tpl, "[INST]")) {
-        if (system) k = snprintf(buf, n, "<s>[INST] <<SYS>>\n%s\n<</SYS>>\n\n%s [/INST]", system, user);
-        else k = snprintf(buf, n, "<s>[INST] %s [/INST]", user);
-    } else {
-        free(buf);
-        return emt_fail(ENTMTP_ERR_UNSUPPORTED, "chat prompt: the model has %s chat template",
-                        t->chat_template ? "an unrecognised (not ChatML, Llama 2 or Llama 3)" : "no");
-    }
-    size_t len = (size_t)k;
-    *len_out = len;
-    if (len + 1 > capacity) {
-        free(buf);
-        if (capacity > 0) text[0] = '\0';
-        return emt_fail(ENTMTP_ERR_BUFFER_TOO_SMALL, "chat prompt: %zu bytes (+1) do not fit in %zu", len, capacity);
-    }
-    memcpy(text, buf, len + 1);
-    free(buf);
-    return ENTMTP_OK;
+const char *emt_tokenizer_token_text(const emt_tokenizer *t, int32_t id, size_t *len) {
+    if (!t || id < 0 || id >= t->n_tokens) return NULL;
+    if (len) *len = t->text_len[id];
+    return tok_text(t, id);
 }
 
-int emt_tokenizer_is_eog(const emt_tokenizer *t, int32_t tok) {
-    if (tok < 0 || tok >= t->n) return 0;
-    if (tok == t->eos || tok == t->eot) return 1;
-    static const char *eog[] = { "<|im_end|>", "<|eot_id|>", "<|endoftext|>", "</s>", "<|end_of_text|>" };
-    for (size_t i = 0; i < sizeof eog / sizeof eog[0]; i++)
-        if (t->len[tok] == strlen(eog[i]) && !memcmp(t->text[tok], eog[i], t->len[tok])) return 1;
-    return 0;
+int emt_tokenizer_token_type(const emt_tokenizer *t, int32_t id) {
+    if (!t || id < 0 || id >= t->n_tokens) return 0;
+    return t->types[id];
 }
 
-int32_t emt_tokenizer_n_vocab(const emt_tokenizer *t) { return t->n; }
-int32_t emt_tokenizer_bos(const emt_tokenizer *t) { return t->bos; }
-int32_t emt_tokenizer_eos(const emt_tokenizer *t) { return t->eos; }
+int32_t emt_tokenizer_find(const emt_tokenizer *t, const char *text, size_t len) {
+    if (!t || (!text && len)) return -1;
+    if (len == 0) return -1;
+    return map_any(t, text, len);
+}

@@ -43,11 +43,32 @@ int32_t emt_tokenizer_n_vocab(const emt_tokenizer *t);
 int32_t emt_tokenizer_bos(const emt_tokenizer *t);
 int32_t emt_tokenizer_eos(const emt_tokenizer *t);
 
-/* Constructors from model files. ENTMTP_ERR_NOT_FOUND when the file carries
- * no tokenizer (the model then runs on token ids only). */
+/* Constructors from model files. ENTMTP_ERR_NOT_FOUND when the file or
+ * directory carries no tokenizer (the model then runs on token ids only).
+ * Other errors name the file and the value at fault. */
 struct emt_gguf;
 entmtp_status emt_tokenizer_from_gguf(const struct emt_gguf *g, emt_tokenizer **out);
-/* tokenizer.json (+ tokenizer_config.json for the chat template) in `dir` */
+/* tokenizer.json (+ tokenizer_config.json for the chat template and the
+ * bos/eos names, when present) in the directory `dir`. */
 entmtp_status emt_tokenizer_from_hf_dir(const char *dir, emt_tokenizer **out);
+/* Same, from the text of tokenizer.json (and of tokenizer_config.json, may
+ * be NULL); `name` is used in error messages. */
+entmtp_status emt_tokenizer_from_hf_json(const char *tokenizer_json, const char *config_json,
+                                         const char *name, emt_tokenizer **out);
+
+/* Introspection. */
+const char *emt_tokenizer_model(const emt_tokenizer *t);      /* "gpt2" or "llama" */
+const char *emt_tokenizer_pre(const emt_tokenizer *t);        /* pre-tokenizer name */
+const char *emt_tokenizer_chat_template(const emt_tokenizer *t); /* NULL when absent */
+/* Text of token `id` as stored in the vocabulary (byte-level form for
+ * "gpt2"), NULL when out of range; *len receives its length (may be NULL). */
+const char *emt_tokenizer_token_text(const emt_tokenizer *t, int32_t id, size_t *len);
+int emt_tokenizer_token_type(const emt_tokenizer *t, int32_t id); /* 0 when out of range */
+/* First id whose text is exactly `text` (any type), -1 when none. */
+int32_t emt_tokenizer_find(const emt_tokenizer *t, const char *text, size_t len);
+int emt_tokenizer_add_bos(const emt_tokenizer *t);
+int32_t emt_tokenizer_eot(const emt_tokenizer *t);
+int32_t emt_tokenizer_unk(const emt_tokenizer *t);
+int32_t emt_tokenizer_pad(const emt_tokenizer *t);
 
 #endif

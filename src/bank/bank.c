@@ -203,8 +203,9 @@ static entmtp_status tree_ref(const entmtp_bank *b, const cJSON *v, const char *
 static entmtp_status num_field(const cJSON *o, const char *key, const char *file, const char *where, float *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v) return ENTMTP_OK;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        return emt_fail(ENTMTP_ERR_FORMAT, "%s: %s.%s must be a finite number", file, where, key);
+    /* finite as a float, not only as a double: 1e300 would become inf */
+    if (!cJSON_IsNumber(v) || !isfinite((float)v->valuedouble))
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: %s.%s must be a finite number within float range", file, where, key);
     *out = (float)v->valuedouble;
     return ENTMTP_OK;
 }
@@ -228,8 +229,8 @@ static entmtp_status load_policy(entmtp_bank *b, const cJSON *pol, const char *f
         const cJSON *v;
         c.n_thresholds = 0;
         cJSON_ArrayForEach(v, th) {
-            if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-                return emt_fail(ENTMTP_ERR_FORMAT, "%s: policy.ladder.thresholds[%d] is not a finite number", file, c.n_thresholds);
+            if (!cJSON_IsNumber(v) || !isfinite((float)v->valuedouble))
+                return emt_fail(ENTMTP_ERR_FORMAT, "%s: policy.ladder.thresholds[%d] is not a finite number within float range", file, c.n_thresholds);
             c.thresholds[c.n_thresholds++] = (float)v->valuedouble;
         }
         if (tr) {

@@ -157,8 +157,8 @@ static entmtp_status json_float(const cJSON *root, const char *file, const char 
                                 float *out) {
     const cJSON *it = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!it || cJSON_IsNull(it)) { *out = dflt; return ENTMTP_OK; }
-    if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
-        return emt_fail(ENTMTP_ERR_FORMAT, "%s: field '%s' must be a finite number", file, key);
+    if (!cJSON_IsNumber(it) || !isfinite((float)it->valuedouble))
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: field '%s' must be a finite number within float range", file, key);
     *out = (float)it->valuedouble;
     return ENTMTP_OK;
 }

@@ -86,6 +86,9 @@ int main(void) {
         { "{\"trees\":[{\"name\":\"a\",\"choices\":[[0]],\"depth\":3}]}", "trees[0].depth disagrees" },
         { "{\"trees\":[{\"name\":\"a\",\"choices\":[[0]],\"mean_accept_length\":\"x\"}]}", "trees[0].mean_accept_length" },
         { "{\"trees\":[{\"name\":\"a\",\"choices\":[[0]]},{\"name\":\"a\",\"choices\":[]}]}", "already has a tree named 'a'" },
+        /* regression (fuzz_bank_json): finite as a double, inf as a float */
+        { "{\"trees\":[{\"name\":\"a\",\"choices\":[[0]],\"tokens_per_second\":1e300}]}", "trees[0].tokens_per_second" },
+        { "{\"trees\":[{\"name\":\"a\",\"choices\":[[0]]}],\"policy\":{\"ladder\":{\"thresholds\":[1e60]}}}", "thresholds[0]" },
         { "{\"trees\":[{\"name\":\"a\",\"choices\":[[0]]}],\"policy\":{\"hysteresis\":{\"aggressive_tree\":\"zzz\"}}}", "no tree named 'zzz'" },
         { "{\"trees\":[{\"name\":\"a\",\"choices\":[[0]]}],\"policy\":{\"ladder\":{\"thresholds\":[0.5,0.1]}}}", "policy.ladder" },
         { "{\"trees\":[{\"name\":\"a\",\"choices\":[[0]]}],\"policy\":{\"hysteresis\":{\"tau_on\":0.1,\"tau_off\":0.5}}}", "tau_off" },

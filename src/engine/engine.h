@@ -42,4 +42,31 @@ entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_s
 entmtp_status emt_session_time_verify(entmtp_session *S, int32_t tree_index, int32_t reps,
                                       double *median_seconds);
 
+/* entmtp_session_create with buffers for trees of at least min_nodes nodes,
+ * min_depth levels and top-k min_topk beyond what the bank needs (tree
+ * search verifies trees that are not in any bank). min_nodes > 0 also
+ * allocates what emt_session_probe_step needs. */
+entmtp_status emt_session_create_sized(entmtp_model *model, entmtp_heads *heads, entmtp_bank *bank,
+                                       const entmtp_session_params *params, int32_t min_nodes,
+                                       int32_t min_depth, int32_t min_topk,
+                                       entmtp_session **out_session);
+
+/* Tree search's what-if step (Algorithm 1 of the EntMTP paper): draft and
+ * verify every node of `tree`, write each node's acceptance to node_ok
+ * (emt_accept_node_flags), then accept and commit as entmtp_step would with
+ * only the paths in `commit` (commit_rows rows of tree node ids, width
+ * tree->depth + 1, -1 padded): the trajectory advances with the base tree
+ * while the extra nodes are only scored. No policy is consulted. */
+entmtp_status emt_session_probe_step(entmtp_session *S, const emt_tree *tree, const int32_t *commit,
+                                     int32_t commit_rows, uint8_t *node_ok, entmtp_step_result *r);
+
+/* The heads' top-k ids (emt_session_topk(S) per level) at the current
+ * position, for head levels 0..n_heads-1: Medusa heads read the last hidden
+ * state only; Hydra head d is conditioned on path[0..d] (the tokens after
+ * the current position, e.g. the true continuation for accuracy tables).
+ * Output [n_heads][topk]. Nothing is committed. */
+entmtp_status emt_session_head_topk(entmtp_session *S, const int32_t *path, int32_t n_heads,
+                                    int32_t *top_ids);
+int32_t emt_session_topk(const entmtp_session *S);
+
 #endif

@@ -1,5 +1,6 @@
 /* entmtp_session_*, entmtp_step: the draft-verify-accept loop. */
 #include "accept/accept.h"
+#include "accept/node_flags.h"
 #include "engine/engine.h"
 
 #include <math.h>
@@ -32,6 +33,7 @@ struct entmtp_session {
     int32_t *path;         /* scratch for one node's path */
     float *host_logits;    /* device backends: node logits copied for acceptance */
     float *host_next;      /* device backends: next-token logits on the host */
+    float *probe_probs;    /* search probes at temperature > 0: one distribution */
     entmtp_features features;
     int32_t last_accept;
     float ema;
@@ -96,6 +98,7 @@ ENTMTP_API void entmtp_session_free(entmtp_session *S) {
     free(S->path);
     free(S->host_logits);
     free(S->host_next);
+    free(S->probe_probs);
     free(S->usage);
     free(S);
 }
@@ -158,6 +161,13 @@ ENTMTP_API entmtp_status entmtp_session_create(entmtp_model *model, entmtp_heads
                                                entmtp_bank *bank,
                                                const entmtp_session_params *params,
                                                entmtp_session **out_session) {
+    return emt_session_create_sized(model, heads, bank, params, 0, 0, 0, out_session);
+}
+
+entmtp_status emt_session_create_sized(entmtp_model *model, entmtp_heads *heads, entmtp_bank *bank,
+                                       const entmtp_session_params *params, int32_t min_nodes,
+                                       int32_t min_depth, int32_t min_topk,
+                                       entmtp_session **out_session) {
     if (!model || !out_session)
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_session_create: model and out_session must not be NULL");
     *out_session = NULL;
@@ -179,9 +189,11 @@ ENTMTP_API entmtp_status entmtp_session_create(entmtp_model *model, entmtp_heads
     if ((st = check_bank(S))) { entmtp_session_free(S); return st; }
     S->n_trees = bank ? entmtp_bank_size(bank) : 0;
     S->max_nodes = bank && S->n_trees ? emt_bank_max_nodes_used(bank) : 1;
+    if (S->max_nodes < min_nodes) S->max_nodes = min_nodes;
     if (S->max_nodes < 1) S->max_nodes = 1;
     S->max_depth = bank && S->n_trees ? emt_bank_max_depth_used(bank) : 0;
-    S->topk = 1;
+    if (S->max_depth < min_depth) S->max_depth = min_depth;
+    S->topk = min_topk > 1 ? min_topk : 1;
     for (int32_t i = 0; i < S->n_trees; i++)
         if (emt_bank_tree(bank, i)->topk > S->topk) S->topk = emt_bank_tree(bank, i)->topk;
 
@@ -236,6 +248,7 @@ ENTMTP_API entmtp_status entmtp_session_create(entmtp_model *model, entmtp_heads
     HOST_ALLOC(S->parent_row, S->max_nodes);
     HOST_ALLOC(S->path, (S->max_depth > n_heads ? S->max_depth : n_heads) + 1);
     HOST_ALLOC(S->usage, S->n_trees);
+    if (min_nodes > 0) HOST_ALLOC(S->probe_probs, model->cfg.vocab);
     if (!be->ops->host_memory) {
         HOST_ALLOC(S->host_logits, (int64_t)S->max_nodes * V);
         HOST_ALLOC(S->host_next, V);
@@ -385,6 +398,31 @@ static void hydra_chain(entmtp_session *S, int32_t root) {
     }
 }
 
+entmtp_status emt_session_head_topk(entmtp_session *S, const int32_t *path, int32_t n_heads,
+                                    int32_t *top_ids) {
+    if (!S || !S->heads || !path || !top_ids || n_heads < 1 || n_heads > S->heads->n_heads)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "head_topk: needs heads and 1..%d head levels",
+                        S && S->heads ? S->heads->n_heads : 0);
+    if (!S->have_logits) return emt_fail(ENTMTP_ERR_STATE, "head_topk: no context yet");
+    for (int32_t d = 0; d < n_heads; d++)
+        if (path[d] < 0 || path[d] >= S->model->cfg.vocab)
+            return emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "head_topk: path token %d outside the vocabulary", path[d]);
+    if (S->heads->kind == ENTMTP_HEADS_MEDUSA) {
+        medusa_heads(S);
+    } else {
+        for (int32_t d = 0; d < n_heads; d++) {
+            hydra_input_row(S, 0, path, d + 1);
+            run_head(S, d, 1, S->s.head_in, S->chain_ids + (size_t)d * S->topk, S->chain_p + (size_t)d * S->topk);
+        }
+    }
+    entmtp_status st = emt_backend_sync(S->model->be, S->ex);
+    if (st) return st;
+    memcpy(top_ids, S->chain_ids, (size_t)n_heads * (size_t)S->topk * sizeof *top_ids);
+    return ENTMTP_OK;
+}
+
+int32_t emt_session_topk(const entmtp_session *S) { return S ? S->topk : 0; }
+
 /* Node tokens for the chosen tree. */
 static void draft(entmtp_session *S, const emt_tree *t, int32_t root) {
     S->node_tokens[0] = root;
@@ -436,8 +474,19 @@ static int is_stop(const entmtp_session *S, int32_t tok) {
     return 0;
 }
 
+/* What a search probe changes in a step: the tree verified is `tree` (not
+ * chosen by the policy), every node's acceptance goes to node_ok, and the
+ * committed path is the best one among the rows of `commit` (retrieve rows
+ * in the tree's node ids, width tree->depth + 1). */
+typedef struct step_probe {
+    const emt_tree *tree;
+    const int32_t *commit;
+    int32_t commit_rows;
+    uint8_t *node_ok;
+} step_probe;
+
 static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_tokens,
-                              entmtp_step_result *out) {
+                              const step_probe *probe, entmtp_step_result *out) {
     if (!S) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_step: session is NULL");
     if (!out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_step: result is NULL");
     entmtp_step_result res;
@@ -481,7 +530,7 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     }
 
     /* heads, features, policy */
-    int speculate = !force_ar && S->heads && S->bank && S->n_trees > 0;
+    int speculate = !force_ar && S->heads && (probe || (S->bank && S->n_trees > 0));
     float head_p[ENTMTP_MAX_HEADS];
     int32_t n_heads = 0;
     if (speculate) {
@@ -493,7 +542,10 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     emt_features_fill(&S->features, p0, entropy, head_p, n_heads, S->last_accept, S->ema,
                       S->stats.n_steps);
     const emt_tree *t = &g_ar_tree;
-    if (speculate) {
+    if (probe) {
+        t = probe->tree;
+        draft(S, t, root);
+    } else if (speculate) {
         int32_t k = 0;
         if (S->policy) {
             st = entmtp_policy_select(S->policy, &S->features, S->n_trees, &k);
@@ -518,6 +570,7 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
 
     /* accept */
     int32_t best = 0, acc = 0;
+    const int32_t *rows = probe ? probe->commit : t->retrieve_indices;
     if (t->n_nodes > 1) {
         const float *node_logits = S->s.logits;
         if (!op->host_memory) {
@@ -525,13 +578,17 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
             if (st) goto out;
             node_logits = S->host_logits;
         }
-        emt_posterior_nodes in = { t->n_nodes, V, node_logits, S->node_tokens, t->n_leaves,
-                                   t->depth + 1, t->retrieve_indices, S->p.temperature,
-                                   S->p.epsilon, S->p.delta };
+        emt_posterior_nodes in = { t->n_nodes, V, node_logits, S->node_tokens,
+                                   probe ? probe->commit_rows : t->n_leaves, t->depth + 1, rows,
+                                   S->p.temperature, S->p.epsilon, S->p.delta };
         st = emt_evaluate_posterior_nodes(&in, &best, &acc);
+        if (!st && probe)
+            st = emt_accept_node_flags(t->n_nodes, V, node_logits, S->node_tokens, t->parents,
+                                       S->p.temperature, S->p.epsilon, S->p.delta, S->probe_probs,
+                                       probe->node_ok);
         if (st) goto out;
     }
-    const int32_t *row = t->retrieve_indices + (size_t)best * (t->depth + 1);
+    const int32_t *row = rows + (size_t)best * (t->depth + 1);
     int32_t n_emit = acc + 1;
     res.accept_length = n_emit;
     if (max_tokens > 0 && n_emit > max_tokens) n_emit = max_tokens;
@@ -602,11 +659,25 @@ out:;
 }
 
 ENTMTP_API entmtp_status entmtp_step(entmtp_session *S, int32_t max_tokens, entmtp_step_result *r) {
-    return run_step(S, 0, max_tokens, r);
+    return run_step(S, 0, max_tokens, NULL, r);
+}
+
+entmtp_status emt_session_probe_step(entmtp_session *S, const emt_tree *tree, const int32_t *commit,
+                                     int32_t commit_rows, uint8_t *node_ok, entmtp_step_result *r) {
+    if (!S || !tree || !commit || commit_rows < 1 || !node_ok || !r)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "probe_step: NULL argument or no commit rows");
+    if (!S->heads || !S->probe_probs)
+        return emt_fail(ENTMTP_ERR_STATE, "probe_step: the session has no heads or was not sized for search");
+    if (tree->n_nodes > S->max_nodes || tree->depth > S->heads->n_heads || tree->topk > S->topk)
+        return emt_fail(ENTMTP_ERR_MISMATCH, "probe_step: tree '%s' (%d nodes, depth %d, top-k %d) exceeds the session's "
+                        "sizing (%d nodes, %d heads, top-k %d)", tree->name ? tree->name : "?", tree->n_nodes,
+                        tree->depth, tree->topk, S->max_nodes, S->heads->n_heads, S->topk);
+    step_probe probe = { tree, commit, commit_rows, node_ok };
+    return run_step(S, 0, 0, &probe, r);
 }
 
 ENTMTP_API entmtp_status entmtp_step_ar(entmtp_session *S, entmtp_step_result *r) {
-    return run_step(S, 1, 1, r);
+    return run_step(S, 1, 1, NULL, r);
 }
 
 ENTMTP_API entmtp_status entmtp_generate(entmtp_session *S, int32_t max_tokens, int autoregressive,
@@ -618,7 +689,7 @@ ENTMTP_API entmtp_status entmtp_generate(entmtp_session *S, int32_t max_tokens, 
     while (produced < max_tokens) {
         entmtp_step_result r;
         r.struct_size = sizeof r;
-        entmtp_status st = run_step(S, autoregressive, max_tokens - produced, &r);
+        entmtp_status st = run_step(S, autoregressive, max_tokens - produced, NULL, &r);
         if (r.n_tokens > 0 && on_tokens && on_tokens(r.tokens, r.n_tokens, user_data)) return st;
         produced += r.n_tokens;
         if (st) return st;

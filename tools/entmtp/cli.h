@@ -4,11 +4,19 @@
 
 #include "entmtp.h"
 
+#include <stddef.h>
+
 /* Each subcommand gets argv starting at its own name; returns the exit code. */
 int cmd_tree(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_search(int argc, char **argv);
+
+/* Heads shipped for a model: <dir>/<model stem>.{hydra,medusa}.safetensors
+ * in $ENTMTP_HEADS_DIR, the install's and the source tree's heads/. Writes
+ * the path and returns 1 when found. */
+int find_shipped_heads(const char *model_path, char *out, size_t cap);
 
 /* Print "entmtp: <what>: <library message>" to stderr; returns 1. */
 int cli_fail(const char *what, entmtp_status st);

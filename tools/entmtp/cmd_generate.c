@@ -118,7 +118,7 @@ static int parse_float(const char *s, float *out) {
 
 /* Shipped heads: <dir>/<model stem>.{hydra,medusa}.safetensors where the stem
  * is the model file name up to its first '.'. */
-static int find_shipped_heads(const char *model_path, char *out, size_t cap) {
+int find_shipped_heads(const char *model_path, char *out, size_t cap) {
     const char *base = strrchr(model_path, '/');
     base = base ? base + 1 : model_path;
     char stem[256];

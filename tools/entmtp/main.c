@@ -32,6 +32,7 @@ static void usage(FILE *f) {
             "  generate  generate text with EntMTP (or plain AR with --ar)\n"
             "  info      print a model's configuration and tensors\n"
             "  bench     measure AR and tree-verify speed\n"
+            "  search    build a bank of task-specific trees (two-stage offline search)\n"
             "  version   print the library version\n"
             "\n"
             "Run 'entmtp <command> --help' for the options of a command.\n");
@@ -44,6 +45,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "search")) return cmd_search(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("entmtp %s\n", entmtp_version_string());
         return 0;

@@ -1,0 +1,484 @@
+/* entmtp search: the two-stage offline tree search of the EntMTP paper.
+ *
+ *  stage 1  acceptance frontier: Algorithm 1 (greedy node addition scored by
+ *           what-if probes over self-rollouts), or the Medusa paper's
+ *           accuracy-based construction (--builder accuracy);
+ *  debias   every frontier tree re-run with its own proposals, mask and KV
+ *           (the canonical self-rollout), timed end to end with prefill:
+ *  stage 2  the Pareto set over (nodes, tokens/s) becomes the bank;
+ *  policies static / hysteresis / ladder settings by one-dimensional sweeps
+ *           on the same prompts, written into the bank with the figures. */
+#include "cli.h"
+#include "prompts.h"
+
+#include "common/common.h"
+#include "search/search.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: entmtp search --model PATH --heads PATH --prompt-file F.jsonl --out bank.json [options]\n"
+            "\n"
+            "  --prompt-file F   calibration prompts, JSON Lines {\"prompt\": ...} (tools/prompts/make_prompts.py)\n"
+            "  --prompts N       use the first N prompts (default 100)\n"
+            "  --budget NODES    largest tree, root included (default 32)\n"
+            "  --depth D         deepest path (default: min(4, heads))\n"
+            "  --max-tokens N    tokens generated per prompt in every rollout (default 256)\n"
+            "  --temperature T   rollout temperature (default 0.7, typical acceptance)\n"
+            "  --epsilon E --delta D   typical acceptance (defaults 0.09, 0.3)\n"
+            "  --seed S          sampling seed (default 0x5eed)\n"
+            "  --builder B       greedy (Algorithm 1, default) | accuracy (Medusa's, cheaper)\n"
+            "  --no-calibrate    skip the policy threshold sweeps\n"
+            "  --plot F.png      frontier plot (default: the bank path with .png)\n"
+            "  --backend B --threads N\n"
+            "\n"
+            "Paper settings are the defaults; on a CPU use small ones, e.g.\n"
+            "  --prompts 8 --budget 12 --max-tokens 64\n");
+}
+
+/* ------------------------------------------------------------ progress */
+
+typedef struct progress_state {
+    double t0;
+    char last[64];
+} progress_state;
+
+/* A bar on a terminal; one line per stage step otherwise (logs stay readable). */
+static int search_progress(float fraction, const char *what, void *user) {
+    progress_state *p = user;
+    if (isatty(STDERR_FILENO)) return cli_progress(fraction, what, NULL);
+    if (strcmp(p->last, what)) {
+        snprintf(p->last, sizeof p->last, "%s", what);
+        fprintf(stderr, "entmtp search: %s (%.0f%%, %.1f min)\n", what, 100.0 * fraction, (emt_now() - p->t0) / 60.0);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- helpers */
+
+typedef struct eval_row {
+    char name[32];
+    int32_t nodes, depth;
+    double biased, self, tps;
+    int keep;
+} eval_row;
+
+static int set_static(entmtp_session *s, int32_t tree, entmtp_policy **pol) {
+    entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
+    pc.static_tree = tree;
+    entmtp_policy_set(s, NULL);
+    entmtp_policy_free(*pol);
+    *pol = NULL;
+    entmtp_status st = entmtp_policy_create(&pc, pol);
+    if (!st) st = entmtp_policy_set(s, *pol);
+    return st ? cli_fail("policy", st) : 0;
+}
+
+static int run_with(entmtp_session *s, entmtp_policy **pol, const entmtp_policy_config *pc,
+                    const prompt_set *ps, const run_options *ro, run_result *rr) {
+    entmtp_policy_set(s, NULL);
+    entmtp_policy_free(*pol);
+    *pol = NULL;
+    entmtp_status st = entmtp_policy_create(pc, pol);
+    if (!st) st = entmtp_policy_set(s, *pol);
+    if (st) return cli_fail("policy", st);
+    return run_prompt_set(s, ps, ro, rr);
+}
+
+static int cmp_float(const void *a, const void *b) {
+    float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* q-quantile of sorted values */
+static float quantile(const float *sorted, int64_t n, double q) {
+    if (n <= 0) return 0.5f;
+    int64_t i = (int64_t)(q * (double)(n - 1) + 0.5);
+    if (i < 0) i = 0;
+    if (i >= n) i = n - 1;
+    return sorted[i];
+}
+
+static cJSON *choices_json(const int32_t *ranks, const int32_t *lens, int32_t n_paths) {
+    cJSON *a = cJSON_CreateArray();
+    for (int32_t p = 0, k = 0; p < n_paths; p++) {
+        cJSON *path = cJSON_CreateArray();
+        for (int32_t d = 0; d < lens[p]; d++) cJSON_AddItemToArray(path, cJSON_CreateNumber(ranks[k++]));
+        cJSON_AddItemToArray(a, path);
+    }
+    return a;
+}
+
+/* Adds the "search" record to the bank file entmtp_bank_save wrote. */
+static int annotate_bank(const char *path, cJSON *search) {
+    char *text = NULL;
+    entmtp_status st = emt_read_file(path, &text, NULL);
+    if (st) return cli_fail(path, st);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    if (!root) return cli_fail(path, ENTMTP_ERR_FORMAT);
+    cJSON_AddItemToObject(root, "search", search);
+    char *out = cJSON_Print(root);
+    cJSON_Delete(root);
+    FILE *f = out ? fopen(path, "w") : NULL;
+    int bad = !f || fputs(out, f) == EOF || fputc('\n', f) == EOF;
+    if (f) bad |= fclose(f) != 0;
+    cJSON_free(out);
+    if (bad) { fprintf(stderr, "entmtp search: cannot write %s\n", path); return 1; }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- main */
+
+int cmd_search(int argc, char **argv) {
+    const char *model_path = NULL, *heads_path = NULL, *prompt_file = NULL, *out_path = NULL;
+    const char *plot = NULL, *builder = "greedy";
+    long n_prompts = 100, budget = 32, depth = 0, max_tokens = 256, threads = 0;
+    float temperature = 0.7f, epsilon = 0.09f, delta = 0.3f;
+    unsigned long long seed = 0x5eed;
+    int calibrate = 1;
+    entmtp_backend backend = ENTMTP_BACKEND_AUTO;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--no-calibrate")) { calibrate = 0; continue; }
+        if (!v) { fprintf(stderr, "entmtp search: %s needs a value\n", a); return 2; }
+        i++;
+        char *end = NULL;
+        if (!strcmp(a, "--model")) model_path = v;
+        else if (!strcmp(a, "--heads")) heads_path = v;
+        else if (!strcmp(a, "--prompt-file")) prompt_file = v;
+        else if (!strcmp(a, "--out")) out_path = v;
+        else if (!strcmp(a, "--plot")) plot = v;
+        else if (!strcmp(a, "--builder")) builder = v;
+        else if (!strcmp(a, "--prompts") || !strcmp(a, "--budget") || !strcmp(a, "--depth") ||
+                 !strcmp(a, "--max-tokens") || !strcmp(a, "--threads")) {
+            long x = strtol(v, &end, 10);
+            if (!*v || *end || x < 0 || x > 1000000) { fprintf(stderr, "entmtp search: %s: bad value '%s'\n", a, v); return 2; }
+            *(!strcmp(a, "--prompts") ? &n_prompts : !strcmp(a, "--budget") ? &budget : !strcmp(a, "--depth") ? &depth
+              : !strcmp(a, "--max-tokens") ? &max_tokens : &threads) = x;
+        } else if (!strcmp(a, "--temperature") || !strcmp(a, "--epsilon") || !strcmp(a, "--delta")) {
+            float x = strtof(v, &end);
+            if (!*v || *end || !isfinite(x) || x < 0) { fprintf(stderr, "entmtp search: %s: bad value '%s'\n", a, v); return 2; }
+            *(!strcmp(a, "--temperature") ? &temperature : !strcmp(a, "--epsilon") ? &epsilon : &delta) = x;
+        } else if (!strcmp(a, "--seed")) {
+            seed = strtoull(v, &end, 0);
+            if (!*v || *end) { fprintf(stderr, "entmtp search: --seed: bad value '%s'\n", v); return 2; }
+        } else if (!strcmp(a, "--backend")) {
+            if (!strcmp(v, "cpu")) backend = ENTMTP_BACKEND_CPU;
+            else if (!strcmp(v, "cuda")) backend = ENTMTP_BACKEND_CUDA;
+            else if (!strcmp(v, "auto")) backend = ENTMTP_BACKEND_AUTO;
+            else { fprintf(stderr, "entmtp search: --backend: '%s' is not auto, cpu or cuda\n", v); return 2; }
+        } else { fprintf(stderr, "entmtp search: unknown option '%s'\n", a); usage(stderr); return 2; }
+    }
+    if (!model_path || !prompt_file || !out_path) {
+        fprintf(stderr, "entmtp search: --model, --prompt-file and --out are required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(builder, "greedy") && strcmp(builder, "accuracy")) {
+        fprintf(stderr, "entmtp search: --builder: '%s' is not greedy or accuracy\n", builder);
+        return 2;
+    }
+    if (budget < 2 || budget > EMT_GROW_MAX_NODES / 2 || n_prompts < 1 || max_tokens < 1) {
+        fprintf(stderr, "entmtp search: need 2 <= --budget <= %d, --prompts >= 1, --max-tokens >= 1\n", EMT_GROW_MAX_NODES / 2);
+        return 2;
+    }
+
+    int rc = 1;
+    entmtp_status st;
+    entmtp_model *model = NULL;
+    entmtp_heads *heads = NULL;
+    entmtp_bank *eval_bank = NULL, *bank = NULL;
+    entmtp_session *s = NULL, *fs = NULL;
+    entmtp_policy *pol = NULL;
+    prompt_set ps = { 0 };
+    emt_frontier fr = { 0 };
+    eval_row *rows = NULL;
+    run_result rr = { 0 };
+    cJSON *search = NULL, *sweeps = NULL;
+    char shipped[4096], plot_path[4096];
+    progress_state prog = { emt_now(), "" };
+
+    entmtp_model_params mp = entmtp_model_default_params();
+    mp.backend = backend;
+    mp.n_threads = (int32_t)threads;
+    if ((st = entmtp_model_load(model_path, &mp, &model))) return cli_fail(model_path, st);
+    if (!heads_path && find_shipped_heads(model_path, shipped, sizeof shipped)) heads_path = shipped;
+    if (!heads_path) { fprintf(stderr, "entmtp search: no --heads given and none shipped for this model\n"); goto done; }
+    if ((st = entmtp_heads_load(model, heads_path, &heads))) { rc = cli_fail(heads_path, st); goto done; }
+    entmtp_heads_info hi = { sizeof hi };
+    entmtp_heads_get_info(heads, &hi);
+    if (depth == 0) depth = hi.n_heads < 4 ? hi.n_heads : 4;
+    if (depth < 1 || depth > hi.n_heads) {
+        fprintf(stderr, "entmtp search: --depth %ld: the heads draft at most %d tokens\n", depth, hi.n_heads);
+        goto done;
+    }
+    if (prompt_set_load(model, prompt_file, (int32_t)n_prompts, &ps)) goto done;
+    fprintf(stderr, "entmtp search: %d prompts from %s; %s heads (%d); budget %ld nodes, depth %ld, %ld tokens per "
+                    "rollout, temperature %g\n", ps.n, prompt_file, hi.kind == ENTMTP_HEADS_HYDRA ? "Hydra" : "Medusa",
+            hi.n_heads, budget, depth, max_tokens, (double)temperature);
+
+    entmtp_session_params sp = entmtp_session_default_params();
+    sp.temperature = temperature;
+    sp.epsilon = epsilon;
+    sp.delta = delta;
+    sp.seed = seed;
+
+    /* ---- stage 1: acceptance frontier */
+    emt_search_config cfg = { (int32_t)budget, (int32_t)depth, 10, (int32_t)max_tokens, sp, search_progress, &prog };
+    emt_prompts ep = { ps.n, ps.tokens, ps.lens };
+    double t_stage1 = emt_now();
+    if (!strcmp(builder, "greedy")) st = emt_search_acceptance(model, heads, &ep, &cfg, &fr);
+    else st = emt_search_accuracy(model, heads, &ep, &cfg, &fr);
+    if (st) { rc = cli_fail("stage 1", st); goto done; }
+    t_stage1 = emt_now() - t_stage1;
+    fprintf(stderr, "entmtp search: stage 1 (%s) done in %.1f min: %d trees\n", builder, t_stage1 / 60.0, fr.n);
+
+    /* ---- debias + stage 2: every tree (and the root-only one) re-run with
+     * its own proposals, timed end to end with prefill */
+    int32_t n_rows = fr.n + 1;
+    rows = calloc((size_t)n_rows, sizeof *rows);
+    entmtp_bank_params bp = entmtp_bank_default_params();
+    bp.max_depth = (int32_t)depth;
+    if (!rows || (st = entmtp_bank_create(&bp, &eval_bank))) { rc = cli_fail("bank", st ? st : ENTMTP_ERR_OUT_OF_MEMORY); goto done; }
+    for (int32_t i = 0; i < n_rows; i++) {
+        eval_row *r = &rows[i];
+        if (i == 0) {
+            r->nodes = 1;
+            r->biased = 1.0;
+            st = entmtp_bank_add_tree_json(eval_bank, "n01d0", "[]", NULL);
+            snprintf(r->name, sizeof r->name, "n01d0");
+        } else {
+            const emt_frontier_tree *t = &fr.trees[i - 1];
+            r->nodes = t->n_nodes;
+            r->depth = t->depth;
+            r->biased = t->accept;
+            snprintf(r->name, sizeof r->name, "n%02dd%d", t->n_nodes, t->depth);
+            st = entmtp_bank_add_tree(eval_bank, r->name, t->ranks, t->lens, t->n_paths, NULL);
+        }
+        if (st) { rc = cli_fail(r->name, st); goto done; }
+    }
+    if ((st = entmtp_session_create(model, heads, eval_bank, &sp, &s))) { rc = cli_fail("session", st); goto done; }
+    run_options ro = { (int32_t)max_tokens, 0, 0, 0, NULL };
+    /* one warm-up generation, excluded from every figure */
+    prompt_set first = ps;
+    first.n = 1;
+    if (set_static(s, n_rows - 1, &pol) || run_prompt_set(s, &first, &ro, &rr)) goto done;
+    run_result_free(&rr);
+    run_options ar_opt = ro;
+    ar_opt.autoregressive = 1;
+    ar_opt.label = "timing AR";
+    if (run_prompt_set(s, &ps, &ar_opt, &rr)) goto done;
+    double ar_tps = run_tokens_per_second(&rr);
+    run_result_free(&rr);
+    fprintf(stderr, "entmtp search: AR %.2f tokens/s\n", ar_tps);
+    for (int32_t i = 0; i < n_rows; i++) {
+        char label[48];
+        snprintf(label, sizeof label, "timing %s", rows[i].name);
+        ro.label = label;
+        if (set_static(s, i, &pol) || run_prompt_set(s, &ps, &ro, &rr)) goto done;
+        rows[i].self = run_accept_length(&rr);
+        rows[i].tps = run_tokens_per_second(&rr);
+        run_result_free(&rr);
+        fprintf(stderr, "entmtp search: %-7s accept %.3f (probe %.3f), %.2f tokens/s\n", rows[i].name, rows[i].self,
+                rows[i].biased, rows[i].tps);
+    }
+    {
+        int32_t *nodes = malloc((size_t)n_rows * sizeof *nodes);
+        double *tps = malloc((size_t)n_rows * sizeof *tps);
+        uint8_t *keep = malloc((size_t)n_rows);
+        if (!nodes || !tps || !keep) { free(nodes); free(tps); free(keep); rc = cli_fail("search", ENTMTP_ERR_OUT_OF_MEMORY); goto done; }
+        for (int32_t i = 0; i < n_rows; i++) { nodes[i] = rows[i].nodes; tps[i] = rows[i].tps; }
+        emt_pareto_max(n_rows, nodes, tps, keep);
+        for (int32_t i = 0; i < n_rows; i++) rows[i].keep = keep[i];
+        free(nodes); free(tps); free(keep);
+    }
+
+    /* ---- the bank: the throughput-Pareto trees, smallest first */
+    if ((st = entmtp_bank_create(&bp, &bank))) { rc = cli_fail("bank", st); goto done; }
+    int32_t best = -1, n_kept = 0;
+    for (int32_t i = 0; i < n_rows; i++) {
+        if (!rows[i].keep) continue;
+        int32_t idx;
+        if (i == 0) st = entmtp_bank_add_tree_json(bank, rows[i].name, "[]", &idx);
+        else st = entmtp_bank_add_tree(bank, rows[i].name, fr.trees[i - 1].ranks, fr.trees[i - 1].lens,
+                                       fr.trees[i - 1].n_paths, &idx);
+        if (!st) st = entmtp_bank_set_figures(bank, idx, (float)rows[i].self, (float)rows[i].tps);
+        if (st) { rc = cli_fail(rows[i].name, st); goto done; }
+        if (best < 0 || rows[i].tps > rows[best].tps) best = i;
+        n_kept++;
+    }
+    int32_t best_idx = 0;
+    entmtp_bank_find(bank, rows[best].name, &best_idx);
+    entmtp_policy_config stat = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
+    stat.static_tree = best_idx;
+    double best_tps = rows[best].tps;
+    sweeps = cJSON_CreateArray();
+    entmtp_policy_config hyst = entmtp_policy_default_config(ENTMTP_POLICY_HYSTERESIS);
+    entmtp_policy_config ladder = entmtp_policy_default_config(ENTMTP_POLICY_LADDER);
+    double hyst_tps = 0, ladder_tps = 0;
+    int have_hyst = 0, have_ladder = 0;
+    if (calibrate && best_idx > 0) {
+        /* s as the aggressive tree sees it: the grid for the thresholds */
+        if ((st = entmtp_session_create(model, heads, bank, &sp, &fs))) { rc = cli_fail("session", st); goto done; }
+        run_options so = ro;
+        so.keep_s = 1;
+        so.label = "collecting s";
+        if (run_with(fs, &pol, &stat, &ps, &so, &rr)) goto done;
+        qsort(rr.s, (size_t)rr.n_s, sizeof *rr.s, cmp_float);
+        const double qs[] = { 0.1, 0.25, 0.5, 0.75, 0.9 };
+        /* hysteresis: aggressive = the best static tree; conservative = each
+         * smaller Pareto tree (at most 3, the smallest first); tau = a quantile of s */
+        for (int32_t c = 0; c < best_idx && c < 3; c++) {
+            for (size_t q = 0; q < sizeof qs / sizeof qs[0]; q++) {
+                entmtp_policy_config pc = hyst;
+                pc.conservative_tree = c;
+                pc.aggressive_tree = best_idx;
+                pc.tau_on = pc.tau_off = quantile(rr.s, rr.n_s, qs[q]);
+                run_result cr = { 0 };
+                char label[64];
+                snprintf(label, sizeof label, "hysteresis %d/%d q%.2f", c, best_idx, qs[q]);
+                ro.label = label;
+                if (run_with(fs, &pol, &pc, &ps, &ro, &cr)) { run_result_free(&cr); goto done; }
+                double tps = run_tokens_per_second(&cr);
+                cJSON *o = cJSON_CreateObject();
+                cJSON_AddStringToObject(o, "policy", "hysteresis");
+                cJSON_AddNumberToObject(o, "conservative_tree", c);
+                cJSON_AddNumberToObject(o, "aggressive_tree", best_idx);
+                cJSON_AddNumberToObject(o, "quantile", qs[q]);
+                cJSON_AddNumberToObject(o, "tau", pc.tau_on);
+                cJSON_AddNumberToObject(o, "tokens_per_second", tps);
+                cJSON_AddNumberToObject(o, "mean_accept_length", run_accept_length(&cr));
+                cJSON_AddItemToArray(sweeps, o);
+                entmtp_tree_info ci = { sizeof ci };
+                entmtp_bank_tree_info(bank, c, &ci);
+                fprintf(stderr, "entmtp search: hysteresis %s/%s tau %.4f (q %.2f): %.2f tokens/s\n",
+                        ci.name, rows[best].name, (double)pc.tau_on, qs[q], tps);
+                if (!have_hyst || tps > hyst_tps) { hyst = pc; hyst_tps = tps; have_hyst = 1; }
+                run_result_free(&cr);
+            }
+        }
+        /* ladder over up to 4 Pareto trees up to the best one; thresholds at
+         * quantiles alpha*b/K of s, alpha swept (one dimension) */
+        int32_t K = best_idx + 1 < 4 ? best_idx + 1 : 4;
+        if (K >= 3) {
+            const double alphas[] = { 0.25, 0.5, 0.75, 1.0 };
+            for (size_t ai = 0; ai < sizeof alphas / sizeof alphas[0]; ai++) {
+                entmtp_policy_config pc = ladder;
+                pc.n_thresholds = K - 1;
+                for (int32_t b = 0; b < K; b++) pc.ladder_trees[b] = best_idx - (K - 1) + b;
+                for (int32_t b = 1; b < K; b++) pc.thresholds[b - 1] = quantile(rr.s, rr.n_s, alphas[ai] * b / K);
+                int ok = 1;
+                for (int32_t b = 1; b < K - 1; b++) ok &= pc.thresholds[b] > pc.thresholds[b - 1];
+                if (!ok) continue; /* s too concentrated for distinct thresholds */
+                run_result cr = { 0 };
+                char label[48];
+                snprintf(label, sizeof label, "ladder alpha %.2f", alphas[ai]);
+                ro.label = label;
+                if (run_with(fs, &pol, &pc, &ps, &ro, &cr)) { run_result_free(&cr); goto done; }
+                double tps = run_tokens_per_second(&cr);
+                cJSON *o = cJSON_CreateObject();
+                cJSON_AddStringToObject(o, "policy", "ladder");
+                cJSON_AddNumberToObject(o, "alpha", alphas[ai]);
+                cJSON_AddItemToObject(o, "thresholds", cJSON_CreateFloatArray(pc.thresholds, pc.n_thresholds));
+                cJSON_AddNumberToObject(o, "tokens_per_second", tps);
+                cJSON_AddNumberToObject(o, "mean_accept_length", run_accept_length(&cr));
+                cJSON_AddItemToArray(sweeps, o);
+                fprintf(stderr, "entmtp search: ladder alpha %.2f: %.2f tokens/s\n", alphas[ai], tps);
+                if (!have_ladder || tps > ladder_tps) { ladder = pc; ladder_tps = tps; have_ladder = 1; }
+                run_result_free(&cr);
+            }
+        }
+        run_result_free(&rr);
+    }
+    if ((st = entmtp_bank_set_policy_config(bank, &stat))) { rc = cli_fail("static policy", st); goto done; }
+    if (have_hyst && (st = entmtp_bank_set_policy_config(bank, &hyst))) { rc = cli_fail("hysteresis policy", st); goto done; }
+    if (have_ladder && (st = entmtp_bank_set_policy_config(bank, &ladder))) { rc = cli_fail("ladder policy", st); goto done; }
+    entmtp_policy_config ucb = entmtp_policy_default_config(ENTMTP_POLICY_UCB);
+    if ((st = entmtp_bank_set_policy_config(bank, &ucb))) { rc = cli_fail("ucb policy", st); goto done; }
+    if ((st = entmtp_bank_save(bank, out_path))) { rc = cli_fail(out_path, st); goto done; }
+
+    /* ---- the record of how the bank was made */
+    search = cJSON_CreateObject();
+    cJSON *settings = cJSON_AddObjectToObject(search, "settings");
+    cJSON_AddStringToObject(settings, "model", model_path);
+    cJSON_AddStringToObject(settings, "heads", heads_path);
+    cJSON_AddStringToObject(settings, "heads_kind", hi.kind == ENTMTP_HEADS_HYDRA ? "hydra" : "medusa");
+    cJSON_AddStringToObject(settings, "prompt_file", prompt_file);
+    cJSON_AddNumberToObject(settings, "prompts", ps.n);
+    cJSON_AddStringToObject(settings, "builder", builder);
+    cJSON_AddNumberToObject(settings, "budget", (double)budget);
+    cJSON_AddNumberToObject(settings, "depth", (double)depth);
+    cJSON_AddNumberToObject(settings, "max_tokens", (double)max_tokens);
+    cJSON_AddNumberToObject(settings, "temperature", temperature);
+    cJSON_AddNumberToObject(settings, "epsilon", epsilon);
+    cJSON_AddNumberToObject(settings, "delta", delta);
+    cJSON_AddNumberToObject(settings, "seed", (double)seed);
+    entmtp_model_info mi = { sizeof mi };
+    entmtp_model_get_info(model, &mi);
+    cJSON_AddStringToObject(settings, "backend", mi.backend == ENTMTP_BACKEND_CUDA ? "cuda" : "cpu");
+    cJSON_AddNumberToObject(search, "stage1_seconds", t_stage1);
+    cJSON_AddNumberToObject(search, "probe_steps", (double)fr.probe_steps);
+    cJSON_AddNumberToObject(search, "ar_tokens_per_second", ar_tps);
+    cJSON *trees = cJSON_AddArrayToObject(search, "frontier");
+    for (int32_t i = 0; i < n_rows; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", rows[i].name);
+        cJSON_AddNumberToObject(o, "nodes", rows[i].nodes);
+        cJSON_AddNumberToObject(o, "depth", rows[i].depth);
+        cJSON_AddNumberToObject(o, "biased_accept_length", rows[i].biased);
+        cJSON_AddNumberToObject(o, "self_accept_length", rows[i].self);
+        cJSON_AddNumberToObject(o, "bias", rows[i].self > 0 ? (rows[i].biased - rows[i].self) / rows[i].self : 0);
+        cJSON_AddNumberToObject(o, "tokens_per_second", rows[i].tps);
+        cJSON_AddBoolToObject(o, "pareto", rows[i].keep);
+        if (i > 0) cJSON_AddItemToObject(o, "choices", choices_json(fr.trees[i - 1].ranks, fr.trees[i - 1].lens, fr.trees[i - 1].n_paths));
+        else cJSON_AddItemToObject(o, "choices", cJSON_CreateArray());
+        cJSON_AddItemToArray(trees, o);
+    }
+    cJSON *cal = cJSON_AddObjectToObject(search, "calibration");
+    cJSON_AddNumberToObject(cal, "static_tokens_per_second", best_tps);
+    if (have_hyst) cJSON_AddNumberToObject(cal, "hysteresis_tokens_per_second", hyst_tps);
+    if (have_ladder) cJSON_AddNumberToObject(cal, "ladder_tokens_per_second", ladder_tps);
+    cJSON_AddItemToObject(cal, "sweeps", sweeps);
+    sweeps = NULL;
+    if (annotate_bank(out_path, search)) { search = NULL; goto done; }
+    search = NULL;
+    fprintf(stderr, "entmtp search: wrote %s: %d trees (Pareto over %d), static %s at %.2f tokens/s (AR %.2f)%s\n",
+            out_path, n_kept, n_rows, rows[best].name, best_tps, ar_tps,
+            have_hyst ? "; hysteresis calibrated" : "");
+
+    if (!plot) {
+        snprintf(plot_path, sizeof plot_path, "%s", out_path);
+        char *dot = strrchr(plot_path, '.');
+        if (dot && !strchr(dot, '/')) *dot = '\0';
+        strncat(plot_path, ".png", sizeof plot_path - strlen(plot_path) - 1);
+        plot = plot_path;
+    }
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "python3 \"%s/scripts/plot_search.py\" \"%s\" \"%s\"", ENTMTP_SOURCE_ROOT, out_path, plot);
+    if (system(cmd) != 0) fprintf(stderr, "entmtp search: plotting failed (needs python3 + matplotlib)\n");
+    else fprintf(stderr, "entmtp search: plot %s\n", plot);
+    rc = 0;
+done:
+    cJSON_Delete(sweeps);
+    cJSON_Delete(search);
+    run_result_free(&rr);
+    free(rows);
+    emt_frontier_free(&fr);
+    prompt_set_free(&ps);
+    entmtp_session_free(fs);
+    entmtp_session_free(s);
+    entmtp_policy_free(pol);
+    entmtp_bank_free(bank);
+    entmtp_bank_free(eval_bank);
+    entmtp_heads_free(heads);
+    entmtp_model_free(model);
+    return rc;
+}

@@ -1,0 +1,204 @@
+/* Prompt sets and timed runs over them (see prompts.h). */
+#include "prompts.h"
+
+#include "cli.h"
+#include "common/common.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int chat_tokens(entmtp_model *model, const char *system_prompt, const char *user, int raw,
+                int32_t **out, int32_t *n_out) {
+    char *chat = NULL;
+    const char *input = user;
+    entmtp_status st;
+    *out = NULL;
+    if (!raw) {
+        size_t need = 0;
+        st = entmtp_chat_prompt(model, system_prompt, user, NULL, 0, &need);
+        if (st == ENTMTP_ERR_BUFFER_TOO_SMALL || st == ENTMTP_OK) {
+            chat = malloc(need + 1);
+            if (!chat) return cli_fail("chat template", ENTMTP_ERR_OUT_OF_MEMORY);
+            if ((st = entmtp_chat_prompt(model, system_prompt, user, chat, need + 1, &need))) {
+                free(chat);
+                return cli_fail("chat template", st);
+            }
+            input = chat;
+        } else if (st != ENTMTP_ERR_UNSUPPORTED) {
+            return cli_fail("chat template", st);
+        }
+    }
+    int32_t n = 0;
+    st = entmtp_tokenize(model, input, -1, 0, 1, NULL, 0, &n);
+    int32_t *toks = NULL;
+    if (st == ENTMTP_ERR_BUFFER_TOO_SMALL || st == ENTMTP_OK) {
+        toks = malloc(((size_t)n + 1) * sizeof *toks);
+        st = toks ? entmtp_tokenize(model, input, -1, 0, 1, toks, n + 1, &n) : ENTMTP_ERR_OUT_OF_MEMORY;
+    }
+    free(chat);
+    if (st) {
+        free(toks);
+        return cli_fail("tokenize", st);
+    }
+    *out = toks;
+    *n_out = n;
+    return 0;
+}
+
+void prompt_set_free(prompt_set *ps) {
+    if (!ps) return;
+    for (int32_t i = 0; i < ps->n; i++) {
+        free(ps->tokens[i]);
+        free(ps->ids[i]);
+        free(ps->tasks[i]);
+    }
+    free(ps->tokens);
+    free(ps->lens);
+    free(ps->ids);
+    free(ps->tasks);
+    memset(ps, 0, sizeof *ps);
+}
+
+static char *dup_or(const cJSON *v, const char *fallback) {
+    return emt_strdup(cJSON_IsString(v) ? v->valuestring : fallback);
+}
+
+int prompt_set_load(entmtp_model *model, const char *path, int32_t limit, prompt_set *out) {
+    memset(out, 0, sizeof *out);
+    char *text = NULL;
+    entmtp_status st = emt_read_file(path, &text, NULL);
+    if (st) return cli_fail(path, st);
+    int32_t cap = 0, line_no = 0, rc = 0;
+    for (char *line = text, *next; line && *line && (!limit || out->n < limit); line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        line_no++;
+        const char *p = line;
+        while (*p == ' ' || *p == '\t' || *p == '\r') p++;
+        if (!*p) continue;
+        cJSON *o = cJSON_Parse(p);
+        const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(o, "prompt");
+        if (!cJSON_IsObject(o) || !cJSON_IsString(prompt)) {
+            fprintf(stderr, "entmtp: %s:%d: expected a JSON object with a string \"prompt\" "
+                            "(one per line, as tools/prompts/make_prompts.py writes)\n", path, line_no);
+            cJSON_Delete(o);
+            rc = 1;
+            break;
+        }
+        if (out->n == cap) {
+            cap = cap ? 2 * cap : 64;
+            int32_t **t = realloc(out->tokens, (size_t)cap * sizeof *t);
+            if (t) out->tokens = t;
+            int32_t *l = realloc(out->lens, (size_t)cap * sizeof *l);
+            if (l) out->lens = l;
+            char **ids = realloc(out->ids, (size_t)cap * sizeof *ids);
+            if (ids) out->ids = ids;
+            char **tasks = realloc(out->tasks, (size_t)cap * sizeof *tasks);
+            if (tasks) out->tasks = tasks;
+            if (!t || !l || !ids || !tasks) {
+                cJSON_Delete(o);
+                rc = cli_fail(path, ENTMTP_ERR_OUT_OF_MEMORY);
+                break;
+            }
+        }
+        char fallback[32];
+        snprintf(fallback, sizeof fallback, "line-%d", line_no);
+        int32_t i = out->n;
+        out->ids[i] = dup_or(cJSON_GetObjectItemCaseSensitive(o, "id"), fallback);
+        out->tasks[i] = dup_or(cJSON_GetObjectItemCaseSensitive(o, "task"), "");
+        out->tokens[i] = NULL;
+        out->n++;
+        int bad = !out->ids[i] || !out->tasks[i] ||
+                  chat_tokens(model, NULL, prompt->valuestring, 0, &out->tokens[i], &out->lens[i]);
+        cJSON_Delete(o);
+        if (bad) {
+            fprintf(stderr, "entmtp: %s:%d: prompt could not be prepared\n", path, line_no);
+            rc = 1;
+            break;
+        }
+    }
+    free(text);
+    if (!rc && out->n == 0) {
+        fprintf(stderr, "entmtp: %s: no prompts\n", path);
+        rc = 1;
+    }
+    if (rc) prompt_set_free(out);
+    return rc;
+}
+
+void run_result_free(run_result *r) {
+    if (!r) return;
+    free(r->s);
+    if (r->out_tokens) {
+        for (int32_t i = 0; r->out_lens && r->out_tokens[i]; i++) free(r->out_tokens[i]);
+    }
+    free(r->out_tokens);
+    free(r->out_lens);
+    memset(r, 0, sizeof *r);
+}
+
+static int keep_s(run_result *r, float s, int64_t *cap) {
+    if (r->n_s == *cap) {
+        *cap = *cap ? 2 * *cap : 1024;
+        float *n = realloc(r->s, (size_t)*cap * sizeof *n);
+        if (!n) return 1;
+        r->s = n;
+    }
+    r->s[r->n_s++] = s;
+    return 0;
+}
+
+int run_prompt_set(entmtp_session *s, const prompt_set *ps, const run_options *opt, run_result *out) {
+    memset(out, 0, sizeof *out);
+    int64_t s_cap = 0;
+    if (opt->keep_tokens) {
+        out->out_tokens = calloc((size_t)ps->n + 1, sizeof *out->out_tokens);
+        out->out_lens = calloc((size_t)ps->n + 1, sizeof *out->out_lens);
+        if (!out->out_tokens || !out->out_lens) return cli_fail("run", ENTMTP_ERR_OUT_OF_MEMORY);
+    }
+    for (int32_t p = 0; p < ps->n; p++) {
+        entmtp_session_reset(s);
+        double t0 = emt_now();
+        entmtp_status st = entmtp_session_prefill(s, ps->tokens[p], ps->lens[p]);
+        if (st) {
+            char what[160];
+            snprintf(what, sizeof what, "prompt %s", ps->ids[p]);
+            return cli_fail(what, st);
+        }
+        double t1 = emt_now();
+        int32_t generated = 0;
+        while (generated < opt->max_tokens) {
+            entmtp_step_result r = { .struct_size = sizeof r };
+            st = opt->autoregressive ? entmtp_step_ar(s, &r) : entmtp_step(s, opt->max_tokens - generated, &r);
+            if (st && st != ENTMTP_ERR_KV_FULL) {
+                char what[160];
+                snprintf(what, sizeof what, "prompt %s, step %lld", ps->ids[p], (long long)out->steps);
+                return cli_fail(what, st);
+            }
+            if (r.n_tokens > 0) {
+                out->steps++;
+                generated += r.n_tokens;
+                if (opt->keep_s && keep_s(out, r.s, &s_cap)) return cli_fail("run", ENTMTP_ERR_OUT_OF_MEMORY);
+            }
+            if (st || r.stopped) break;
+        }
+        double t2 = emt_now();
+        out->tokens += generated;
+        out->prompt_tokens += ps->lens[p];
+        out->seconds += t2 - t0;
+        out->prefill_seconds += t1 - t0;
+        if (opt->keep_tokens) {
+            const int32_t *all;
+            int32_t n_all;
+            entmtp_session_tokens(s, &all, &n_all);
+            out->out_lens[p] = n_all - ps->lens[p];
+            out->out_tokens[p] = malloc(((size_t)out->out_lens[p] + 1) * sizeof(int32_t));
+            if (!out->out_tokens[p]) return cli_fail("run", ENTMTP_ERR_OUT_OF_MEMORY);
+            memcpy(out->out_tokens[p], all + ps->lens[p], (size_t)out->out_lens[p] * sizeof(int32_t));
+        }
+        if (opt->label) cli_progress((float)(p + 1) / (float)ps->n, opt->label, NULL);
+    }
+    return 0;
+}

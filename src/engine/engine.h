@@ -69,4 +69,12 @@ entmtp_status emt_session_head_topk(entmtp_session *S, const int32_t *path, int3
                                     int32_t *top_ids);
 int32_t emt_session_topk(const entmtp_session *S);
 
+/* Negative log-likelihood of tokens[first_scored..n_tokens) under the model,
+ * each given all tokens before it (teacher forcing), summed into *nll_sum
+ * (nats) over *n_scored tokens: continuation perplexity for benchmarks.
+ * Resets the session; rows go through the model in chunks of the session's
+ * tree size, so create it with emt_session_create_sized(.., 64, ..). */
+entmtp_status emt_session_score(entmtp_session *S, const int32_t *tokens, int32_t n_tokens,
+                                int32_t first_scored, double *nll_sum, int32_t *n_scored);
+
 #endif

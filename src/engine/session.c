@@ -746,6 +746,53 @@ ENTMTP_API entmtp_status entmtp_session_features(entmtp_session *S, entmtp_featu
     return emt_copy_out(out, &S->features, sizeof S->features, "entmtp_features");
 }
 
+/* --------------------------------------------------------------- scoring */
+
+entmtp_status emt_session_score(entmtp_session *S, const int32_t *tokens, int32_t n_tokens,
+                                int32_t first_scored, double *nll_sum, int32_t *n_scored) {
+    if (!S || !tokens || !nll_sum || !n_scored || n_tokens < 1 || first_scored < 1)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "score: bad arguments (%d tokens, first scored %d)", n_tokens, first_scored);
+    if (n_tokens > S->kv.capacity)
+        return emt_fail(ENTMTP_ERR_KV_FULL, "score: %d tokens do not fit a KV cache of %d", n_tokens, S->kv.capacity);
+    const int32_t V = S->model->cfg.vocab;
+    for (int32_t i = 0; i < n_tokens; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "score: token %d at position %d is outside the vocabulary", tokens[i], i);
+    entmtp_session_reset(S);
+    const emt_backend_ops *op = S->model->be->ops;
+    int32_t chunk = S->max_nodes < EMT_PREFILL_CHUNK ? S->max_nodes : EMT_PREFILL_CHUNK;
+    double total = 0;
+    int32_t count = 0;
+    for (int32_t done = 0; done < n_tokens - 1;) {
+        int32_t n = n_tokens - 1 - done < chunk ? n_tokens - 1 - done : chunk;
+        for (int32_t i = 0; i < n; i++) S->positions[i] = done + i;
+        entmtp_status st = emt_forward(S->ex, S->model, &S->kv, &S->s, tokens + done, S->positions, n, done,
+                                       NULL, 0, n);
+        if (!st) st = emt_backend_sync(S->model->be, S->ex);
+        const float *lg = S->s.logits;
+        if (!st && !op->host_memory) {
+            st = op->download(S->ex, S->host_logits, S->s.logits, (size_t)n * V * sizeof(float));
+            lg = S->host_logits;
+        }
+        if (st) return st;
+        for (int32_t i = 0; i < n; i++) {
+            int32_t next = done + i + 1;
+            if (next < first_scored) continue;
+            const float *x = lg + (size_t)i * V;
+            float mx = x[0];
+            for (int32_t v = 1; v < V; v++) if (x[v] > mx) mx = x[v];
+            double z = 0;
+            for (int32_t v = 0; v < V; v++) z += exp((double)x[v] - mx);
+            total += log(z) - ((double)x[tokens[next]] - mx);
+            count++;
+        }
+        done += n;
+    }
+    *nll_sum = total;
+    *n_scored = count;
+    return ENTMTP_OK;
+}
+
 /* -------------------------------------------------------------- benchmark */
 
 static int cmp_double(const void *a, const void *b) {

@@ -12,6 +12,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: entmtp bench (--synthetic NAME | --model PATH [--heads PATH]) [options]\n"
+            "       entmtp bench --suite ...   the paper's Table 1 per task (entmtp bench --suite --help)\n"
             "\n"
             "  --synthetic NAME   random weights at a named shape: llama-7b, smollm2-135m, tiny\n"
             "  --model PATH       a real model (GGUF or HF directory)\n"
@@ -78,6 +79,8 @@ int cmd_bench(int argc, char **argv) {
     long context = 256, tokens = 32, reps = 5, threads = 0;
     int json = 0;
     entmtp_backend backend = ENTMTP_BACKEND_AUTO;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--suite")) return cmd_bench_suite(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }

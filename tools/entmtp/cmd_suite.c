@@ -1,0 +1,379 @@
+/* entmtp bench --suite: Table 1 of the EntMTP paper for one model. Per task
+ * (a prompt set and the bank `entmtp search` built for it), in one run:
+ *
+ *   AR, Medusa default tree, Hydra default tree, EntMTP static task-optimal
+ *   tree, EntMTP-tau (hysteresis), threshold ladder, UCB bandit
+ *
+ * with tokens/s (prompt prefill inside the timed region, one warm-up
+ * generation excluded), speedup over AR, mean accept length, and the
+ * continuation perplexity under the base model (lossless rows equal AR's). */
+#include "cli.h"
+#include "prompts.h"
+
+#include "common/common.h"
+#include "engine/engine.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_TASKS 8
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: entmtp bench --suite --model PATH --medusa-heads PATH --hydra-heads PATH\n"
+            "                    --task NAME=PROMPTS.jsonl[,BANK.json] [--task ...] [options]\n"
+            "\n"
+            "  --task NAME=P[,B]  a task: its prompt set and the bank `entmtp search` made for it\n"
+            "                     (without a bank the EntMTP rows are skipped)\n"
+            "  --prompts N        prompts per task (default 100)\n"
+            "  --max-tokens N     tokens per prompt (default 256)\n"
+            "  --temperature T    default 0.7 (typical acceptance; 0 = greedy)\n"
+            "  --epsilon E --delta D --seed S\n"
+            "  --json F           all figures;  --plot F.png  bar chart;  --markdown F  the table\n"
+            "  --backend B --threads N\n");
+}
+
+typedef struct task {
+    char name[64];
+    const char *prompts, *bank;
+} task;
+
+typedef struct row {
+    const char *method;
+    double tps, accept, ppl;
+    int64_t tokens, steps;
+    int ran;
+    int same_as_ar; /* greedy: every continuation equals AR's */
+} row;
+
+enum { R_AR, R_MEDUSA, R_HYDRA, R_STATIC, R_TAU, R_LADDER, R_UCB, N_ROWS };
+static const char *row_names[N_ROWS] = { "AR", "Medusa (default tree)", "Hydra (default tree)",
+                                         "EntMTP (static task-optimal tree)", "EntMTP-tau (hysteresis)",
+                                         "threshold ladder", "UCB bandit" };
+static const char *row_keys[N_ROWS] = { "ar", "medusa_default", "hydra_default", "entmtp_static",
+                                        "entmtp_tau", "ladder", "ucb" };
+
+/* Perplexity of every prompt's continuation, pooled over tokens. */
+static int perplexity(entmtp_session *scorer, const prompt_set *ps, const run_result *rr, double *ppl) {
+    double nll = 0;
+    int64_t n = 0;
+    for (int32_t p = 0; p < ps->n; p++) {
+        int32_t len = ps->lens[p] + rr->out_lens[p];
+        if (rr->out_lens[p] == 0) continue;
+        int32_t *all = malloc((size_t)len * sizeof *all);
+        if (!all) return cli_fail("perplexity", ENTMTP_ERR_OUT_OF_MEMORY);
+        memcpy(all, ps->tokens[p], (size_t)ps->lens[p] * sizeof *all);
+        memcpy(all + ps->lens[p], rr->out_tokens[p], (size_t)rr->out_lens[p] * sizeof *all);
+        double s = 0;
+        int32_t k = 0;
+        entmtp_status st = emt_session_score(scorer, all, len, ps->lens[p], &s, &k);
+        free(all);
+        if (st) return cli_fail("perplexity", st);
+        nll += s;
+        n += k;
+    }
+    *ppl = n ? exp(nll / (double)n) : 0;
+    return 0;
+}
+
+static int same_continuations(const prompt_set *ps, const run_result *a, const run_result *b) {
+    for (int32_t p = 0; p < ps->n; p++)
+        if (a->out_lens[p] != b->out_lens[p] ||
+            memcmp(a->out_tokens[p], b->out_tokens[p], (size_t)a->out_lens[p] * sizeof(int32_t)))
+            return 0;
+    return 1;
+}
+
+/* Runs one row. The AR row keeps its continuations in *ar; the others are
+ * compared with them. */
+static int run_row(entmtp_session *s, entmtp_session *scorer, const prompt_set *ps, const run_options *base,
+                   const char *label, run_result *ar, row *r) {
+    run_options ro = *base;
+    ro.keep_tokens = 1;
+    ro.label = label;
+    run_result rr = { 0 };
+    int rc = run_prompt_set(s, ps, &ro, &rr);
+    if (!rc) rc = perplexity(scorer, ps, &rr, &r->ppl);
+    if (!rc) {
+        r->tps = run_tokens_per_second(&rr);
+        r->accept = run_accept_length(&rr);
+        r->tokens = rr.tokens;
+        r->steps = rr.steps;
+        r->ran = 1;
+        r->same_as_ar = ar->out_tokens ? same_continuations(ps, ar, &rr) : 1;
+    }
+    if (!rc && !ar->out_tokens) *ar = rr;
+    else run_result_free(&rr);
+    return rc;
+}
+
+/* A session over `heads` and `bank` with the bank's stored settings for
+ * `kind` (or a static policy on the bank's tree `builtin`). */
+static int session_with(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, const entmtp_session_params *sp,
+                        entmtp_policy_kind kind, entmtp_session **s, entmtp_policy **pol) {
+    entmtp_policy_config pc;
+    entmtp_status st = entmtp_bank_policy_config(b, kind, &pc);
+    if (st) return cli_fail("bank policy", st);
+    if ((st = entmtp_policy_create(&pc, pol))) return cli_fail("policy", st);
+    if ((st = entmtp_session_create(m, h, b, sp, s))) return cli_fail("session", st);
+    if ((st = entmtp_policy_set(*s, *pol))) return cli_fail("policy", st);
+    return 0;
+}
+
+static void free_session(entmtp_session **s, entmtp_policy **pol) {
+    if (*s) entmtp_policy_set(*s, NULL);
+    entmtp_session_free(*s);
+    entmtp_policy_free(*pol);
+    *s = NULL;
+    *pol = NULL;
+}
+
+int cmd_bench_suite(int argc, char **argv) {
+    const char *model_path = NULL, *medusa_path = NULL, *hydra_path = NULL;
+    const char *json_path = NULL, *plot_path = NULL, *md_path = NULL;
+    task tasks[MAX_TASKS];
+    int n_tasks = 0;
+    long n_prompts = 100, max_tokens = 256, threads = 0;
+    float temperature = 0.7f, epsilon = 0.09f, delta = 0.3f;
+    unsigned long long seed = 0x5eed;
+    entmtp_backend backend = ENTMTP_BACKEND_AUTO;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--suite")) continue;
+        if (!v) { fprintf(stderr, "entmtp bench --suite: %s needs a value\n", a); return 2; }
+        i++;
+        char *end = NULL;
+        if (!strcmp(a, "--model")) model_path = v;
+        else if (!strcmp(a, "--medusa-heads")) medusa_path = v;
+        else if (!strcmp(a, "--hydra-heads")) hydra_path = v;
+        else if (!strcmp(a, "--json")) json_path = v;
+        else if (!strcmp(a, "--plot")) plot_path = v;
+        else if (!strcmp(a, "--markdown")) md_path = v;
+        else if (!strcmp(a, "--task")) {
+            const char *eq = strchr(v, '=');
+            if (!eq || eq == v || eq - v >= (long)sizeof tasks[0].name || n_tasks == MAX_TASKS) {
+                fprintf(stderr, "entmtp bench --suite: --task '%s': expected NAME=PROMPTS.jsonl[,BANK.json] (at most %d tasks)\n", v, MAX_TASKS);
+                return 2;
+            }
+            task *t = &tasks[n_tasks++];
+            memset(t, 0, sizeof *t);
+            memcpy(t->name, v, (size_t)(eq - v));
+            char *rest = emt_strdup(eq + 1); /* lives until exit */
+            if (!rest) return 1;
+            char *comma = strchr(rest, ',');
+            if (comma) { *comma = '\0'; t->bank = comma + 1; }
+            t->prompts = rest;
+        } else if (!strcmp(a, "--prompts") || !strcmp(a, "--max-tokens") || !strcmp(a, "--threads")) {
+            long x = strtol(v, &end, 10);
+            if (!*v || *end || x < 0 || x > 1000000) { fprintf(stderr, "entmtp bench --suite: %s: bad value '%s'\n", a, v); return 2; }
+            *(!strcmp(a, "--prompts") ? &n_prompts : !strcmp(a, "--max-tokens") ? &max_tokens : &threads) = x;
+        } else if (!strcmp(a, "--temperature") || !strcmp(a, "--epsilon") || !strcmp(a, "--delta")) {
+            float x = strtof(v, &end);
+            if (!*v || *end || !isfinite(x) || x < 0) { fprintf(stderr, "entmtp bench --suite: %s: bad value '%s'\n", a, v); return 2; }
+            *(!strcmp(a, "--temperature") ? &temperature : !strcmp(a, "--epsilon") ? &epsilon : &delta) = x;
+        } else if (!strcmp(a, "--seed")) {
+            seed = strtoull(v, &end, 0);
+            if (!*v || *end) { fprintf(stderr, "entmtp bench --suite: --seed: bad value '%s'\n", v); return 2; }
+        } else if (!strcmp(a, "--backend")) {
+            if (!strcmp(v, "cpu")) backend = ENTMTP_BACKEND_CPU;
+            else if (!strcmp(v, "cuda")) backend = ENTMTP_BACKEND_CUDA;
+            else if (!strcmp(v, "auto")) backend = ENTMTP_BACKEND_AUTO;
+            else { fprintf(stderr, "entmtp bench --suite: --backend: '%s' is not auto, cpu or cuda\n", v); return 2; }
+        } else { fprintf(stderr, "entmtp bench --suite: unknown option '%s'\n", a); usage(stderr); return 2; }
+    }
+    if (!model_path || !medusa_path || !hydra_path || n_tasks == 0 || n_prompts < 1 || max_tokens < 1) {
+        fprintf(stderr, "entmtp bench --suite: --model, --medusa-heads, --hydra-heads and at least one --task are required\n");
+        usage(stderr);
+        return 2;
+    }
+
+    int rc = 1;
+    entmtp_status st;
+    entmtp_model *model = NULL;
+    entmtp_heads *medusa = NULL, *hydra = NULL;
+    entmtp_bank *defaults = NULL, *bank = NULL;
+    entmtp_session *s = NULL, *scorer = NULL;
+    entmtp_policy *pol = NULL;
+    prompt_set ps = { 0 };
+    run_result ar_run = { 0 };
+    cJSON *out = cJSON_CreateObject(), *jtasks = cJSON_AddArrayToObject(out, "tasks");
+    FILE *md = NULL;
+    row rows[MAX_TASKS][N_ROWS];
+    memset(rows, 0, sizeof rows);
+
+    entmtp_model_params mp = entmtp_model_default_params();
+    mp.backend = backend;
+    mp.n_threads = (int32_t)threads;
+    if ((st = entmtp_model_load(model_path, &mp, &model))) { rc = cli_fail(model_path, st); goto done; }
+    if ((st = entmtp_heads_load(model, medusa_path, &medusa))) { rc = cli_fail(medusa_path, st); goto done; }
+    if ((st = entmtp_heads_load(model, hydra_path, &hydra))) { rc = cli_fail(hydra_path, st); goto done; }
+    entmtp_bank_params bp = entmtp_bank_default_params();
+    if ((st = entmtp_bank_create(&bp, &defaults)) || (st = entmtp_bank_add_builtin(defaults, "medusa_vicuna_7b_stage2", NULL)) ||
+        (st = entmtp_bank_add_builtin(defaults, "hydra_default", NULL))) { rc = cli_fail("default trees", st); goto done; }
+    entmtp_session_params sp = entmtp_session_default_params();
+    sp.temperature = temperature;
+    sp.epsilon = epsilon;
+    sp.delta = delta;
+    sp.seed = seed;
+    entmtp_session_params scp = entmtp_session_default_params();
+    if ((st = emt_session_create_sized(model, NULL, NULL, &scp, 64, 0, 1, &scorer))) { rc = cli_fail("scorer", st); goto done; }
+    entmtp_model_info mi = { sizeof mi };
+    entmtp_model_get_info(model, &mi);
+    run_options ro = { (int32_t)max_tokens, 0, 0, 0, NULL };
+
+    for (int ti = 0; ti < n_tasks; ti++) {
+        task *t = &tasks[ti];
+        row *R = rows[ti];
+        for (int k = 0; k < N_ROWS; k++) R[k].method = row_names[k];
+        if (prompt_set_load(model, t->prompts, (int32_t)n_prompts, &ps)) goto done;
+        fprintf(stderr, "entmtp bench --suite: task %s: %d prompts, %ld tokens each, temperature %g\n", t->name, ps.n,
+                max_tokens, (double)temperature);
+        char label[160];
+        /* warm-up: one generation with each kind of heads, not timed */
+        prompt_set first = ps;
+        first.n = 1;
+        run_result wr = { 0 };
+        for (int h = 0; h < 2; h++) {
+            entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
+            pc.static_tree = h;
+            if ((st = entmtp_policy_create(&pc, &pol)) || (st = entmtp_session_create(model, h ? hydra : medusa, defaults, &sp, &s)) ||
+                (st = entmtp_policy_set(s, pol))) { rc = cli_fail("session", st); goto done; }
+            int bad = run_prompt_set(s, &first, &ro, &wr);
+            run_result_free(&wr);
+            free_session(&s, &pol);
+            if (bad) goto done;
+        }
+        /* AR: plain decoding, no heads */
+        if ((st = entmtp_session_create(model, NULL, NULL, &sp, &s))) { rc = cli_fail("session", st); goto done; }
+        run_options ar = ro;
+        ar.autoregressive = 1;
+        snprintf(label, sizeof label, "%.60s: AR", t->name);
+        if (run_row(s, scorer, &ps, &ar, label, &ar_run, &R[R_AR])) goto done;
+        free_session(&s, &pol);
+        /* the published default trees with their own heads */
+        for (int h = 0; h < 2; h++) {
+            entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
+            pc.static_tree = h;
+            if ((st = entmtp_policy_create(&pc, &pol)) || (st = entmtp_session_create(model, h ? hydra : medusa, defaults, &sp, &s)) ||
+                (st = entmtp_policy_set(s, pol))) { rc = cli_fail("session", st); goto done; }
+            snprintf(label, sizeof label, "%.60s: %s", t->name, row_names[R_MEDUSA + h]);
+            if (run_row(s, scorer, &ps, &ro, label, &ar_run, &R[R_MEDUSA + h])) goto done;
+            free_session(&s, &pol);
+        }
+        /* the task's bank with each of its policies, on the heads it was searched with */
+        if (t->bank) {
+            if ((st = entmtp_bank_load(t->bank, NULL, &bank))) { rc = cli_fail(t->bank, st); goto done; }
+            entmtp_heads *bh = hydra;
+            char *text = NULL;
+            if (!emt_read_file(t->bank, &text, NULL)) {
+                cJSON *bj = cJSON_Parse(text);
+                const cJSON *kind = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(bj, "search"), "settings"), "heads_kind");
+                if (cJSON_IsString(kind) && !strcmp(kind->valuestring, "medusa")) bh = medusa;
+                cJSON_Delete(bj);
+                free(text);
+            }
+            const entmtp_policy_kind kinds[] = { ENTMTP_POLICY_STATIC, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_LADDER, ENTMTP_POLICY_UCB };
+            for (int k = 0; k < 4; k++) {
+                entmtp_policy_config probe;
+                if (entmtp_bank_policy_config(bank, kinds[k], &probe)) {
+                    fprintf(stderr, "entmtp bench --suite: %s holds no %s settings; row skipped\n", t->bank,
+                            entmtp_policy_kind_name(kinds[k]));
+                    continue;
+                }
+                if (session_with(model, bh, bank, &sp, kinds[k], &s, &pol)) goto done;
+                snprintf(label, sizeof label, "%.60s: %s", t->name, row_names[R_STATIC + k]);
+                if (run_row(s, scorer, &ps, &ro, label, &ar_run, &R[R_STATIC + k])) goto done;
+                free_session(&s, &pol);
+            }
+            entmtp_bank_free(bank);
+            bank = NULL;
+        }
+        cJSON *jt = cJSON_CreateObject();
+        cJSON_AddStringToObject(jt, "task", t->name);
+        cJSON_AddStringToObject(jt, "prompts_file", t->prompts);
+        if (t->bank) cJSON_AddStringToObject(jt, "bank", t->bank);
+        cJSON_AddNumberToObject(jt, "prompts", ps.n);
+        cJSON *jr = cJSON_AddArrayToObject(jt, "rows");
+        for (int k = 0; k < N_ROWS; k++) {
+            if (!R[k].ran) continue;
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "key", row_keys[k]);
+            cJSON_AddStringToObject(o, "method", row_names[k]);
+            cJSON_AddNumberToObject(o, "tokens_per_second", R[k].tps);
+            cJSON_AddNumberToObject(o, "speedup", R[R_AR].tps > 0 ? R[k].tps / R[R_AR].tps : 0);
+            cJSON_AddNumberToObject(o, "mean_accept_length", R[k].accept);
+            cJSON_AddNumberToObject(o, "perplexity", R[k].ppl);
+            cJSON_AddNumberToObject(o, "tokens", (double)R[k].tokens);
+            cJSON_AddNumberToObject(o, "steps", (double)R[k].steps);
+            cJSON_AddBoolToObject(o, "same_tokens_as_ar", R[k].same_as_ar);
+            cJSON_AddItemToArray(jr, o);
+        }
+        cJSON_AddItemToArray(jtasks, jt);
+        if (temperature == 0)
+            for (int k = 1; k < N_ROWS; k++)
+                if (R[k].ran && !R[k].same_as_ar)
+                    fprintf(stderr, "entmtp bench --suite: task %s: %s emitted other tokens than greedy AR\n", t->name, R[k].method);
+        run_result_free(&ar_run);
+        prompt_set_free(&ps);
+    }
+
+    cJSON *cfg = cJSON_AddObjectToObject(out, "settings");
+    cJSON_AddStringToObject(cfg, "model", model_path);
+    cJSON_AddStringToObject(cfg, "medusa_heads", medusa_path);
+    cJSON_AddStringToObject(cfg, "hydra_heads", hydra_path);
+    cJSON_AddNumberToObject(cfg, "max_tokens", (double)max_tokens);
+    cJSON_AddNumberToObject(cfg, "temperature", temperature);
+    cJSON_AddNumberToObject(cfg, "epsilon", epsilon);
+    cJSON_AddNumberToObject(cfg, "delta", delta);
+    cJSON_AddNumberToObject(cfg, "seed", (double)seed);
+    cJSON_AddStringToObject(cfg, "backend", mi.backend == ENTMTP_BACKEND_CUDA ? "cuda" : "cpu");
+
+    /* the table, as the paper prints it */
+    md = md_path ? fopen(md_path, "w") : NULL;
+    if (md_path && !md) { fprintf(stderr, "entmtp bench --suite: cannot write %s\n", md_path); goto done; }
+    FILE *outs[2] = { stdout, md };
+    for (int f = 0; f < 2; f++) {
+        if (!outs[f]) continue;
+        fprintf(outs[f], "| task | method | tokens/s | speedup | mean accept length | perplexity |\n|---|---|---|---|---|---|\n");
+        for (int ti = 0; ti < n_tasks; ti++)
+            for (int k = 0; k < N_ROWS; k++) {
+                const row *r = &rows[ti][k];
+                if (!r->ran) continue;
+                fprintf(outs[f], "| %s | %s | %.2f | %.2fx | %.3f | %.4f |\n", tasks[ti].name, r->method, r->tps,
+                        rows[ti][R_AR].tps > 0 ? r->tps / rows[ti][R_AR].tps : 0.0, r->accept, r->ppl);
+            }
+    }
+    if (json_path) {
+        char *text = cJSON_Print(out);
+        FILE *f = text ? fopen(json_path, "w") : NULL;
+        int bad = !f || fputs(text, f) == EOF;
+        if (f) bad |= fclose(f) != 0;
+        cJSON_free(text);
+        if (bad) { fprintf(stderr, "entmtp bench --suite: cannot write %s\n", json_path); goto done; }
+        if (plot_path) {
+            char cmd[8192];
+            snprintf(cmd, sizeof cmd, "python3 \"%s/scripts/plot_suite.py\" \"%s\" \"%s\"", ENTMTP_SOURCE_ROOT, json_path, plot_path);
+            if (system(cmd) != 0) fprintf(stderr, "entmtp bench --suite: plotting failed (needs python3 + matplotlib)\n");
+        }
+    } else if (plot_path) {
+        fprintf(stderr, "entmtp bench --suite: --plot needs --json (the plot reads it)\n");
+    }
+    rc = 0;
+done:
+    run_result_free(&ar_run);
+    if (md) fclose(md);
+    cJSON_Delete(out);
+    prompt_set_free(&ps);
+    free_session(&s, &pol);
+    entmtp_session_free(scorer);
+    entmtp_bank_free(bank);
+    entmtp_bank_free(defaults);
+    entmtp_heads_free(medusa);
+    entmtp_heads_free(hydra);
+    entmtp_model_free(model);
+    return rc;
+}

@@ -427,6 +427,11 @@ int cmd_search(int argc, char **argv) {
     cJSON_AddNumberToObject(search, "stage1_seconds", t_stage1);
     cJSON_AddNumberToObject(search, "probe_steps", (double)fr.probe_steps);
     cJSON_AddNumberToObject(search, "ar_tokens_per_second", ar_tps);
+    if (fr.accuracy) {
+        cJSON *acc = cJSON_AddArrayToObject(search, "head_accuracy"); /* [level][rank] */
+        for (int32_t d = 0; d < fr.accuracy_levels; d++)
+            cJSON_AddItemToArray(acc, cJSON_CreateDoubleArray(fr.accuracy + (size_t)d * fr.accuracy_topk, fr.accuracy_topk));
+    }
     cJSON *trees = cJSON_AddArrayToObject(search, "frontier");
     for (int32_t i = 0; i < n_rows; i++) {
         cJSON *o = cJSON_CreateObject();

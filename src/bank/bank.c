@@ -140,6 +140,8 @@ ENTMTP_API entmtp_status entmtp_bank_tree_buffers(const entmtp_bank *b, int32_t 
 
 const emt_tree *emt_bank_tree(const entmtp_bank *b, int32_t i) { return &b->trees[i]; }
 
+int32_t emt_bank_default_policy(const entmtp_bank *b) { return b ? b->default_policy : -1; }
+
 int32_t emt_bank_max_nodes_used(const entmtp_bank *b) {
     int32_t m = 1;
     for (int32_t i = 0; i < b->n; i++) if (b->trees[i].n_nodes > m) m = b->trees[i].n_nodes;

@@ -1,6 +1,8 @@
 /* entmtp generate: text in, text out, with EntMTP or plain AR. */
 #include "cli.h"
 
+#include "bank/tree.h"
+
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,7 +224,7 @@ int cmd_generate(int argc, char **argv) {
     char *file_text = NULL, *chat = NULL, *text = NULL;
     int32_t *ptoks = NULL;
     stream_ctx sc = { 0 };
-    char shipped[4096];
+    char shipped[4096], shipped_bank[4200];
 
     if (prompt_file) {
         FILE *f = fopen(prompt_file, "rb");
@@ -252,8 +254,15 @@ int cmd_generate(int argc, char **argv) {
     mp.progress = json ? NULL : cli_progress;
     if ((st = entmtp_model_load(model_path, &mp, &model))) { rc = cli_fail(model_path, st); goto done; }
 
-    if (!ar && !no_heads && !heads_path && find_shipped_heads(model_path, shipped, sizeof shipped))
+    if (!ar && !no_heads && !heads_path && find_shipped_heads(model_path, shipped, sizeof shipped)) {
         heads_path = shipped;
+        /* a bank searched for the shipped heads sits next to them: X.bank.json */
+        size_t n = strlen(shipped);
+        if (!bank_path && !trees && n > 12 && n + 10 < sizeof shipped_bank && !strcmp(shipped + n - 12, ".safetensors")) {
+            snprintf(shipped_bank, sizeof shipped_bank, "%.*s.bank.json", (int)(n - 12), shipped);
+            if (access(shipped_bank, R_OK) == 0) bank_path = shipped_bank;
+        }
+    }
     if (!ar && !no_heads && heads_path) {
         if ((st = entmtp_heads_load(model, heads_path, &heads))) { rc = cli_fail(heads_path, st); goto done; }
     }
@@ -285,6 +294,11 @@ int cmd_generate(int argc, char **argv) {
                 goto done;
             }
             from_bank = entmtp_bank_policy_config(bank, kind, &pc) == ENTMTP_OK;
+        } else if (emt_bank_default_policy(bank) >= 0) {
+            /* the policy the bank's search calibrated best */
+            kind = (entmtp_policy_kind)emt_bank_default_policy(bank);
+            from_bank = entmtp_bank_policy_config(bank, kind, &pc) == ENTMTP_OK;
+            policy_name = entmtp_policy_kind_name(kind);
         }
         if (!from_bank) pc = entmtp_policy_default_config(kind);
         int32_t n_trees = entmtp_bank_size(bank);
@@ -419,8 +433,9 @@ int cmd_generate(int argc, char **argv) {
                 n_ptoks, (long long)stats.n_generated, (long long)stats.n_steps,
                 stats.mean_accept_length, stats.tokens_per_second);
         if (heads && !ar) {
-            fprintf(stderr, "-- heads: %s (%s, %d heads); policy %s; tree usage:", heads_path,
-                    hi.kind == ENTMTP_HEADS_HYDRA ? "hydra" : "medusa", hi.n_heads, policy_label);
+            fprintf(stderr, "-- heads: %s (%s, %d heads)%s%s; policy %s; tree usage:", heads_path,
+                    hi.kind == ENTMTP_HEADS_HYDRA ? "hydra" : "medusa", hi.n_heads, bank_path ? "; bank " : "",
+                    bank_path ? bank_path : "", policy_label);
             for (int32_t k = 0; k < n_trees; k++) {
                 entmtp_tree_info ti = { sizeof ti };
                 entmtp_bank_tree_info(bank, k, &ti);

@@ -398,11 +398,18 @@ int cmd_search(int argc, char **argv) {
         }
         run_result_free(&rr);
     }
-    if ((st = entmtp_bank_set_policy_config(bank, &stat))) { rc = cli_fail("static policy", st); goto done; }
-    if (have_hyst && (st = entmtp_bank_set_policy_config(bank, &hyst))) { rc = cli_fail("hysteresis policy", st); goto done; }
-    if (have_ladder && (st = entmtp_bank_set_policy_config(bank, &ladder))) { rc = cli_fail("ladder policy", st); goto done; }
+    /* the bank's default policy is the first one stored: the calibration's best */
     entmtp_policy_config ucb = entmtp_policy_default_config(ENTMTP_POLICY_UCB);
-    if ((st = entmtp_bank_set_policy_config(bank, &ucb))) { rc = cli_fail("ucb policy", st); goto done; }
+    const entmtp_policy_config *order[4] = { &stat, have_hyst ? &hyst : NULL, have_ladder ? &ladder : NULL, &ucb };
+    if (have_hyst && hyst_tps > best_tps && (!have_ladder || hyst_tps >= ladder_tps)) { order[0] = &hyst; order[1] = &stat; }
+    else if (have_ladder && ladder_tps > best_tps && (!have_hyst || ladder_tps > hyst_tps)) { order[0] = &ladder; order[2] = &stat; }
+    for (int k = 0; k < 4; k++) {
+        if (!order[k]) continue;
+        if ((st = entmtp_bank_set_policy_config(bank, order[k]))) {
+            rc = cli_fail(entmtp_policy_kind_name(order[k]->kind), st);
+            goto done;
+        }
+    }
     if ((st = entmtp_bank_save(bank, out_path))) { rc = cli_fail(out_path, st); goto done; }
 
     /* ---- the record of how the bank was made */

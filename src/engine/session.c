@@ -139,6 +139,9 @@ static entmtp_status check_bank(const entmtp_session *S) {
         if (S->heads && t->depth > heads)
             return emt_fail(ENTMTP_ERR_MISMATCH, "bank tree %d ('%s') has depth %d but the heads draft only %d tokens",
                             i, t->name, t->depth, heads);
+        if (S->heads && S->heads->n_draft && t->topk > S->heads->n_draft)
+            return emt_fail(ENTMTP_ERR_MISMATCH, "bank tree %d ('%s'): top-k %d exceeds the heads' draft vocabulary (%d ids)",
+                            i, t->name, t->topk, S->heads->n_draft);
         if (t->topk > S->model->cfg.vocab)
             return emt_fail(ENTMTP_ERR_MISMATCH, "bank tree %d ('%s'): top-k %d exceeds the vocabulary (%d)",
                             i, t->name, t->topk, S->model->cfg.vocab);
@@ -196,6 +199,11 @@ entmtp_status emt_session_create_sized(entmtp_model *model, entmtp_heads *heads,
     S->topk = min_topk > 1 ? min_topk : 1;
     for (int32_t i = 0; i < S->n_trees; i++)
         if (emt_bank_tree(bank, i)->topk > S->topk) S->topk = emt_bank_tree(bank, i)->topk;
+    if (heads && heads->n_draft && S->topk > heads->n_draft) {
+        entmtp_session_free(S);
+        return emt_fail(ENTMTP_ERR_MISMATCH, "entmtp_session_create: top-k %d exceeds the heads' draft vocabulary (%d ids)",
+                        min_topk, heads->n_draft);
+    }
 
     emt_backend *be = model->be;
     const emt_model_config *c = &model->cfg;
@@ -359,6 +367,14 @@ static void run_head(entmtp_session *S, int32_t h, int32_t rows, const float *in
             op->silu_residual(S->ex, x, s->head_tmp, (int64_t)rows * H, s->head_x);
         }
         x = s->head_x;
+    }
+    if (hd->draft_w) {
+        /* rank the draft vocabulary only, then map back to token ids */
+        int32_t K = S->heads->n_draft;
+        op->matmul(S->ex, hd->draft_w, hd->draft_b, x, rows, H, K, s->head_logits, 1);
+        op->topk(S->ex, s->head_logits, rows, K, S->topk, top_ids, top_p, NULL);
+        for (int64_t i = 0; i < (int64_t)rows * S->topk; i++) top_ids[i] = S->heads->draft_ids[top_ids[i]];
+        return;
     }
     const float *lm = hd->lm_w ? hd->lm_w : S->model->lm_head;
     op->matmul(S->ex, lm, hd->lm_b, x, rows, H, V, s->head_logits, 1);

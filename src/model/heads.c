@@ -20,12 +20,14 @@ ENTMTP_API void entmtp_heads_free(entmtp_heads *h) {
                 }
                 free(hd->layers);
             }
-            if (hd->lm_w) be->ops->release(be, hd->lm_w);
-            if (hd->lm_b) be->ops->release(be, hd->lm_b);
+            float *ps[] = { hd->lm_w, hd->lm_b, hd->draft_w, hd->draft_b };
+            for (int k = 0; k < 4; k++)
+                if (ps[k]) be->ops->release(be, ps[k]);
         }
         free(h->heads);
     }
     free(h->path);
+    free(h->draft_ids);
     free(h);
 }
 
@@ -123,6 +125,59 @@ static entmtp_status load_hydra(entmtp_heads *h, emt_weights *w) {
     return ENTMTP_OK;
 }
 
+/* The optional draft vocabulary: 1-D I32/I64 token ids, unique, inside the
+ * vocabulary. Every head gets the rows of its lm_head (own or the model's)
+ * for those ids, gathered on the backend. */
+static entmtp_status load_draft_vocab(entmtp_heads *h, const emt_st *st) {
+    const emt_tensor *t = emt_st_find(st, "draft_vocab");
+    if (!t) return ENTMTP_OK;
+    const emt_model_config *c = &h->model->cfg;
+    if ((t->dtype != EMT_I32 && t->dtype != EMT_I64) || t->n_dims != 1 || t->shape[0] < 1 || t->shape[0] > c->vocab)
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor 'draft_vocab' must be a list of 1..%d I32/I64 token ids (got %s, %d dims)",
+                        h->path, c->vocab, emt_dtype_name(t->dtype), t->n_dims);
+    int32_t n = (int32_t)t->shape[0];
+    h->draft_ids = emt_malloc((size_t)n, sizeof(int32_t));
+    uint8_t *seen = emt_calloc((size_t)c->vocab, 1);
+    int32_t *all = emt_malloc((size_t)n, sizeof(int32_t));
+    entmtp_status st_ = ENTMTP_OK;
+    if (!h->draft_ids || !seen || !all) { st_ = ENTMTP_ERR_OUT_OF_MEMORY; goto out; }
+    for (int32_t i = 0; i < n; i++) {
+        int64_t v;
+        if (t->dtype == EMT_I32) { int32_t x; memcpy(&x, (const char *)t->data + (size_t)i * 4, 4); v = x; }
+        else memcpy(&v, (const char *)t->data + (size_t)i * 8, 8);
+        if (v < 0 || v >= c->vocab || seen[v]) {
+            st_ = emt_fail(ENTMTP_ERR_FORMAT, "%s: draft_vocab[%d] = %lld is %s", h->path, i, (long long)v,
+                           v < 0 || v >= c->vocab ? "outside the vocabulary" : "a duplicate");
+            goto out;
+        }
+        seen[v] = 1;
+        h->draft_ids[i] = (int32_t)v;
+        all[i] = i;
+    }
+    h->n_draft = n;
+    emt_backend *be = h->model->be;
+    emt_exec *ex = be->ops->exec_create(be, 1);
+    if (!ex) { st_ = ENTMTP_ERR_OUT_OF_MEMORY; goto out; }
+    for (int32_t i = 0; i < h->n_heads && !st_; i++) {
+        emt_head *hd = &h->heads[i];
+        hd->draft_w = be->ops->alloc(be, (size_t)n * (size_t)c->hidden * sizeof(float));
+        if (!hd->draft_w) { st_ = ENTMTP_ERR_OUT_OF_MEMORY; break; }
+        be->ops->copy_rows(ex, hd->draft_w, hd->lm_w ? hd->lm_w : h->model->lm_head, (size_t)c->hidden, all,
+                           h->draft_ids, n);
+        if (hd->lm_b) {
+            hd->draft_b = be->ops->alloc(be, (size_t)n * sizeof(float));
+            if (!hd->draft_b) { st_ = ENTMTP_ERR_OUT_OF_MEMORY; break; }
+            be->ops->copy_rows(ex, hd->draft_b, hd->lm_b, 1, all, h->draft_ids, n);
+        }
+    }
+    if (!st_) st_ = emt_backend_sync(be, ex);
+    be->ops->exec_destroy(ex);
+out:
+    free(seen);
+    free(all);
+    return st_;
+}
+
 ENTMTP_API entmtp_status entmtp_heads_load(entmtp_model *model, const char *path,
                                            entmtp_heads **out_heads) {
     if (!model || !path || !out_heads)
@@ -175,6 +230,7 @@ ENTMTP_API entmtp_status entmtp_heads_load(entmtp_model *model, const char *path
     h->heads = emt_calloc((size_t)h->n_heads, sizeof *h->heads);
     if (!h->heads) { st = ENTMTP_ERR_OUT_OF_MEMORY; goto fail; }
     st = h->kind == ENTMTP_HEADS_HYDRA ? load_hydra(h, &w) : load_medusa(h, &w, prefix);
+    if (!st) st = load_draft_vocab(h, w.st);
     if (st) goto fail;
     emt_st_close(w.st);
     *out_heads = h;

@@ -14,6 +14,8 @@ typedef struct emt_head {
     int32_t n_layers;
     emt_head_layer *layers;
     float *lm_w, *lm_b;     /* own lm_head [vocab][hidden] (+bias), or NULL = the model's */
+    /* with a draft vocabulary: this head's lm_head rows for those ids only */
+    float *draft_w, *draft_b; /* [n_draft][hidden], [n_draft] or NULL */
 } emt_head;
 
 struct entmtp_heads {
@@ -23,6 +25,13 @@ struct entmtp_heads {
     int shares_lm_head;
     emt_head *heads;
     char *path;
+    /* Optional draft vocabulary (tensor "draft_vocab" in the heads file): the
+     * heads rank only these token ids, so each head call reads n_draft rows
+     * of the lm_head instead of all of them (FR-Spec style). Drafting only
+     * proposes; verification still uses the full vocabulary, so output is
+     * unchanged. NULL = the whole vocabulary. */
+    int32_t n_draft;
+    int32_t *draft_ids;     /* host [n_draft] */
 };
 
 #endif

@@ -110,6 +110,12 @@ static void encode(const wtensor *t, uint8_t *out) {
     const float *x = t->data;
     switch (t->type) {
     case EMT_F32: memcpy(out, x, (size_t)n * 4); break;
+    case EMT_I32:
+        for (int64_t i = 0; i < n; i++) {
+            int32_t v = (int32_t)x[i];
+            memcpy(out + 4 * i, &v, 4);
+        }
+        break;
     case EMT_F16: for (int64_t i = 0; i < n; i++) put16(out + 2 * i, f32_to_f16(x[i])); break;
     case EMT_BF16: for (int64_t i = 0; i < n; i++) put16(out + 2 * i, f32_to_bf16(x[i])); break;
     case EMT_Q8_0:
@@ -467,8 +473,15 @@ entmtp_status emt_tiny_write_hf(const char *dir, const emt_tiny_config *c, emt_d
     return st;
 }
 
-entmtp_status emt_tiny_write_medusa_heads(const char *path, int32_t hidden, int32_t vocab, int32_t n_heads,
-                                          int32_t n_layers, int with_lm_head, uint64_t seed) {
+/* The optional draft vocabulary tensor of a heads file (I32 ids). */
+static void add_draft_vocab(wlist *l, const int32_t *ids, int32_t n) {
+    if (!ids || n <= 0) return;
+    wtensor *t = add(l, "draft_vocab", n, 0, EMT_I32);
+    for (int32_t i = 0; i < n; i++) t->data[i] = (float)ids[i];
+}
+
+static entmtp_status write_medusa(const char *path, int32_t hidden, int32_t vocab, int32_t n_heads, int32_t n_layers,
+                                  int with_lm_head, uint64_t seed, const int32_t *draft, int32_t n_draft) {
     wlist l = { 0 };
     char n[128];
     float s = 1.0f / sqrtf((float)hidden);
@@ -484,6 +497,7 @@ entmtp_status emt_tiny_write_medusa_heads(const char *path, int32_t hidden, int3
             fill(add(&l, n, vocab, hidden, EMT_F32), seed, n, 4.0f * s, 0);
         }
     }
+    add_draft_vocab(&l, draft, n_draft);
     char meta[128];
     snprintf(meta, sizeof meta, "{\"format\":\"pt\",\"entmtp.heads\":\"medusa\",\"entmtp.n_heads\":\"%d\"}", n_heads);
     entmtp_status st = write_safetensors(path, l.t, l.n, meta);
@@ -491,8 +505,8 @@ entmtp_status emt_tiny_write_medusa_heads(const char *path, int32_t hidden, int3
     return st;
 }
 
-entmtp_status emt_tiny_write_hydra_heads(const char *path, int32_t hidden, int32_t vocab, int32_t n_heads,
-                                         int32_t n_layers, int with_lm_head, uint64_t seed) {
+static entmtp_status write_hydra(const char *path, int32_t hidden, int32_t vocab, int32_t n_heads, int32_t n_layers,
+                                 int with_lm_head, uint64_t seed, const int32_t *draft, int32_t n_draft) {
     wlist l = { 0 };
     char n[128];
     for (int32_t i = 0; i < n_heads; i++) {
@@ -519,9 +533,28 @@ entmtp_status emt_tiny_write_hydra_heads(const char *path, int32_t hidden, int32
             fill(add(&l, n, vocab, 0, EMT_F32), seed, n, 0.1f, 0);
         }
     }
+    add_draft_vocab(&l, draft, n_draft);
     char meta[128];
     snprintf(meta, sizeof meta, "{\"format\":\"pt\",\"entmtp.heads\":\"hydra\",\"entmtp.n_heads\":\"%d\"}", n_heads);
     entmtp_status st = write_safetensors(path, l.t, l.n, meta);
     free_list(&l);
     return st;
+}
+
+entmtp_status emt_tiny_write_heads_draft(const char *path, entmtp_heads_kind kind, int32_t hidden, int32_t vocab,
+                                         int32_t n_heads, int32_t n_layers, int with_lm_head, uint64_t seed,
+                                         const int32_t *draft_ids, int32_t n_draft) {
+    return kind == ENTMTP_HEADS_HYDRA
+               ? write_hydra(path, hidden, vocab, n_heads, n_layers, with_lm_head, seed, draft_ids, n_draft)
+               : write_medusa(path, hidden, vocab, n_heads, n_layers, with_lm_head, seed, draft_ids, n_draft);
+}
+
+entmtp_status emt_tiny_write_medusa_heads(const char *path, int32_t hidden, int32_t vocab, int32_t n_heads,
+                                          int32_t n_layers, int with_lm_head, uint64_t seed) {
+    return write_medusa(path, hidden, vocab, n_heads, n_layers, with_lm_head, seed, NULL, 0);
+}
+
+entmtp_status emt_tiny_write_hydra_heads(const char *path, int32_t hidden, int32_t vocab, int32_t n_heads,
+                                         int32_t n_layers, int with_lm_head, uint64_t seed) {
+    return write_hydra(path, hidden, vocab, n_heads, n_layers, with_lm_head, seed, NULL, 0);
 }

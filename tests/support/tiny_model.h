@@ -30,6 +30,10 @@ entmtp_status emt_tiny_write_medusa_heads(const char *path, int32_t hidden, int3
 entmtp_status emt_tiny_write_hydra_heads(const char *path, int32_t hidden, int32_t vocab,
                                          int32_t n_heads, int32_t n_layers, int with_lm_head,
                                          uint64_t seed);
+/* Either kind of heads, plus a "draft_vocab" tensor (I32) when n_draft > 0. */
+entmtp_status emt_tiny_write_heads_draft(const char *path, entmtp_heads_kind kind, int32_t hidden, int32_t vocab,
+                                         int32_t n_heads, int32_t n_layers, int with_lm_head, uint64_t seed,
+                                         const int32_t *draft_ids, int32_t n_draft);
 /* The deterministic value in [-1, 1) behind element `index` of tensor `name`
  * (HF name, row-major [out, in]); writers scale it per tensor kind. */
 float emt_tiny_uniform(uint64_t seed, const char *name, int64_t index);

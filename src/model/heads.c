@@ -20,12 +20,13 @@ ENTMTP_API void entmtp_heads_free(entmtp_heads *h) {
                 }
                 free(hd->layers);
             }
-            float *ps[] = { hd->lm_w, hd->lm_b, hd->draft_w, hd->draft_b };
+            float *ps[] = { hd->lm_w, hd->lm_b, hd->draft_w == h->draft_shared ? NULL : hd->draft_w, hd->draft_b };
             for (int k = 0; k < 4; k++)
                 if (ps[k]) be->ops->release(be, ps[k]);
         }
         free(h->heads);
     }
+    if (h->draft_shared) be->ops->release(be, h->draft_shared);
     free(h->path);
     free(h->draft_ids);
     free(h);
@@ -158,12 +159,21 @@ static entmtp_status load_draft_vocab(entmtp_heads *h, const emt_st *st) {
     emt_backend *be = h->model->be;
     emt_exec *ex = be->ops->exec_create(be, 1);
     if (!ex) { st_ = ENTMTP_ERR_OUT_OF_MEMORY; goto out; }
+    size_t bytes = (size_t)n * (size_t)c->hidden * sizeof(float);
+    if (h->shares_lm_head) {
+        h->draft_shared = be->ops->alloc(be, bytes);
+        if (!h->draft_shared) st_ = ENTMTP_ERR_OUT_OF_MEMORY;
+        else be->ops->copy_rows(ex, h->draft_shared, h->model->lm_head, (size_t)c->hidden, all, h->draft_ids, n);
+    }
     for (int32_t i = 0; i < h->n_heads && !st_; i++) {
         emt_head *hd = &h->heads[i];
-        hd->draft_w = be->ops->alloc(be, (size_t)n * (size_t)c->hidden * sizeof(float));
+        if (!hd->lm_w) {
+            hd->draft_w = h->draft_shared;
+            continue;
+        }
+        hd->draft_w = be->ops->alloc(be, bytes);
         if (!hd->draft_w) { st_ = ENTMTP_ERR_OUT_OF_MEMORY; break; }
-        be->ops->copy_rows(ex, hd->draft_w, hd->lm_w ? hd->lm_w : h->model->lm_head, (size_t)c->hidden, all,
-                           h->draft_ids, n);
+        be->ops->copy_rows(ex, hd->draft_w, hd->lm_w, (size_t)c->hidden, all, h->draft_ids, n);
         if (hd->lm_b) {
             hd->draft_b = be->ops->alloc(be, (size_t)n * sizeof(float));
             if (!hd->draft_b) { st_ = ENTMTP_ERR_OUT_OF_MEMORY; break; }

@@ -14,7 +14,8 @@ typedef struct emt_head {
     int32_t n_layers;
     emt_head_layer *layers;
     float *lm_w, *lm_b;     /* own lm_head [vocab][hidden] (+bias), or NULL = the model's */
-    /* with a draft vocabulary: this head's lm_head rows for those ids only */
+    /* with a draft vocabulary: this head's lm_head rows for those ids only
+     * (heads sharing the base lm_head all point at entmtp_heads.draft_shared) */
     float *draft_w, *draft_b; /* [n_draft][hidden], [n_draft] or NULL */
 } emt_head;
 
@@ -32,6 +33,7 @@ struct entmtp_heads {
      * unchanged. NULL = the whole vocabulary. */
     int32_t n_draft;
     int32_t *draft_ids;     /* host [n_draft] */
+    float *draft_shared;    /* the base lm_head's rows for them, when shared */
 };
 
 #endif

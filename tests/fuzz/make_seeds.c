@@ -55,6 +55,12 @@ int main(int argc, char **argv) {
     if (emt_tiny_write_medusa_heads(p, def.hidden, def.vocab, 1, 1, 1, 1)) return 1;
     snprintf(p, sizeof p, "%s/heads/hydra.safetensors", root);
     if (emt_tiny_write_hydra_heads(p, def.hidden, def.vocab, 2, 1, 0, 1)) return 1;
+    /* draft vocabularies, shared and own lm_head */
+    const int32_t draft[] = { 3, 1, 4, 15, 9, 2, 6, 5, 35, 8, 7, 0, 11 };
+    snprintf(p, sizeof p, "%s/heads/medusa_draft.safetensors", root);
+    if (emt_tiny_write_heads_draft(p, ENTMTP_HEADS_MEDUSA, def.hidden, def.vocab, 2, 1, 0, 1, draft, 13)) return 1;
+    snprintf(p, sizeof p, "%s/heads/hydra_draft_lm.safetensors", root);
+    if (emt_tiny_write_heads_draft(p, ENTMTP_HEADS_HYDRA, def.hidden, def.vocab, 2, 1, 1, 1, draft, 13)) return 1;
     snprintf(d, sizeof d, "%s/tree_json", root);
     put(d, "small.json", "[[0],[0,0],[1],[0,1],[0,0,0]]");
     put(d, "empty.json", "[]");

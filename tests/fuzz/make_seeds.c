@@ -3,6 +3,7 @@
 #include "tiny_model.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 
 static void put(const char *dir, const char *name, const char *text) {

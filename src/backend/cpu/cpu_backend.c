@@ -106,9 +106,26 @@ static void cpu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_
 
 static inline float silu(float v) { return v / (1.0f + expf(-v)); }
 
+typedef struct swiglu_job {
+    const float *gate, *up;
+    float *out;
+    int64_t n;
+} swiglu_job;
+
+#define EMT_ELEMENTS_PER_TASK 8192
+
+/* elementwise, so any split gives the same bits; expf dominates */
+static void swiglu_task(void *ctx, int32_t task) {
+    const swiglu_job *j = ctx;
+    int64_t i0 = (int64_t)task * EMT_ELEMENTS_PER_TASK;
+    int64_t i1 = i0 + EMT_ELEMENTS_PER_TASK < j->n ? i0 + EMT_ELEMENTS_PER_TASK : j->n;
+    for (int64_t i = i0; i < i1; i++) j->out[i] = silu(j->gate[i]) * j->up[i];
+}
+
 static void cpu_swiglu(emt_exec *ex, const float *gate, const float *up, int64_t n, float *out) {
-    (void)ex;
-    for (int64_t i = 0; i < n; i++) out[i] = silu(gate[i]) * up[i];
+    swiglu_job job = { gate, up, out, n };
+    emt_pool_run(ex->pool, (int32_t)((n + EMT_ELEMENTS_PER_TASK - 1) / EMT_ELEMENTS_PER_TASK),
+                 swiglu_task, &job);
 }
 
 static void cpu_add(emt_exec *ex, float *x, const float *y, int64_t n) {
@@ -213,6 +230,16 @@ static inline void hsum4(const emt_v8 a[4], float out[4]) {
 }
 #endif
 
+/* A loaded vector that the compiler must keep in a register: without this
+ * it folds the load into every FMA that uses it as a memory operand,
+ * loading it again for each, and the kernels become bound by loads. */
+static inline emt_v8 in_reg(emt_v8 v) {
+#if defined(__AVX__) && defined(__GNUC__)
+    __asm__("" : "+x"(v));
+#endif
+    return v;
+}
+
 /* Outputs are taken in groups of EMT_GROUP (every kernel width divides it);
  * rows in blocks of at most EMT_MAX_NR. */
 #define EMT_GROUP 6
@@ -234,14 +261,22 @@ block(const float *w, size_t n_in, const float *x, int32_t n, int nw, int nr, in
         for (int k = 0; k < nw; k++) acc[r][k] = (emt_v8){ 0 };
     int32_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        emt_v8 wv[EMT_GROUP];
-        for (int k = 0; k < nw; k++) {
-            if (prefetch) __builtin_prefetch(w + (k + EMT_GROUP) * n_in + i, 0, 2);
-            wv[k] = load8(w + k * n_in + i);
-        }
-        for (int r = 0; r < nr; r++) {
-            emt_v8 xv = load8(x + r * n_in + i);
-            for (int k = 0; k < nw; k++) acc[r][k] = madd(wv[k], xv, acc[r][k]);
+        if (prefetch && i % 16 == 0) /* one per 64-byte line */
+            for (int k = 0; k < nw; k++) __builtin_prefetch(w + (k + EMT_GROUP) * n_in + i, 0, 2);
+        if (nr <= nw) { /* the input rows stay in registers, weights stream */
+            emt_v8 xv[EMT_MAX_NR];
+            for (int r = 0; r < nr; r++) xv[r] = in_reg(load8(x + r * n_in + i));
+            for (int k = 0; k < nw; k++) {
+                emt_v8 wk = in_reg(load8(w + k * n_in + i));
+                for (int r = 0; r < nr; r++) acc[r][k] = madd(wk, xv[r], acc[r][k]);
+            }
+        } else { /* the weight rows stay in registers, inputs stream */
+            emt_v8 wv[EMT_GROUP];
+            for (int k = 0; k < nw; k++) wv[k] = in_reg(load8(w + k * n_in + i));
+            for (int r = 0; r < nr; r++) {
+                emt_v8 xr = in_reg(load8(x + r * n_in + i));
+                for (int k = 0; k < nw; k++) acc[r][k] = madd(wv[k], xr, acc[r][k]);
+            }
         }
     }
     /* horizontal sums four at a time (padded with zeros), then the tails */
@@ -469,36 +504,49 @@ static void cpu_attention(emt_exec *ex, const float *q, const float *k_cache, co
 
 /* ----------------------------------------------------------------- top-k */
 
+typedef struct topk_job {
+    const float *logits;
+    int32_t vocab, k;
+    int32_t *top_ids;
+    float *top_probs, *entropy;
+} topk_job;
+
+/* One row: insertion top-k, then softmax statistics in double. */
+static void topk_task(void *ctx, int32_t r) {
+    const topk_job *j = ctx;
+    int32_t vocab = j->vocab, k = j->k;
+    const float *x = j->logits + (size_t)r * vocab;
+    int32_t *ids = j->top_ids + (size_t)r * k;
+    float *vals = j->top_probs + (size_t)r * k;
+    int32_t n = 0;
+    for (int32_t i = 0; i < vocab; i++) {
+        float v = x[i];
+        if (n == k && !(v > vals[k - 1])) continue;
+        int32_t pos = n < k ? n++ : k - 1;
+        while (pos > 0 && v > vals[pos - 1]) {
+            vals[pos] = vals[pos - 1];
+            ids[pos] = ids[pos - 1];
+            pos--;
+        }
+        vals[pos] = v;
+        ids[pos] = i;
+    }
+    double mx = vals[0], z = 0.0, sxz = 0.0;
+    for (int32_t i = 0; i < vocab; i++) {
+        double e = exp((double)x[i] - mx);
+        z += e;
+        sxz += e * ((double)x[i] - mx);
+    }
+    for (int32_t t = 0; t < k; t++) vals[t] = (float)(exp((double)vals[t] - mx) / z);
+    if (j->entropy) j->entropy[r] = (float)(log(z) - sxz / z);
+}
+
+/* Rows are independent (the exp over the vocabulary dominates): one task
+ * per row, each computed exactly as alone. */
 static void cpu_topk(emt_exec *ex, const float *logits, int32_t n_rows, int32_t vocab, int32_t k,
                      int32_t *top_ids, float *top_probs, float *entropy) {
-    (void)ex;
-    if (k > vocab) k = vocab;
-    for (int32_t r = 0; r < n_rows; r++) {
-        const float *x = logits + (size_t)r * vocab;
-        int32_t *ids = top_ids + (size_t)r * k;
-        float *vals = top_probs + (size_t)r * k;
-        int32_t n = 0;
-        for (int32_t i = 0; i < vocab; i++) {
-            float v = x[i];
-            if (n == k && !(v > vals[k - 1])) continue;
-            int32_t pos = n < k ? n++ : k - 1;
-            while (pos > 0 && v > vals[pos - 1]) {
-                vals[pos] = vals[pos - 1];
-                ids[pos] = ids[pos - 1];
-                pos--;
-            }
-            vals[pos] = v;
-            ids[pos] = i;
-        }
-        double mx = vals[0], z = 0.0, sxz = 0.0;
-        for (int32_t i = 0; i < vocab; i++) {
-            double e = exp((double)x[i] - mx);
-            z += e;
-            sxz += e * ((double)x[i] - mx);
-        }
-        for (int32_t t = 0; t < k; t++) vals[t] = (float)(exp((double)vals[t] - mx) / z);
-        if (entropy) entropy[r] = (float)(log(z) - sxz / z);
-    }
+    topk_job job = { logits, vocab, k > vocab ? vocab : k, top_ids, top_probs, entropy };
+    emt_pool_run(ex->pool, n_rows, topk_task, &job);
 }
 
 static const emt_backend_ops cpu_ops = {

@@ -42,4 +42,12 @@ entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_s
 entmtp_status emt_session_time_verify(entmtp_session *S, int32_t tree_index, int32_t reps,
                                       double *median_seconds);
 
+/* Test support: batch_heads = 0 makes Medusa heads that share the base
+ * lm_head take one lm_head product per head (the reference path) instead of
+ * one for all heads; head_topk exposes the last step's per-head top-k
+ * ([n_heads][k] ids and probabilities). */
+void emt_session_set_batch_heads(entmtp_session *S, int batch_heads);
+void emt_session_head_topk(const entmtp_session *S, const int32_t **ids, const float **probs,
+                           int32_t *k);
+
 #endif

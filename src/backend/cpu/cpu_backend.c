@@ -240,29 +240,33 @@ static inline emt_v8 in_reg(emt_v8 v) {
     return v;
 }
 
-/* Outputs are taken in groups of EMT_GROUP (every kernel width divides it);
- * rows in blocks of at most EMT_MAX_NR. */
+/* Outputs are taken in groups of at most EMT_GROUP (every kernel width
+ * divides it); rows in blocks of at most EMT_MAX_NR. */
 #define EMT_GROUP 6
 #define EMT_MAX_NR 6
+#ifndef EMT_PF_LOCALITY
+#define EMT_PF_LOCALITY 2
+#endif
 
 /* nw weight rows (outputs) against nr input rows: nw*nr accumulators (at
  * most 12, so that they, the weight vectors and one input vector fit in the
  * 16 vector registers), each weight load serving nr rows. nw and nr are
  * constants at every call site, so the loops unroll into registers. With
- * `prefetch`, the same rows of the next output group are requested (into
- * L2) while this one computes, so the weight stream from memory overlaps the
- * arithmetic instead of alternating with it (prefetches never fault, so
- * those past the last row are harmless). */
+ * pf_rows > 0, the weight rows pf_rows further on (the next group's) are
+ * prefetched while this block computes, so the weight stream from memory
+ * overlaps the arithmetic instead of alternating with it (prefetches never
+ * fault, so those past the last row are harmless). */
 static inline __attribute__((always_inline)) void
-block(const float *w, size_t n_in, const float *x, int32_t n, int nw, int nr, int prefetch,
+block(const float *w, size_t n_in, const float *x, int32_t n, int nw, int nr, size_t pf_rows,
       const float *bias, float *y, size_t n_out) {
     emt_v8 acc[EMT_MAX_NR][EMT_GROUP];
     for (int r = 0; r < nr; r++)
         for (int k = 0; k < nw; k++) acc[r][k] = (emt_v8){ 0 };
     int32_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        if (prefetch && i % 16 == 0) /* one per 64-byte line */
-            for (int k = 0; k < nw; k++) __builtin_prefetch(w + (k + EMT_GROUP) * n_in + i, 0, 2);
+        if (pf_rows && i % 16 == 0) /* one per 64-byte line */
+            for (int k = 0; k < nw; k++)
+                __builtin_prefetch(w + (k + pf_rows) * n_in + i, 0, EMT_PF_LOCALITY);
         if (nr <= nw) { /* the input rows stay in registers, weights stream */
             emt_v8 xv[EMT_MAX_NR];
             for (int r = 0; r < nr; r++) xv[r] = in_reg(load8(x + r * n_in + i));
@@ -301,31 +305,32 @@ typedef struct matmul_job {
     int32_t n_rows, n_in, n_out, chunk;
 } matmul_job;
 
-/* One output group (EMT_GROUP outputs from o) for input rows r0..r0+nr-1 in
- * kernels of nw outputs (nw, nr and prefetch constant after inlining). */
+/* The widest kernel for nr rows that keeps <= 12 accumulators. */
+static int kernel_width(int nr) { return nr <= 2 ? 6 : nr <= 4 ? 3 : 2; }
+
+/* One group of `step` outputs from o for input rows r0..r0+nr-1, in kernels
+ * of nw outputs (nw, nr constant after inlining), prefetching the next group. */
 static inline __attribute__((always_inline)) void
-group_rows(const matmul_job *j, int32_t r0, int32_t o, int nw, int nr, int prefetch) {
+group_rows(const matmul_job *j, int32_t r0, int32_t o, int nw, int nr, int step) {
     size_t n_in = (size_t)j->n_in, n_out = (size_t)j->n_out;
-    for (int32_t k = 0; k < EMT_GROUP; k += nw)
+    for (int32_t k = 0; k < step; k += nw)
         block(j->W + (size_t)(o + k) * n_in, n_in, j->x + (size_t)r0 * n_in, j->n_in, nw, nr,
-              prefetch, j->bias ? j->bias + o + k : NULL, j->y + (size_t)r0 * n_out + o + k, n_out);
+              (size_t)step, j->bias ? j->bias + o + k : NULL, j->y + (size_t)r0 * n_out + o + k,
+              n_out);
 }
 
-/* The widest kernel for nr rows that keeps <= 12 accumulators. The first
- * row block of a group prefetches the next group's weights. */
-static void group_block(const matmul_job *j, int32_t r0, int nr, int32_t o) {
-    int pf = r0 == 0;
+static void group_block(const matmul_job *j, int32_t r0, int nr, int32_t o, int step) {
     switch (nr) {
-    case 1: pf ? group_rows(j, r0, o, 6, 1, 1) : group_rows(j, r0, o, 6, 1, 0); break;
-    case 2: pf ? group_rows(j, r0, o, 6, 2, 1) : group_rows(j, r0, o, 6, 2, 0); break;
-    case 3: pf ? group_rows(j, r0, o, 3, 3, 1) : group_rows(j, r0, o, 3, 3, 0); break;
-    case 4: pf ? group_rows(j, r0, o, 3, 4, 1) : group_rows(j, r0, o, 3, 4, 0); break;
-    case 5: pf ? group_rows(j, r0, o, 2, 5, 1) : group_rows(j, r0, o, 2, 5, 0); break;
-    default: pf ? group_rows(j, r0, o, 2, 6, 1) : group_rows(j, r0, o, 2, 6, 0); break;
+    case 1: group_rows(j, r0, o, 6, 1, step); break;
+    case 2: group_rows(j, r0, o, 6, 2, step); break;
+    case 3: group_rows(j, r0, o, 3, 3, step); break;
+    case 4: group_rows(j, r0, o, 3, 4, step); break;
+    case 5: group_rows(j, r0, o, 2, 5, step); break;
+    default: group_rows(j, r0, o, 2, 6, step); break;
     }
 }
 
-/* Single outputs (the last n_out % EMT_GROUP) for rows r0..r0+nr-1. */
+/* Single outputs (the last n_out % step) for rows r0..r0+nr-1. */
 static void single_block(const matmul_job *j, int32_t r0, int nr, int32_t o) {
     size_t n_in = (size_t)j->n_in, n_out = (size_t)j->n_out;
     const float *w = j->W + (size_t)o * n_in, *x = j->x + (size_t)r0 * n_in;
@@ -341,26 +346,35 @@ static void single_block(const matmul_job *j, int32_t r0, int nr, int32_t o) {
     }
 }
 
-/* One chunk of outputs for every row. Each output group is read from memory
- * once and serves all row blocks (near-equal blocks of at most EMT_MAX_NR
- * rows) while it is in cache. */
+/* First row of block b when n rows are split into n_blocks near-equal
+ * blocks (so none has more than EMT_MAX_NR rows). */
+static inline int32_t block_start(int32_t n, int32_t n_blocks, int32_t b) {
+    return (int32_t)((int64_t)n * b / n_blocks);
+}
+
+/* One chunk of outputs for every row. Each group of outputs is read from
+ * memory once and serves every row block while it is in cache. The group is
+ * one kernel wide when all row blocks use the same kernel width (a smaller
+ * working set beside the input rows), else EMT_GROUP wide. */
 static void matmul_task(void *ctx, int32_t task) {
     const matmul_job *j = ctx;
     int32_t o0 = task * j->chunk;
     int32_t o1 = o0 + j->chunk < j->n_out ? o0 + j->chunk : j->n_out;
-    int32_t n_blocks = (j->n_rows + EMT_MAX_NR - 1) / EMT_MAX_NR;
+    int32_t n = j->n_rows, n_blocks = (n + EMT_MAX_NR - 1) / EMT_MAX_NR;
+    int step = kernel_width(block_start(n, n_blocks, 1) - block_start(n, n_blocks, 0));
+    for (int32_t b = 1; b < n_blocks; b++)
+        if (kernel_width(block_start(n, n_blocks, b + 1) - block_start(n, n_blocks, b)) != step)
+            step = EMT_GROUP;
     int32_t o = o0;
-    for (; o + EMT_GROUP <= o1; o += EMT_GROUP)
-        for (int32_t b = 0, r = 0; b < n_blocks; b++) {
-            int nr = (int)((j->n_rows - r) / (n_blocks - b));
-            group_block(j, r, nr, o);
-            r += nr;
+    for (; o + step <= o1; o += step)
+        for (int32_t b = 0; b < n_blocks; b++) {
+            int32_t r = block_start(n, n_blocks, b);
+            group_block(j, r, block_start(n, n_blocks, b + 1) - r, o, step);
         }
     for (; o < o1; o++)
-        for (int32_t b = 0, r = 0; b < n_blocks; b++) {
-            int nr = (int)((j->n_rows - r) / (n_blocks - b));
-            single_block(j, r, nr, o);
-            r += nr;
+        for (int32_t b = 0; b < n_blocks; b++) {
+            int32_t r = block_start(n, n_blocks, b);
+            single_block(j, r, block_start(n, n_blocks, b + 1) - r, o);
         }
 }
 

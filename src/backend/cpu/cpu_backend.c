@@ -244,9 +244,7 @@ static inline emt_v8 in_reg(emt_v8 v) {
  * divides it); rows in blocks of at most EMT_MAX_NR. */
 #define EMT_GROUP 6
 #define EMT_MAX_NR 6
-#ifndef EMT_PF_LOCALITY
-#define EMT_PF_LOCALITY 2
-#endif
+#define EMT_PF_LOCALITY 2 /* into L2: L1 holds the group and the input rows */
 
 /* nw weight rows (outputs) against nr input rows: nw*nr accumulators (at
  * most 12, so that they, the weight vectors and one input vector fit in the

@@ -77,4 +77,12 @@ int32_t emt_session_topk(const entmtp_session *S);
 entmtp_status emt_session_score(entmtp_session *S, const int32_t *tokens, int32_t n_tokens,
                                 int32_t first_scored, double *nll_sum, int32_t *n_scored);
 
+/* Test support: batch_heads = 0 makes Medusa heads that share the base
+ * lm_head take one lm_head product per head (the reference path) instead of
+ * one for all heads; last_head_topk exposes the last step's per-head top-k
+ * ([n_heads][k] ids and probabilities). */
+void emt_session_set_batch_heads(entmtp_session *S, int batch_heads);
+void emt_session_last_head_topk(const entmtp_session *S, const int32_t **ids, const float **probs,
+                                int32_t *k);
+
 #endif

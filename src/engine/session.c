@@ -37,6 +37,7 @@ struct entmtp_session {
     entmtp_features features;
     int32_t last_accept;
     float ema;
+    int batch_heads;       /* Medusa: one lm_head product for all heads (default) */
     int64_t *usage;
     entmtp_session_stats stats;
 };
@@ -189,6 +190,7 @@ entmtp_status emt_session_create_sized(entmtp_model *model, entmtp_heads *heads,
     S->bank = bank;
     S->p = p;
     S->rng = p.seed;
+    S->batch_heads = 1;
     if ((st = check_bank(S))) { entmtp_session_free(S); return st; }
     S->n_trees = bank ? entmtp_bank_size(bank) : 0;
     S->max_nodes = bank && S->n_trees ? emt_bank_max_nodes_used(bank) : 1;
@@ -348,47 +350,81 @@ ENTMTP_API entmtp_status entmtp_session_prefill(entmtp_session *S, const int32_t
 
 /* ------------------------------------------------------------------ heads */
 
-/* Run head `h` on `rows` input rows in s->head_in (width n_in of its first
- * layer), leaving top-k ids/probs per row in top_ids/top_p. */
+/* The layers of head `h` on `rows` input rows (width n_in of its first
+ * layer); the result, [rows][H], goes to `out` (s->head_x when NULL). */
+static const float *head_body(entmtp_session *S, int32_t h, int32_t rows, const float *in, float *out) {
+    const emt_backend_ops *op = S->model->be->ops;
+    const emt_head *hd = &S->heads->heads[h];
+    const int32_t H = S->model->cfg.hidden;
+    emt_scratch *s = &S->s;
+    const float *x = in;
+    for (int32_t l = 0; l < hd->n_layers; l++) {
+        const emt_head_layer *L = &hd->layers[l];
+        float *y = l == hd->n_layers - 1 && out ? out : s->head_x;
+        op->matmul(S->ex, L->w, L->b, x, rows, L->n_in, H, s->head_tmp, 1);
+        if (L->res_w) {
+            op->matmul(S->ex, L->res_w, L->res_b, x, rows, L->n_in, H, s->head_res, 1);
+            op->silu_residual(S->ex, s->head_res, s->head_tmp, (int64_t)rows * H, y);
+        } else {
+            op->silu_residual(S->ex, x, s->head_tmp, (int64_t)rows * H, y);
+        }
+        x = y;
+    }
+    return x;
+}
+
+/* Draft-vocabulary positions -> token ids, for `rows` top-k lists. */
+static void map_draft_ids(entmtp_session *S, int32_t *top_ids, int32_t rows) {
+    for (int64_t i = 0; i < (int64_t)rows * S->topk; i++) top_ids[i] = S->heads->draft_ids[top_ids[i]];
+}
+
+/* Run head `h` on `rows` input rows, leaving top-k ids/probs per row in
+ * top_ids/top_p. */
 static void run_head(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
                      float *top_p) {
     const emt_backend_ops *op = S->model->be->ops;
     const emt_head *hd = &S->heads->heads[h];
     const int32_t H = S->model->cfg.hidden, V = S->model->cfg.vocab;
-    emt_scratch *s = &S->s;
-    const float *x = in;
-    for (int32_t l = 0; l < hd->n_layers; l++) {
-        const emt_head_layer *L = &hd->layers[l];
-        op->matmul(S->ex, L->w, L->b, x, rows, L->n_in, H, s->head_tmp, 1);
-        if (L->res_w) {
-            op->matmul(S->ex, L->res_w, L->res_b, x, rows, L->n_in, H, s->head_res, 1);
-            op->silu_residual(S->ex, s->head_res, s->head_tmp, (int64_t)rows * H, s->head_x);
-        } else {
-            op->silu_residual(S->ex, x, s->head_tmp, (int64_t)rows * H, s->head_x);
-        }
-        x = s->head_x;
-    }
+    const float *x = head_body(S, h, rows, in, NULL);
     if (hd->draft_w) {
         /* rank the draft vocabulary only, then map back to token ids */
         int32_t K = S->heads->n_draft;
-        op->matmul(S->ex, hd->draft_w, hd->draft_b, x, rows, H, K, s->head_logits, 1);
-        op->topk(S->ex, s->head_logits, rows, K, S->topk, top_ids, top_p, NULL);
-        for (int64_t i = 0; i < (int64_t)rows * S->topk; i++) top_ids[i] = S->heads->draft_ids[top_ids[i]];
+        op->matmul(S->ex, hd->draft_w, hd->draft_b, x, rows, H, K, S->s.head_logits, 1);
+        op->topk(S->ex, S->s.head_logits, rows, K, S->topk, top_ids, top_p, NULL);
+        map_draft_ids(S, top_ids, rows);
         return;
     }
     const float *lm = hd->lm_w ? hd->lm_w : S->model->lm_head;
-    op->matmul(S->ex, lm, hd->lm_b, x, rows, H, V, s->head_logits, 1);
-    op->topk(S->ex, s->head_logits, rows, V, S->topk, top_ids, top_p, NULL);
+    op->matmul(S->ex, lm, hd->lm_b, x, rows, H, V, S->s.head_logits, 1);
+    op->topk(S->ex, S->s.head_logits, rows, V, S->topk, top_ids, top_p, NULL);
 }
 
-/* Medusa: every head on the last hidden state; results in chain_ids/chain_p. */
+/* Medusa: every head on the last hidden state; results in chain_ids/chain_p.
+ * Heads that share the base lm_head run their blocks first, then one
+ * lm_head product over all heads' rows reads the vocabulary weights once
+ * instead of once per head (TGI's MedusaHeadV2). The exact matmul gives
+ * each row the bits it would get alone, so the top-k lists are those of the
+ * per-head path. */
 static void medusa_heads(entmtp_session *S) {
-    const int32_t H = S->model->cfg.hidden;
-    for (int32_t h = 0; h < S->heads->n_heads; h++) {
-        run_head(S, h, 1, S->s.last_hidden, S->chain_ids + (size_t)h * S->topk,
-                 S->chain_p + (size_t)h * S->topk);
+    const emt_backend_ops *op = S->model->be->ops;
+    const int32_t n = S->heads->n_heads, H = S->model->cfg.hidden, V = S->model->cfg.vocab;
+    if (!S->heads->shares_lm_head || !S->batch_heads || n < 2) {
+        for (int32_t h = 0; h < n; h++)
+            run_head(S, h, 1, S->s.last_hidden, S->chain_ids + (size_t)h * S->topk,
+                     S->chain_p + (size_t)h * S->topk);
+        return;
     }
-    (void)H;
+    float *rows = S->s.head_in; /* [n][H]: Medusa uses no Hydra input rows */
+    for (int32_t h = 0; h < n; h++) head_body(S, h, 1, S->s.last_hidden, rows + (size_t)h * H);
+    if (S->heads->draft_shared) {
+        int32_t K = S->heads->n_draft;
+        op->matmul(S->ex, S->heads->draft_shared, NULL, rows, n, H, K, S->s.head_logits, 1);
+        op->topk(S->ex, S->s.head_logits, n, K, S->topk, S->chain_ids, S->chain_p, NULL);
+        map_draft_ids(S, S->chain_ids, n);
+        return;
+    }
+    op->matmul(S->ex, S->model->lm_head, NULL, rows, n, H, V, S->s.head_logits, 1);
+    op->topk(S->ex, S->s.head_logits, n, V, S->topk, S->chain_ids, S->chain_p, NULL);
 }
 
 /* Build Hydra input row r for head `depth-1`: [h, e(path[0]), ..., e(path[depth-1])]. */
@@ -843,4 +879,13 @@ entmtp_status emt_session_time_verify(entmtp_session *S, int32_t tree_index, int
     }
     free(times);
     return st;
+}
+
+void emt_session_set_batch_heads(entmtp_session *S, int batch_heads) { S->batch_heads = batch_heads; }
+
+void emt_session_last_head_topk(const entmtp_session *S, const int32_t **ids, const float **probs,
+                           int32_t *k) {
+    *ids = S->chain_ids;
+    *probs = S->chain_p;
+    *k = S->topk;
 }

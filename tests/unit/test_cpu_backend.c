@@ -13,6 +13,99 @@ static float urand(void) {
     return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
+/* The documented per-output sequence, one lane at a time: lane l sums
+ * w[i]*x[i] for i = l mod 8 in steps of 8 (one rounding with FMA, like the
+ * kernel), then ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), then the scalar tail. */
+static float ref_dot(const float *w, const float *x, int32_t n) {
+    float a[8] = { 0 };
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) {
+#if defined(__FMA__) && defined(__AVX__)
+            a[l] = fmaf(w[i + l], x[i + l], a[l]);
+#else
+            a[l] = a[l] + w[i + l] * x[i + l];
+#endif
+        }
+    float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    for (; i < n; i++) s += w[i] * x[i];
+    return s;
+}
+
+/* Every row count 1..20 (each register block and row split) and odd sizes
+ * (n_in not a multiple of 8, n_out not a multiple of the output group):
+ * each output has the reference sequence's bits, so a row's results do not
+ * depend on the other rows in the call. */
+static void matmul_bits(emt_exec *ex, const emt_backend_ops *op) {
+    const int32_t sizes[][2] = { { 576, 61 }, { 37, 13 }, { 8, 6 }, { 1, 1 }, { 100, 25 } };
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        int32_t I = sizes[si][0], O = sizes[si][1];
+        for (int32_t R = 1; R <= 20; R++) {
+            float *W = malloc(sizeof(float) * (size_t)O * I), *b = malloc(sizeof(float) * (size_t)O);
+            float *x = malloc(sizeof(float) * (size_t)R * I), *y = malloc(sizeof(float) * (size_t)R * O);
+            for (int64_t i = 0; i < (int64_t)O * I; i++) W[i] = urand();
+            for (int32_t i = 0; i < O; i++) b[i] = urand();
+            for (int64_t i = 0; i < (int64_t)R * I; i++) x[i] = urand();
+            const float *bias = R % 2 ? b : NULL;
+            op->matmul(ex, W, bias, x, R, I, O, y, 1);
+            int bad = 0;
+            for (int32_t r = 0; r < R; r++)
+                for (int32_t o = 0; o < O; o++) {
+                    float ref = ref_dot(W + (size_t)o * I, x + (size_t)r * I, I);
+                    if (bias) ref = ref + bias[o];
+                    bad += memcmp(&ref, y + (size_t)r * O + o, sizeof ref) != 0;
+                }
+            if (bad) {
+                fprintf(stderr, "matmul %dx%dx%d: %d outputs differ from the reference sequence\n", R, I, O, bad);
+                emt_test_failures++;
+            }
+            free(W); free(b); free(x); free(y);
+        }
+    }
+}
+
+/* Tree attention over several key blocks (prefix of 150, head_dim 64 and an
+ * odd one): each tree row equals the same query computed alone as an AR row
+ * whose cache holds the prefix and the row's ancestors in order. */
+static void attention_blocks(emt_exec *ex, const emt_backend_ops *op) {
+    const int32_t dims[] = { 64, 20 };
+    for (int di = 0; di < 2; di++) {
+        const int32_t H = 6, KV = 2, hd = dims[di], P = 150, N = 11;
+        uint8_t mask[11 * 11];
+        for (int r = 0; r < N; r++) /* node r's parent: (r - 1) / 2 */
+            for (int c = 0; c < N; c++) {
+                int a = r;
+                while (a > c) a = (a - 1) / 2;
+                mask[r * N + c] = a == c;
+            }
+        size_t row = (size_t)KV * hd, qrow = (size_t)H * hd;
+        float *q = malloc(sizeof(float) * N * qrow), *k = malloc(sizeof(float) * (P + N) * row);
+        float *v = malloc(sizeof(float) * (P + N) * row), *out = malloc(sizeof(float) * N * qrow);
+        float *k1 = malloc(sizeof(float) * (P + N) * row), *v1 = malloc(sizeof(float) * (P + N) * row);
+        float *o1 = malloc(sizeof(float) * qrow);
+        for (size_t i = 0; i < N * qrow; i++) q[i] = 3 * urand();
+        for (size_t i = 0; i < (P + N) * row; i++) { k[i] = urand(); v[i] = urand(); }
+        op->attention(ex, q, k, v, P, N, mask, H, KV, hd, out);
+        for (int r = 0; r < N; r++) {
+            memcpy(k1, k, sizeof(float) * P * row);
+            memcpy(v1, v, sizeof(float) * P * row);
+            int32_t n = P;
+            for (int c = 0; c < N; c++)
+                if (mask[r * N + c]) {
+                    memcpy(k1 + n * row, k + (P + c) * row, sizeof(float) * row);
+                    memcpy(v1 + n * row, v + (P + c) * row, sizeof(float) * row);
+                    n++;
+                }
+            op->attention(ex, q + r * qrow, k1, v1, n - 1, 1, NULL, H, KV, hd, o1);
+            if (memcmp(o1, out + r * qrow, sizeof(float) * qrow)) {
+                fprintf(stderr, "attention hd %d: tree row %d differs from its AR computation\n", hd, r);
+                emt_test_failures++;
+            }
+        }
+        free(q); free(k); free(v); free(out); free(k1); free(v1); free(o1);
+    }
+}
+
 int main(void) {
     emt_backend *be = NULL;
     CHECK_OK(emt_backend_cpu_create(&be));
@@ -47,6 +140,9 @@ int main(void) {
         }
         free(W); free(b); free(x); free(y); free(y1);
     }
+
+    matmul_bits(ex, op);
+    attention_blocks(ex, op);
 
     /* attention: 3 prefix keys + a 4-node tree (root, two children, a grandchild) */
     const int32_t H = 4, KV = 2, hd = 16, P = 3, N = 4;

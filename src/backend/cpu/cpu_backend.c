@@ -106,9 +106,26 @@ static void cpu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_
 
 static inline float silu(float v) { return v / (1.0f + expf(-v)); }
 
+typedef struct swiglu_job {
+    const float *gate, *up;
+    float *out;
+    int64_t n;
+} swiglu_job;
+
+#define EMT_ELEMENTS_PER_TASK 8192
+
+/* elementwise, so any split gives the same bits; expf dominates */
+static void swiglu_task(void *ctx, int32_t task) {
+    const swiglu_job *j = ctx;
+    int64_t i0 = (int64_t)task * EMT_ELEMENTS_PER_TASK;
+    int64_t i1 = i0 + EMT_ELEMENTS_PER_TASK < j->n ? i0 + EMT_ELEMENTS_PER_TASK : j->n;
+    for (int64_t i = i0; i < i1; i++) j->out[i] = silu(j->gate[i]) * j->up[i];
+}
+
 static void cpu_swiglu(emt_exec *ex, const float *gate, const float *up, int64_t n, float *out) {
-    (void)ex;
-    for (int64_t i = 0; i < n; i++) out[i] = silu(gate[i]) * up[i];
+    swiglu_job job = { gate, up, out, n };
+    emt_pool_run(ex->pool, (int32_t)((n + EMT_ELEMENTS_PER_TASK - 1) / EMT_ELEMENTS_PER_TASK),
+                 swiglu_task, &job);
 }
 
 static void cpu_add(emt_exec *ex, float *x, const float *y, int64_t n) {
@@ -143,15 +160,19 @@ static void cpu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, in
 /* ---------------------------------------------------------------- matmul */
 
 /* The batch-invariant dot product: one 8-wide accumulator over the inputs
- * in steps of 8, a fixed horizontal sum, then a scalar tail. dot1, dot4 and
- * dot4x2 compute every output with exactly this sequence of operations; they
- * differ only in how many weight rows and input rows share each load. */
+ * in steps of 8, a fixed horizontal sum, then a scalar tail. Every kernel
+ * below computes each output with exactly this sequence of operations; the
+ * kernels differ only in how many weight rows and input rows share each
+ * load, so an output's bits do not depend on the number of rows in a call
+ * or on which kernel computed it. */
 typedef float emt_v8 __attribute__((vector_size(32)));
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
 
 /* a*b + c with one rounding when the machine has FMA (chosen at compile
  * time, the same instruction in every path), else a*b then + c. */
 #if defined(__FMA__) && defined(__AVX__)
-#include <immintrin.h>
 static inline emt_v8 madd(emt_v8 a, emt_v8 b, emt_v8 c) {
     return (emt_v8)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
 }
@@ -178,44 +199,102 @@ static inline float dot1(const float *w, const float *x, int32_t n) {
     return finish(a, w, x, i, n);
 }
 
-/* four weight rows against one input row */
-static inline void dot4(const float *w0, const float *w1, const float *w2, const float *w3,
-                        const float *x, int32_t n, float *out) {
-    emt_v8 a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 };
-    int32_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        emt_v8 xv = load8(x + i);
-        a0 = madd(load8(w0 + i), xv, a0);
-        a1 = madd(load8(w1 + i), xv, a1);
-        a2 = madd(load8(w2 + i), xv, a2);
-        a3 = madd(load8(w3 + i), xv, a3);
-    }
-    out[0] = finish(a0, w0, x, i, n);
-    out[1] = finish(a1, w1, x, i, n);
-    out[2] = finish(a2, w2, x, i, n);
-    out[3] = finish(a3, w3, x, i, n);
+/* Horizontal sums of 8 (hsum8) or 4 (hsum4) accumulators at once, each in
+ * finish()'s order ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)): hadd forms the
+ * pairs, a second hadd their sums, then low half + high half. Bit-identical
+ * to finish() before its tail. */
+#ifdef __AVX__
+static inline emt_v8 hsum8(const emt_v8 a[8]) {
+    __m256 g0 = _mm256_hadd_ps(_mm256_hadd_ps((__m256)a[0], (__m256)a[1]),
+                               _mm256_hadd_ps((__m256)a[2], (__m256)a[3]));
+    __m256 g1 = _mm256_hadd_ps(_mm256_hadd_ps((__m256)a[4], (__m256)a[5]),
+                               _mm256_hadd_ps((__m256)a[6], (__m256)a[7]));
+    return (emt_v8)_mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20),
+                                 _mm256_permute2f128_ps(g0, g1, 0x31));
 }
 
-/* four weight rows against two input rows: each weight load serves two rows */
-static inline void dot4x2(const float *w0, const float *w1, const float *w2, const float *w3,
-                          const float *x, const float *y, int32_t n, float *ox, float *oy) {
-    emt_v8 a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 }, b0 = { 0 }, b1 = { 0 }, b2 = { 0 }, b3 = { 0 };
+static inline void hsum4(const emt_v8 a[4], float out[4]) {
+    __m256 g = _mm256_hadd_ps(_mm256_hadd_ps((__m256)a[0], (__m256)a[1]),
+                              _mm256_hadd_ps((__m256)a[2], (__m256)a[3]));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1)));
+}
+#else
+static inline emt_v8 hsum8(const emt_v8 a[8]) {
+    emt_v8 s;
+    for (int t = 0; t < 8; t++) s[t] = finish(a[t], NULL, NULL, 0, 0);
+    return s;
+}
+
+static inline void hsum4(const emt_v8 a[4], float out[4]) {
+    for (int t = 0; t < 4; t++) out[t] = finish(a[t], NULL, NULL, 0, 0);
+}
+#endif
+
+/* A loaded vector that the compiler must keep in a register: without this
+ * it folds the load into every FMA that uses it as a memory operand,
+ * loading it again for each, and the kernels become bound by loads. */
+static inline emt_v8 in_reg(emt_v8 v) {
+#if defined(__AVX__) && defined(__GNUC__)
+    __asm__("" : "+x"(v));
+#endif
+    return v;
+}
+
+/* Outputs are taken in groups of at most EMT_GROUP (every kernel width
+ * divides it); rows in blocks of at most EMT_MAX_NR. */
+#define EMT_GROUP 6
+#define EMT_MAX_NR 6
+#define EMT_PF_LOCALITY 2 /* into L2: L1 holds the group and the input rows */
+
+/* nw weight rows (outputs) against nr input rows: nw*nr accumulators (at
+ * most 12, so that they, the weight vectors and one input vector fit in the
+ * 16 vector registers), each weight load serving nr rows. nw and nr are
+ * constants at every call site, so the loops unroll into registers. With
+ * pf_rows > 0, the weight rows pf_rows further on (the next group's) are
+ * prefetched while this block computes, so the weight stream from memory
+ * overlaps the arithmetic instead of alternating with it (prefetches never
+ * fault, so those past the last row are harmless). */
+static inline __attribute__((always_inline)) void
+block(const float *w, size_t n_in, const float *x, int32_t n, int nw, int nr, size_t pf_rows,
+      const float *bias, float *y, size_t n_out) {
+    emt_v8 acc[EMT_MAX_NR][EMT_GROUP];
+    for (int r = 0; r < nr; r++)
+        for (int k = 0; k < nw; k++) acc[r][k] = (emt_v8){ 0 };
     int32_t i = 0;
     for (; i + 8 <= n; i += 8) {
-        emt_v8 xv = load8(x + i), yv = load8(y + i), w;
-        w = load8(w0 + i); a0 = madd(w, xv, a0); b0 = madd(w, yv, b0);
-        w = load8(w1 + i); a1 = madd(w, xv, a1); b1 = madd(w, yv, b1);
-        w = load8(w2 + i); a2 = madd(w, xv, a2); b2 = madd(w, yv, b2);
-        w = load8(w3 + i); a3 = madd(w, xv, a3); b3 = madd(w, yv, b3);
+        if (pf_rows && i % 16 == 0) /* one per 64-byte line */
+            for (int k = 0; k < nw; k++)
+                __builtin_prefetch(w + (k + pf_rows) * n_in + i, 0, EMT_PF_LOCALITY);
+        if (nr <= nw) { /* the input rows stay in registers, weights stream */
+            emt_v8 xv[EMT_MAX_NR];
+            for (int r = 0; r < nr; r++) xv[r] = in_reg(load8(x + r * n_in + i));
+            for (int k = 0; k < nw; k++) {
+                emt_v8 wk = in_reg(load8(w + k * n_in + i));
+                for (int r = 0; r < nr; r++) acc[r][k] = madd(wk, xv[r], acc[r][k]);
+            }
+        } else { /* the weight rows stay in registers, inputs stream */
+            emt_v8 wv[EMT_GROUP];
+            for (int k = 0; k < nw; k++) wv[k] = in_reg(load8(w + k * n_in + i));
+            for (int r = 0; r < nr; r++) {
+                emt_v8 xr = in_reg(load8(x + r * n_in + i));
+                for (int k = 0; k < nw; k++) acc[r][k] = madd(wv[k], xr, acc[r][k]);
+            }
+        }
     }
-    ox[0] = finish(a0, w0, x, i, n);
-    ox[1] = finish(a1, w1, x, i, n);
-    ox[2] = finish(a2, w2, x, i, n);
-    ox[3] = finish(a3, w3, x, i, n);
-    oy[0] = finish(b0, w0, y, i, n);
-    oy[1] = finish(b1, w1, y, i, n);
-    oy[2] = finish(b2, w2, y, i, n);
-    oy[3] = finish(b3, w3, y, i, n);
+    /* horizontal sums four at a time (padded with zeros), then the tails */
+    enum { MAX_ACC = EMT_MAX_NR * EMT_GROUP };
+    emt_v8 flat[MAX_ACC + 3];
+    float sum[MAX_ACC + 3];
+    for (int r = 0; r < nr; r++)
+        for (int k = 0; k < nw; k++) flat[r * nw + k] = acc[r][k];
+    for (int a = nr * nw; a % 4; a++) flat[a] = (emt_v8){ 0 };
+    for (int a = 0; a < nr * nw; a += 4) hsum4(flat + a, sum + a);
+    for (int r = 0; r < nr; r++)
+        for (int k = 0; k < nw; k++) {
+            float v = sum[r * nw + k];
+            for (int32_t t = i; t < n; t++) v += w[k * n_in + t] * x[r * n_in + t];
+            y[r * n_out + k] = bias ? v + bias[k] : v;
+        }
 }
 
 typedef struct matmul_job {
@@ -224,39 +303,77 @@ typedef struct matmul_job {
     int32_t n_rows, n_in, n_out, chunk;
 } matmul_job;
 
+/* The widest kernel for nr rows that keeps <= 12 accumulators. */
+static int kernel_width(int nr) { return nr <= 2 ? 6 : nr <= 4 ? 3 : 2; }
+
+/* One group of `step` outputs from o for input rows r0..r0+nr-1, in kernels
+ * of nw outputs (nw, nr constant after inlining), prefetching the next group. */
+static inline __attribute__((always_inline)) void
+group_rows(const matmul_job *j, int32_t r0, int32_t o, int nw, int nr, int step) {
+    size_t n_in = (size_t)j->n_in, n_out = (size_t)j->n_out;
+    for (int32_t k = 0; k < step; k += nw)
+        block(j->W + (size_t)(o + k) * n_in, n_in, j->x + (size_t)r0 * n_in, j->n_in, nw, nr,
+              (size_t)step, j->bias ? j->bias + o + k : NULL, j->y + (size_t)r0 * n_out + o + k,
+              n_out);
+}
+
+static void group_block(const matmul_job *j, int32_t r0, int nr, int32_t o, int step) {
+    switch (nr) {
+    case 1: group_rows(j, r0, o, 6, 1, step); break;
+    case 2: group_rows(j, r0, o, 6, 2, step); break;
+    case 3: group_rows(j, r0, o, 3, 3, step); break;
+    case 4: group_rows(j, r0, o, 3, 4, step); break;
+    case 5: group_rows(j, r0, o, 2, 5, step); break;
+    default: group_rows(j, r0, o, 2, 6, step); break;
+    }
+}
+
+/* Single outputs (the last n_out % step) for rows r0..r0+nr-1. */
+static void single_block(const matmul_job *j, int32_t r0, int nr, int32_t o) {
+    size_t n_in = (size_t)j->n_in, n_out = (size_t)j->n_out;
+    const float *w = j->W + (size_t)o * n_in, *x = j->x + (size_t)r0 * n_in;
+    const float *b = j->bias ? j->bias + o : NULL;
+    float *y = j->y + (size_t)r0 * n_out + o;
+    switch (nr) {
+    case 1: block(w, n_in, x, j->n_in, 1, 1, 0, b, y, n_out); break;
+    case 2: block(w, n_in, x, j->n_in, 1, 2, 0, b, y, n_out); break;
+    case 3: block(w, n_in, x, j->n_in, 1, 3, 0, b, y, n_out); break;
+    case 4: block(w, n_in, x, j->n_in, 1, 4, 0, b, y, n_out); break;
+    case 5: block(w, n_in, x, j->n_in, 1, 5, 0, b, y, n_out); break;
+    default: block(w, n_in, x, j->n_in, 1, 6, 0, b, y, n_out); break;
+    }
+}
+
+/* First row of block b when n rows are split into n_blocks near-equal
+ * blocks (so none has more than EMT_MAX_NR rows). */
+static inline int32_t block_start(int32_t n, int32_t n_blocks, int32_t b) {
+    return (int32_t)((int64_t)n * b / n_blocks);
+}
+
+/* One chunk of outputs for every row. Each group of outputs is read from
+ * memory once and serves every row block while it is in cache. The group is
+ * one kernel wide when all row blocks use the same kernel width (a smaller
+ * working set beside the input rows), else EMT_GROUP wide. */
 static void matmul_task(void *ctx, int32_t task) {
     const matmul_job *j = ctx;
     int32_t o0 = task * j->chunk;
     int32_t o1 = o0 + j->chunk < j->n_out ? o0 + j->chunk : j->n_out;
-    size_t n_in = (size_t)j->n_in;
+    int32_t n = j->n_rows, n_blocks = (n + EMT_MAX_NR - 1) / EMT_MAX_NR;
+    int step = kernel_width(block_start(n, n_blocks, 1) - block_start(n, n_blocks, 0));
+    for (int32_t b = 1; b < n_blocks; b++)
+        if (kernel_width(block_start(n, n_blocks, b + 1) - block_start(n, n_blocks, b)) != step)
+            step = EMT_GROUP;
     int32_t o = o0;
-    for (; o + 4 <= o1; o += 4) {
-        const float *w = j->W + (size_t)o * n_in;
-        int32_t r = 0;
-        for (; r + 2 <= j->n_rows; r += 2) {
-            float v[4], u[4];
-            dot4x2(w, w + n_in, w + 2 * n_in, w + 3 * n_in, j->x + (size_t)r * n_in,
-                   j->x + (size_t)(r + 1) * n_in, j->n_in, v, u);
-            float *yr = j->y + (size_t)r * j->n_out + o, *yu = yr + j->n_out;
-            for (int k = 0; k < 4; k++) {
-                yr[k] = j->bias ? v[k] + j->bias[o + k] : v[k];
-                yu[k] = j->bias ? u[k] + j->bias[o + k] : u[k];
-            }
+    for (; o + step <= o1; o += step)
+        for (int32_t b = 0; b < n_blocks; b++) {
+            int32_t r = block_start(n, n_blocks, b);
+            group_block(j, r, block_start(n, n_blocks, b + 1) - r, o, step);
         }
-        for (; r < j->n_rows; r++) {
-            float v[4];
-            dot4(w, w + n_in, w + 2 * n_in, w + 3 * n_in, j->x + (size_t)r * n_in, j->n_in, v);
-            float *yr = j->y + (size_t)r * j->n_out + o;
-            for (int k = 0; k < 4; k++) yr[k] = j->bias ? v[k] + j->bias[o + k] : v[k];
+    for (; o < o1; o++)
+        for (int32_t b = 0; b < n_blocks; b++) {
+            int32_t r = block_start(n, n_blocks, b);
+            single_block(j, r, block_start(n, n_blocks, b + 1) - r, o);
         }
-    }
-    for (; o < o1; o++) {
-        const float *w = j->W + (size_t)o * n_in;
-        for (int32_t r = 0; r < j->n_rows; r++) {
-            float v = dot1(w, j->x + (size_t)r * n_in, j->n_in);
-            j->y[(size_t)r * j->n_out + o] = j->bias ? v + j->bias[o] : v;
-        }
-    }
 }
 
 static void cpu_matmul(emt_exec *ex, const float *W, const float *bias, const float *x,
@@ -273,11 +390,11 @@ static void cpu_matmul(emt_exec *ex, const float *W, const float *bias, const fl
 #endif
     (void)exact;
     matmul_job job = { W, bias, x, y, n_rows, n_in, n_out, 0 };
-    /* chunks of outputs, a multiple of 4, about 4 per thread for balance */
+    /* chunks of outputs, whole groups, about 4 per thread for balance */
     int32_t threads = emt_pool_size(ex->pool);
     int32_t chunk = (n_out + threads * 4 - 1) / (threads * 4);
-    chunk = (chunk + 3) & ~3;
-    if (chunk < 16) chunk = 16;
+    chunk = (chunk + EMT_GROUP - 1) / EMT_GROUP * EMT_GROUP;
+    if (chunk < 2 * EMT_GROUP) chunk = 2 * EMT_GROUP;
     job.chunk = chunk;
     emt_pool_run(ex->pool, (n_out + chunk - 1) / chunk, matmul_task, &job);
 }
@@ -295,6 +412,53 @@ typedef struct attn_job {
     float scale;
 } attn_job;
 
+/* Scores of nb keys (a row of K each) against q: s[t] = dot1(q, k_t) * scale.
+ * With head_dim a multiple of 8, eight keys at a time run as eight
+ * independent chains (dot1's sequence per key) summed by hsum8. */
+static void attn_scores(const float *q, const float *k, size_t stride, const int32_t *keys,
+                        int32_t nb, int32_t hd, float scale, float *s) {
+    int32_t t = 0;
+    if (hd % 8 == 0) {
+        for (; t + 8 <= nb; t += 8) {
+            const float *kt[8];
+            emt_v8 a[8];
+            for (int u = 0; u < 8; u++) {
+                kt[u] = k + (size_t)keys[t + u] * stride;
+                a[u] = (emt_v8){ 0 };
+            }
+            for (int32_t i = 0; i < hd; i += 8) {
+                emt_v8 qv = load8(q + i);
+                for (int u = 0; u < 8; u++) a[u] = madd(qv, load8(kt[u] + i), a[u]);
+            }
+            emt_v8 v = hsum8(a) * scale;
+            memcpy(s + t, &v, sizeof v);
+        }
+    }
+    for (; t < nb; t++) s[t] = dot1(q, k + (size_t)keys[t] * stride, hd) * scale;
+}
+
+/* acc = acc * corr, then acc += p[t] * v_t for t in order: per element the
+ * scalar sequence, with 64 dims at a time held in registers across keys. */
+static void attn_accumulate(float *acc, float corr, const float *p, const float *v, size_t stride,
+                            const int32_t *keys, int32_t nb, int32_t hd) {
+    int32_t d0 = 0;
+    for (; d0 + 64 <= hd; d0 += 64) {
+        emt_v8 a[8];
+        for (int u = 0; u < 8; u++) a[u] = load8(acc + d0 + 8 * u) * corr;
+        for (int32_t t = 0; t < nb; t++) {
+            const float *vt = v + (size_t)keys[t] * stride + d0;
+            emt_v8 pv = (emt_v8){ 0 } + p[t];
+            for (int u = 0; u < 8; u++) a[u] = a[u] + pv * load8(vt + 8 * u);
+        }
+        memcpy(acc + d0, a, sizeof a);
+    }
+    for (int32_t d = d0; d < hd; d++) acc[d] *= corr;
+    for (int32_t t = 0; t < nb && d0 < hd; t++) {
+        const float *vt = v + (size_t)keys[t] * stride;
+        for (int32_t d = d0; d < hd; d++) acc[d] += p[t] * vt[d];
+    }
+}
+
 /* One (row, head): online softmax over the visible keys in a fixed order
  * (cache prefix, then the row's visible new rows by index), in blocks. */
 static void attn_task(void *ctx, int32_t task) {
@@ -304,6 +468,7 @@ static void attn_task(void *ctx, int32_t task) {
     int32_t kv_head = head / (j->n_heads / j->n_kv_heads);
     size_t kv_stride = (size_t)j->n_kv_heads * hd;
     const float *q = j->q + ((size_t)row * j->n_heads + head) * hd;
+    const float *k = j->k + (size_t)kv_head * hd, *v = j->v + (size_t)kv_head * hd;
     float acc[EMT_MAX_HEAD_DIM];
     for (int32_t d = 0; d < hd; d++) acc[d] = 0.0f;
     float m = -INFINITY, l = 0.0f;
@@ -322,21 +487,18 @@ static void attn_task(void *ctx, int32_t task) {
             keys[nb++] = kr;
         }
         if (nb == 0) continue;
+        attn_scores(q, k, kv_stride, keys, nb, hd, j->scale, s);
         float mb = -INFINITY;
-        for (int32_t t = 0; t < nb; t++) {
-            s[t] = dot1(q, j->k + (size_t)keys[t] * kv_stride + (size_t)kv_head * hd, hd) * j->scale;
+        for (int32_t t = 0; t < nb; t++)
             if (s[t] > mb) mb = s[t];
-        }
         float m_new = m > mb ? m : mb;
         float corr = expf(m - m_new); /* exp(-inf) = 0 on the first block */
         l *= corr;
-        for (int32_t d = 0; d < hd; d++) acc[d] *= corr;
         for (int32_t t = 0; t < nb; t++) {
-            float p = expf(s[t] - m_new);
-            l += p;
-            const float *v = j->v + (size_t)keys[t] * kv_stride + (size_t)kv_head * hd;
-            for (int32_t d = 0; d < hd; d++) acc[d] += p * v[d];
+            s[t] = expf(s[t] - m_new);
+            l += s[t];
         }
+        attn_accumulate(acc, corr, s, v, kv_stride, keys, nb, hd);
         m = m_new;
     }
     float *o = j->out + ((size_t)row * j->n_heads + head) * hd;
@@ -354,36 +516,49 @@ static void cpu_attention(emt_exec *ex, const float *q, const float *k_cache, co
 
 /* ----------------------------------------------------------------- top-k */
 
+typedef struct topk_job {
+    const float *logits;
+    int32_t vocab, k;
+    int32_t *top_ids;
+    float *top_probs, *entropy;
+} topk_job;
+
+/* One row: insertion top-k, then softmax statistics in double. */
+static void topk_task(void *ctx, int32_t r) {
+    const topk_job *j = ctx;
+    int32_t vocab = j->vocab, k = j->k;
+    const float *x = j->logits + (size_t)r * vocab;
+    int32_t *ids = j->top_ids + (size_t)r * k;
+    float *vals = j->top_probs + (size_t)r * k;
+    int32_t n = 0;
+    for (int32_t i = 0; i < vocab; i++) {
+        float v = x[i];
+        if (n == k && !(v > vals[k - 1])) continue;
+        int32_t pos = n < k ? n++ : k - 1;
+        while (pos > 0 && v > vals[pos - 1]) {
+            vals[pos] = vals[pos - 1];
+            ids[pos] = ids[pos - 1];
+            pos--;
+        }
+        vals[pos] = v;
+        ids[pos] = i;
+    }
+    double mx = vals[0], z = 0.0, sxz = 0.0;
+    for (int32_t i = 0; i < vocab; i++) {
+        double e = exp((double)x[i] - mx);
+        z += e;
+        sxz += e * ((double)x[i] - mx);
+    }
+    for (int32_t t = 0; t < k; t++) vals[t] = (float)(exp((double)vals[t] - mx) / z);
+    if (j->entropy) j->entropy[r] = (float)(log(z) - sxz / z);
+}
+
+/* Rows are independent (the exp over the vocabulary dominates): one task
+ * per row, each computed exactly as alone. */
 static void cpu_topk(emt_exec *ex, const float *logits, int32_t n_rows, int32_t vocab, int32_t k,
                      int32_t *top_ids, float *top_probs, float *entropy) {
-    (void)ex;
-    if (k > vocab) k = vocab;
-    for (int32_t r = 0; r < n_rows; r++) {
-        const float *x = logits + (size_t)r * vocab;
-        int32_t *ids = top_ids + (size_t)r * k;
-        float *vals = top_probs + (size_t)r * k;
-        int32_t n = 0;
-        for (int32_t i = 0; i < vocab; i++) {
-            float v = x[i];
-            if (n == k && !(v > vals[k - 1])) continue;
-            int32_t pos = n < k ? n++ : k - 1;
-            while (pos > 0 && v > vals[pos - 1]) {
-                vals[pos] = vals[pos - 1];
-                ids[pos] = ids[pos - 1];
-                pos--;
-            }
-            vals[pos] = v;
-            ids[pos] = i;
-        }
-        double mx = vals[0], z = 0.0, sxz = 0.0;
-        for (int32_t i = 0; i < vocab; i++) {
-            double e = exp((double)x[i] - mx);
-            z += e;
-            sxz += e * ((double)x[i] - mx);
-        }
-        for (int32_t t = 0; t < k; t++) vals[t] = (float)(exp((double)vals[t] - mx) / z);
-        if (entropy) entropy[r] = (float)(log(z) - sxz / z);
-    }
+    topk_job job = { logits, vocab, k > vocab ? vocab : k, top_ids, top_probs, entropy };
+    emt_pool_run(ex->pool, n_rows, topk_task, &job);
 }
 
 static const emt_backend_ops cpu_ops = {

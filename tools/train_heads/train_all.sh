@@ -37,7 +37,7 @@ stem=$(basename "$model"); stem=${stem%%.*}
 python3 tools/train_heads/selfdistill.py --model "$model" --split train \
     --n code=0 --n chat=1000 --n math=300 --max-new 224 --batch 64 --seed 0 --work "$WORK"
 python3 tools/train_heads/selfdistill.py --model "$model" --split eval \
-    --n code=60 --n chat=60 --n math=30 --max-new 224 --batch 64 --seed 0 --work "$WORK"
+    --n code=40 --n chat=40 --n math=20 --max-new 224 --batch 64 --seed 0 --work "$WORK"
 
 mkdir -p "$OUT_DIR"
 for kind in $KINDS; do

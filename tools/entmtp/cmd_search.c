@@ -201,7 +201,7 @@ int cmd_search(int argc, char **argv) {
     prompt_set ps = { 0 };
     emt_frontier fr = { 0 };
     eval_row *rows = NULL;
-    run_result rr = { 0 };
+    run_result rr = { 0 }, *timing = NULL, *cal = NULL;
     cJSON *search = NULL, *sweeps = NULL;
     char shipped[4096], plot_path[4096];
     progress_state prog = { emt_now(), "" };
@@ -272,23 +272,25 @@ int cmd_search(int argc, char **argv) {
     first.n = 1;
     if (set_static(s, n_rows - 1, &pol) || run_prompt_set(s, &first, &ro, &rr)) goto done;
     run_result_free(&rr);
+    /* every tree and AR on each prompt in turn: drift on a shared machine
+     * hits them alike */
     run_options ar_opt = ro;
     ar_opt.autoregressive = 1;
-    ar_opt.label = "timing AR";
-    if (run_prompt_set(s, &ps, &ar_opt, &rr)) goto done;
-    double ar_tps = run_tokens_per_second(&rr);
-    run_result_free(&rr);
+    timing = calloc((size_t)n_rows + 1, sizeof *timing);
+    if (!timing) { rc = cli_fail("search", ENTMTP_ERR_OUT_OF_MEMORY); goto done; }
+    for (int32_t p = 0; p < ps.n; p++) {
+        if (run_prompt(s, &ps, p, &ar_opt, &timing[n_rows])) goto done;
+        for (int32_t i = 0; i < n_rows; i++)
+            if (set_static(s, i, &pol) || run_prompt(s, &ps, p, &ro, &timing[i])) goto done;
+        search_progress((float)(p + 1) / (float)ps.n, "timing the frontier trees", &prog);
+    }
+    double ar_tps = run_tokens_per_second(&timing[n_rows]);
     fprintf(stderr, "entmtp search: AR %.2f tokens/s\n", ar_tps);
     for (int32_t i = 0; i < n_rows; i++) {
-        char label[48];
-        snprintf(label, sizeof label, "timing %s", rows[i].name);
-        ro.label = label;
-        if (set_static(s, i, &pol) || run_prompt_set(s, &ps, &ro, &rr)) goto done;
-        rows[i].self = run_accept_length(&rr);
-        rows[i].tps = run_tokens_per_second(&rr);
-        run_result_free(&rr);
-        fprintf(stderr, "entmtp search: %-7s accept %.3f (probe %.3f), %.2f tokens/s\n", rows[i].name, rows[i].self,
-                rows[i].biased, rows[i].tps);
+        rows[i].self = run_accept_length(&timing[i]);
+        rows[i].tps = run_tokens_per_second(&timing[i]);
+        fprintf(stderr, "entmtp search: %-7s accept %.3f (%s %.3f), %.2f tokens/s\n", rows[i].name, rows[i].self,
+                builder, rows[i].biased, rows[i].tps);
     }
     {
         int32_t *nodes = malloc((size_t)n_rows * sizeof *nodes);
@@ -333,70 +335,81 @@ int cmd_search(int argc, char **argv) {
         so.label = "collecting s";
         if (run_with(fs, &pol, &stat, &ps, &so, &rr)) goto done;
         qsort(rr.s, (size_t)rr.n_s, sizeof *rr.s, cmp_float);
-        const double qs[] = { 0.1, 0.25, 0.5, 0.75, 0.9 };
-        /* hysteresis: aggressive = the best static tree; conservative = each
-         * smaller Pareto tree (at most 3, the smallest first); tau = a quantile of s */
-        for (int32_t c = 0; c < best_idx && c < 3; c++) {
+        /* the candidates: static (the reference), hysteresis with the best
+         * static tree as aggressive and each smaller bank tree (up to 3) as
+         * conservative, tau at a quantile of s; the ladder over the (up to)
+         * four bank trees ending at the static one, thresholds at the
+         * alpha*b/K quantiles of s. One dimension swept per shape. */
+        const double qs[] = { 0.1, 0.25, 0.5, 0.75, 0.9 }, alphas[] = { 0.25, 0.5, 0.75, 1.0 };
+        entmtp_policy_config cand[1 + 3 * 5 + 4];
+        double knob[1 + 3 * 5 + 4];
+        int n_cand = 0;
+        cand[n_cand] = stat;
+        knob[n_cand++] = 0;
+        for (int32_t c = 0; c < best_idx && c < 3; c++)
             for (size_t q = 0; q < sizeof qs / sizeof qs[0]; q++) {
                 entmtp_policy_config pc = hyst;
                 pc.conservative_tree = c;
                 pc.aggressive_tree = best_idx;
                 pc.tau_on = pc.tau_off = quantile(rr.s, rr.n_s, qs[q]);
-                run_result cr = { 0 };
-                char label[64];
-                snprintf(label, sizeof label, "hysteresis %d/%d q%.2f", c, best_idx, qs[q]);
-                ro.label = label;
-                if (run_with(fs, &pol, &pc, &ps, &ro, &cr)) { run_result_free(&cr); goto done; }
-                double tps = run_tokens_per_second(&cr);
-                cJSON *o = cJSON_CreateObject();
-                cJSON_AddStringToObject(o, "policy", "hysteresis");
-                cJSON_AddNumberToObject(o, "conservative_tree", c);
-                cJSON_AddNumberToObject(o, "aggressive_tree", best_idx);
-                cJSON_AddNumberToObject(o, "quantile", qs[q]);
-                cJSON_AddNumberToObject(o, "tau", pc.tau_on);
-                cJSON_AddNumberToObject(o, "tokens_per_second", tps);
-                cJSON_AddNumberToObject(o, "mean_accept_length", run_accept_length(&cr));
-                cJSON_AddItemToArray(sweeps, o);
-                entmtp_tree_info ci = { sizeof ci };
-                entmtp_bank_tree_info(bank, c, &ci);
-                fprintf(stderr, "entmtp search: hysteresis %s/%s tau %.4f (q %.2f): %.2f tokens/s\n",
-                        ci.name, rows[best].name, (double)pc.tau_on, qs[q], tps);
-                if (!have_hyst || tps > hyst_tps) { hyst = pc; hyst_tps = tps; have_hyst = 1; }
-                run_result_free(&cr);
+                cand[n_cand] = pc;
+                knob[n_cand++] = qs[q];
             }
-        }
-        /* ladder over up to 4 Pareto trees up to the best one; thresholds at
-         * quantiles alpha*b/K of s, alpha swept (one dimension) */
         int32_t K = best_idx + 1 < 4 ? best_idx + 1 : 4;
-        if (K >= 3) {
-            const double alphas[] = { 0.25, 0.5, 0.75, 1.0 };
-            for (size_t ai = 0; ai < sizeof alphas / sizeof alphas[0]; ai++) {
-                entmtp_policy_config pc = ladder;
-                pc.n_thresholds = K - 1;
-                for (int32_t b = 0; b < K; b++) pc.ladder_trees[b] = best_idx - (K - 1) + b;
-                for (int32_t b = 1; b < K; b++) pc.thresholds[b - 1] = quantile(rr.s, rr.n_s, alphas[ai] * b / K);
-                int ok = 1;
-                for (int32_t b = 1; b < K - 1; b++) ok &= pc.thresholds[b] > pc.thresholds[b - 1];
-                if (!ok) continue; /* s too concentrated for distinct thresholds */
-                run_result cr = { 0 };
-                char label[48];
-                snprintf(label, sizeof label, "ladder alpha %.2f", alphas[ai]);
-                ro.label = label;
-                if (run_with(fs, &pol, &pc, &ps, &ro, &cr)) { run_result_free(&cr); goto done; }
-                double tps = run_tokens_per_second(&cr);
-                cJSON *o = cJSON_CreateObject();
-                cJSON_AddStringToObject(o, "policy", "ladder");
-                cJSON_AddNumberToObject(o, "alpha", alphas[ai]);
-                cJSON_AddItemToObject(o, "thresholds", cJSON_CreateFloatArray(pc.thresholds, pc.n_thresholds));
-                cJSON_AddNumberToObject(o, "tokens_per_second", tps);
-                cJSON_AddNumberToObject(o, "mean_accept_length", run_accept_length(&cr));
-                cJSON_AddItemToArray(sweeps, o);
-                fprintf(stderr, "entmtp search: ladder alpha %.2f: %.2f tokens/s\n", alphas[ai], tps);
-                if (!have_ladder || tps > ladder_tps) { ladder = pc; ladder_tps = tps; have_ladder = 1; }
-                run_result_free(&cr);
-            }
+        for (size_t ai = 0; K >= 3 && ai < sizeof alphas / sizeof alphas[0]; ai++) {
+            entmtp_policy_config pc = ladder;
+            pc.n_thresholds = K - 1;
+            for (int32_t b = 0; b < K; b++) pc.ladder_trees[b] = best_idx - (K - 1) + b;
+            for (int32_t b = 1; b < K; b++) pc.thresholds[b - 1] = quantile(rr.s, rr.n_s, alphas[ai] * b / K);
+            int distinct = 1;
+            for (int32_t b = 1; b < K - 1; b++) distinct &= pc.thresholds[b] > pc.thresholds[b - 1];
+            if (!distinct) continue; /* s too concentrated for distinct thresholds */
+            cand[n_cand] = pc;
+            knob[n_cand++] = alphas[ai];
         }
         run_result_free(&rr);
+        cal = calloc((size_t)n_cand, sizeof *cal);
+        if (!cal) { rc = cli_fail("search", ENTMTP_ERR_OUT_OF_MEMORY); goto done; }
+        for (int32_t p = 0; p < ps.n; p++) {
+            for (int k = 0; k < n_cand; k++) {
+                entmtp_policy_set(fs, NULL);
+                entmtp_policy_free(pol);
+                pol = NULL;
+                if ((st = entmtp_policy_create(&cand[k], &pol)) || (st = entmtp_policy_set(fs, pol))) {
+                    rc = cli_fail("policy", st);
+                    goto done;
+                }
+                if (run_prompt(fs, &ps, p, &ro, &cal[k])) goto done;
+            }
+            search_progress((float)(p + 1) / (float)ps.n, "calibrating the policies", &prog);
+        }
+        /* static's figure in this run is the reference the policies must beat */
+        best_tps = run_tokens_per_second(&cal[0]);
+        for (int k = 1; k < n_cand; k++) {
+            const entmtp_policy_config *pc = &cand[k];
+            double tps = run_tokens_per_second(&cal[k]);
+            int is_hyst = pc->kind == ENTMTP_POLICY_HYSTERESIS;
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "policy", is_hyst ? "hysteresis" : "ladder");
+            if (is_hyst) {
+                cJSON_AddNumberToObject(o, "conservative_tree", pc->conservative_tree);
+                cJSON_AddNumberToObject(o, "aggressive_tree", pc->aggressive_tree);
+                cJSON_AddNumberToObject(o, "quantile", knob[k]);
+                cJSON_AddNumberToObject(o, "tau", pc->tau_on);
+            } else {
+                cJSON_AddNumberToObject(o, "alpha", knob[k]);
+                cJSON_AddItemToObject(o, "thresholds", cJSON_CreateFloatArray(pc->thresholds, pc->n_thresholds));
+            }
+            cJSON_AddNumberToObject(o, "tokens_per_second", tps);
+            cJSON_AddNumberToObject(o, "mean_accept_length", run_accept_length(&cal[k]));
+            cJSON_AddItemToArray(sweeps, o);
+            entmtp_tree_info ci = { sizeof ci };
+            entmtp_bank_tree_info(bank, is_hyst ? pc->conservative_tree : pc->ladder_trees[0], &ci);
+            fprintf(stderr, "entmtp search: %s from %s, %s %.3g: %.2f tokens/s (static %.2f)\n", is_hyst ? "hysteresis" : "ladder",
+                    ci.name, is_hyst ? "tau" : "alpha", is_hyst ? (double)pc->tau_on : knob[k], tps, best_tps);
+            if (is_hyst && (!have_hyst || tps > hyst_tps)) { hyst = *pc; hyst_tps = tps; have_hyst = 1; }
+            if (!is_hyst && (!have_ladder || tps > ladder_tps)) { ladder = *pc; ladder_tps = tps; have_ladder = 1; }
+        }
     }
     /* the bank's default policy is the first one stored: the calibration's best */
     entmtp_policy_config ucb = entmtp_policy_default_config(ENTMTP_POLICY_UCB);
@@ -454,11 +467,11 @@ int cmd_search(int argc, char **argv) {
         else cJSON_AddItemToObject(o, "choices", cJSON_CreateArray());
         cJSON_AddItemToArray(trees, o);
     }
-    cJSON *cal = cJSON_AddObjectToObject(search, "calibration");
-    cJSON_AddNumberToObject(cal, "static_tokens_per_second", best_tps);
-    if (have_hyst) cJSON_AddNumberToObject(cal, "hysteresis_tokens_per_second", hyst_tps);
-    if (have_ladder) cJSON_AddNumberToObject(cal, "ladder_tokens_per_second", ladder_tps);
-    cJSON_AddItemToObject(cal, "sweeps", sweeps);
+    cJSON *jcal = cJSON_AddObjectToObject(search, "calibration");
+    cJSON_AddNumberToObject(jcal, "static_tokens_per_second", best_tps);
+    if (have_hyst) cJSON_AddNumberToObject(jcal, "hysteresis_tokens_per_second", hyst_tps);
+    if (have_ladder) cJSON_AddNumberToObject(jcal, "ladder_tokens_per_second", ladder_tps);
+    cJSON_AddItemToObject(jcal, "sweeps", sweeps);
     sweeps = NULL;
     if (annotate_bank(out_path, search)) { search = NULL; goto done; }
     search = NULL;
@@ -482,6 +495,8 @@ done:
     cJSON_Delete(sweeps);
     cJSON_Delete(search);
     run_result_free(&rr);
+    free(timing); /* timing and calibration runs keep neither s nor tokens */
+    free(cal);
     free(rows);
     emt_frontier_free(&fr);
     prompt_set_free(&ps);

@@ -87,29 +87,6 @@ static int same_continuations(const prompt_set *ps, const run_result *a, const r
     return 1;
 }
 
-/* Runs one row. The AR row keeps its continuations in *ar; the others are
- * compared with them. */
-static int run_row(entmtp_session *s, entmtp_session *scorer, const prompt_set *ps, const run_options *base,
-                   const char *label, run_result *ar, row *r) {
-    run_options ro = *base;
-    ro.keep_tokens = 1;
-    ro.label = label;
-    run_result rr = { 0 };
-    int rc = run_prompt_set(s, ps, &ro, &rr);
-    if (!rc) rc = perplexity(scorer, ps, &rr, &r->ppl);
-    if (!rc) {
-        r->tps = run_tokens_per_second(&rr);
-        r->accept = run_accept_length(&rr);
-        r->tokens = rr.tokens;
-        r->steps = rr.steps;
-        r->ran = 1;
-        r->same_as_ar = ar->out_tokens ? same_continuations(ps, ar, &rr) : 1;
-    }
-    if (!rc && !ar->out_tokens) *ar = rr;
-    else run_result_free(&rr);
-    return rc;
-}
-
 /* A session over `heads` and `bank` with the bank's stored settings for
  * `kind` (or a static policy on the bank's tree `builtin`). */
 static int session_with(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, const entmtp_session_params *sp,
@@ -196,10 +173,12 @@ int cmd_bench_suite(int argc, char **argv) {
     entmtp_model *model = NULL;
     entmtp_heads *medusa = NULL, *hydra = NULL;
     entmtp_bank *defaults = NULL, *bank = NULL;
-    entmtp_session *s = NULL, *scorer = NULL;
-    entmtp_policy *pol = NULL;
+    entmtp_session *scorer = NULL;
     prompt_set ps = { 0 };
-    run_result ar_run = { 0 };
+    entmtp_session *sess[N_ROWS] = { 0 };
+    entmtp_policy *pols[N_ROWS] = { 0 };
+    run_result res[N_ROWS];
+    memset(res, 0, sizeof res);
     cJSON *out = cJSON_CreateObject(), *jtasks = cJSON_AddArrayToObject(out, "tasks");
     FILE *md = NULL;
     row rows[MAX_TASKS][N_ROWS];
@@ -243,39 +222,21 @@ int cmd_bench_suite(int argc, char **argv) {
         if (prompt_set_load(model, t->prompts, (int32_t)n_prompts, &ps)) goto done;
         fprintf(stderr, "entmtp bench --suite: task %s: %d prompts, %ld tokens each, temperature %g\n", t->name, ps.n,
                 max_tokens, (double)temperature);
-        char label[160];
-        /* warm-up: one generation with each kind of heads, not timed */
-        prompt_set first = ps;
-        first.n = 1;
-        run_result wr = { 0 };
+        /* one session per row, all alive, so the rows run interleaved prompt by
+         * prompt: timing drift on a shared machine then hits them alike */
+        entmtp_session_params tsp = sp;
+        int32_t longest = 0;
+        for (int32_t p = 0; p < ps.n; p++) if (ps.lens[p] > longest) longest = ps.lens[p];
+        tsp.kv_capacity = longest + (int32_t)max_tokens + 8 < mi.context_length ? longest + (int32_t)max_tokens + 8
+                                                                                 : mi.context_length;
+        if ((st = entmtp_session_create(model, NULL, NULL, &tsp, &sess[R_AR]))) { rc = cli_fail("session", st); goto done; }
         for (int h = 0; h < 2; h++) {
             if (!default_ok[h]) continue;
             entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
             pc.static_tree = h;
-            if ((st = entmtp_policy_create(&pc, &pol)) || (st = entmtp_session_create(model, h ? hydra : medusa, defaults, &sp, &s)) ||
-                (st = entmtp_policy_set(s, pol))) { rc = cli_fail("session", st); goto done; }
-            int bad = run_prompt_set(s, &first, &ro, &wr);
-            run_result_free(&wr);
-            free_session(&s, &pol);
-            if (bad) goto done;
-        }
-        /* AR: plain decoding, no heads */
-        if ((st = entmtp_session_create(model, NULL, NULL, &sp, &s))) { rc = cli_fail("session", st); goto done; }
-        run_options ar = ro;
-        ar.autoregressive = 1;
-        snprintf(label, sizeof label, "%.60s: AR", t->name);
-        if (run_row(s, scorer, &ps, &ar, label, &ar_run, &R[R_AR])) goto done;
-        free_session(&s, &pol);
-        /* the published default trees with their own heads */
-        for (int h = 0; h < 2; h++) {
-            if (!default_ok[h]) continue;
-            entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
-            pc.static_tree = h;
-            if ((st = entmtp_policy_create(&pc, &pol)) || (st = entmtp_session_create(model, h ? hydra : medusa, defaults, &sp, &s)) ||
-                (st = entmtp_policy_set(s, pol))) { rc = cli_fail("session", st); goto done; }
-            snprintf(label, sizeof label, "%.60s: %s", t->name, row_names[R_MEDUSA + h]);
-            if (run_row(s, scorer, &ps, &ro, label, &ar_run, &R[R_MEDUSA + h])) goto done;
-            free_session(&s, &pol);
+            if ((st = entmtp_policy_create(&pc, &pols[R_MEDUSA + h])) ||
+                (st = entmtp_session_create(model, h ? hydra : medusa, defaults, &tsp, &sess[R_MEDUSA + h])) ||
+                (st = entmtp_policy_set(sess[R_MEDUSA + h], pols[R_MEDUSA + h]))) { rc = cli_fail("session", st); goto done; }
         }
         /* the task's bank with each of its policies, on the heads it was searched with */
         if (t->bank) {
@@ -297,14 +258,46 @@ int cmd_bench_suite(int argc, char **argv) {
                             entmtp_policy_kind_name(kinds[k]));
                     continue;
                 }
-                if (session_with(model, bh, bank, &sp, kinds[k], &s, &pol)) goto done;
-                snprintf(label, sizeof label, "%.60s: %s", t->name, row_names[R_STATIC + k]);
-                if (run_row(s, scorer, &ps, &ro, label, &ar_run, &R[R_STATIC + k])) goto done;
-                free_session(&s, &pol);
+                if (session_with(model, bh, bank, &tsp, kinds[k], &sess[R_STATIC + k], &pols[R_STATIC + k])) goto done;
             }
-            entmtp_bank_free(bank);
-            bank = NULL;
         }
+        run_options ar = ro;
+        ar.autoregressive = 1;
+        ro.keep_tokens = ar.keep_tokens = 1;
+        for (int k = 0; k < N_ROWS; k++)
+            if (sess[k] && run_result_init(&res[k], &ps, k == R_AR ? &ar : &ro)) goto done;
+        /* warm-up: one generation per row, not timed */
+        for (int k = 0; k < N_ROWS; k++) {
+            run_result wr = { 0 };
+            if (!sess[k]) continue;
+            int bad = run_result_init(&wr, &ps, &ro) || run_prompt(sess[k], &ps, 0, k == R_AR ? &ar : &ro, &wr);
+            run_result_free(&wr);
+            if (bad) goto done;
+        }
+        char label[160];
+        snprintf(label, sizeof label, "%.60s", t->name);
+        for (int32_t p = 0; p < ps.n; p++) {
+            for (int k = 0; k < N_ROWS; k++)
+                if (sess[k] && run_prompt(sess[k], &ps, p, k == R_AR ? &ar : &ro, &res[k])) goto done;
+            cli_progress((float)(p + 1) / (float)ps.n, label, NULL);
+        }
+        for (int k = 0; k < N_ROWS; k++) {
+            if (!sess[k]) continue;
+            row *r = &R[k];
+            if (perplexity(scorer, &ps, &res[k], &r->ppl)) goto done;
+            r->tps = run_tokens_per_second(&res[k]);
+            r->accept = run_accept_length(&res[k]);
+            r->tokens = res[k].tokens;
+            r->steps = res[k].steps;
+            r->ran = 1;
+            r->same_as_ar = same_continuations(&ps, &res[R_AR], &res[k]);
+        }
+        for (int k = 0; k < N_ROWS; k++) {
+            free_session(&sess[k], &pols[k]);
+            run_result_free(&res[k]);
+        }
+        entmtp_bank_free(bank);
+        bank = NULL;
         cJSON *jt = cJSON_CreateObject();
         cJSON_AddStringToObject(jt, "task", t->name);
         cJSON_AddStringToObject(jt, "prompts_file", t->prompts);
@@ -330,7 +323,6 @@ int cmd_bench_suite(int argc, char **argv) {
             for (int k = 1; k < N_ROWS; k++)
                 if (R[k].ran && !R[k].same_as_ar)
                     fprintf(stderr, "entmtp bench --suite: task %s: %s emitted other tokens than greedy AR\n", t->name, R[k].method);
-        run_result_free(&ar_run);
         prompt_set_free(&ps);
     }
 
@@ -377,11 +369,13 @@ int cmd_bench_suite(int argc, char **argv) {
     }
     rc = 0;
 done:
-    run_result_free(&ar_run);
+    for (int k = 0; k < N_ROWS; k++) {
+        free_session(&sess[k], &pols[k]);
+        run_result_free(&res[k]);
+    }
     if (md) fclose(md);
     cJSON_Delete(out);
     prompt_set_free(&ps);
-    free_session(&s, &pol);
     entmtp_session_free(scorer);
     entmtp_bank_free(bank);
     entmtp_bank_free(defaults);

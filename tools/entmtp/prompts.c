@@ -139,10 +139,10 @@ void run_result_free(run_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-static int keep_s(run_result *r, float s, int64_t *cap) {
-    if (r->n_s == *cap) {
-        *cap = *cap ? 2 * *cap : 1024;
-        float *n = realloc(r->s, (size_t)*cap * sizeof *n);
+static int keep_s(run_result *r, float s) {
+    if (r->n_s == r->s_cap) {
+        r->s_cap = r->s_cap ? 2 * r->s_cap : 1024;
+        float *n = realloc(r->s, (size_t)r->s_cap * sizeof *n);
         if (!n) return 1;
         r->s = n;
     }
@@ -150,54 +150,63 @@ static int keep_s(run_result *r, float s, int64_t *cap) {
     return 0;
 }
 
-int run_prompt_set(entmtp_session *s, const prompt_set *ps, const run_options *opt, run_result *out) {
+int run_result_init(run_result *out, const prompt_set *ps, const run_options *opt) {
     memset(out, 0, sizeof *out);
-    int64_t s_cap = 0;
-    if (opt->keep_tokens) {
-        out->out_tokens = calloc((size_t)ps->n + 1, sizeof *out->out_tokens);
-        out->out_lens = calloc((size_t)ps->n + 1, sizeof *out->out_lens);
-        if (!out->out_tokens || !out->out_lens) return cli_fail("run", ENTMTP_ERR_OUT_OF_MEMORY);
+    if (!opt->keep_tokens) return 0;
+    out->out_tokens = calloc((size_t)ps->n + 1, sizeof *out->out_tokens);
+    out->out_lens = calloc((size_t)ps->n + 1, sizeof *out->out_lens);
+    if (!out->out_tokens || !out->out_lens) return cli_fail("run", ENTMTP_ERR_OUT_OF_MEMORY);
+    return 0;
+}
+
+int run_prompt(entmtp_session *s, const prompt_set *ps, int32_t p, const run_options *opt, run_result *out) {
+    entmtp_session_reset(s);
+    double t0 = emt_now();
+    entmtp_status st = entmtp_session_prefill(s, ps->tokens[p], ps->lens[p]);
+    if (st) {
+        char what[160];
+        snprintf(what, sizeof what, "prompt %s", ps->ids[p]);
+        return cli_fail(what, st);
     }
-    for (int32_t p = 0; p < ps->n; p++) {
-        entmtp_session_reset(s);
-        double t0 = emt_now();
-        entmtp_status st = entmtp_session_prefill(s, ps->tokens[p], ps->lens[p]);
-        if (st) {
+    double t1 = emt_now();
+    int32_t generated = 0;
+    while (generated < opt->max_tokens) {
+        entmtp_step_result r = { .struct_size = sizeof r };
+        st = opt->autoregressive ? entmtp_step_ar(s, &r) : entmtp_step(s, opt->max_tokens - generated, &r);
+        if (st && st != ENTMTP_ERR_KV_FULL) {
             char what[160];
-            snprintf(what, sizeof what, "prompt %s", ps->ids[p]);
+            snprintf(what, sizeof what, "prompt %s, step %lld", ps->ids[p], (long long)out->steps);
             return cli_fail(what, st);
         }
-        double t1 = emt_now();
-        int32_t generated = 0;
-        while (generated < opt->max_tokens) {
-            entmtp_step_result r = { .struct_size = sizeof r };
-            st = opt->autoregressive ? entmtp_step_ar(s, &r) : entmtp_step(s, opt->max_tokens - generated, &r);
-            if (st && st != ENTMTP_ERR_KV_FULL) {
-                char what[160];
-                snprintf(what, sizeof what, "prompt %s, step %lld", ps->ids[p], (long long)out->steps);
-                return cli_fail(what, st);
-            }
-            if (r.n_tokens > 0) {
-                out->steps++;
-                generated += r.n_tokens;
-                if (opt->keep_s && keep_s(out, r.s, &s_cap)) return cli_fail("run", ENTMTP_ERR_OUT_OF_MEMORY);
-            }
-            if (st || r.stopped) break;
+        if (r.n_tokens > 0) {
+            out->steps++;
+            generated += r.n_tokens;
+            if (opt->keep_s && keep_s(out, r.s)) return cli_fail("run", ENTMTP_ERR_OUT_OF_MEMORY);
         }
-        double t2 = emt_now();
-        out->tokens += generated;
-        out->prompt_tokens += ps->lens[p];
-        out->seconds += t2 - t0;
-        out->prefill_seconds += t1 - t0;
-        if (opt->keep_tokens) {
-            const int32_t *all;
-            int32_t n_all;
-            entmtp_session_tokens(s, &all, &n_all);
-            out->out_lens[p] = n_all - ps->lens[p];
-            out->out_tokens[p] = malloc(((size_t)out->out_lens[p] + 1) * sizeof(int32_t));
-            if (!out->out_tokens[p]) return cli_fail("run", ENTMTP_ERR_OUT_OF_MEMORY);
-            memcpy(out->out_tokens[p], all + ps->lens[p], (size_t)out->out_lens[p] * sizeof(int32_t));
-        }
+        if (st || r.stopped) break;
+    }
+    double t2 = emt_now();
+    out->tokens += generated;
+    out->prompt_tokens += ps->lens[p];
+    out->seconds += t2 - t0;
+    out->prefill_seconds += t1 - t0;
+    if (opt->keep_tokens) {
+        const int32_t *all;
+        int32_t n_all;
+        entmtp_session_tokens(s, &all, &n_all);
+        free(out->out_tokens[p]);
+        out->out_lens[p] = n_all - ps->lens[p];
+        out->out_tokens[p] = malloc(((size_t)out->out_lens[p] + 1) * sizeof(int32_t));
+        if (!out->out_tokens[p]) return cli_fail("run", ENTMTP_ERR_OUT_OF_MEMORY);
+        memcpy(out->out_tokens[p], all + ps->lens[p], (size_t)out->out_lens[p] * sizeof(int32_t));
+    }
+    return 0;
+}
+
+int run_prompt_set(entmtp_session *s, const prompt_set *ps, const run_options *opt, run_result *out) {
+    if (run_result_init(out, ps, opt)) return 1;
+    for (int32_t p = 0; p < ps->n; p++) {
+        if (run_prompt(s, ps, p, opt, out)) return 1;
         if (opt->label) cli_progress((float)(p + 1) / (float)ps->n, opt->label, NULL);
     }
     return 0;

@@ -37,7 +37,7 @@ typedef struct run_result {
     double prefill_seconds;
     /* optional, when keep_s: the path value s seen at every step */
     float *s;
-    int64_t n_s;
+    int64_t n_s, s_cap;
     /* optional, when keep_tokens: each prompt's continuation */
     int32_t **out_tokens;
     int32_t *out_lens;
@@ -54,6 +54,13 @@ typedef struct run_options {
  * token, max_tokens or a full KV cache. Returns 0, or prints the library
  * error and returns 1. */
 int run_prompt_set(entmtp_session *s, const prompt_set *ps, const run_options *opt, run_result *out);
+
+/* The same one prompt at a time, so that several configurations can be
+ * interleaved prompt by prompt (timing drift on a shared machine then hits
+ * them alike): run_result_init once, then run_prompt for each prompt p,
+ * accumulating into `out`. */
+int run_result_init(run_result *out, const prompt_set *ps, const run_options *opt);
+int run_prompt(entmtp_session *s, const prompt_set *ps, int32_t p, const run_options *opt, run_result *out);
 void run_result_free(run_result *r);
 
 static inline double run_tokens_per_second(const run_result *r) {

@@ -23,7 +23,7 @@ WORK=${WORK:-$root/.cache/train_heads}
 OUT_DIR=${OUT_DIR:-$root/heads}
 KINDS=${KINDS:-"medusa hydra"}
 REG_EPOCHS=${REG_EPOCHS:-1}
-CE_EPOCHS=${CE_EPOCHS:-0.6}
+CE_EPOCHS=${CE_EPOCHS:-2}
 BATCH=${BATCH:-512}
 export PIP_ROOT_USER_ACTION=ignore
 

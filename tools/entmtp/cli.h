@@ -19,6 +19,13 @@ int cmd_bench_suite(int argc, char **argv); /* entmtp bench --suite */
  * the path and returns 1 when found. */
 int find_shipped_heads(const char *model_path, char *out, size_t cap);
 
+/* Option values (args.c): print "entmtp <cmd>: <option>: ..." and return 0
+ * on a bad value, else store it and return 1. */
+int cli_arg_long(const char *cmd, const char *opt, const char *v, long lo, long hi, long *out);
+int cli_arg_float(const char *cmd, const char *opt, const char *v, float lo, float *out);
+int cli_arg_seed(const char *cmd, const char *v, unsigned long long *out);
+int cli_arg_backend(const char *cmd, const char *v, entmtp_backend *out);
+
 /* Print "entmtp: <what>: <library message>" to stderr; returns 1. */
 int cli_fail(const char *what, entmtp_status st);
 /* Prints a progress bar on stderr when it is a terminal. */

@@ -100,10 +100,7 @@ int cmd_bench(int argc, char **argv) {
             if (!*v || *end || x < 0 || x > 1000000) { fprintf(stderr, "entmtp bench: %s: bad value '%s'\n", a, v); return 2; }
             *(!strcmp(a, "--context") ? &context : !strcmp(a, "--tokens") ? &tokens : !strcmp(a, "--reps") ? &reps : &threads) = x;
         } else if (!strcmp(a, "--backend")) {
-            if (!strcmp(v, "cpu")) backend = ENTMTP_BACKEND_CPU;
-            else if (!strcmp(v, "cuda")) backend = ENTMTP_BACKEND_CUDA;
-            else if (!strcmp(v, "auto")) backend = ENTMTP_BACKEND_AUTO;
-            else { fprintf(stderr, "entmtp bench: --backend: '%s' is not auto, cpu or cuda\n", v); return 2; }
+            if (!cli_arg_backend("bench", v, &backend)) return 2;
         } else { fprintf(stderr, "entmtp bench: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!!synthetic == !!model_path) { fprintf(stderr, "entmtp bench: give exactly one of --synthetic or --model\n"); return 2; }

@@ -186,9 +186,7 @@ int cmd_generate(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--seed")) {
             NEED_VALUE();
-            char *end;
-            seed = strtoull(v, &end, 0);
-            if (!*v || *end) { fprintf(stderr, "entmtp generate: --seed: '%s' is not an integer\n", v); return 2; }
+            if (!cli_arg_seed("generate", v, &seed)) return 2;
         } else if (!strcmp(a, "--temperature") || !strcmp(a, "--epsilon") || !strcmp(a, "--delta") ||
                    !strcmp(a, "--tau-on") || !strcmp(a, "--tau-off") || !strcmp(a, "--ucb-exploration")) {
             NEED_VALUE();
@@ -198,10 +196,7 @@ int cmd_generate(int argc, char **argv) {
             if (!parse_float(v, dst)) { fprintf(stderr, "entmtp generate: %s: '%s' is not a number\n", a, v); return 2; }
         } else if (!strcmp(a, "--backend")) {
             NEED_VALUE();
-            if (!strcmp(v, "auto")) backend = ENTMTP_BACKEND_AUTO;
-            else if (!strcmp(v, "cpu")) backend = ENTMTP_BACKEND_CPU;
-            else if (!strcmp(v, "cuda")) backend = ENTMTP_BACKEND_CUDA;
-            else { fprintf(stderr, "entmtp generate: --backend: '%s' is not auto, cpu or cuda\n", v); return 2; }
+            if (!cli_arg_backend("generate", v, &backend)) return 2;
         } else {
             fprintf(stderr, "entmtp generate: unknown option '%s'\n", a);
             usage(stderr);

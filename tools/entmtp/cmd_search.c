@@ -150,7 +150,6 @@ int cmd_search(int argc, char **argv) {
         if (!strcmp(a, "--no-calibrate")) { calibrate = 0; continue; }
         if (!v) { fprintf(stderr, "entmtp search: %s needs a value\n", a); return 2; }
         i++;
-        char *end = NULL;
         if (!strcmp(a, "--model")) model_path = v;
         else if (!strcmp(a, "--heads")) heads_path = v;
         else if (!strcmp(a, "--prompt-file")) prompt_file = v;
@@ -159,22 +158,16 @@ int cmd_search(int argc, char **argv) {
         else if (!strcmp(a, "--builder")) builder = v;
         else if (!strcmp(a, "--prompts") || !strcmp(a, "--budget") || !strcmp(a, "--depth") ||
                  !strcmp(a, "--max-tokens") || !strcmp(a, "--threads")) {
-            long x = strtol(v, &end, 10);
-            if (!*v || *end || x < 0 || x > 1000000) { fprintf(stderr, "entmtp search: %s: bad value '%s'\n", a, v); return 2; }
-            *(!strcmp(a, "--prompts") ? &n_prompts : !strcmp(a, "--budget") ? &budget : !strcmp(a, "--depth") ? &depth
-              : !strcmp(a, "--max-tokens") ? &max_tokens : &threads) = x;
+            long *dst = !strcmp(a, "--prompts") ? &n_prompts : !strcmp(a, "--budget") ? &budget : !strcmp(a, "--depth") ? &depth
+              : !strcmp(a, "--max-tokens") ? &max_tokens : &threads;
+            if (!cli_arg_long("search", a, v, 0, 1000000, dst)) return 2;
         } else if (!strcmp(a, "--temperature") || !strcmp(a, "--epsilon") || !strcmp(a, "--delta")) {
-            float x = strtof(v, &end);
-            if (!*v || *end || !isfinite(x) || x < 0) { fprintf(stderr, "entmtp search: %s: bad value '%s'\n", a, v); return 2; }
-            *(!strcmp(a, "--temperature") ? &temperature : !strcmp(a, "--epsilon") ? &epsilon : &delta) = x;
+            float *dst = !strcmp(a, "--temperature") ? &temperature : !strcmp(a, "--epsilon") ? &epsilon : &delta;
+            if (!cli_arg_float("search", a, v, 0, dst)) return 2;
         } else if (!strcmp(a, "--seed")) {
-            seed = strtoull(v, &end, 0);
-            if (!*v || *end) { fprintf(stderr, "entmtp search: --seed: bad value '%s'\n", v); return 2; }
+            if (!cli_arg_seed("search", v, &seed)) return 2;
         } else if (!strcmp(a, "--backend")) {
-            if (!strcmp(v, "cpu")) backend = ENTMTP_BACKEND_CPU;
-            else if (!strcmp(v, "cuda")) backend = ENTMTP_BACKEND_CUDA;
-            else if (!strcmp(v, "auto")) backend = ENTMTP_BACKEND_AUTO;
-            else { fprintf(stderr, "entmtp search: --backend: '%s' is not auto, cpu or cuda\n", v); return 2; }
+            if (!cli_arg_backend("search", v, &backend)) return 2;
         } else { fprintf(stderr, "entmtp search: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!model_path || !prompt_file || !out_path) {

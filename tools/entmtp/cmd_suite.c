@@ -123,7 +123,6 @@ int cmd_bench_suite(int argc, char **argv) {
         if (!strcmp(a, "--suite")) continue;
         if (!v) { fprintf(stderr, "entmtp bench --suite: %s needs a value\n", a); return 2; }
         i++;
-        char *end = NULL;
         if (!strcmp(a, "--model")) model_path = v;
         else if (!strcmp(a, "--medusa-heads")) medusa_path = v;
         else if (!strcmp(a, "--hydra-heads")) hydra_path = v;
@@ -145,21 +144,15 @@ int cmd_bench_suite(int argc, char **argv) {
             if (comma) { *comma = '\0'; t->bank = comma + 1; }
             t->prompts = rest;
         } else if (!strcmp(a, "--prompts") || !strcmp(a, "--max-tokens") || !strcmp(a, "--threads")) {
-            long x = strtol(v, &end, 10);
-            if (!*v || *end || x < 0 || x > 1000000) { fprintf(stderr, "entmtp bench --suite: %s: bad value '%s'\n", a, v); return 2; }
-            *(!strcmp(a, "--prompts") ? &n_prompts : !strcmp(a, "--max-tokens") ? &max_tokens : &threads) = x;
+            long *dst = !strcmp(a, "--prompts") ? &n_prompts : !strcmp(a, "--max-tokens") ? &max_tokens : &threads;
+            if (!cli_arg_long("bench --suite", a, v, 0, 1000000, dst)) return 2;
         } else if (!strcmp(a, "--temperature") || !strcmp(a, "--epsilon") || !strcmp(a, "--delta")) {
-            float x = strtof(v, &end);
-            if (!*v || *end || !isfinite(x) || x < 0) { fprintf(stderr, "entmtp bench --suite: %s: bad value '%s'\n", a, v); return 2; }
-            *(!strcmp(a, "--temperature") ? &temperature : !strcmp(a, "--epsilon") ? &epsilon : &delta) = x;
+            float *dst = !strcmp(a, "--temperature") ? &temperature : !strcmp(a, "--epsilon") ? &epsilon : &delta;
+            if (!cli_arg_float("bench --suite", a, v, 0, dst)) return 2;
         } else if (!strcmp(a, "--seed")) {
-            seed = strtoull(v, &end, 0);
-            if (!*v || *end) { fprintf(stderr, "entmtp bench --suite: --seed: bad value '%s'\n", v); return 2; }
+            if (!cli_arg_seed("bench --suite", v, &seed)) return 2;
         } else if (!strcmp(a, "--backend")) {
-            if (!strcmp(v, "cpu")) backend = ENTMTP_BACKEND_CPU;
-            else if (!strcmp(v, "cuda")) backend = ENTMTP_BACKEND_CUDA;
-            else if (!strcmp(v, "auto")) backend = ENTMTP_BACKEND_AUTO;
-            else { fprintf(stderr, "entmtp bench --suite: --backend: '%s' is not auto, cpu or cuda\n", v); return 2; }
+            if (!cli_arg_backend("bench --suite", v, &backend)) return 2;
         } else { fprintf(stderr, "entmtp bench --suite: unknown option '%s'\n", a); usage(stderr); return 2; }
     }
     if (!model_path || !medusa_path || !hydra_path || n_tasks == 0 || n_prompts < 1 || max_tokens < 1) {

@@ -38,6 +38,7 @@ static void usage(FILE *f) {
 
 typedef struct task {
     char name[64];
+    char spec[1024]; /* "PROMPTS.jsonl[,BANK.json]", split in place */
     const char *prompts, *bank;
 } task;
 
@@ -131,15 +132,16 @@ int cmd_bench_suite(int argc, char **argv) {
         else if (!strcmp(a, "--markdown")) md_path = v;
         else if (!strcmp(a, "--task")) {
             const char *eq = strchr(v, '=');
-            if (!eq || eq == v || eq - v >= (long)sizeof tasks[0].name || n_tasks == MAX_TASKS) {
+            if (!eq || eq == v || eq - v >= (long)sizeof tasks[0].name || strlen(eq + 1) >= sizeof tasks[0].spec ||
+                n_tasks == MAX_TASKS) {
                 fprintf(stderr, "entmtp bench --suite: --task '%s': expected NAME=PROMPTS.jsonl[,BANK.json] (at most %d tasks)\n", v, MAX_TASKS);
                 return 2;
             }
             task *t = &tasks[n_tasks++];
             memset(t, 0, sizeof *t);
             memcpy(t->name, v, (size_t)(eq - v));
-            char *rest = emt_strdup(eq + 1); /* lives until exit */
-            if (!rest) return 1;
+            char *rest = t->spec;
+            memcpy(rest, eq + 1, strlen(eq + 1) + 1);
             char *comma = strchr(rest, ',');
             if (comma) { *comma = '\0'; t->bank = comma + 1; }
             t->prompts = rest;

@@ -1,5 +1,5 @@
 /* Reliability runs (docs/reliability.md):
- *   entmtp_soak generate N   one session, N greedy tokens with EntMTP, the
+ *   entmtp_soak generate N   one session, N greedy tokens in one context (lean model), the
  *                            policy switched every 1000 steps, compared token
  *                            for token with AR; RSS sampled every 10%
  *   entmtp_soak reload N [MODEL]   load and free a model N times; RSS per 10%
@@ -234,6 +234,7 @@ static int run_reload(int32_t n, const char *path) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows when redirected to a log */
     if (argc >= 3 && !strcmp(argv[1], "generate")) return run_generate(atoi(argv[2]));
     if (argc >= 4 && !strcmp(argv[1], "chunks")) return run_chunks(atoi(argv[2]), atoi(argv[3]));
     if (argc >= 3 && !strcmp(argv[1], "reload")) return run_reload(atoi(argv[2]), argc > 3 ? argv[3] : NULL);

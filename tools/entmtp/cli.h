@@ -30,5 +30,7 @@ int cli_arg_backend(const char *cmd, const char *v, entmtp_backend *out);
 int cli_fail(const char *what, entmtp_status st);
 /* Prints a progress bar on stderr when it is a terminal. */
 int cli_progress(float fraction, const char *what, void *user_data);
+/* long CLI work (suite rows, prompt sets): the bar on a terminal, a line per 10% in a log */
+int cli_progress_long(float fraction, const char *what);
 
 #endif

@@ -47,14 +47,19 @@ static void usage(FILE *f) {
 typedef struct progress_state {
     double t0;
     char last[64];
+    int last_tenth;
 } progress_state;
 
-/* A bar on a terminal; one line per stage step otherwise (logs stay readable). */
+/* A bar on a terminal; otherwise a line when a stage step starts and at each
+ * tenth of it (logs stay readable). */
 static int search_progress(float fraction, const char *what, void *user) {
     progress_state *p = user;
     if (isatty(STDERR_FILENO)) return cli_progress(fraction, what, NULL);
-    if (strcmp(p->last, what)) {
+    int tenth = (int)(fraction * 10.0f + 1e-4f);
+    if (strcmp(p->last, what)) p->last_tenth = -1;
+    if (strcmp(p->last, what) || tenth > p->last_tenth) {
         snprintf(p->last, sizeof p->last, "%s", what);
+        p->last_tenth = tenth;
         fprintf(stderr, "entmtp search: %s (%.0f%%, %.1f min)\n", what, 100.0 * fraction, (emt_now() - p->t0) / 60.0);
     }
     return 0;

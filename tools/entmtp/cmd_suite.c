@@ -270,11 +270,11 @@ int cmd_bench_suite(int argc, char **argv) {
             if (bad) goto done;
         }
         char label[160];
-        snprintf(label, sizeof label, "%.60s", t->name);
+        snprintf(label, sizeof label, "bench --suite, task %.60s", t->name);
         for (int32_t p = 0; p < ps.n; p++) {
             for (int k = 0; k < N_ROWS; k++)
                 if (sess[k] && run_prompt(sess[k], &ps, p, k == R_AR ? &ar : &ro, &res[k])) goto done;
-            cli_progress((float)(p + 1) / (float)ps.n, label, NULL);
+            cli_progress_long((float)(p + 1) / (float)ps.n, label);
         }
         for (int k = 0; k < N_ROWS; k++) {
             if (!sess[k]) continue;

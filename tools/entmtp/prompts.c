@@ -207,7 +207,7 @@ int run_prompt_set(entmtp_session *s, const prompt_set *ps, const run_options *o
     if (run_result_init(out, ps, opt)) return 1;
     for (int32_t p = 0; p < ps->n; p++) {
         if (run_prompt(s, ps, p, opt, out)) return 1;
-        if (opt->label) cli_progress((float)(p + 1) / (float)ps->n, opt->label, NULL);
+        if (opt->label) cli_progress_long((float)(p + 1) / (float)ps->n, opt->label);
     }
     return 0;
 }

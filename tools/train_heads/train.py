@@ -212,7 +212,7 @@ def ce_loss(heads, ds, pos, embed, lm_head, weights, lm_w, teacher_w, remap=None
             q = q / q.sum(-1, keepdim=True).clamp(min=1e-6)
             loss = loss + teacher_w * -(q * logp.gather(1, ids)).sum(-1).mean()
         total = total + weights[i] * loss
-        stats.append(float(loss))
+        stats.append(loss.item())
     return total, stats
 
 
@@ -279,7 +279,8 @@ def run_phase(name, heads, ds, positions, epochs, batch, lr, loss_fn, seed, log_
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
-            ema = float(loss) if ema is None else 0.95 * ema + 0.05 * float(loss)
+            value = loss.item()
+            ema = value if ema is None else 0.95 * ema + 0.05 * value
             step += 1
             if step % log_every == 0 or step == total:
                 el = time.time() - t0

@@ -30,6 +30,14 @@ int cli_arg_backend(const char *cmd, const char *v, entmtp_backend *out);
 int cli_fail(const char *what, entmtp_status st);
 /* Prints a progress bar on stderr when it is a terminal. */
 int cli_progress(float fraction, const char *what, void *user_data);
+/* Progress written to a log: a line is due when `what` changes or the work
+ * reaches a new tenth of itself. */
+typedef struct cli_progress_log {
+    char last_what[96];
+    int last_tenth;
+} cli_progress_log;
+/* Returns the tenth (0..10) reached when a line is due, -1 otherwise. */
+int cli_progress_log_due(cli_progress_log *log, float fraction, const char *what);
 /* long CLI work (suite rows, prompt sets): the bar on a terminal, a line per 10% in a log */
 int cli_progress_long(float fraction, const char *what);
 

@@ -46,8 +46,7 @@ static void usage(FILE *f) {
 
 typedef struct progress_state {
     double t0;
-    char last[64];
-    int last_tenth;
+    cli_progress_log log;
 } progress_state;
 
 /* A bar on a terminal; otherwise a line when a stage step starts and at each
@@ -55,11 +54,7 @@ typedef struct progress_state {
 static int search_progress(float fraction, const char *what, void *user) {
     progress_state *p = user;
     if (isatty(STDERR_FILENO)) return cli_progress(fraction, what, NULL);
-    int tenth = (int)(fraction * 10.0f + 1e-4f);
-    if (strcmp(p->last, what)) p->last_tenth = -1;
-    if (strcmp(p->last, what) || tenth > p->last_tenth) {
-        snprintf(p->last, sizeof p->last, "%s", what);
-        p->last_tenth = tenth;
+    if (cli_progress_log_due(&p->log, fraction, what) >= 0) {
         fprintf(stderr, "entmtp search: %s (%.0f%%, %.1f min)\n", what, 100.0 * fraction, (emt_now() - p->t0) / 60.0);
     }
     return 0;
@@ -202,7 +197,7 @@ int cmd_search(int argc, char **argv) {
     run_result rr = { 0 }, *timing = NULL, *cal = NULL;
     cJSON *search = NULL, *sweeps = NULL;
     char shipped[4096], plot_path[4096];
-    progress_state prog = { emt_now(), "" };
+    progress_state prog = { emt_now(), { "", -1 } };
 
     entmtp_model_params mp = entmtp_model_default_params();
     mp.backend = backend;

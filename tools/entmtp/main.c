@@ -23,20 +23,22 @@ int cli_progress(float fraction, const char *what, void *user_data) {
     return 0;
 }
 
+int cli_progress_log_due(cli_progress_log *log, float fraction, const char *what) {
+    int tenth = (int)(fraction * 10.0f + 1e-4f);
+    if (strncmp(what, log->last_what, sizeof log->last_what - 1) != 0) {
+        snprintf(log->last_what, sizeof log->last_what, "%s", what);
+        log->last_tenth = -1;
+    }
+    if (tenth <= log->last_tenth) return -1;
+    log->last_tenth = tenth;
+    return tenth;
+}
+
 int cli_progress_long(float fraction, const char *what) {
     if (isatty(STDERR_FILENO)) return cli_progress(fraction, what, NULL);
-    /* a log gets a line per tenth of the work instead of a redrawn bar */
-    static char last_what[96];
-    static int last_tenth = -1;
-    int tenth = (int)(fraction * 10.0f + 1e-4f);
-    if (strncmp(what, last_what, sizeof last_what - 1) != 0) {
-        snprintf(last_what, sizeof last_what, "%s", what);
-        last_tenth = -1;
-    }
-    if (tenth > last_tenth && tenth > 0) {
-        fprintf(stderr, "entmtp %s: %d%%\n", what, tenth * 10);
-        last_tenth = tenth;
-    }
+    static cli_progress_log log = { "", -1 };
+    int tenth = cli_progress_log_due(&log, fraction, what);
+    if (tenth > 0) fprintf(stderr, "entmtp %s: %d%%\n", what, tenth * 10);
     return 0;
 }
 

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's command-line tools (llama-bench, llama-cli, llama-tokenize,
+# ...) once, from the llama.cpp vendored in the source distribution of the PyPI
+# package llama-cpp-python (pinned below), into the cache directory, and prints
+# the folder holding the binaries. A peer to compare with, never linked into
+# EntMTP; nothing of its source is committed here.
+#   LLAMACPP_PY_VERSION  pinned llama-cpp-python version (default below)
+#   ENTMTP_CACHE_ROOT    cache root (default: <repo>/.cache)
+set -euo pipefail
+export PIP_ROOT_USER_ACTION=ignore
+root=$(cd "$(dirname "$0")/.." && pwd)
+version=${LLAMACPP_PY_VERSION:-0.3.16}
+cache=${ENTMTP_CACHE_ROOT:-$root/.cache}
+dir="$cache/llama.cpp-py$version"
+bin="$dir/build/bin"
+if [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-tokenize" ]; then echo "$bin"; exit 0; fi
+mkdir -p "$dir"
+exec 9>"$dir/.lock"; flock 9   # one build at a time when several runs share the cache
+if [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-tokenize" ]; then echo "$bin"; exit 0; fi
+if [ ! -f "$dir/src/CMakeLists.txt" ]; then
+  echo "build-llamacpp: downloading llama-cpp-python==$version (sdist) from PyPI" >&2
+  rm -rf "$dir/dl" "$dir/src"; mkdir -p "$dir/dl"
+  # pip prepares the sdist's metadata with its build backend (scikit-build-core,
+  # fetched into an isolated environment); nothing is built or installed here
+  ${PYTHON:-python3} -m pip download -q --no-deps --no-binary :all: \
+    --disable-pip-version-check "llama-cpp-python==$version" -d "$dir/dl" >&2
+  tar -xzf "$dir"/dl/llama_cpp_python-*.tar.gz -C "$dir/dl"
+  mv "$dir"/dl/llama_cpp_python-*/vendor/llama.cpp "$dir/src"
+  rm -rf "$dir/dl"
+fi
+echo "build-llamacpp: building llama.cpp (CPU, about 10 minutes on 2 cores)" >&2
+cmake -S "$dir/src" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+  -DLLAMA_CURL=OFF -DGGML_CUDA=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
+  -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_EXAMPLES=OFF >&2
+cmake --build "$dir/build" -j "${JOBS:-$(nproc)}" \
+  --target llama-bench llama-cli llama-tokenize llama-server llama-eval-callback >&2 || \
+cmake --build "$dir/build" -j "${JOBS:-$(nproc)}" --target llama-bench llama-tokenize >&2
+echo "$bin"

@@ -272,10 +272,14 @@ static entmtp_status load_policy(entmtp_bank *b, const cJSON *pol, const char *f
             return st;
         if ((st = entmtp_bank_set_policy_config(b, &c))) { emt_error_prefix("%s: policy.ucb: ", file); return ENTMTP_ERR_FORMAT; }
     }
-    if ((o = cJSON_GetObjectItemCaseSensitive(pol, "throughput"))) {
-        if (!cJSON_IsObject(o)) return emt_fail(ENTMTP_ERR_FORMAT, "%s: policy.throughput must be an object", file);
-        entmtp_policy_config c = entmtp_policy_default_config(EMT_POLICY_THROUGHPUT);
-        if ((st = entmtp_bank_set_policy_config(b, &c))) { emt_error_prefix("%s: policy.throughput: ", file); return ENTMTP_ERR_FORMAT; }
+    /* the policies without settings: an empty object stores them */
+    const entmtp_policy_kind plain[2] = { EMT_POLICY_THROUGHPUT, EMT_POLICY_DYNAMIC };
+    for (int i = 0; i < 2; i++) {
+        const char *name = entmtp_policy_kind_name(plain[i]);
+        if (!(o = cJSON_GetObjectItemCaseSensitive(pol, name))) continue;
+        if (!cJSON_IsObject(o)) return emt_fail(ENTMTP_ERR_FORMAT, "%s: policy.%s must be an object", file, name);
+        entmtp_policy_config c = entmtp_policy_default_config(plain[i]);
+        if ((st = entmtp_bank_set_policy_config(b, &c))) { emt_error_prefix("%s: policy.%s: ", file, name); return ENTMTP_ERR_FORMAT; }
     }
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(pol, "default");
     if (d) {
@@ -401,6 +405,7 @@ ENTMTP_API entmtp_status entmtp_bank_save(const entmtp_bank *b, const char *path
             cJSON_AddNumberToObject(o, "length_penalty", b->policy[ENTMTP_POLICY_UCB].ucb_length_penalty);
         }
         if (b->has_policy[EMT_POLICY_THROUGHPUT]) cJSON_AddObjectToObject(pol, "throughput");
+        if (b->has_policy[EMT_POLICY_DYNAMIC]) cJSON_AddObjectToObject(pol, "dynamic");
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);

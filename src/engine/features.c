@@ -25,13 +25,19 @@ static float head_prob(const float *q, int32_t q_stride, int32_t n_heads, int32_
     return d < n_heads && r < topk ? q[(size_t)d * q_stride + r] : 0.0f;
 }
 
+void emt_accept_calib_table(const emt_accept_calib *c, const float *q, int32_t q_stride, int32_t n_heads,
+                            int32_t topk, float *cq, int32_t cq_stride) {
+    for (int32_t d = 0; d < n_heads && d < ENTMTP_MAX_HEADS; d++)
+        for (int32_t r = 0; r < topk; r++)
+            cq[(size_t)d * cq_stride + r] = emt_accept_calib_prob(c, d, r, q[(size_t)d * q_stride + r]);
+}
+
 void emt_features_expected_accept(const emt_accept_calib *c, const float *q, int32_t q_stride, int32_t n_heads,
                                   int32_t topk, const entmtp_bank *bank, float *node_prob, float *out) {
     /* the calibrated table once per step; the trees then only multiply and add */
     float cq[ENTMTP_MAX_HEADS][64];
     int32_t kmax = topk < 64 ? topk : 64;
-    for (int32_t d = 0; d < n_heads && d < ENTMTP_MAX_HEADS; d++)
-        for (int32_t r = 0; r < kmax; r++) cq[d][r] = emt_accept_calib_prob(c, d, r, q[(size_t)d * q_stride + r]);
+    emt_accept_calib_table(c, q, q_stride, n_heads, kmax, &cq[0][0], 64);
     int32_t n_trees = entmtp_bank_size(bank);
     for (int32_t k = 0; k < n_trees; k++) {
         const emt_tree *t = emt_bank_tree(bank, k);
@@ -67,14 +73,19 @@ void emt_accept_calib_observe(emt_accept_calib *c, const emt_tree *t, const floa
 
 /* ---------------------------------------------------------------- outlook */
 
-entmtp_status emt_outlook_init(emt_outlook_state *o, const entmtp_bank *bank) {
+entmtp_status emt_outlook_init(emt_outlook_state *o, const entmtp_bank *bank, int32_t n_heads, int32_t topk) {
     memset(o, 0, sizeof *o);
     entmtp_status st = emt_cost_model_init(&o->cost, bank);
     if (st) return st;
     int32_t n = entmtp_bank_size(bank), nodes = emt_bank_max_nodes_used(bank);
+    if (nodes < 1) nodes = 1;
+    if ((st = emt_dynamic_tree_init(&o->dynamic, nodes, n_heads < ENTMTP_MAX_HEADS ? n_heads : ENTMTP_MAX_HEADS, topk))) {
+        emt_outlook_free(o);
+        return st;
+    }
     o->expected_accept = emt_calloc((size_t)n, sizeof *o->expected_accept);
     o->expected_seconds = emt_calloc((size_t)n, sizeof *o->expected_seconds);
-    o->node_prob = emt_calloc((size_t)(nodes > 1 ? nodes : 1), sizeof *o->node_prob);
+    o->node_prob = emt_calloc((size_t)nodes, sizeof *o->node_prob);
     if (!o->expected_accept || !o->expected_seconds || !o->node_prob) {
         emt_outlook_free(o);
         return ENTMTP_ERR_OUT_OF_MEMORY;
@@ -84,6 +95,7 @@ entmtp_status emt_outlook_init(emt_outlook_state *o, const entmtp_bank *bank) {
 
 void emt_outlook_free(emt_outlook_state *o) {
     emt_cost_model_free(&o->cost);
+    emt_dynamic_tree_free(&o->dynamic);
     free(o->expected_accept);
     free(o->expected_seconds);
     free(o->node_prob);
@@ -91,13 +103,28 @@ void emt_outlook_free(emt_outlook_state *o) {
 }
 
 void emt_outlook_compute(emt_outlook_state *o, const entmtp_bank *bank, const float *q, int32_t q_stride,
-                         int32_t n_heads, int32_t topk) {
-    emt_features_expected_accept(&o->calib, q, q_stride, n_heads, topk, bank, o->node_prob, o->expected_accept);
+                         int32_t n_heads, int32_t topk, int dynamic) {
+    if (dynamic) {
+        /* tree k stands for a dynamic tree of its node count */
+        float cq[ENTMTP_MAX_HEADS * 64];
+        int32_t levels = n_heads < o->dynamic.cap_depth ? n_heads : o->dynamic.cap_depth;
+        emt_accept_calib_table(&o->calib, q, q_stride, levels, topk < 64 ? topk : 64, cq, 64);
+        emt_dynamic_tree_select(&o->dynamic, cq, 64, levels);
+        for (int32_t k = 0; k < entmtp_bank_size(bank); k++)
+            o->expected_accept[k] = o->dynamic.expected[emt_bank_tree(bank, k)->n_nodes];
+    } else {
+        emt_features_expected_accept(&o->calib, q, q_stride, n_heads, topk, bank, o->node_prob, o->expected_accept);
+    }
     emt_cost_model_estimate(&o->cost, o->expected_seconds);
 }
 
-void emt_outlook_observe(emt_outlook_state *o, const entmtp_bank *bank, int32_t k, const float *q, int32_t q_stride,
+const emt_tree *emt_outlook_tree(emt_outlook_state *o, const entmtp_bank *bank, int32_t k, int dynamic) {
+    const emt_tree *t = emt_bank_tree(bank, k);
+    return dynamic ? emt_dynamic_tree_build(&o->dynamic, t->n_nodes) : t;
+}
+
+void emt_outlook_observe(emt_outlook_state *o, const emt_tree *t, int32_t k, const float *q, int32_t q_stride,
                          int32_t n_heads, int32_t topk, const int32_t *row, int32_t acc, double seconds) {
-    emt_accept_calib_observe(&o->calib, emt_bank_tree(bank, k), q, q_stride, n_heads, topk, row, acc);
+    emt_accept_calib_observe(&o->calib, t, q, q_stride, n_heads, topk, row, acc);
     emt_cost_model_observe(&o->cost, k, seconds);
 }

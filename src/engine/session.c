@@ -267,7 +267,7 @@ entmtp_status emt_session_create_sized(entmtp_model *model, entmtp_heads *heads,
         HOST_ALLOC(S->host_logits, (int64_t)S->max_nodes * V);
         HOST_ALLOC(S->host_next, V);
     }
-    if (n_heads && S->n_trees && (st = emt_outlook_init(&S->outlook, bank))) {
+    if (n_heads && S->n_trees && (st = emt_outlook_init(&S->outlook, bank, n_heads, S->topk))) {
         entmtp_session_free(S);
         return st;
     }
@@ -593,6 +593,7 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     int speculate = !force_ar && S->heads && (probe || (S->bank && S->n_trees > 0));
     float head_p[ENTMTP_MAX_HEADS];
     int32_t n_heads = 0;
+    int dynamic = 0; /* the policy asked for a dynamic tree of the chosen tree's size */
     if (speculate) {
         n_heads = S->heads->n_heads;
         if (S->heads->kind == ENTMTP_HEADS_MEDUSA) medusa_heads(S);
@@ -610,8 +611,9 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
         if (S->policy) {
             const emt_tree_outlook *ol = NULL;
             emt_tree_outlook view = { S->outlook.expected_accept, S->outlook.expected_seconds };
+            dynamic = emt_policy_wants_dynamic_tree(S->policy);
             if (emt_policy_needs_outlook(S->policy)) {
-                emt_outlook_compute(&S->outlook, S->bank, S->chain_p, S->topk, n_heads, S->topk);
+                emt_outlook_compute(&S->outlook, S->bank, S->chain_p, S->topk, n_heads, S->topk, dynamic);
                 ol = &view;
             }
             st = emt_policy_select_outlook(S->policy, &S->features, ol, S->n_trees, &k);
@@ -621,7 +623,7 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
             st = emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "entmtp_step: the policy chose tree %d, outside the bank [0, %d)", k, S->n_trees);
             goto out;
         }
-        t = emt_bank_tree(S->bank, k);
+        t = emt_outlook_tree(&S->outlook, S->bank, k, dynamic);
         res.tree_index = k;
         draft(S, t, root);
     } else {
@@ -706,7 +708,7 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     S->stats.tokens_per_second = S->stats.decode_seconds > 0 ? (double)S->stats.n_generated / S->stats.decode_seconds : 0;
     if (res.tree_index >= 0) {
         S->usage[res.tree_index]++;
-        emt_outlook_observe(&S->outlook, S->bank, res.tree_index, S->chain_p, S->topk, n_heads, S->topk, row, acc, dt);
+        emt_outlook_observe(&S->outlook, t, res.tree_index, S->chain_p, S->topk, n_heads, S->topk, row, acc, dt);
         if (S->policy) {
             entmtp_outcome o = { sizeof o, res.tree_index, t->n_nodes, t->depth, res.accept_length, dt };
             if ((st = entmtp_policy_observe(S->policy, &o))) goto out;

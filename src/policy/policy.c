@@ -42,6 +42,7 @@ ENTMTP_API const char *entmtp_policy_kind_name(entmtp_policy_kind kind) {
     case ENTMTP_POLICY_UCB: return "ucb";
     case ENTMTP_POLICY_CUSTOM: return "custom";
     case EMT_POLICY_THROUGHPUT: return "throughput";
+    case EMT_POLICY_DYNAMIC: return "dynamic";
     }
     return NULL;
 }
@@ -53,7 +54,7 @@ ENTMTP_API entmtp_status entmtp_policy_kind_from_name(const char *name, entmtp_p
             *out = (entmtp_policy_kind)k;
             return ENTMTP_OK;
         }
-    return emt_fail(ENTMTP_ERR_NOT_FOUND, "policy kind '%s' is unknown (static, ladder, hysteresis, ucb, custom, throughput)", name);
+    return emt_fail(ENTMTP_ERR_NOT_FOUND, "policy kind '%s' is unknown (static, ladder, hysteresis, ucb, custom, throughput, dynamic)", name);
 }
 
 static entmtp_status validate_config(const entmtp_policy_config *c) {
@@ -90,7 +91,8 @@ static entmtp_status validate_config(const entmtp_policy_config *c) {
     case ENTMTP_POLICY_CUSTOM:
         if (!c->select) BAD("custom: the select callback is NULL");
         break;
-    case EMT_POLICY_THROUGHPUT: break; /* no settings: it reads the session's outlook */
+    case EMT_POLICY_THROUGHPUT:
+    case EMT_POLICY_DYNAMIC: break; /* no settings: they read the session's outlook */
     default:
         BAD("policy kind %d is unknown", (int)c->kind);
     }
@@ -188,7 +190,7 @@ static entmtp_status ucb_select(entmtp_policy *p, int32_t n_trees, int32_t *out)
  * second. Ties go to the lower index (the bank lists smaller trees first). */
 static entmtp_status throughput_select(const emt_tree_outlook *o, int32_t n_trees, int32_t *out) {
     if (!o || !o->expected_accept || !o->expected_seconds)
-        return emt_fail(ENTMTP_ERR_STATE, "throughput policy: no per-tree outlook (expected accept lengths and step "
+        return emt_fail(ENTMTP_ERR_STATE, "throughput/dynamic policy: no per-tree outlook (expected accept lengths and step "
                                           "times); attach the policy to a session with entmtp_policy_set");
     int32_t best = -1;
     double best_v = -INFINITY;
@@ -203,7 +205,11 @@ static entmtp_status throughput_select(const emt_tree_outlook *o, int32_t n_tree
     return ENTMTP_OK;
 }
 
-int emt_policy_needs_outlook(const entmtp_policy *p) { return p && p->cfg.kind == EMT_POLICY_THROUGHPUT; }
+int emt_policy_needs_outlook(const entmtp_policy *p) {
+    return p && (p->cfg.kind == EMT_POLICY_THROUGHPUT || p->cfg.kind == EMT_POLICY_DYNAMIC);
+}
+
+int emt_policy_wants_dynamic_tree(const entmtp_policy *p) { return p && p->cfg.kind == EMT_POLICY_DYNAMIC; }
 
 entmtp_status emt_policy_select_outlook(entmtp_policy *p, const entmtp_features *f, const emt_tree_outlook *outlook,
                                         int32_t n_trees, int32_t *out_index) {
@@ -231,6 +237,7 @@ entmtp_status emt_policy_select_outlook(entmtp_policy *p, const entmtp_features 
         if ((st = ucb_select(p, n_trees, &k))) return st;
         break;
     case EMT_POLICY_THROUGHPUT:
+    case EMT_POLICY_DYNAMIC:
         if ((st = throughput_select(outlook, n_trees, &k))) return st;
         break;
     case ENTMTP_POLICY_CUSTOM:

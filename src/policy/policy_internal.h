@@ -10,7 +10,11 @@
 
 /* argmax over trees of expected accepted tokens / expected step seconds */
 #define EMT_POLICY_THROUGHPUT ((entmtp_policy_kind)5)
-#define EMT_POLICY_KIND_COUNT 6 /* kinds 0..5; CUSTOM (4) is never stored in a bank */
+/* the same choice over node budgets N (one per bank tree, N = its node
+ * count), where the tree of budget N is built each step from the heads'
+ * probabilities (engine/dynamic_tree.c) instead of the bank's fixed shape */
+#define EMT_POLICY_DYNAMIC ((entmtp_policy_kind)6)
+#define EMT_POLICY_KIND_COUNT 7 /* kinds 0..6; CUSTOM (4) is never stored in a bank */
 
 /* What the session knows about each tree at this step (n_trees entries). */
 typedef struct emt_tree_outlook {
@@ -23,7 +27,9 @@ typedef struct emt_tree_outlook {
 entmtp_status emt_policy_select_outlook(entmtp_policy *p, const entmtp_features *f,
                                         const emt_tree_outlook *outlook, int32_t n_trees,
                                         int32_t *out_index);
-/* Whether select needs the outlook (the session then computes it). */
+/* Whether select needs the outlook (the session then computes it), and
+ * whether the chosen index names a node budget for a dynamic tree. */
 int emt_policy_needs_outlook(const entmtp_policy *p);
+int emt_policy_wants_dynamic_tree(const entmtp_policy *p);
 
 #endif

@@ -56,13 +56,14 @@ typedef struct row {
 
 /* --every-tree adds one static row per bank tree (R_TREE0 + k, k < MAX_TREE_ROWS) */
 #define MAX_TREE_ROWS 16
-enum { R_AR, R_MEDUSA, R_HYDRA, R_STATIC, R_TAU, R_LADDER, R_UCB, R_THROUGHPUT, R_TREE0,
+enum { R_AR, R_MEDUSA, R_HYDRA, R_STATIC, R_TAU, R_LADDER, R_UCB, R_THROUGHPUT, R_DYNAMIC, R_TREE0,
        N_ROWS = R_TREE0 + MAX_TREE_ROWS };
 static const char *row_names[R_TREE0] = { "AR", "Medusa (default tree)", "Hydra (default tree)",
                                           "EntMTP (static task-optimal tree)", "EntMTP-tau (hysteresis)",
-                                          "threshold ladder", "UCB bandit", "EntMTP expected throughput" };
+                                          "threshold ladder", "UCB bandit", "EntMTP expected throughput",
+                                          "EntMTP dynamic tree" };
 static const char *row_keys[R_TREE0] = { "ar", "medusa_default", "hydra_default", "entmtp_static",
-                                         "entmtp_tau", "ladder", "ucb", "entmtp_throughput" };
+                                         "entmtp_tau", "ladder", "ucb", "entmtp_throughput", "entmtp_dynamic" };
 
 /* Perplexity of every prompt's continuation, pooled over tokens. */
 static int perplexity(entmtp_session *scorer, const prompt_set *ps, const run_result *rr, double *ppl) {
@@ -253,16 +254,16 @@ int cmd_bench_suite(int argc, char **argv) {
                 free(text);
             }
             const entmtp_policy_kind kinds[] = { ENTMTP_POLICY_STATIC, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_LADDER,
-                                                 ENTMTP_POLICY_UCB, EMT_POLICY_THROUGHPUT };
-            for (int k = 0; k < 5; k++) {
+                                                 ENTMTP_POLICY_UCB, EMT_POLICY_THROUGHPUT, EMT_POLICY_DYNAMIC };
+            for (int k = 0; k < 6; k++) {
                 entmtp_policy_config pc;
                 if (entmtp_bank_policy_config(bank, kinds[k], &pc)) {
-                    if (kinds[k] != EMT_POLICY_THROUGHPUT) {
+                    if (kinds[k] != EMT_POLICY_THROUGHPUT && kinds[k] != EMT_POLICY_DYNAMIC) {
                         fprintf(stderr, "entmtp bench --suite: %s holds no %s settings; row skipped\n", t->bank,
                                 entmtp_policy_kind_name(kinds[k]));
                         continue;
                     }
-                    pc = entmtp_policy_default_config(kinds[k]); /* it has no settings to calibrate */
+                    pc = entmtp_policy_default_config(kinds[k]); /* they have no settings to calibrate */
                 }
                 if (session_with(model, bh, bank, &tsp, &pc, &sess[R_STATIC + k], &pols[R_STATIC + k])) goto done;
             }

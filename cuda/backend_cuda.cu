@@ -99,7 +99,12 @@ static void *cu_alloc(emt_backend *be, size_t bytes) {
     cudaSetDevice(cb->device);
     void *p = NULL;
     if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
-    cudaMemset(p, 0, bytes);
+    // cudaMemset is asynchronous on the legacy stream, which the contexts'
+    // non-blocking streams do not wait for: finish it before anyone uses p
+    if (cudaMemset(p, 0, bytes) != cudaSuccess || cudaStreamSynchronize(0) != cudaSuccess) {
+        cudaFree(p);
+        return NULL;
+    }
     return p;
 }
 

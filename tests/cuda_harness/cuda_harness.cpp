@@ -48,7 +48,7 @@ thread_state *current = nullptr;
 uint3 block_idx, block_dim, grid_dim;
 
 // One fiber per thread of the block being run.
-enum thread_phase { RUNNABLE, AT_BARRIER, AT_COLLECTIVE, EXITED };
+enum thread_phase { NOT_STARTED, RUNNABLE, AT_BARRIER, AT_COLLECTIVE, EXITED };
 struct thread_state {
     uint3 idx;
     unsigned lane, warp;
@@ -106,6 +106,9 @@ const kernel_call *running = nullptr;
 std::vector<thread_state> threads;
 char *stack_pool = nullptr;
 size_t stack_pool_count = 0;
+// Stacks go to threads when they start and come back when they exit, most
+// recent first: a kernel without barriers runs every thread on one hot stack.
+std::vector<char *> free_stacks;
 void *scheduler_sp = nullptr;
 #if !defined(__x86_64__)
 ucontext_t scheduler_uc;
@@ -177,8 +180,9 @@ void enqueue(cudaStream_t s, std::function<void()> f) { queue_of(s)->queue.push_
 
 // ------------------------------------------------------------------ fibers
 #if defined(__x86_64__)
-// Saves the callee-saved registers and the FP control words on the current
-// stack, stores its pointer in *save and resumes the stack at `load`.
+// Saves the callee-saved registers on the current stack, stores its pointer
+// in *save and resumes the stack at `load`. (The FP control words are
+// callee-saved too, but neither kernels nor the harness change them.)
 extern "C" void emt_fiber_switch(void **save, void *load);
 asm(R"(
     .text
@@ -192,14 +196,8 @@ emt_fiber_switch:
     pushq %r13
     pushq %r14
     pushq %r15
-    subq $16, %rsp
-    stmxcsr 8(%rsp)
-    fnstcw (%rsp)
     movq %rsp, (%rdi)
     movq %rsi, %rsp
-    fldcw (%rsp)
-    ldmxcsr 8(%rsp)
-    addq $16, %rsp
     popq %r15
     popq %r14
     popq %r13
@@ -229,11 +227,8 @@ void prepare_fiber(thread_state *t) {
     uint64_t *a = (uint64_t *)(top - 16);
     a[1] = 0;
     a[0] = (uint64_t)(uintptr_t)&emt_fiber_entry;
-    for (int i = 1; i <= 6; i++) a[-i] = 0;       // rbp rbx r12 r13 r14 r15
-    uint32_t *ctl = (uint32_t *)(a - 8);
-    ctl[0] = 0x037f;                              // x87 control word
-    ctl[2] = 0x1f80;                              // MXCSR
-    t->sp = (void *)(a - 8);
+    for (int i = 1; i <= 6; i++) a[-i] = 0; // rbp rbx r12 r13 r14 r15
+    t->sp = (void *)(a - 6);
 #else
     getcontext(&t->uc);
     t->uc.uc_stack.ss_sp = t->stack;
@@ -245,6 +240,12 @@ void prepare_fiber(thread_state *t) {
 
 // scheduler -> fiber t, until t blocks or exits
 void resume(thread_state *t) {
+    if (t->phase == NOT_STARTED) {
+        t->stack = free_stacks.back();
+        free_stacks.pop_back();
+        t->phase = RUNNABLE;
+        prepare_fiber(t);
+    }
     current = t;
 #ifdef EMT_ASAN
     void *fake = nullptr;
@@ -259,6 +260,7 @@ void resume(thread_state *t) {
     __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #endif
     current = nullptr;
+    if (t->phase == EXITED) free_stacks.push_back(t->stack);
 }
 
 // fiber -> scheduler; returns when the scheduler resumes this fiber
@@ -300,13 +302,18 @@ void ensure_stacks(size_t n) {
     stack_pool = (char *)p;
     stack_pool_count = n;
     long page = sysconf(_SC_PAGESIZE);
-    for (size_t i = 0; i < n; i++) mprotect(stack_pool + i * kFiberStack, (size_t)page, PROT_NONE); // overflow guard
+    free_stacks.clear();
+    for (size_t i = n; i-- > 0;) {
+        mprotect(stack_pool + i * kFiberStack, (size_t)page, PROT_NONE); // overflow guard
+        free_stacks.push_back(stack_pool + i * kFiberStack);
+    }
 }
 
 const char *phase_name(const thread_state &t) {
     static const char *names[] = { "__shfl_idx_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
                                    "__all_sync",      "__any_sync",     "__ballot_sync",    "__syncwarp" };
     switch (t.phase) {
+    case NOT_STARTED: return "not started";
     case RUNNABLE: return "running";
     case AT_BARRIER: return "__syncthreads";
     case AT_COLLECTIVE: return names[t.kind];
@@ -335,6 +342,8 @@ void block_fault(const char *fmt, ...) {
     block_failed = true;
 }
 
+bool same_file(const char *a, const char *b) { return a == b || !strcmp(a, b); }
+
 // Completes the collective that lane `first` waits at, once every lane of its
 // mask is there; false when they are not all there yet.
 bool complete_collective(thread_state *w, unsigned n_lanes, unsigned first) {
@@ -349,8 +358,8 @@ bool complete_collective(thread_state *w, unsigned n_lanes, unsigned first) {
             return false;
         }
         thread_state &b = w[l];
-        if (b.phase == RUNNABLE) return false; // still on its way
-        if (b.phase != AT_COLLECTIVE || b.kind != a.kind || b.line != a.line || strcmp(b.file, a.file) ||
+        if (b.phase == RUNNABLE || b.phase == NOT_STARTED) return false; // still on its way
+        if (b.phase != AT_COLLECTIVE || b.kind != a.kind || b.line != a.line || !same_file(b.file, a.file) ||
             b.mask != mask) {
             where(buf, sizeof buf, b);
             block_fault("partial warp: lane %u is at %s (%s:%d) with mask 0x%08x, but lane %u of that mask: %s",
@@ -397,7 +406,7 @@ bool complete_collective(thread_state *w, unsigned n_lanes, unsigned first) {
 void run_warp(thread_state *w, unsigned n_lanes) {
     for (;;) {
         for (unsigned l = 0; l < n_lanes && !block_failed; l++)
-            if (w[l].phase == RUNNABLE) resume(&w[l]);
+            if (w[l].phase == RUNNABLE || w[l].phase == NOT_STARTED) resume(&w[l]);
         if (block_failed) return;
         bool progressed = false, waiting = false;
         for (unsigned l = 0; l < n_lanes && !block_failed; l++) {
@@ -431,11 +440,9 @@ void run_block(unsigned n) {
         t.idx = uint3{ i % block_dim.x, i / block_dim.x % block_dim.y, i / (block_dim.x * block_dim.y) };
         t.lane = i % 32;
         t.warp = i / 32;
-        t.phase = RUNNABLE;
-        t.stack = stack_pool + i * kFiberStack;
+        t.phase = NOT_STARTED;
         t.file = "";
         t.line = 0;
-        prepare_fiber(&t);
     }
     for (;;) {
         for (unsigned w = 0; w * 32 < n && !block_failed; w++)
@@ -448,7 +455,7 @@ void run_block(unsigned n) {
                 if (!gone) gone = &t;
             } else if (!at) {
                 at = &t;
-            } else if (!other && (t.line != at->line || strcmp(t.file, at->file))) {
+            } else if (!other && (t.line != at->line || !same_file(t.file, at->file))) {
                 other = &t;
             }
         }
@@ -464,11 +471,14 @@ void run_block(unsigned n) {
     }
 }
 
-// A fiber abandoned mid-kernel leaves its frames' ASan poison on its stack.
+// A failed block abandons its fibers: their stacks go back to the pool, and
+// their frames' ASan poison is cleared.
 void clean_stacks(void) {
 #ifdef EMT_ASAN
     if (stack_pool) ASAN_UNPOISON_MEMORY_REGION(stack_pool, stack_pool_count * kFiberStack);
 #endif
+    free_stacks.clear();
+    for (size_t i = stack_pool_count; i-- > 0;) free_stacks.push_back(stack_pool + i * kFiberStack);
 }
 
 void execute(const kernel_call &k) {

@@ -2,6 +2,8 @@
 #include "accept/accept.h"
 #include "accept/node_flags.h"
 #include "engine/engine.h"
+#include "engine/features.h"
+#include "policy/policy_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -40,6 +42,7 @@ struct entmtp_session {
     int batch_heads;       /* Medusa: one lm_head product for all heads (default) */
     int64_t *usage;
     entmtp_session_stats stats;
+    emt_outlook_state outlook; /* per-tree expected accept and step time (bank + heads only) */
 };
 
 static const emt_tree g_ar_tree = {
@@ -101,6 +104,7 @@ ENTMTP_API void entmtp_session_free(entmtp_session *S) {
     free(S->host_next);
     free(S->probe_probs);
     free(S->usage);
+    emt_outlook_free(&S->outlook);
     free(S);
 }
 
@@ -262,6 +266,10 @@ entmtp_status emt_session_create_sized(entmtp_model *model, entmtp_heads *heads,
     if (!be->ops->host_memory) {
         HOST_ALLOC(S->host_logits, (int64_t)S->max_nodes * V);
         HOST_ALLOC(S->host_next, V);
+    }
+    if (n_heads && S->n_trees && (st = emt_outlook_init(&S->outlook, bank, n_heads, S->topk))) {
+        entmtp_session_free(S);
+        return st;
     }
     S->features.struct_size = sizeof S->features;
     S->stats.struct_size = sizeof S->stats;
@@ -585,6 +593,7 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     int speculate = !force_ar && S->heads && (probe || (S->bank && S->n_trees > 0));
     float head_p[ENTMTP_MAX_HEADS];
     int32_t n_heads = 0;
+    int dynamic = 0; /* the policy asked for a dynamic tree of the chosen tree's size */
     if (speculate) {
         n_heads = S->heads->n_heads;
         if (S->heads->kind == ENTMTP_HEADS_MEDUSA) medusa_heads(S);
@@ -600,14 +609,21 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     } else if (speculate) {
         int32_t k = 0;
         if (S->policy) {
-            st = entmtp_policy_select(S->policy, &S->features, S->n_trees, &k);
+            const emt_tree_outlook *ol = NULL;
+            emt_tree_outlook view = { S->outlook.expected_accept, S->outlook.expected_seconds };
+            dynamic = emt_policy_wants_dynamic_tree(S->policy);
+            if (emt_policy_needs_outlook(S->policy)) {
+                emt_outlook_compute(&S->outlook, S->bank, S->chain_p, S->topk, n_heads, S->topk, dynamic);
+                ol = &view;
+            }
+            st = emt_policy_select_outlook(S->policy, &S->features, ol, S->n_trees, &k);
             if (st) goto out;
         }
         if (k < 0 || k >= S->n_trees) {
             st = emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "entmtp_step: the policy chose tree %d, outside the bank [0, %d)", k, S->n_trees);
             goto out;
         }
-        t = emt_bank_tree(S->bank, k);
+        t = emt_outlook_tree(&S->outlook, S->bank, k, dynamic);
         res.tree_index = k;
         draft(S, t, root);
     } else {
@@ -692,6 +708,7 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     S->stats.tokens_per_second = S->stats.decode_seconds > 0 ? (double)S->stats.n_generated / S->stats.decode_seconds : 0;
     if (res.tree_index >= 0) {
         S->usage[res.tree_index]++;
+        emt_outlook_observe(&S->outlook, t, res.tree_index, S->chain_p, S->topk, n_heads, S->topk, row, acc, dt);
         if (S->policy) {
             entmtp_outcome o = { sizeof o, res.tree_index, t->n_nodes, t->depth, res.accept_length, dt };
             if ((st = entmtp_policy_observe(S->policy, &o))) goto out;

@@ -54,7 +54,7 @@ int main(void) {
     entmtp_bank *b = NULL;
     CHECK_OK(entmtp_bank_load(bank, NULL, &b));
     CHECK(b && entmtp_bank_size(b) >= 1);
-    entmtp_policy_config pc;
+    entmtp_policy_config pc = { sizeof pc };
     if (b) CHECK_OK(entmtp_bank_policy_config(b, ENTMTP_POLICY_STATIC, &pc));
     entmtp_bank_free(b);
     cJSON *j = read_json(bank);

@@ -280,7 +280,7 @@ int cmd_generate(int argc, char **argv) {
             }
         }
         entmtp_policy_kind kind = ENTMTP_POLICY_STATIC;
-        entmtp_policy_config pc;
+        entmtp_policy_config pc = { sizeof pc };
         int from_bank = 0;
         if (policy_name) {
             if ((st = entmtp_policy_kind_from_name(policy_name, &kind)) || kind == ENTMTP_POLICY_CUSTOM) {
@@ -289,9 +289,8 @@ int cmd_generate(int argc, char **argv) {
                 goto done;
             }
             from_bank = entmtp_bank_policy_config(bank, kind, &pc) == ENTMTP_OK;
-        } else if (emt_bank_default_policy(bank) >= 0) {
+        } else if (entmtp_bank_default_policy(bank, &kind) == ENTMTP_OK) {
             /* the policy the bank's search calibrated best */
-            kind = (entmtp_policy_kind)emt_bank_default_policy(bank);
             from_bank = entmtp_bank_policy_config(bank, kind, &pc) == ENTMTP_OK;
             policy_name = entmtp_policy_kind_name(kind);
         }
@@ -304,12 +303,17 @@ int cmd_generate(int argc, char **argv) {
             if (tau_off >= 0) pc.tau_off = tau_off;
         }
         if (kind == ENTMTP_POLICY_UCB && ucb_expl >= 0) pc.ucb_exploration = ucb_expl;
+        float threshold_list[64];
         if (kind == ENTMTP_POLICY_LADDER && thresholds) {
             char buf[1024];
             snprintf(buf, sizeof buf, "%s", thresholds);
+            int32_t max_thresholds = entmtp_limit(ENTMTP_LIMIT_MAX_LADDER) - 1;
+            if (max_thresholds > 64) max_thresholds = 64;
             pc.n_thresholds = 0;
+            pc.thresholds = threshold_list;
+            pc.ladder_trees = NULL;
             for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-                if (pc.n_thresholds >= ENTMTP_MAX_LADDER - 1 || !parse_float(tok, &pc.thresholds[pc.n_thresholds])) {
+                if (pc.n_thresholds >= max_thresholds || !parse_float(tok, &threshold_list[pc.n_thresholds])) {
                     fprintf(stderr, "entmtp generate: --thresholds: bad list '%s'\n", thresholds);
                     rc = 2;
                     goto done;

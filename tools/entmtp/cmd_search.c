@@ -349,11 +349,15 @@ int cmd_search(int argc, char **argv) {
                 knob[n_cand++] = qs[q];
             }
         int32_t K = best_idx + 1 < 4 ? best_idx + 1 : 4;
+        float ladder_thresholds[4][3]; /* one ladder per alpha; K <= 4 */
+        int32_t ladder_trees[4][4];
         for (size_t ai = 0; K >= 3 && ai < sizeof alphas / sizeof alphas[0]; ai++) {
             entmtp_policy_config pc = ladder;
             pc.n_thresholds = K - 1;
-            for (int32_t b = 0; b < K; b++) pc.ladder_trees[b] = best_idx - (K - 1) + b;
-            for (int32_t b = 1; b < K; b++) pc.thresholds[b - 1] = quantile(rr.s, rr.n_s, alphas[ai] * b / K);
+            for (int32_t b = 0; b < K; b++) ladder_trees[ai][b] = best_idx - (K - 1) + b;
+            for (int32_t b = 1; b < K; b++) ladder_thresholds[ai][b - 1] = quantile(rr.s, rr.n_s, alphas[ai] * b / K);
+            pc.thresholds = ladder_thresholds[ai];
+            pc.ladder_trees = ladder_trees[ai];
             int distinct = 1;
             for (int32_t b = 1; b < K - 1; b++) distinct &= pc.thresholds[b] > pc.thresholds[b - 1];
             if (!distinct) continue; /* s too concentrated for distinct thresholds */

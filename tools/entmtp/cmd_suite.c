@@ -92,7 +92,7 @@ static int same_continuations(const prompt_set *ps, const run_result *a, const r
  * `kind` (or a static policy on the bank's tree `builtin`). */
 static int session_with(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, const entmtp_session_params *sp,
                         entmtp_policy_kind kind, entmtp_session **s, entmtp_policy **pol) {
-    entmtp_policy_config pc;
+    entmtp_policy_config pc = { sizeof pc };
     entmtp_status st = entmtp_bank_policy_config(b, kind, &pc);
     if (st) return cli_fail("bank policy", st);
     if ((st = entmtp_policy_create(&pc, pol))) return cli_fail("policy", st);
@@ -247,7 +247,7 @@ int cmd_bench_suite(int argc, char **argv) {
             }
             const entmtp_policy_kind kinds[] = { ENTMTP_POLICY_STATIC, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_LADDER, ENTMTP_POLICY_UCB };
             for (int k = 0; k < 4; k++) {
-                entmtp_policy_config probe;
+                entmtp_policy_config probe = { sizeof probe };
                 if (entmtp_bank_policy_config(bank, kinds[k], &probe)) {
                     fprintf(stderr, "entmtp bench --suite: %s holds no %s settings; row skipped\n", t->bank,
                             entmtp_policy_kind_name(kinds[k]));

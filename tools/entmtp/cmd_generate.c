@@ -119,34 +119,6 @@ static int parse_float(const char *s, float *out) {
     return 1;
 }
 
-/* Shipped heads: <dir>/<model stem>.{hydra,medusa}.safetensors where the stem
- * is the model file name up to its first '.'. */
-int find_shipped_heads(const char *model_path, char *out, size_t cap) {
-    const char *base = strrchr(model_path, '/');
-    base = base ? base + 1 : model_path;
-    char stem[256];
-    snprintf(stem, sizeof stem, "%s", base);
-    char *dot = strchr(stem, '.');
-    if (dot) *dot = '\0';
-    const char *dirs[3];
-    int nd = 0;
-    const char *env = getenv("ENTMTP_HEADS_DIR");
-    if (env && *env) dirs[nd++] = env;
-#ifdef ENTMTP_HEADS_INSTALL_DIR
-    dirs[nd++] = ENTMTP_HEADS_INSTALL_DIR;
-#endif
-#ifdef ENTMTP_HEADS_SOURCE_DIR
-    dirs[nd++] = ENTMTP_HEADS_SOURCE_DIR;
-#endif
-    const char *kinds[] = { "hydra", "medusa" };
-    for (int d = 0; d < nd; d++)
-        for (int k = 0; k < 2; k++) {
-            snprintf(out, cap, "%s/%s.%s.safetensors", dirs[d], stem, kinds[k]);
-            if (access(out, R_OK) == 0) return 1;
-        }
-    return 0;
-}
-
 int cmd_generate(int argc, char **argv) {
     const char *model_path = NULL, *heads_path = NULL, *bank_path = NULL, *trees = NULL;
     const char *policy_name = NULL, *prompt = NULL, *prompt_file = NULL, *system_prompt = NULL;

@@ -18,7 +18,7 @@ int cmd_serve(int argc, char **argv);       /* serve/cmd_serve.c, with libmicroh
 /* paths.c: files found at run time. Heads shipped for a model:
  * <dir>/<model stem>.{hydra,medusa}.safetensors in $ENTMTP_HEADS_DIR,
  * <prefix>/share/entmtp/heads beside the executable, the configured install
- * directory (and the source tree's heads/ for a build run in place). Writes
+ * directory (and the source tree's heads/ for the binary in its build tree). Writes
  * the path and returns 1 when found. */
 int find_shipped_heads(const char *model_path, char *out, size_t cap);
 /* A plotting script (plot_bench.py, ...): `explicit_path` (--plot-script)

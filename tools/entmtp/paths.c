@@ -13,17 +13,22 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* <prefix>/share/entmtp/<sub> for the running executable's prefix; 0 when
- * /proc/self/exe cannot be read. */
+/* The directory of the running executable; 0 when /proc/self/exe cannot be read. */
+static int exe_dir(char *out, size_t cap) {
+    ssize_t n = readlink("/proc/self/exe", out, cap - 1);
+    if (n <= 0) return 0;
+    out[n] = '\0';
+    char *slash = strrchr(out, '/');
+    if (!slash) return 0;
+    *slash = '\0';
+    return 1;
+}
+
+/* <prefix>/share/entmtp/<sub> for the running executable's prefix. */
 static int exe_share_dir(const char *sub, char *out, size_t cap) {
     char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return 0;
-    exe[n] = '\0';
+    if (!exe_dir(exe, sizeof exe)) return 0; /* <prefix>/bin */
     char *slash = strrchr(exe, '/');
-    if (!slash) return 0;
-    *slash = '\0'; /* <prefix>/bin */
-    slash = strrchr(exe, '/');
     if (!slash) return 0;
     *slash = '\0'; /* <prefix> */
     return snprintf(out, cap, "%s/share/entmtp/%s", exe, sub) < (int)cap;
@@ -37,6 +42,16 @@ static int find_in(const char *const *dirs, int n_dirs, const char *name, char *
         if (access(out, R_OK) == 0) return 1;
     }
     return 0;
+}
+
+/* The source tree's heads/, only for the binary in the build tree it was
+ * built in: an installed copy never reads the source tree. */
+static const char *source_heads_dir(void) {
+#if defined(ENTMTP_HEADS_SOURCE_DIR) && defined(ENTMTP_BUILD_DIR)
+    char dir[PATH_MAX];
+    if (exe_dir(dir, sizeof dir) && !strcmp(dir, ENTMTP_BUILD_DIR)) return ENTMTP_HEADS_SOURCE_DIR;
+#endif
+    return NULL;
 }
 
 int find_shipped_heads(const char *model_path, char *out, size_t cap) {
@@ -53,9 +68,7 @@ int find_shipped_heads(const char *model_path, char *out, size_t cap) {
 #ifdef ENTMTP_HEADS_INSTALL_DIR
         ENTMTP_HEADS_INSTALL_DIR,
 #endif
-#ifdef ENTMTP_HEADS_SOURCE_DIR
-        ENTMTP_HEADS_SOURCE_DIR, /* a build run in place; absent once the tree is gone */
-#endif
+        source_heads_dir(),
     };
     const char *kinds[] = { "hydra", "medusa" };
     for (int k = 0; k < 2; k++) {

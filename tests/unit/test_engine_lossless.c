@@ -3,6 +3,7 @@
  * switches tree every step), with Medusa and with Hydra heads, on tiny random
  * models written as GGUF and as safetensors. Also: GGUF (permuted Q/K) and
  * safetensors copies of one model give the same logits. */
+#define ENTMTP_EXPERIMENTAL_API /* entmtp_session_features, entmtp_session_logits */
 #include "check.h"
 #include "tiny_model.h"
 
@@ -108,8 +109,8 @@ static void check_model(const char *model_path, const char *heads_path, const ch
         int32_t counter = 0;
         if (kinds[i] == ENTMTP_POLICY_LADDER) {
             pc.n_thresholds = 2;
-            pc.thresholds[0] = 0.05f;
-            pc.thresholds[1] = 0.3f;
+            static const float thresholds[2] = { 0.05f, 0.3f };
+            pc.thresholds = thresholds;
         } else if (kinds[i] == ENTMTP_POLICY_HYSTERESIS) {
             pc.tau_on = 0.2f;
             pc.tau_off = 0.1f;

@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#define N_GEN 24
+#define N_GEN 16
 static const int32_t prompt[] = { 3, 1, 4, 1, 5, 9, 2, 6 };
 #define N_PROMPT ((int32_t)(sizeof prompt / sizeof prompt[0]))
 #define N_TOKENS (N_PROMPT + N_GEN)

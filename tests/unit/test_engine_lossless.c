@@ -95,8 +95,14 @@ static void check_model(const char *model_path, const char *heads_path, const ch
     /* multi-token acceptance must actually happen, or KV commit is untested */
     CHECK(best_mean > 1.05);
 
+    /* the expected-throughput and dynamic-tree policies are reachable by name
+     * (no public enum value yet) */
+    entmtp_policy_kind throughput;
+    CHECK_OK(entmtp_policy_kind_from_name("throughput", &throughput));
+    entmtp_policy_kind dynamic;
+    CHECK_OK(entmtp_policy_kind_from_name("dynamic", &dynamic));
     entmtp_policy_kind kinds[] = { ENTMTP_POLICY_LADDER, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_UCB,
-                                   ENTMTP_POLICY_CUSTOM };
+                                   ENTMTP_POLICY_CUSTOM, throughput, dynamic };
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         entmtp_policy_config pc = entmtp_policy_default_config(kinds[i]);
         int32_t counter = 0;

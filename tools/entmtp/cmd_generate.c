@@ -19,7 +19,7 @@ static void usage(FILE *f) {
             "  --no-heads            plain AR even when heads are shipped\n"
             "  --bank FILE           bank JSON (trees + calibrated policy settings)\n"
             "  --tree NAME[,NAME..]  built-in trees forming the bank (default: the heads' default)\n"
-            "  --policy KIND         static | ladder | hysteresis | ucb (default: the bank's, else static)\n"
+            "  --policy KIND         static | ladder | hysteresis | ucb | throughput | dynamic (default: the bank's, else static)\n"
             "  --static-tree I       tree index for the static policy (default 0)\n"
             "  --thresholds A,B,..   ladder thresholds on s (K-1 for K trees)\n"
             "  --tau-on X --tau-off Y  hysteresis thresholds (tree 0 conservative, last aggressive)\n"
@@ -284,7 +284,7 @@ int cmd_generate(int argc, char **argv) {
         int from_bank = 0;
         if (policy_name) {
             if ((st = entmtp_policy_kind_from_name(policy_name, &kind)) || kind == ENTMTP_POLICY_CUSTOM) {
-                fprintf(stderr, "entmtp generate: --policy: '%s' is not static, ladder, hysteresis or ucb\n", policy_name);
+                fprintf(stderr, "entmtp generate: --policy: '%s' is not static, ladder, hysteresis, ucb, throughput or dynamic\n", policy_name);
                 rc = 2;
                 goto done;
             }

@@ -180,5 +180,17 @@ int main(void) {
     check_formats_agree(gguf, hf);
     check_model(gguf, medusa, "gguf+medusa");
     check_model(hf, hydra, "hf+hydra");
+
+    /* native mode: weights kept in their stored type, run by the quantized
+     * and half-precision kernels (ffn 64 so every matrix row is whole blocks) */
+    const emt_dtype native[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_F16, EMT_BF16 };
+    c.ffn = 64;
+    for (size_t i = 0; i < sizeof native / sizeof native[0]; i++) {
+        char path[512], label[64];
+        snprintf(path, sizeof path, "%s/lossless_tiny_%s.gguf", ENTMTP_TEST_TMP_DIR, emt_dtype_name(native[i]));
+        snprintf(label, sizeof label, "gguf %s+%s", emt_dtype_name(native[i]), i % 2 ? "hydra" : "medusa");
+        CHECK_OK(emt_tiny_write_gguf(path, &c, native[i]));
+        check_model(path, i % 2 ? hydra : medusa, label);
+    }
     return emt_test_finish("test_engine_lossless");
 }

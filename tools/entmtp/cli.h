@@ -26,6 +26,8 @@ int cli_arg_long(const char *cmd, const char *opt, const char *v, long lo, long 
 int cli_arg_float(const char *cmd, const char *opt, const char *v, float lo, float *out);
 int cli_arg_seed(const char *cmd, const char *v, unsigned long long *out);
 int cli_arg_backend(const char *cmd, const char *v, entmtp_backend *out);
+/* --compute native | f32 */
+int cli_arg_compute(const char *cmd, const char *v, entmtp_compute_type *out);
 
 /* Print "entmtp: <what>: <library message>" to stderr; returns 1. */
 int cli_fail(const char *what, entmtp_status st);

@@ -99,8 +99,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--plot")) plot = v;
         else if (!strcmp(a, "--nodes")) nodes_list = v;
         else if (!strcmp(a, "--weights") && (!strcmp(v, "f32") || !strcmp(v, "q4_0"))) synth_type = v[0] == 'q' ? EMT_Q4_0 : EMT_F32;
-        else if (!strcmp(a, "--compute") && (!strcmp(v, "native") || !strcmp(v, "f32")))
-            compute = v[0] == 'f' ? ENTMTP_COMPUTE_F32 : ENTMTP_COMPUTE_NATIVE;
+        else if (!strcmp(a, "--compute")) { if (!cli_arg_compute("bench", v, &compute)) return 2; }
         else if (!strcmp(a, "--context") || !strcmp(a, "--tokens") || !strcmp(a, "--reps") || !strcmp(a, "--threads")) {
             char *end;
             long x = strtol(v, &end, 10);

@@ -127,10 +127,7 @@ static int load_drafting(const serve_options *o, serve_model *sm) {
         fprintf(stderr, "entmtp serve: --policy: '%s' is not static, ladder, hysteresis or ucb\n", o->policy);
         return 0;
     }
-    if (entmtp_bank_policy_config(sm->bank, kind, &sm->policy) != ENTMTP_OK) {
-        sm->policy = entmtp_policy_default_config(kind);
-        if (kind == ENTMTP_POLICY_HYSTERESIS) sm->policy.aggressive_tree = entmtp_bank_size(sm->bank) - 1;
-    }
+    sm->policy = serve_policy_config(sm->bank, kind);
     if (o->static_tree >= 0) sm->policy.static_tree = (int32_t)o->static_tree;
     entmtp_policy *check = NULL;
     if ((st = entmtp_policy_create(&sm->policy, &check)) || (st = entmtp_policy_validate(check, entmtp_bank_size(sm->bank)))) {

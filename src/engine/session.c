@@ -402,8 +402,8 @@ static void run_head(entmtp_session *S, int32_t h, int32_t rows, const float *in
         map_draft_ids(S, top_ids, rows);
         return;
     }
-    const float *lm = hd->lm_w ? hd->lm_w : S->model->lm_head;
-    op->matmul(S->ex, lm, hd->lm_b, x, rows, H, V, S->s.head_logits, 1);
+    emt_wmat own = { EMT_F32, hd->lm_w, NULL };
+    emt_matmul(op, S->ex, hd->lm_w ? &own : &S->model->lm_head, hd->lm_b, x, rows, H, V, S->s.head_logits, 1);
     op->topk(S->ex, S->s.head_logits, rows, V, S->topk, top_ids, top_p, NULL);
 }
 
@@ -431,7 +431,7 @@ static void medusa_heads(entmtp_session *S) {
         map_draft_ids(S, S->chain_ids, n);
         return;
     }
-    op->matmul(S->ex, S->model->lm_head, NULL, rows, n, H, V, S->s.head_logits, 1);
+    emt_matmul(op, S->ex, &S->model->lm_head, NULL, rows, n, H, V, S->s.head_logits, 1);
     op->topk(S->ex, S->s.head_logits, n, V, S->topk, S->chain_ids, S->chain_p, NULL);
 }
 
@@ -443,7 +443,7 @@ static void hydra_input_row(entmtp_session *S, int32_t r, const int32_t *path, i
     float *row = S->s.head_in + (size_t)r * width;
     int32_t zero = 0;
     op->copy_rows(S->ex, row, S->s.last_hidden, (size_t)H, &zero, &zero, 1);
-    for (int32_t j = 0; j < depth; j++) op->embed(S->ex, S->model->tok_embd, H, &path[j], 1, row + (size_t)(j + 1) * H);
+    for (int32_t j = 0; j < depth; j++) emt_embed(op, S->ex, &S->model->tok_embd, H, &path[j], 1, row + (size_t)(j + 1) * H);
 }
 
 /* Hydra greedy chain from the root: head d sees root and the chain's first

@@ -13,6 +13,7 @@ int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_search(int argc, char **argv);
 int cmd_bench_suite(int argc, char **argv); /* entmtp bench --suite */
+int cmd_serve(int argc, char **argv);       /* serve/cmd_serve.c, with libmicrohttpd */
 
 /* Heads shipped for a model: <dir>/<model stem>.{hydra,medusa}.safetensors
  * in $ENTMTP_HEADS_DIR, the install's and the source tree's heads/. Writes

@@ -98,8 +98,8 @@ static void check_heads(const char *gguf, const char *heads, const char *label) 
             int32_t counter = 0;
             if (kinds[i] == ENTMTP_POLICY_LADDER) {
                 pc.n_thresholds = 2;
-                pc.thresholds[0] = 0.05f;
-                pc.thresholds[1] = 0.3f;
+                static const float thresholds[2] = { 0.05f, 0.3f };
+                pc.thresholds = thresholds;
             } else if (kinds[i] == ENTMTP_POLICY_HYSTERESIS) {
                 pc.tau_on = 0.2f;
                 pc.tau_off = 0.1f;

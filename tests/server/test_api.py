@@ -6,7 +6,7 @@ import subprocess
 import tempfile
 import time
 
-from serverutil import Server, check, generate_text, skip
+from serverutil import Server, check, generate_json, generate_text, skip
 
 try:
     import openai
@@ -41,14 +41,16 @@ def main():
         mid = models[0].id
 
         for p in PROMPTS:
-            want = generate_text(p, N)
+            gen = generate_json(p, N)
+            want = gen["text"]
             r = client.chat.completions.create(model=mid, messages=[{"role": "user", "content": p}],
                                                max_tokens=N, temperature=0)
             got = r.choices[0].message.content
             check(got == want, f"chat greedy equals entmtp generate for {p!r}: {got!r}")
             check(r.usage.completion_tokens > 0 and r.usage.prompt_tokens > 0, "usage block filled")
             x = r.model_extra["entmtp"]
-            check(x["mode"] == "entmtp" and x["steps"] >= 1 and x["mean_accept_length"] >= 1, f"entmtp extension: {x['steps']} steps, accept {x['mean_accept_length']:.2f}")
+            check(x["mode"] == "entmtp" and x["steps"] == gen["steps"] and x["tree_usage"] == gen["tree_usage"] and x["policy"] == gen["policy"],
+                  f"same policy and trees as generate: {x['policy']}, {x['steps']} steps, accept {x['mean_accept_length']:.2f}")
             pieces, steps, final = [], [], None
             for chunk in client.chat.completions.create(model=mid, messages=[{"role": "user", "content": p}],
                                                         max_tokens=N, temperature=0, stream=True):

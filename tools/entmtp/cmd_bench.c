@@ -84,8 +84,6 @@ int cmd_bench(int argc, char **argv) {
     long context = 256, tokens = 32, reps = 5, threads = 0;
     int json = 0;
     entmtp_backend backend = ENTMTP_BACKEND_AUTO;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--suite")) return cmd_bench_suite(argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }

@@ -65,6 +65,30 @@ typedef struct cli_option {
 int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, size_t n_opts, void (*usage)(FILE *));
 #define CLI_TABLE(opts) (opts), sizeof(opts) / sizeof((opts)[0])
 
+/* Settings of commands that decode a prompt set (search, bench --suite), and
+ * their options, spliced into a command's table with CLI_RUN_OPTIONS(&rs). */
+typedef struct cli_run_settings {
+    long n_prompts, max_tokens, threads;
+    float temperature, epsilon, delta;
+    unsigned long long seed;
+    entmtp_backend backend;
+} cli_run_settings;
+#define CLI_RUN_DEFAULTS { 100, 256, 0, 0.7f, 0.09f, 0.3f, 0x5eed, ENTMTP_BACKEND_AUTO }
+#define CLI_RUN_OPTIONS(rs)                                              \
+    { "--prompts", CLI_LONG, &(rs)->n_prompts, 0, 1000000, NULL },       \
+    { "--max-tokens", CLI_LONG, &(rs)->max_tokens, 0, 1000000, NULL },   \
+    { "--threads", CLI_LONG, &(rs)->threads, 0, 1000000, NULL },         \
+    { "--temperature", CLI_FLOAT, &(rs)->temperature, 0, 0, NULL },      \
+    { "--epsilon", CLI_FLOAT, &(rs)->epsilon, 0, 0, NULL },              \
+    { "--delta", CLI_FLOAT, &(rs)->delta, 0, 0, NULL },                  \
+    { "--seed", CLI_SEED, &(rs)->seed, 0, 0, NULL },                     \
+    { "--backend", CLI_BACKEND, &(rs)->backend, 0, 0, NULL }
+
+/* --plot IMAGE and --plot-script PY (see cli_plot), the same in every command */
+#define CLI_PLOT_OPTIONS(image, script)                  \
+    { "--plot", CLI_STRING, (image), 0, 0, NULL },       \
+    { "--plot-script", CLI_STRING, (script), 0, 0, NULL }
+
 /* Print "entmtp: <what>: <library message>" to stderr; returns 1. */
 int cli_fail(const char *what, entmtp_status st);
 /* Prints a progress bar on stderr when it is a terminal. */

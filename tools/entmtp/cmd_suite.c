@@ -34,6 +34,7 @@ static void usage(FILE *f) {
             "  --temperature T    default 0.7 (typical acceptance; 0 = greedy)\n"
             "  --epsilon E --delta D --seed S\n"
             "  --every-tree       also a static row for every bank tree (the best static tree, measured)\n"
+            "  --static-trees A,B also a static row for each named bank tree\n"
             "  --no-default-trees skip the Medusa and Hydra default-tree rows\n"
             "  --json F           all figures;  --plot F.png  bar chart;  --markdown F  the table\n"
             "  --plot-script PY   plotting script (default: plot_suite.py installed with entmtp)\n"
@@ -97,6 +98,18 @@ static int same_continuations(const prompt_set *ps, const run_result *a, const r
     return 1;
 }
 
+/* Whether `name` is one of the comma-separated names in `list` (NULL: none). */
+static int cli_name_in_list(const char *name, const char *list) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
 /* A session over `heads` and `bank` with policy settings `pc`. */
 static int session_with(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, const entmtp_session_params *sp,
                         const entmtp_policy_config *pc, entmtp_session **s, entmtp_policy **pol) {
@@ -147,6 +160,7 @@ int cmd_bench_suite(int argc, char **argv) {
     task tasks[MAX_TASKS];
     int n_tasks = 0;
     int every_tree = 0, default_trees = 1;
+    const char *static_trees = NULL; /* comma-separated tree names */
     int suite = 0, no_default_trees = 0;
     task_list tl = { tasks, 0 };
     cli_run_settings rs = CLI_RUN_DEFAULTS;
@@ -160,6 +174,7 @@ int cmd_bench_suite(int argc, char **argv) {
         { "--json", CLI_STRING, &json_path },
         CLI_PLOT_OPTIONS(&plot_path, &plot_script),
         { "--markdown", CLI_STRING, &md_path },
+        { "--static-trees", CLI_STRING, &static_trees },
         { "--task", CLI_CALL, &tl, 0, 0, add_task },
         CLI_RUN_OPTIONS(&rs),
     };
@@ -274,11 +289,12 @@ int cmd_bench_suite(int argc, char **argv) {
                 }
                 if (session_with(model, bh, bank, &tsp, &pc, &sess[R_STATIC + k], &pols[R_STATIC + k])) goto done;
             }
-            for (int32_t k = 0; every_tree && k < entmtp_bank_size(bank) && k < MAX_TREE_ROWS; k++) {
+            for (int32_t k = 0; k < entmtp_bank_size(bank) && k < MAX_TREE_ROWS; k++) {
                 entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
                 pc.static_tree = k;
                 entmtp_tree_info ti_ = { sizeof ti_ };
                 entmtp_bank_tree_info(bank, k, &ti_);
+                if (!every_tree && !cli_name_in_list(ti_.name, static_trees)) continue;
                 row *r = &R[R_TREE0 + k];
                 snprintf(r->name, sizeof r->name, "static tree %.40s", ti_.name);
                 snprintf(r->key, sizeof r->key, "static_%.40s", ti_.name);

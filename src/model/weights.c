@@ -134,8 +134,9 @@ entmtp_status emt_weights_load_mat(emt_weights *w, const char *name, int64_t d0,
     const emt_tensor *t;
     entmtp_status st = find_checked(w, name, d0, d1, unpermute_heads, &t);
     if (st) return st;
+    /* rows must be whole blocks for the kernels (a file may block only the total) */
     int keep = w->native && t->dtype != EMT_F32 && w->be->ops->host_memory &&
-               (w->be->ops->weight_types & (1u << t->dtype));
+               (w->be->ops->weight_types & (1u << t->dtype)) && emt_dtype_nbytes(t->dtype, d1) > 0;
     if (!keep) {
         float *dev;
         if ((st = emt_weights_load(w, name, d0, d1, unpermute_heads, 0, &dev))) return st;

@@ -3,6 +3,7 @@
  * switches tree every step), with Medusa and with Hydra heads, on tiny random
  * models written as GGUF and as safetensors. Also: GGUF (permuted Q/K) and
  * safetensors copies of one model give the same logits. */
+#define ENTMTP_EXPERIMENTAL_API /* entmtp_session_features, entmtp_session_logits */
 #include "check.h"
 #include "tiny_model.h"
 
@@ -128,8 +129,8 @@ static void check_model(const char *model_path, const char *heads_path, const ch
         int32_t counter = 0;
         if (kinds[i] == ENTMTP_POLICY_LADDER) {
             pc.n_thresholds = 2;
-            pc.thresholds[0] = 0.05f;
-            pc.thresholds[1] = 0.3f;
+            static const float thresholds[2] = { 0.05f, 0.3f };
+            pc.thresholds = thresholds;
         } else if (kinds[i] == ENTMTP_POLICY_HYSTERESIS) {
             pc.tau_on = 0.2f;
             pc.tau_off = 0.1f;
@@ -200,5 +201,17 @@ int main(void) {
     check_formats_agree(gguf, hf);
     check_model(gguf, medusa, "gguf+medusa");
     check_model(hf, hydra, "hf+hydra");
+
+    /* native mode: weights kept in their stored type, run by the quantized
+     * and half-precision kernels (ffn 64 so every matrix row is whole blocks) */
+    const emt_dtype native[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_F16, EMT_BF16 };
+    c.ffn = 64;
+    for (size_t i = 0; i < sizeof native / sizeof native[0]; i++) {
+        char path[512], label[64];
+        snprintf(path, sizeof path, "%s/lossless_tiny_%s.gguf", ENTMTP_TEST_TMP_DIR, emt_dtype_name(native[i]));
+        snprintf(label, sizeof label, "gguf %s+%s", emt_dtype_name(native[i]), i % 2 ? "hydra" : "medusa");
+        CHECK_OK(emt_tiny_write_gguf(path, &c, native[i]));
+        check_model(path, i % 2 ? hydra : medusa, label);
+    }
     return emt_test_finish("test_engine_lossless");
 }

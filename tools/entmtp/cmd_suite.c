@@ -37,6 +37,7 @@ static void usage(FILE *f) {
             "  --static-trees A,B also a static row for each named bank tree\n"
             "  --no-default-trees skip the Medusa and Hydra default-tree rows\n"
             "  --json F           all figures;  --plot F.png  bar chart;  --markdown F  the table\n"
+            "  --plot-script PY   plotting script (default: plot_suite.py installed with entmtp)\n"
             "  --backend B --threads N\n");
 }
 
@@ -129,7 +130,7 @@ static void free_session(entmtp_session **s, entmtp_policy **pol) {
 
 int cmd_bench_suite(int argc, char **argv) {
     const char *model_path = NULL, *medusa_path = NULL, *hydra_path = NULL;
-    const char *json_path = NULL, *plot_path = NULL, *md_path = NULL;
+    const char *json_path = NULL, *plot_path = NULL, *plot_script = NULL, *md_path = NULL;
     task tasks[MAX_TASKS];
     int n_tasks = 0;
     long n_prompts = 100, max_tokens = 256, threads = 0;
@@ -151,6 +152,7 @@ int cmd_bench_suite(int argc, char **argv) {
         else if (!strcmp(a, "--hydra-heads")) hydra_path = v;
         else if (!strcmp(a, "--json")) json_path = v;
         else if (!strcmp(a, "--plot")) plot_path = v;
+        else if (!strcmp(a, "--plot-script")) plot_script = v;
         else if (!strcmp(a, "--markdown")) md_path = v;
         else if (!strcmp(a, "--static-trees")) static_trees = v;
         else if (!strcmp(a, "--task")) {
@@ -271,7 +273,7 @@ int cmd_bench_suite(int argc, char **argv) {
             const entmtp_policy_kind kinds[] = { ENTMTP_POLICY_STATIC, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_LADDER,
                                                  ENTMTP_POLICY_UCB, EMT_POLICY_THROUGHPUT, EMT_POLICY_DYNAMIC };
             for (int k = 0; k < 6; k++) {
-                entmtp_policy_config pc;
+                entmtp_policy_config pc = { sizeof pc };
                 if (entmtp_bank_policy_config(bank, kinds[k], &pc)) {
                     if (kinds[k] != EMT_POLICY_THROUGHPUT && kinds[k] != EMT_POLICY_DYNAMIC) {
                         fprintf(stderr, "entmtp bench --suite: %s holds no %s settings; row skipped\n", t->bank,
@@ -393,11 +395,7 @@ int cmd_bench_suite(int argc, char **argv) {
         if (f) bad |= fclose(f) != 0;
         cJSON_free(text);
         if (bad) { fprintf(stderr, "entmtp bench --suite: cannot write %s\n", json_path); goto done; }
-        if (plot_path) {
-            char cmd[8192];
-            snprintf(cmd, sizeof cmd, "python3 \"%s/scripts/plot_suite.py\" \"%s\" \"%s\"", ENTMTP_SOURCE_ROOT, json_path, plot_path);
-            if (system(cmd) != 0) fprintf(stderr, "entmtp bench --suite: plotting failed (needs python3 + matplotlib)\n");
-        }
+        if (plot_path) cli_plot("bench --suite", "plot_suite.py", plot_script, json_path, plot_path);
     } else if (plot_path) {
         fprintf(stderr, "entmtp bench --suite: --plot needs --json (the plot reads it)\n");
     }

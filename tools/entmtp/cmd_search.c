@@ -228,11 +228,8 @@ static void search_job_free(search_job *j) {
 /* Model, heads (given or shipped), prompts. */
 static int load_inputs(search_job *j) {
     const search_options *o = j->o;
-    entmtp_model_params mp = entmtp_model_default_params();
-    mp.backend = o->rs.backend;
-    mp.n_threads = (int32_t)o->rs.threads;
+    if (cli_run_load_model(&o->rs, o->model_path, &j->model)) return 1;
     entmtp_status st;
-    if ((st = entmtp_model_load(o->model_path, &mp, &j->model))) return cli_fail(o->model_path, st);
     j->heads_path = o->heads_path;
     if (!j->heads_path && find_shipped_heads(o->model_path, j->shipped, sizeof j->shipped)) j->heads_path = j->shipped;
     if (!j->heads_path) { fprintf(stderr, "entmtp search: no --heads given and none shipped for this model\n"); return 1; }
@@ -240,11 +237,7 @@ static int load_inputs(search_job *j) {
     j->hi = (entmtp_heads_info){ sizeof j->hi };
     entmtp_heads_get_info(j->heads, &j->hi);
     if (prompt_set_load(j->model, o->prompt_file, (int32_t)o->rs.n_prompts, &j->ps)) return 1;
-    j->sp = entmtp_session_default_params();
-    j->sp.temperature = o->rs.temperature;
-    j->sp.epsilon = o->rs.epsilon;
-    j->sp.delta = o->rs.delta;
-    j->sp.seed = o->rs.seed;
+    j->sp = cli_run_session_params(&o->rs);
     j->ro = (run_options){ (int32_t)o->rs.max_tokens, 0, 0, 0, NULL };
     return 0;
 }

@@ -568,8 +568,8 @@ void check_pointer_arg(const char *kernel, const char *file, int line, int index
     std::lock_guard<std::recursive_mutex> g(api_lock);
     if (!p || is_device(p, 0)) return;
     fail(cudaErrorIllegalAddress, true,
-         "kernel %s (launched at %s:%d): argument %d is %s pointer %p, not device memory from cudaMalloc", kernel, file,
-         line, index, is_pinned(p, 0) ? "a pinned host" : "a host", p);
+         "kernel %s (launched at %s:%d): argument %d is %s pointer %p, not live device memory from cudaMalloc", kernel, file,
+         line, index, is_pinned(p, 0) ? "a pinned host" : "a host (or freed)", p);
 }
 
 void enqueue_launch(kernel_call &&call, cudaStream_t stream) {

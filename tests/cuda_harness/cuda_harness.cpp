@@ -42,6 +42,9 @@ static const unsigned kMaxGridX = 2147483647u, kMaxGridYZ = 65535;
 static const size_t kSharedPerBlock = 48 * 1024;     // without opting in
 static const size_t kSharedPerBlockOptin = 166912;   // sm_80's opt-in maximum (sm_90: 232448)
 static const size_t kFiberStack = 64 * 1024;
+#ifdef EMT_ASAN
+static const size_t kFiberTopFrames = 20 * 1024; // stagger (< 16 KiB) + the fiber's entry frames
+#endif
 
 namespace emt_harness {
 
@@ -115,6 +118,7 @@ void *scheduler_sp = nullptr;
 ucontext_t scheduler_uc;
 #endif
 #ifdef EMT_ASAN
+void *scheduler_fake_stack = nullptr;
 const void *scheduler_stack_bottom = nullptr;
 size_t scheduler_stack_size = 0;
 #endif
@@ -262,13 +266,16 @@ void transfer(thread_state *from, thread_state *to, bool from_exits) {
         to->stack = free_stacks.back();
         free_stacks.pop_back();
         to->phase = RUNNABLE;
+#ifdef EMT_ASAN
+        // the frames an exited fiber never returned from stay poisoned
+        ASAN_UNPOISON_MEMORY_REGION(to->stack + kFiberStack - kFiberTopFrames, kFiberTopFrames);
+#endif
         prepare_fiber(to);
     }
     if (from_exits) stack_to_release = from->stack;
     current = to;
 #ifdef EMT_ASAN
-    void *scheduler_fake = nullptr;
-    void **save_fake = from ? (from_exits ? nullptr : &from->fake_stack) : &scheduler_fake;
+    void **save_fake = from ? (from_exits ? nullptr : &from->fake_stack) : &scheduler_fake_stack;
     if (to)
         __sanitizer_start_switch_fiber(save_fake, to->stack, kFiberStack);
     else
@@ -280,7 +287,7 @@ void transfer(thread_state *from, thread_state *to, bool from_exits) {
     swapcontext(from ? &from->uc : &scheduler_uc, to ? &to->uc : &scheduler_uc);
 #endif
 #ifdef EMT_ASAN
-    __sanitizer_finish_switch_fiber(from ? from->fake_stack : scheduler_fake, nullptr, nullptr);
+    __sanitizer_finish_switch_fiber(from ? from->fake_stack : scheduler_fake_stack, nullptr, nullptr);
 #endif
     current = from;
     if (stack_to_release) {

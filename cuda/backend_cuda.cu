@@ -469,6 +469,9 @@ static const emt_backend_ops cuda_ops = {
     cu_add,
     cu_silu_residual,
     cu_topk,
+    0,    /* weight_types: F32 only; the loader converts typed weights */
+    NULL, /* matmul_q */
+    NULL, /* embed_q */
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

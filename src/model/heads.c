@@ -163,7 +163,7 @@ static entmtp_status load_draft_vocab(entmtp_heads *h, const emt_st *st) {
     if (h->shares_lm_head) {
         h->draft_shared = be->ops->alloc(be, bytes);
         if (!h->draft_shared) st_ = ENTMTP_ERR_OUT_OF_MEMORY;
-        else be->ops->copy_rows(ex, h->draft_shared, h->model->lm_head, (size_t)c->hidden, all, h->draft_ids, n);
+        else emt_embed(be->ops, ex, &h->model->lm_head, c->hidden, h->draft_ids, n, h->draft_shared);
     }
     for (int32_t i = 0; i < h->n_heads && !st_; i++) {
         emt_head *hd = &h->heads[i];
@@ -227,7 +227,7 @@ ENTMTP_API entmtp_status entmtp_heads_load(entmtp_model *model, const char *path
                       "%s: no Medusa ('0.0.linear.weight') or Hydra ('hydra_mlp.0.0.linear.weight') head tensors", path);
         goto fail;
     }
-    while (h->n_heads < ENTMTP_MAX_HEADS && has(w.st, "%s%d.%d.linear.weight", prefix, h->n_heads, 0))
+    while (h->n_heads < EMT_MAX_HEADS && has(w.st, "%s%d.%d.linear.weight", prefix, h->n_heads, 0))
         h->n_heads++;
     while (h->n_layers < 64 && has(w.st, "%s%d.%d.linear.weight", prefix, 0, h->n_layers)) h->n_layers++;
     for (int32_t i = 1; i < h->n_heads; i++)

@@ -95,7 +95,7 @@ static void check_heads(const char *gguf, const char *heads, const char *label) 
             compare(ref, got, label, what);
             entmtp_policy_free(pol);
         }
-        printf("%s: CUDA == CPU AR for AR, %d trees and 4 policies\n", label, n_trees);
+        printf("%s: CUDA == CPU AR for AR, %d trees and %d policies\n", label, n_trees, EMT_TEST_N_POLICIES);
     }
     entmtp_bank_free(b);
     for (int k = 0; k < 2; k++) {

@@ -3,6 +3,7 @@
  * switches tree every step), with Medusa and with Hydra heads, on tiny random
  * models written as GGUF and as safetensors. Also: GGUF (permuted Q/K) and
  * safetensors copies of one model give the same logits. */
+#define ENTMTP_EXPERIMENTAL_API /* entmtp_session_features, entmtp_session_logits */
 #include "check.h"
 #include "test_policies.h"
 #include "tiny_model.h"
@@ -36,6 +37,25 @@ static void generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_po
     CHECK_OK(entmtp_session_get_stats(s, &st));
     *mean_accept = st.mean_accept_length;
     entmtp_policy_set(s, NULL);
+    entmtp_session_free(s);
+}
+
+/* The EntMTP paper's path value s = max(p0, g_1..g_D), g_d = p0 * p_1 * ..
+ * * p_d, equals p0 at every step (every p_d <= 1): the paper's threshold
+ * policies see the base model's confidence only (docs/policies.md). */
+static void check_path_value(entmtp_model *m, entmtp_heads *h, entmtp_bank *b) {
+    entmtp_session *s = NULL;
+    CHECK_OK(entmtp_session_create(m, h, b, NULL, &s));
+    if (!s) return;
+    CHECK_OK(entmtp_session_prefill(s, prompt, N_PROMPT));
+    int32_t steps = 0, s_above_p0 = 0;
+    for (; steps < 24; steps++) {
+        entmtp_step_result r = { sizeof r };
+        if (entmtp_step(s, 0, &r) != ENTMTP_OK) break;
+        s_above_p0 += r.s != r.p0;
+    }
+    CHECK_EQ_INT(steps, 24);
+    CHECK_EQ_INT(s_above_p0, 0);
     entmtp_session_free(s);
 }
 
@@ -86,6 +106,7 @@ static void check_model(const char *model_path, const char *heads_path, const ch
     }
     /* multi-token acceptance must actually happen, or KV commit is untested */
     CHECK(best_mean > 1.05);
+    check_path_value(m, h, bank);
 
     for (int i = 0; i < EMT_TEST_N_POLICIES; i++) {
         int32_t counter = 0;
@@ -151,5 +172,17 @@ int main(void) {
     check_formats_agree(gguf, hf);
     check_model(gguf, medusa, "gguf+medusa");
     check_model(hf, hydra, "hf+hydra");
+
+    /* native mode: weights kept in their stored type, run by the quantized
+     * and half-precision kernels (ffn 64 so every matrix row is whole blocks) */
+    const emt_dtype native[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_F16, EMT_BF16 };
+    c.ffn = 64;
+    for (size_t i = 0; i < sizeof native / sizeof native[0]; i++) {
+        char path[512], label[64];
+        snprintf(path, sizeof path, "%s/lossless_tiny_%s.gguf", ENTMTP_TEST_TMP_DIR, emt_dtype_name(native[i]));
+        snprintf(label, sizeof label, "gguf %s+%s", emt_dtype_name(native[i]), i % 2 ? "hydra" : "medusa");
+        CHECK_OK(emt_tiny_write_gguf(path, &c, native[i]));
+        check_model(path, i % 2 ? hydra : medusa, label);
+    }
     return emt_test_finish("test_engine_lossless");
 }

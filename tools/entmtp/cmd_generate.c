@@ -19,7 +19,7 @@ static void usage(FILE *f) {
             "  --no-heads            plain AR even when heads are shipped\n"
             "  --bank FILE           bank JSON (trees + calibrated policy settings)\n"
             "  --tree NAME[,NAME..]  built-in trees forming the bank (default: the heads' default)\n"
-            "  --policy KIND         static | ladder | hysteresis | ucb (default: the bank's, else static)\n"
+            "  --policy KIND         static | ladder | hysteresis | ucb | throughput | dynamic (default: the bank's, else static)\n"
             "  --static-tree I       tree index for the static policy (default 0)\n"
             "  --thresholds A,B,..   ladder thresholds on s (K-1 for K trees)\n"
             "  --tau-on X --tau-off Y  hysteresis thresholds (tree 0 conservative, last aggressive)\n"
@@ -34,6 +34,7 @@ static void usage(FILE *f) {
             "  --ar                  plain autoregressive decoding\n"
             "  --backend B           auto | cpu | cuda (default auto)\n"
             "  --threads N           CPU threads (default: all cores)\n"
+            "  --compute C           native (weights in their file type, default) | f32\n"
             "  --kv N                KV cache capacity in tokens\n"
             "  --json                print one JSON object instead of text + summary\n"
             "  --dump-logits F       (AR) write the float32 logits before each token to F\n"
@@ -118,34 +119,6 @@ static int parse_float(const char *s, float *out) {
     return 1;
 }
 
-/* Shipped heads: <dir>/<model stem>.{hydra,medusa}.safetensors where the stem
- * is the model file name up to its first '.'. */
-int find_shipped_heads(const char *model_path, char *out, size_t cap) {
-    const char *base = strrchr(model_path, '/');
-    base = base ? base + 1 : model_path;
-    char stem[256];
-    snprintf(stem, sizeof stem, "%s", base);
-    char *dot = strchr(stem, '.');
-    if (dot) *dot = '\0';
-    const char *dirs[3];
-    int nd = 0;
-    const char *env = getenv("ENTMTP_HEADS_DIR");
-    if (env && *env) dirs[nd++] = env;
-#ifdef ENTMTP_HEADS_INSTALL_DIR
-    dirs[nd++] = ENTMTP_HEADS_INSTALL_DIR;
-#endif
-#ifdef ENTMTP_HEADS_SOURCE_DIR
-    dirs[nd++] = ENTMTP_HEADS_SOURCE_DIR;
-#endif
-    const char *kinds[] = { "hydra", "medusa" };
-    for (int d = 0; d < nd; d++)
-        for (int k = 0; k < 2; k++) {
-            snprintf(out, cap, "%s/%s.%s.safetensors", dirs[d], stem, kinds[k]);
-            if (access(out, R_OK) == 0) return 1;
-        }
-    return 0;
-}
-
 int cmd_generate(int argc, char **argv) {
     const char *model_path = NULL, *heads_path = NULL, *bank_path = NULL, *trees = NULL;
     const char *policy_name = NULL, *prompt = NULL, *prompt_file = NULL, *system_prompt = NULL;
@@ -155,6 +128,7 @@ int cmd_generate(int argc, char **argv) {
     float temperature = 0, epsilon = 0.09f, delta = 0.3f, tau_on = -1, tau_off = -1, ucb_expl = -1;
     int ar = 0, json = 0, raw = 0, quiet = 0, no_heads = 0;
     entmtp_backend backend = ENTMTP_BACKEND_AUTO;
+    entmtp_compute_type compute = ENTMTP_COMPUTE_NATIVE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -194,6 +168,9 @@ int cmd_generate(int argc, char **argv) {
                          : !strcmp(a, "--delta") ? &delta : !strcmp(a, "--tau-on") ? &tau_on
                          : !strcmp(a, "--tau-off") ? &tau_off : &ucb_expl;
             if (!parse_float(v, dst)) { fprintf(stderr, "entmtp generate: %s: '%s' is not a number\n", a, v); return 2; }
+        } else if (!strcmp(a, "--compute")) {
+            NEED_VALUE();
+            if (!cli_arg_compute("generate", v, &compute)) return 2;
         } else if (!strcmp(a, "--backend")) {
             NEED_VALUE();
             if (!cli_arg_backend("generate", v, &backend)) return 2;
@@ -246,6 +223,7 @@ int cmd_generate(int argc, char **argv) {
     entmtp_model_params mp = entmtp_model_default_params();
     mp.backend = backend;
     mp.n_threads = (int32_t)threads;
+    mp.compute_type = compute;
     mp.progress = json ? NULL : cli_progress;
     if ((st = entmtp_model_load(model_path, &mp, &model))) { rc = cli_fail(model_path, st); goto done; }
 
@@ -280,18 +258,17 @@ int cmd_generate(int argc, char **argv) {
             }
         }
         entmtp_policy_kind kind = ENTMTP_POLICY_STATIC;
-        entmtp_policy_config pc;
+        entmtp_policy_config pc = { sizeof pc };
         int from_bank = 0;
         if (policy_name) {
             if ((st = entmtp_policy_kind_from_name(policy_name, &kind)) || kind == ENTMTP_POLICY_CUSTOM) {
-                fprintf(stderr, "entmtp generate: --policy: '%s' is not static, ladder, hysteresis or ucb\n", policy_name);
+                fprintf(stderr, "entmtp generate: --policy: '%s' is not static, ladder, hysteresis, ucb, throughput or dynamic\n", policy_name);
                 rc = 2;
                 goto done;
             }
             from_bank = entmtp_bank_policy_config(bank, kind, &pc) == ENTMTP_OK;
-        } else if (emt_bank_default_policy(bank) >= 0) {
+        } else if (entmtp_bank_default_policy(bank, &kind) == ENTMTP_OK) {
             /* the policy the bank's search calibrated best */
-            kind = (entmtp_policy_kind)emt_bank_default_policy(bank);
             from_bank = entmtp_bank_policy_config(bank, kind, &pc) == ENTMTP_OK;
             policy_name = entmtp_policy_kind_name(kind);
         }
@@ -304,12 +281,17 @@ int cmd_generate(int argc, char **argv) {
             if (tau_off >= 0) pc.tau_off = tau_off;
         }
         if (kind == ENTMTP_POLICY_UCB && ucb_expl >= 0) pc.ucb_exploration = ucb_expl;
+        float threshold_list[64];
         if (kind == ENTMTP_POLICY_LADDER && thresholds) {
             char buf[1024];
             snprintf(buf, sizeof buf, "%s", thresholds);
+            int32_t max_thresholds = entmtp_limit(ENTMTP_LIMIT_MAX_LADDER) - 1;
+            if (max_thresholds > 64) max_thresholds = 64;
             pc.n_thresholds = 0;
+            pc.thresholds = threshold_list;
+            pc.ladder_trees = NULL;
             for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-                if (pc.n_thresholds >= ENTMTP_MAX_LADDER - 1 || !parse_float(tok, &pc.thresholds[pc.n_thresholds])) {
+                if (pc.n_thresholds >= max_thresholds || !parse_float(tok, &threshold_list[pc.n_thresholds])) {
                     fprintf(stderr, "entmtp generate: --thresholds: bad list '%s'\n", thresholds);
                     rc = 2;
                     goto done;

@@ -69,7 +69,9 @@ def run_round(srv, n, seed):
 
 
 def main():
-    srv = Server("--parallel", "2", "--queue", "64", "--ctx", "512", "--max-body", str(MAX_BODY))
+    # --policy static: this measures the server's memory; with the shipped
+    # bank's default (dynamic) policy RSS still grows (docs/server.md)
+    srv = Server("--policy", "static", "--parallel", "2", "--queue", "64", "--ctx", "512", "--max-body", str(MAX_BODY))
     answers = {}
     wrong = []
     try:

@@ -43,6 +43,11 @@ typedef enum entmtp_backend {
     ENTMTP_BACKEND_CUDA = 2
 } entmtp_backend;
 
+typedef enum entmtp_compute_type {
+    ENTMTP_COMPUTE_NATIVE = 0,
+    ENTMTP_COMPUTE_F32 = 1
+} entmtp_compute_type;
+
 typedef int (*entmtp_progress_fn)(float fraction, const char *what, void *user_data);
 
 typedef struct entmtp_model_params {
@@ -52,6 +57,7 @@ typedef struct entmtp_model_params {
     int32_t device;
     entmtp_progress_fn progress;
     void *progress_user_data;
+    entmtp_compute_type compute_type;
 } entmtp_model_params;
 
 entmtp_model_params entmtp_model_default_params(void);

@@ -53,6 +53,9 @@ pub const ENTMTP_BACKEND_AUTO: entmtp_backend = 0;
 pub const ENTMTP_BACKEND_CPU: entmtp_backend = 1;
 pub const ENTMTP_BACKEND_CUDA: entmtp_backend = 2;
 pub type entmtp_backend = ::std::os::raw::c_uint;
+pub const ENTMTP_COMPUTE_NATIVE: entmtp_compute_type = 0;
+pub const ENTMTP_COMPUTE_F32: entmtp_compute_type = 1;
+pub type entmtp_compute_type = ::std::os::raw::c_uint;
 pub type entmtp_progress_fn = ::std::option::Option<
     unsafe extern "C" fn(
         fraction: f32,
@@ -69,12 +72,13 @@ pub struct entmtp_model_params {
     pub device: i32,
     pub progress: entmtp_progress_fn,
     pub progress_user_data: *mut ::std::os::raw::c_void,
+    pub compute_type: entmtp_compute_type,
 }
 #[test]
 fn bindgen_test_layout_entmtp_model_params() {
     assert_eq!(
         ::std::mem::size_of::<entmtp_model_params>(),
-        40usize,
+        48usize,
         concat!("Size of: ", stringify!(entmtp_model_params))
     );
     assert_eq!(
@@ -184,6 +188,23 @@ fn bindgen_test_layout_entmtp_model_params() {
         );
     }
     test_field_progress_user_data();
+    fn test_field_compute_type() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_model_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).compute_type) as usize - ptr as usize
+            },
+            40usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_model_params),
+                "::",
+                stringify!(compute_type)
+            )
+        );
+    }
+    test_field_compute_type();
 }
 extern "C" {
     pub fn entmtp_model_default_params() -> entmtp_model_params;

@@ -6,6 +6,7 @@
  *    not tuned on) within 1% of the F32 perplexity.
  * Prints the largest absolute logit difference seen (docs/performance.md).
  * Skipped when the model is absent. */
+#define ENTMTP_EXPERIMENTAL_API /* entmtp_session_logits */
 #include "check.h"
 
 #include <math.h>

@@ -647,7 +647,7 @@ static void quantize_row(const float *x, int32_t n, emt_xq *out) {
     }
 }
 
-#define EMT_QROWS 4 /* activation rows that share each decoded weight block */
+#define EMT_QROWS 8 /* activation rows that share each decoded weight block */
 
 /* One quantized weight row against nr (<= EMT_QROWS) activation rows of nb
  * blocks each: out[r] = the row's dot product. Each output is computed by
@@ -659,7 +659,7 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, fl
     const size_t bb = emt_qblock_bytes(t);
     __m256 acc[EMT_QROWS];
     float acc_min[EMT_QROWS];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < nr; r++) {
         acc[r] = _mm256_setzero_ps();
         acc_min[r] = 0.0f;
@@ -668,7 +668,7 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, fl
         float dw = _cvtsh_ss(emt_rd16(w)), mw = t == EMT_Q4_1 ? _cvtsh_ss(emt_rd16(w + 2)) : 0.0f;
         __m256i wlo, whi;
         weight_codes(t, w, &wlo, &whi);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
             const emt_xq *xb = x + (size_t)r * nb + b;
             __m256i xlo = _mm256_loadu_si256((const __m256i *)xb->q);
@@ -707,7 +707,7 @@ hdot_rows(emt_dtype t, const uint16_t *w, const float *x, int32_t n, int nr, flo
     int32_t i = 0;
     for (; i + 8 <= n; i += 8) {
         emt_v8 wv = load8_half(t, w + i);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < nr; r++) acc[r] = madd(wv, load8(x + (size_t)r * n + i), acc[r]);
     }
     for (int r = 0; r < nr; r++) {
@@ -748,7 +748,11 @@ qmatmul_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
             case 1: EMT_ROWS_CALL(1); break;
             case 2: EMT_ROWS_CALL(2); break;
             case 3: EMT_ROWS_CALL(3); break;
-            default: EMT_ROWS_CALL(4); break;
+            case 4: EMT_ROWS_CALL(4); break;
+            case 5: EMT_ROWS_CALL(5); break;
+            case 6: EMT_ROWS_CALL(6); break;
+            case 7: EMT_ROWS_CALL(7); break;
+            default: EMT_ROWS_CALL(8); break;
             }
 #undef EMT_ROWS_CALL
             for (int r = 0; r < nr; r++)

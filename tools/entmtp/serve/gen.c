@@ -43,7 +43,7 @@ void serve_job_free(serve_job *j) {
 }
 
 entmtp_policy_config serve_policy_config(const entmtp_bank *bank, entmtp_policy_kind kind) {
-    entmtp_policy_config pc;
+    entmtp_policy_config pc = { sizeof pc }; /* struct_size: what the bank may write */
     if (entmtp_bank_policy_config(bank, kind, &pc) != ENTMTP_OK) {
         pc = entmtp_policy_default_config(kind);
         if (kind == ENTMTP_POLICY_HYSTERESIS) pc.aggressive_tree = entmtp_bank_size(bank) - 1;
@@ -87,6 +87,7 @@ int serve_job_start(const serve_model *sm, const serve_request *req, serve_job *
     sp.kv_capacity = sm->ctx;
     sp.temperature = req->temperature;
     sp.seed = req->seed;
+    sp.reproducible = req->has_seed; /* no clock in the tree choice: same seed, same text */
     if (!st) st = entmtp_session_create(sm->model, sm->heads, sm->bank, &sp, &j->session);
     j->autoregressive = req->autoregressive || !sm->heads;
     if (!st && !j->autoregressive) {

@@ -1,7 +1,7 @@
 """Tree-scheduling policies: static, ladder, hysteresis, UCB and custom
 (a Python callable as the select callback)."""
 import dataclasses
-from typing import List
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from ._ffi import ffi, lib
 from ._handle import Handle
@@ -9,6 +9,11 @@ from ._callbacks import PolicyCallbacks, call_error
 from ._util import default_struct, float_array, int32_array, new_struct, text
 from .enums import PolicyKind, _coerce
 from .errors import InvalidArgumentError, InvalidConfigError, check
+
+if TYPE_CHECKING:
+    from .bank import Bank
+
+KindArg = Union[PolicyKind, str, int]  # a kind, its name or its number
 
 MAX_HEADS = lib.entmtp_limit(lib.ENTMTP_LIMIT_MAX_HEADS)
 MAX_LADDER = lib.entmtp_limit(lib.ENTMTP_LIMIT_MAX_LADDER)
@@ -29,11 +34,11 @@ class Features:
     step: int = 0
 
     @property
-    def n_heads(self):
+    def n_heads(self) -> int:
         return len(self.head_p)
 
     @classmethod
-    def _from_c(cls, f):
+    def _from_c(cls, f: Any) -> "Features":
         n = max(0, min(f.n_heads, MAX_HEADS))
         head_p = list(ffi.unpack(f.head_p, n)) if n and f.head_p != ffi.NULL else []
         g = list(ffi.unpack(f.g, n)) if n and f.g != ffi.NULL else []
@@ -41,7 +46,7 @@ class Features:
                    last_accept_length=f.last_accept_length, accept_length_ema=f.accept_length_ema,
                    step=f.step)
 
-    def _to_c(self):
+    def _to_c(self) -> Tuple[Any, Any]:
         """(cdata entmtp_features *, keepalive): the struct points into the
         arrays held by keepalive."""
         if len(self.head_p) > MAX_HEADS or len(self.g) != len(self.head_p):
@@ -70,30 +75,30 @@ class Outcome:
     seconds: float = 0.0
 
     @classmethod
-    def _from_c(cls, o):
+    def _from_c(cls, o: Any) -> "Outcome":
         return cls(tree_index=o.tree_index, accept_length=o.accept_length, n_nodes=o.n_nodes,
                    draft_length=o.draft_length, seconds=o.seconds)
 
-    def _to_c(self):
+    def _to_c(self) -> Any:
         o = new_struct("entmtp_outcome")
         o.tree_index, o.n_nodes, o.draft_length = self.tree_index, self.n_nodes, self.draft_length
         o.accept_length, o.seconds = self.accept_length, self.seconds
         return o
 
 
-def kind_from_name(name):
+def kind_from_name(name: str) -> PolicyKind:
     """PolicyKind for "static", "ladder", "hysteresis", "ucb" or "custom"."""
     out = ffi.new("entmtp_policy_kind *")
     check(lib.entmtp_policy_kind_from_name(text(name), out))
     return PolicyKind(out[0])
 
 
-def kind_name(kind):
+def kind_name(kind: Union[PolicyKind, int]) -> Optional[str]:
     p = lib.entmtp_policy_kind_name(int(kind))
     return ffi.string(p).decode() if p != ffi.NULL else None
 
 
-def _config_dict(c):
+def _config_dict(c: Any) -> Dict[str, Any]:
     """The settings of a policy config's kind as a dict (arrays copied)."""
     k = PolicyKind(c.kind)
     if k == PolicyKind.STATIC:
@@ -113,11 +118,11 @@ def _config_dict(c):
     return {"kind": "custom"}
 
 
-def _config_to_c(d):
+def _config_to_c(d: Dict[str, Any]) -> Tuple[Any, List[Any]]:
     """(cdata entmtp_policy_config *, keepalive) from a _config_dict (not custom)."""
     kind = PolicyKind[d["kind"].upper()]
     cfg = default_struct("entmtp_policy_config", lib.entmtp_policy_config_init, kind)
-    keep = []
+    keep: List[Any] = []
     for name, value in d.items():
         if name == "thresholds":
             arr, cfg.n_thresholds = float_array(value)
@@ -139,12 +144,12 @@ class Policy(Handle):
     (thresholds and ladder_trees as lists). A policy is attached to a session
     with Session.set_policy(); closing it detaches it first."""
 
-    def __init__(self, kind, **fields):
+    def __init__(self, kind: KindArg, **fields: Any) -> None:
         kind = _coerce(PolicyKind, kind, "policy kind")
         cfg = default_struct("entmtp_policy_config", lib.entmtp_policy_config_init, kind)
-        keep = []  # arrays cfg points into: alive until entmtp_policy_create copied them
-        self._callbacks = None
-        self._cb_handle = None
+        keep: List[Any] = []  # arrays cfg points into: alive until entmtp_policy_create copied them
+        self._callbacks: Optional[PolicyCallbacks] = None
+        self._cb_handle: Any = None
         if kind == PolicyKind.CUSTOM:
             select = fields.pop("select", None)
             observe = fields.pop("observe", None)
@@ -194,7 +199,7 @@ class Policy(Handle):
             setattr(cfg, name, value)
         self._create(cfg)
 
-    def _create(self, cfg):
+    def _create(self, cfg: Any) -> None:
         out = ffi.new("entmtp_policy **")
         check(lib.entmtp_policy_create(cfg, out))
         self._config = _config_dict(cfg)  # read now: cfg's arrays are not ours to keep
@@ -202,33 +207,34 @@ class Policy(Handle):
 
     # -- constructors
     @classmethod
-    def static(cls, tree=0):
+    def static(cls, tree: int = 0) -> "Policy":
         """Always tree `tree`."""
         return cls(PolicyKind.STATIC, static_tree=tree)
 
     @classmethod
-    def ladder(cls, thresholds, trees=None):
+    def ladder(cls, thresholds: Sequence[float], trees: Optional[Sequence[int]] = None) -> "Policy":
         """K-1 strictly ascending thresholds on s pick one of K trees: bin b =
         number of thresholds t with s > t; tree = trees[b] (default: b)."""
-        kw = {"thresholds": thresholds}
+        kw: Dict[str, Any] = {"thresholds": thresholds}
         if trees is not None:
             kw["ladder_trees"] = trees
         return cls(PolicyKind.LADDER, **kw)
 
     @classmethod
-    def hysteresis(cls, tau_on, tau_off, conservative=0, aggressive=1):
+    def hysteresis(cls, tau_on: float, tau_off: float, conservative: int = 0, aggressive: int = 1) -> "Policy":
         """EntMTP-tau: aggressive tree when s > tau_on, back to the
         conservative tree when s <= tau_off (tau_off <= tau_on)."""
         return cls(PolicyKind.HYSTERESIS, tau_on=tau_on, tau_off=tau_off,
                    conservative_tree=conservative, aggressive_tree=aggressive)
 
     @classmethod
-    def ucb(cls, exploration=1.0, length_penalty=0.0):
+    def ucb(cls, exploration: float = 1.0, length_penalty: float = 0.0) -> "Policy":
         """UCB1 bandit over the whole bank."""
         return cls(PolicyKind.UCB, ucb_exploration=exploration, ucb_length_penalty=length_penalty)
 
     @classmethod
-    def custom(cls, select, observe=None, reset=None):
+    def custom(cls, select: Callable[["Features", int], int], observe: Optional[Callable[["Outcome"], Any]] = None,
+               reset: Optional[Callable[[], Any]] = None) -> "Policy":
         """A policy implemented in Python: select(features: Features, n_trees)
         -> tree index; observe(outcome: Outcome) and reset() are optional.
         An exception in a callback fails the step (ENTMTP_ERR_CALLBACK) and is
@@ -236,7 +242,7 @@ class Policy(Handle):
         return cls(PolicyKind.CUSTOM, select=select, observe=observe, reset=reset)
 
     @classmethod
-    def from_bank(cls, bank, kind):
+    def from_bank(cls, bank: "Bank", kind: KindArg) -> "Policy":
         """The settings of policy `kind` stored in a bank file."""
         kind = _coerce(PolicyKind, kind, "policy kind")
         cfg = new_struct("entmtp_policy_config")
@@ -249,33 +255,33 @@ class Policy(Handle):
 
     # -- properties
     @property
-    def kind(self):
+    def kind(self) -> PolicyKind:
         return PolicyKind(lib.entmtp_policy_get_kind(self._ptr))
 
     @property
-    def kind_name(self):
+    def kind_name(self) -> Optional[str]:
         return kind_name(self.kind)
 
     @property
-    def config(self):
+    def config(self) -> Dict[str, Any]:
         """The settings of this policy's kind, as a dict."""
         return dict(self._config)
 
-    def _c_config(self):
+    def _c_config(self) -> Tuple[Any, List[Any]]:
         """(cdata entmtp_policy_config *, keepalive) of this policy's settings."""
         return _config_to_c(self._config)
 
     # -- operations
-    def _raise(self, st, what):
+    def _raise(self, st: int, what: str) -> None:
         err = call_error(self._callbacks, st, what)
         if err is not None:
             raise err
 
-    def validate(self, n_trees):
+    def validate(self, n_trees: int) -> None:
         """Check every tree index the policy can return against a bank of n_trees."""
         check(lib.entmtp_policy_validate(self._ptr, n_trees))
 
-    def select(self, features, n_trees):
+    def select(self, features: Union["Features", float], n_trees: int) -> int:
         """The tree for the next step. `features` is a Features, or a float
         taken as s (the other features zero)."""
         if not isinstance(features, Features):
@@ -290,18 +296,18 @@ class Policy(Handle):
         self._raise(st, "the custom policy's select callback")
         return out[0]
 
-    def observe(self, outcome=None, **kw):
+    def observe(self, outcome: Optional["Outcome"] = None, **kw: Any) -> None:
         """Report a step's outcome (an Outcome, or its fields as keywords)."""
         if outcome is None:
             outcome = Outcome(**kw)
         st = lib.entmtp_policy_observe(self._ptr, outcome._to_c())
         self._raise(st, "the custom policy's observe callback")
 
-    def reset(self):
+    def reset(self) -> None:
         lib.entmtp_policy_reset(self._ptr)
         self._raise(lib.ENTMTP_OK, "the custom policy's reset callback")
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         if self.closed:
             return "<entmtp.Policy closed>"
         return "<entmtp.Policy %s>" % self.config

@@ -24,7 +24,10 @@ typedef struct emt_scratch {
 typedef struct emt_kv {
     int32_t capacity;                 /* committed tokens it may hold */
     int32_t rows;                     /* capacity + tree scratch rows */
-    float **k, **v;                   /* per layer [rows][n_kv*hd] */
+    float **k, **v;                   /* per layer [rows][n_kv*hd], views into block */
+    float *block;                     /* all layers' K and V in one allocation, so that it
+                                       * is mapped and unmapped whole (a per-layer slab is
+                                       * under malloc's mmap threshold and stays in an arena) */
 } emt_kv;
 
 /* Forward n rows (tokens at positions) whose KV go to cache rows

@@ -71,12 +71,7 @@ static void dev_free(entmtp_session *S, void *p) {
 
 ENTMTP_API void entmtp_session_free(entmtp_session *S) {
     if (!S) return;
-    if (S->kv.k) {
-        for (int32_t l = 0; l < S->model->cfg.n_layers; l++) {
-            dev_free(S, S->kv.k[l]);
-            dev_free(S, S->kv.v[l]);
-        }
-    }
+    dev_free(S, S->kv.block);
     free(S->kv.k);
     free(S->kv.v);
     emt_scratch *s = &S->s;
@@ -230,9 +225,12 @@ entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_h
     S->kv.rows = p.kv_capacity + S->max_nodes;
     HOST_ALLOC(S->kv.k, c->n_layers);
     HOST_ALLOC(S->kv.v, c->n_layers);
+    /* one block for every layer's K and V, each slab 64-byte aligned */
+    const int64_t kv_slab = ((int64_t)S->kv.rows * kv_dim + 15) / 16 * 16;
+    DEV_ALLOC(S->kv.block, 2 * c->n_layers * kv_slab);
     for (int32_t l = 0; l < c->n_layers; l++) {
-        DEV_ALLOC(S->kv.k[l], (int64_t)S->kv.rows * kv_dim);
-        DEV_ALLOC(S->kv.v[l], (int64_t)S->kv.rows * kv_dim);
+        S->kv.k[l] = S->kv.block + (2 * l) * kv_slab;
+        S->kv.v[l] = S->kv.block + (2 * l + 1) * kv_slab;
     }
     emt_scratch *s = &S->s;
     s->max_rows = max_rows;

@@ -1,5 +1,7 @@
 /* One transformer forward pass over a batch of rows (prompt chunk, tree
- * nodes or a single AR token), through the backend's ops. */
+ * nodes or a single AR token), through the backend's ops. Every supported
+ * architecture is this one pass; the model description (emt_model_config and
+ * the per-layer weights present) switches its optional steps. */
 #include "engine/engine.h"
 
 entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
@@ -22,6 +24,10 @@ entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_s
         op->matmul(ex, L->wq, L->bq, s->xn, n, H, q_dim, s->q, exact);
         op->matmul(ex, L->wk, L->bk, s->xn, n, H, kv_dim, k_rows, exact);
         op->matmul(ex, L->wv, L->bv, s->xn, n, H, kv_dim, v_rows, exact);
+        if (c->qk_norm) { /* per-head RMSNorm: every head is one row of head_dim */
+            op->rmsnorm(ex, s->q, L->q_norm, n * c->n_heads, hd, c->rms_eps, s->q);
+            op->rmsnorm(ex, k_rows, L->k_norm, n * c->n_kv_heads, hd, c->rms_eps, k_rows);
+        }
         op->rope(ex, s->q, n, c->n_heads, hd, c->n_rot, positions, m->inv_freq);
         op->rope(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, positions, m->inv_freq);
         op->attention(ex, s->q, kv->k[l], kv->v[l], kv_start, n, mask, c->n_heads, c->n_kv_heads,

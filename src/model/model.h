@@ -1,5 +1,7 @@
-/* A loaded Llama-family model: config, F32 weights on the backend, the
- * tokenizer, and the RoPE frequencies. Immutable after loading. */
+/* A loaded decoder-only transformer: one description (config + per-layer
+ * flags) that covers the Llama, Qwen2/3, Mistral and Phi-3 families, F32
+ * weights on the backend, the tokenizer, and the RoPE frequencies.
+ * Immutable after loading. */
 #ifndef EMT_MODEL_H
 #define EMT_MODEL_H
 
@@ -14,7 +16,14 @@ typedef struct emt_model_config {
     float rope_theta, rms_eps;
     int tied;
     int attn_bias, mlp_bias;
-    /* rope scaling: 0 none, 1 linear, 2 llama3 */
+    int attn_out_bias;  /* o_proj bias (Llama with attention_bias); Qwen2 has Q/K/V bias only */
+    int qk_norm;        /* per-head RMSNorm on Q and K before RoPE (Qwen3) */
+    int fused_qkv;      /* one [q+2kv][hidden] tensor (Phi-3); split into views at load */
+    int fused_gate_up;  /* one [2*ffn][hidden] tensor, gate rows first (Phi-3) */
+    int gguf_qk_permuted; /* GGUF Q/K rows in llama.cpp's interleaved-RoPE order (llama) */
+    int32_t sliding_window; /* 0: none; else the context is capped to it (exact inside it) */
+    /* rope scaling: 0 none, 1 linear, 2 llama3 (from parameters), 3 per-frequency
+     * divisors read from the GGUF tensor rope_freqs.weight (llama.cpp's Llama 3) */
     int rope_scaling;
     float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int32_t rope_original_ctx;
@@ -23,6 +32,8 @@ typedef struct emt_model_config {
 
 typedef struct emt_layer {
     float *attn_norm, *wq, *wk, *wv, *wo;
+    float *q_norm, *k_norm;  /* [head_dim] with qk_norm, else NULL */
+    float *w_qkv, *w_gate_up; /* owners of the fused tensors; wq/wk/wv, w_gate/w_up point inside */
     float *bq, *bk, *bv, *bo; /* NULL without attention_bias */
     float *ffn_norm, *w_gate, *w_up, *w_down;
     float *b_gate, *b_up, *b_down; /* NULL without mlp_bias */
@@ -45,8 +56,18 @@ struct entmtp_model {
     int32_t eog[ENTMTP_MAX_STOP_TOKENS];
 };
 
-/* Compute inv_freq for the config (with scaling). */
-void emt_rope_inv_freq(const emt_model_config *c, float *inv_freq);
+/* Compute inv_freq for the config (with scaling). `freq_divisors` (n_rot/2,
+ * rope_scaling == 3) or NULL. */
+void emt_rope_inv_freq(const emt_model_config *c, const float *freq_divisors, float *inv_freq);
+
+/* Architectures this build loads, as named by GGUF general.architecture, and
+ * the Hugging Face model_type values (", "-separated, for messages). */
+extern const char emt_supported_gguf_archs[];
+extern const char emt_supported_hf_types[];
+
+/* One line naming the description's features ("qkv-bias qk-norm ..."), for
+ * `entmtp info`; returns buf. */
+const char *emt_model_describe(const entmtp_model *m, char *buf, size_t cap);
 
 /* Load one 2-D or 1-D tensor as F32 onto the backend, checking its shape
  * (outermost first). Used for model and head weights. */

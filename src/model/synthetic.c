@@ -87,7 +87,7 @@ entmtp_status emt_model_create_synthetic(const emt_model_config *c, uint64_t see
     m->layers = emt_calloc((size_t)c->n_layers, sizeof *m->layers);
     m->inv_freq = emt_calloc((size_t)c->n_rot / 2, sizeof(float));
     if (!m->layers || !m->inv_freq) { entmtp_model_free(m); return ENTMTP_ERR_OUT_OF_MEMORY; }
-    emt_rope_inv_freq(c, m->inv_freq);
+    emt_rope_inv_freq(c, NULL, m->inv_freq);
     int ok = (m->tok_embd = random_tensor(be, c->vocab * H, 1.0f, 0, &r)) != NULL &&
              (m->out_norm = random_tensor(be, H, 0.05f, 1.0f, &r)) != NULL;
     for (int32_t l = 0; ok && l < c->n_layers; l++) {

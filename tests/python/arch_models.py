@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""Small random-weight GGUF models, one per supported architecture, for the
+comparison with llama.cpp (scripts/record-model-fixtures.sh records
+llama.cpp's tokens and logits; tests/python/run_arch_check.sh compares
+EntMTP's with them).
+
+  arch_models.py write ARCH TYPE OUT.gguf TOKENIZER.gguf
+      ARCH: llama3 | qwen2 | qwen3 | phi3; TYPE: f32 | q8_0
+  arch_models.py compare OURS.json OURS.f32 FIXTURE.json FIXTURE.f32 MAX_ABS
+
+The weights come from numpy's PCG64 with a fixed seed, so the file is the
+same on every machine (the recorded llama.cpp logits stay valid). The
+vocabulary (49152 byte-level BPE tokens, merges, special tokens) is copied
+from the bundled SmolLM2 GGUF, re-labelled with the family's pre-tokenizer
+type, so tokenization is checked on a real vocabulary.
+"""
+import json
+import sys
+
+import numpy as np
+import gguf
+from gguf import GGUFReader, GGUFWriter
+from gguf.quants import quantize
+
+HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, CTX = 64, 2, 4, 2, 128, 4096
+
+# What each test architecture is: the GGUF architecture name, its
+# pre-tokenizer, head_dim, and the features it switches on.
+ARCHS = {
+    "llama3": dict(arch="llama", pre="llama-bpe", head_dim=16, untied=True, rope_freqs=True,
+                   theta=500000.0),
+    "qwen2": dict(arch="qwen2", pre="qwen2", head_dim=16, qkv_bias=True, theta=1000000.0),
+    "qwen3": dict(arch="qwen3", pre="qwen2", head_dim=32, qk_norm=True, untied=True,
+                  theta=1000000.0),
+    "phi3": dict(arch="phi3", pre="smollm", head_dim=16, fused=True, untied=True, theta=10000.0,
+                 sliding_window=2047),
+}
+
+
+def llama3_rope_divisors(n_rot, theta, factor=8.0, low=1.0, high=4.0, orig=8192):
+    """Per-frequency divisors as llama.cpp's converter writes rope_freqs.weight."""
+    out = []
+    for i in range(0, n_rot, 2):
+        freq = 1.0 / theta ** (i / n_rot)
+        wavelen = 2 * np.pi / freq
+        if wavelen < orig / high:
+            out.append(1.0)
+        elif wavelen > orig / low:
+            out.append(factor)
+        else:
+            smooth = (orig / wavelen - low) / (high - low)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def copy_tokenizer(w, tok_path, pre):
+    r = GGUFReader(tok_path)
+
+    def field(name):
+        f = r.fields[name]
+        return f
+
+    def strings(name):
+        f = field(name)
+        return [bytes(f.parts[i]).decode("utf-8") for i in f.data]
+
+    def scalar(name):
+        f = field(name)
+        return f.parts[f.data[0]][0]
+
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(strings("tokenizer.ggml.tokens"))
+    tt = field("tokenizer.ggml.token_type")
+    w.add_token_types([int(tt.parts[i][0]) for i in tt.data])
+    w.add_token_merges(strings("tokenizer.ggml.merges"))
+    w.add_bos_token_id(int(scalar("tokenizer.ggml.bos_token_id")))
+    w.add_eos_token_id(int(scalar("tokenizer.ggml.eos_token_id")))
+    w.add_add_bos_token(False)
+    return len(strings("tokenizer.ggml.tokens"))
+
+
+def write(name, qtype, out, tok_path):
+    spec = ARCHS[name]
+    rng = np.random.Generator(np.random.PCG64(1234 + sorted(ARCHS).index(name)))
+    hd = spec["head_dim"]
+    w = GGUFWriter(out, spec["arch"])
+    a = spec["arch"]
+    # (a name holding "phi3" makes llama.cpp apply Phi-3's special-token
+    # attributes, which look up tokens this vocabulary does not have)
+    w.add_name(f"entmtp-random-{name.replace('phi3', 'ph3')}")
+    vocab = copy_tokenizer(w, tok_path, spec["pre"])
+    w.add_context_length(CTX)
+    w.add_embedding_length(HIDDEN)
+    w.add_block_count(LAYERS)
+    w.add_feed_forward_length(FFN)
+    w.add_head_count(HEADS)
+    w.add_head_count_kv(KV_HEADS)
+    w.add_key_length(hd)
+    w.add_value_length(hd)
+    w.add_rope_dimension_count(hd)
+    w.add_rope_freq_base(spec["theta"])
+    w.add_layer_norm_rms_eps(1e-6)
+    if "sliding_window" in spec:
+        w.add_sliding_window(spec["sliding_window"])
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if qtype == "q8_0" else gguf.LlamaFileType.ALL_F32)
+
+    def mat(rows, cols, scale=None):
+        s = scale if scale is not None else 1.0 / np.sqrt(cols)
+        return (rng.standard_normal((rows, cols)) * s).astype(np.float32)
+
+    def vec(n, base=1.0, spread=0.1):
+        return (base + spread * rng.standard_normal(n)).astype(np.float32)
+
+    def add(tname, arr):
+        if arr.ndim == 2 and qtype == "q8_0" and arr.shape[1] % 32 == 0:
+            q = quantize(arr, gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(tname, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            w.add_tensor(tname, arr)
+
+    q_rows, kv_rows = HEADS * hd, KV_HEADS * hd
+    add("token_embd.weight", mat(vocab, HIDDEN, 1.0))
+    for l in range(LAYERS):
+        p = f"blk.{l}."
+        add(p + "attn_norm.weight", vec(HIDDEN))
+        if spec.get("fused"):
+            add(p + "attn_qkv.weight", mat(q_rows + 2 * kv_rows, HIDDEN))
+        else:
+            add(p + "attn_q.weight", mat(q_rows, HIDDEN))
+            add(p + "attn_k.weight", mat(kv_rows, HIDDEN))
+            add(p + "attn_v.weight", mat(kv_rows, HIDDEN))
+        if spec.get("qkv_bias"):
+            add(p + "attn_q.bias", vec(q_rows, 0.0, 0.5))
+            add(p + "attn_k.bias", vec(kv_rows, 0.0, 0.5))
+            add(p + "attn_v.bias", vec(kv_rows, 0.0, 0.5))
+        if spec.get("qk_norm"):
+            add(p + "attn_q_norm.weight", vec(hd))
+            add(p + "attn_k_norm.weight", vec(hd))
+        add(p + "attn_output.weight", mat(HIDDEN, q_rows))
+        add(p + "ffn_norm.weight", vec(HIDDEN))
+        if spec.get("fused"):
+            add(p + "ffn_up.weight", mat(2 * FFN, HIDDEN))
+        else:
+            add(p + "ffn_gate.weight", mat(FFN, HIDDEN))
+            add(p + "ffn_up.weight", mat(FFN, HIDDEN))
+        add(p + "ffn_down.weight", mat(HIDDEN, FFN))
+    add("output_norm.weight", vec(HIDDEN))
+    if spec.get("untied"):
+        add("output.weight", mat(vocab, HIDDEN, 0.5))
+    if spec.get("rope_freqs"):
+        add("rope_freqs.weight", llama3_rope_divisors(hd, spec["theta"]))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def compare(ours_json, ours_f32, fix_json, fix_f32, bound):
+    ours, fix = json.load(open(ours_json)), json.load(open(fix_json))
+    ids_ours, ids_ref = ours["prompt_ids"], fix["ids"]
+    a = np.fromfile(ours_f32, dtype=np.float32)
+    b = np.fromfile(fix_f32, dtype=np.float32)
+    ok = True
+    if ids_ours != ids_ref:
+        print(f"token ids differ:\n  entmtp    {ids_ours}\n  llama.cpp {ids_ref}")
+        ok = False
+    a = a[: b.size]  # the logits before the first generated token
+    if a.size != b.size:
+        print(f"logit count differs: entmtp {a.size}, llama.cpp {b.size}")
+        return False
+    diff = float(np.max(np.abs(a - b)))
+    top_a, top_b = int(np.argmax(a)), int(np.argmax(b))
+    print(json.dumps({"n_ids": len(ids_ref), "top1_entmtp": top_a, "top1_llamacpp": top_b,
+                      "max_abs_diff": diff, "bound": bound,
+                      "logit_range": [float(b.min()), float(b.max())]}))
+    if top_a != top_b:
+        print("top-1 differs")
+        ok = False
+    if not diff <= bound:
+        print(f"max abs logit difference {diff:g} exceeds {bound:g}")
+        ok = False
+    return ok
+
+
+def main():
+    if len(sys.argv) == 6 and sys.argv[1] == "write":
+        write(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+    elif len(sys.argv) == 7 and sys.argv[1] == "compare":
+        sys.exit(0 if compare(*sys.argv[2:6], float(sys.argv[6])) else 1)
+    else:
+        print(__doc__)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

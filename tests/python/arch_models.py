@@ -6,6 +6,8 @@ EntMTP's with them).
 
   arch_models.py write ARCH TYPE OUT.gguf TOKENIZER.gguf
       ARCH: llama3 | qwen2 | qwen3 | phi3; TYPE: f32 | q8_0
+  arch_models.py heads OUT.safetensors   random Medusa heads (FasterDecoding layout)
+  arch_models.py prompt                  the fixed prompt, on stdout
   arch_models.py compare OURS.json OURS.f32 FIXTURE.json FIXTURE.f32 MAX_ABS
 
 The weights come from numpy's PCG64 with a fixed seed, so the file is the
@@ -23,6 +25,9 @@ from gguf import GGUFReader, GGUFWriter
 from gguf.quants import quantize
 
 HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, CTX = 64, 2, 4, 2, 128, 4096
+# letters, an upper-case contraction, digits, accents, spaces, a tab, newlines
+# and a special token: where the families' pre-tokenizers differ
+PROMPT = "Hello world! IT'S 2024: 12345 apples, caf\u00e9.\n  Indented\tline <|im_start|>user"
 
 # What each test architecture is: the GGUF architecture name, its
 # pre-tokenizer, head_dim, and the features it switches on.
@@ -156,8 +161,33 @@ def write(name, qtype, out, tok_path):
     w.close()
 
 
+def write_medusa_heads(out, n_heads=4):
+    """Medusa-1 heads sharing the model's lm_head, in the FasterDecoding
+    safetensors layout ('{head}.0.linear.weight/bias'). Small weights: each
+    head's ResBlock is close to the identity, so it guesses "the base model's
+    token again": where a random model repeats a token (the qwen2 one does),
+    drafts get accepted and the check covers the commit of accepted tree
+    nodes, not only the root."""
+    rng = np.random.Generator(np.random.PCG64(99))
+    tensors = {}
+    for h in range(n_heads):
+        tensors[f"{h}.0.linear.weight"] = (0.02 * rng.standard_normal((HIDDEN, HIDDEN))).astype(np.float32)
+        tensors[f"{h}.0.linear.bias"] = (0.02 * rng.standard_normal(HIDDEN)).astype(np.float32)
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, a in tensors.items():
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(out, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for a in tensors.values():
+            f.write(a.tobytes())
+
+
 def compare(ours_json, ours_f32, fix_json, fix_f32, bound):
-    ours, fix = json.load(open(ours_json)), json.load(open(fix_json))
+    ours, fix = json.load(open(ours_json, errors="replace")), json.load(open(fix_json))
     ids_ours, ids_ref = ours["prompt_ids"], fix["ids"]
     a = np.fromfile(ours_f32, dtype=np.float32)
     b = np.fromfile(fix_f32, dtype=np.float32)
@@ -184,7 +214,11 @@ def compare(ours_json, ours_f32, fix_json, fix_f32, bound):
 
 
 def main():
-    if len(sys.argv) == 6 and sys.argv[1] == "write":
+    if len(sys.argv) == 2 and sys.argv[1] == "prompt":
+        sys.stdout.write(PROMPT)
+    elif len(sys.argv) == 3 and sys.argv[1] == "heads":
+        write_medusa_heads(sys.argv[2])
+    elif len(sys.argv) == 6 and sys.argv[1] == "write":
         write(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
     elif len(sys.argv) == 7 and sys.argv[1] == "compare":
         sys.exit(0 if compare(*sys.argv[2:6], float(sys.argv[6])) else 1)

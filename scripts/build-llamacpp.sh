@@ -33,6 +33,6 @@ cmake -S "$dir/src" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON 
   -DLLAMA_CURL=OFF -DGGML_CUDA=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
   -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_EXAMPLES=OFF >&2
 cmake --build "$dir/build" -j "${JOBS:-$(nproc)}" \
-  --target llama-bench llama-cli llama-tokenize llama-server llama-eval-callback >&2 || \
+  --target llama-bench llama-cli llama-tokenize llama-server >&2 || \
 cmake --build "$dir/build" -j "${JOBS:-$(nproc)}" --target llama-bench llama-tokenize >&2
 echo "$bin"

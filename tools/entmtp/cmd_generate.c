@@ -343,6 +343,8 @@ int cmd_generate(int argc, char **argv) {
         } else if (st != ENTMTP_ERR_UNSUPPORTED) {
             rc = cli_fail("chat template", st);
             goto done;
+        } else { /* announced, never silent (docs/models.md: plain fallback) */
+            fprintf(stderr, "entmtp: %s; using the plain prompt (the message as is)\n", entmtp_last_error());
         }
     }
     int32_t n_ptoks = 0;

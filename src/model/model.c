@@ -246,8 +246,7 @@ static entmtp_status config_from_hf(const char *dir, emt_model_config *c) {
                       model_type, emt_supported_hf_types);
         goto done;
     }
-    /* the description names the GGUF architecture that has the same layout */
-    snprintf(c->arch, sizeof c->arch, "%s", llama_like ? "llama" : model_type);
+    snprintf(c->arch, sizeof c->arch, "%s", model_type);
     c->qk_norm = !strcmp(model_type, "qwen3");
     c->fused_qkv = c->fused_gate_up = phi3;
     if (phi3) {

@@ -6,6 +6,10 @@ EntMTP's with them).
 
   arch_models.py write ARCH TYPE OUT.gguf TOKENIZER.gguf
       ARCH: llama3 | qwen2 | qwen3 | phi3; TYPE: f32 | q8_0
+  arch_models.py write-hf ARCH MODEL.gguf OUTDIR
+      the same F32 model as a Hugging Face directory (config.json,
+      model.safetensors, tokenizer.json); ARCH "mistral" converts the phi3
+      GGUF (same rotate-half layout) into Mistral's separate projections
   arch_models.py heads OUT.safetensors   random Medusa heads (FasterDecoding layout)
   arch_models.py prompt                  the fixed prompt, on stdout
   arch_models.py compare OURS.json OURS.f32 FIXTURE.json FIXTURE.f32 MAX_ABS
@@ -161,6 +165,97 @@ def write(name, qtype, out, tok_path):
     w.close()
 
 
+def write_safetensors(path, tensors):
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, a in tensors.items():
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
+        offset += a.nbytes
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little"))
+        f.write(text)
+        for a in tensors.values():
+            f.write(np.ascontiguousarray(a).tobytes())
+
+
+def gguf_to_hf_permute(w, heads):
+    """Inverse of llama.cpp's Q/K row permutation (interleaved -> rotate-half)."""
+    rows = w.shape[0]
+    hd = rows // heads
+    return w.reshape(heads, hd // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def write_hf(name, gguf_path, out):
+    import os
+    os.makedirs(out, exist_ok=True)
+    src = "phi3" if name == "mistral" else name
+    spec = ARCHS[src]
+    r = GGUFReader(gguf_path)
+    W = {t.name: np.array(t.data, dtype=np.float32).reshape([int(x) for x in reversed(t.shape.tolist())])
+         for t in r.tensors}
+    hd = spec["head_dim"]
+    q_rows, kv_rows = HEADS * hd, KV_HEADS * hd
+    T = {"model.embed_tokens.weight": W["token_embd.weight"], "model.norm.weight": W["output_norm.weight"]}
+    if "output.weight" in W:
+        T["lm_head.weight"] = W["output.weight"]
+    for l in range(LAYERS):
+        g, h = f"blk.{l}.", f"model.layers.{l}."
+        T[h + "input_layernorm.weight"] = W[g + "attn_norm.weight"]
+        T[h + "post_attention_layernorm.weight"] = W[g + "ffn_norm.weight"]
+        T[h + "self_attn.o_proj.weight"] = W[g + "attn_output.weight"]
+        T[h + "mlp.down_proj.weight"] = W[g + "ffn_down.weight"]
+        if name == "phi3":
+            T[h + "self_attn.qkv_proj.weight"] = W[g + "attn_qkv.weight"]
+            T[h + "mlp.gate_up_proj.weight"] = W[g + "ffn_up.weight"]
+            continue
+        if src == "phi3":  # mistral: the fused tensors split
+            qkv, gu = W[g + "attn_qkv.weight"], W[g + "ffn_up.weight"]
+            q, k, v = qkv[:q_rows], qkv[q_rows:q_rows + kv_rows], qkv[q_rows + kv_rows:]
+            gate, up = gu[:FFN], gu[FFN:]
+        else:
+            q, k, v = W[g + "attn_q.weight"], W[g + "attn_k.weight"], W[g + "attn_v.weight"]
+            gate, up = W[g + "ffn_gate.weight"], W[g + "ffn_up.weight"]
+            if spec["arch"] == "llama":
+                q, k = gguf_to_hf_permute(q, HEADS), gguf_to_hf_permute(k, KV_HEADS)
+        T[h + "self_attn.q_proj.weight"], T[h + "self_attn.k_proj.weight"] = q, k
+        T[h + "self_attn.v_proj.weight"] = v
+        T[h + "mlp.gate_proj.weight"], T[h + "mlp.up_proj.weight"] = gate, up
+        for p in ("q", "k", "v"):
+            if g + f"attn_{p}.bias" in W:
+                T[h + f"self_attn.{p}_proj.bias"] = W[g + f"attn_{p}.bias"]
+        if spec.get("qk_norm"):
+            T[h + "self_attn.q_norm.weight"] = W[g + "attn_q_norm.weight"]
+            T[h + "self_attn.k_norm.weight"] = W[g + "attn_k_norm.weight"]
+    write_safetensors(os.path.join(out, "model.safetensors"), T)
+    model_type = {"llama3": "llama"}.get(name, name)
+    cfg = {"model_type": model_type, "hidden_size": HIDDEN, "intermediate_size": FFN,
+           "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
+           "head_dim": hd, "vocab_size": int(W["token_embd.weight"].shape[0]), "max_position_embeddings": CTX,
+           "rope_theta": spec["theta"], "rms_norm_eps": 1e-6, "tie_word_embeddings": "output.weight" not in W}
+    if name == "llama3":
+        cfg["rope_scaling"] = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                               "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+    if name == "qwen2":
+        cfg.update(sliding_window=CTX, use_sliding_window=False)
+    if src == "phi3":
+        cfg["sliding_window"] = spec["sliding_window"]
+    json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=1)
+    # tokenizer.json: the GGUF's byte-level BPE vocabulary with GPT-2's
+    # pre-tokenizer (the comparison prompt splits the same under every family's)
+    toks = [bytes(r.fields["tokenizer.ggml.tokens"].parts[i]).decode() for i in r.fields["tokenizer.ggml.tokens"].data]
+    merges = [bytes(r.fields["tokenizer.ggml.merges"].parts[i]).decode() for i in r.fields["tokenizer.ggml.merges"].data]
+    tt = r.fields["tokenizer.ggml.token_type"]
+    types = [int(tt.parts[i][0]) for i in tt.data]
+    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+              "normalized": False, "special": True} for i, (t, ty) in enumerate(zip(toks, types)) if ty == 3]
+    tok = {"version": "1.0", "added_tokens": added, "normalizer": None,
+           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+           "post_processor": None, "decoder": {"type": "ByteLevel"},
+           "model": {"type": "BPE", "vocab": {t: i for i, t in enumerate(toks)}, "merges": merges}}
+    json.dump(tok, open(os.path.join(out, "tokenizer.json"), "w"))
+
+
 def write_medusa_heads(out, n_heads=4):
     """Medusa-1 heads sharing the model's lm_head, in the FasterDecoding
     safetensors layout ('{head}.0.linear.weight/bias'). Small weights: each
@@ -173,17 +268,7 @@ def write_medusa_heads(out, n_heads=4):
     for h in range(n_heads):
         tensors[f"{h}.0.linear.weight"] = (0.02 * rng.standard_normal((HIDDEN, HIDDEN))).astype(np.float32)
         tensors[f"{h}.0.linear.bias"] = (0.02 * rng.standard_normal(HIDDEN)).astype(np.float32)
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name, a in tensors.items():
-        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [offset, offset + a.nbytes]}
-        offset += a.nbytes
-    text = json.dumps(header).encode()
-    text += b" " * (-len(text) % 8)
-    with open(out, "wb") as f:
-        f.write(len(text).to_bytes(8, "little"))
-        f.write(text)
-        for a in tensors.values():
-            f.write(a.tobytes())
+    write_safetensors(out, tensors)
 
 
 def compare(ours_json, ours_f32, fix_json, fix_f32, bound):
@@ -216,6 +301,8 @@ def compare(ours_json, ours_f32, fix_json, fix_f32, bound):
 def main():
     if len(sys.argv) == 2 and sys.argv[1] == "prompt":
         sys.stdout.write(PROMPT)
+    elif len(sys.argv) == 5 and sys.argv[1] == "write-hf":
+        write_hf(sys.argv[2], sys.argv[3], sys.argv[4])
     elif len(sys.argv) == 3 and sys.argv[1] == "heads":
         write_medusa_heads(sys.argv[2])
     elif len(sys.argv) == 6 and sys.argv[1] == "write":

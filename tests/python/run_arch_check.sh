@@ -6,8 +6,13 @@
 #     top-1 of the last position's logits, max abs logit difference within
 #     the bound (F32: 1e-4; Q8_0: 0.5 on logits within +-35: llama.cpp quantizes activations to
 #     Q8_0 in its dot products, EntMTP computes on dequantized F32 weights);
-#  2. lossless: greedy generation with random Medusa heads emits the tokens of
-#     greedy AR (48 tokens, the heads' default tree and one wide tree).
+#  2. the same F32 model as a Hugging Face directory (safetensors, config.json,
+#     tokenizer.json) gives the GGUF's token ids and logits (max abs 1e-5);
+#     Mistral's directory is the phi3 model with separate projections;
+#  3. lossless: greedy generation with random Medusa heads emits the tokens of
+#     greedy AR (48 tokens, the heads' default tree and one wide tree);
+#  4. `entmtp info` names the architecture and its features, and an
+#     unsupported architecture is an error naming it.
 set -euo pipefail
 cli=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,6 +39,9 @@ for arch in llama3 qwen2 qwen3 phi3; do
     echo "== $arch $type"
     python3 "$py" compare "$tmp/ours.json" "$tmp/ours.f32" "$fix/$arch.$type.json" "$fix/$arch.$type.f32" "$bound" \
       || fail=1
+    # lossless on F32 only: quantized weights are dequantized at load, so the
+    # forward pass (what losslessness depends on) is the same code
+    [ "$type" = f32 ] || continue
     "$cli" generate --model "$m" --raw --prompt "$prompt" --max-tokens 48 --ar --threads 2 --json > "$tmp/ar.json"
     a=$(field "$tmp/ar.json" tokens)
     for tree in "" "--tree mc_sim_7b_63"; do
@@ -46,5 +54,44 @@ for arch in llama3 qwen2 qwen3 phi3; do
       else echo "NOT LOSSLESS ${tree:-default tree}:"; echo " AR   $a"; echo " spec $s"; fail=1; fi
     done
   done
+done
+# entmtp info names the architecture and its features; what this build does
+# not load is an error naming it
+"$cli" info --model "$tmp/qwen3.f32.gguf" > "$tmp/info.txt"
+grep -q "^architecture: qwen3 (supported)" "$tmp/info.txt" && grep -q "qk-norm" "$tmp/info.txt" \
+  || { echo "info does not name qwen3 and its qk-norm:"; cat "$tmp/info.txt"; fail=1; }
+python3 - "$tmp" <<'PY'
+import sys
+import numpy as np
+from gguf import GGUFWriter
+w = GGUFWriter(sys.argv[1] + "/gemma2.gguf", "gemma2")
+w.add_tensor("token_embd.weight", np.zeros((8, 4), np.float32))
+w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+PY
+if "$cli" info --model "$tmp/gemma2.gguf" > /dev/null 2> "$tmp/err.txt" \
+   || ! grep -q "architecture 'gemma2' is not supported" "$tmp/err.txt"; then
+  echo "an unsupported architecture was not reported by name:"; cat "$tmp/err.txt"; fail=1
+fi
+
+# GGUF against Hugging Face directories of the same weights
+hf_prompt="Hello world, this is a test of the model"
+for arch in llama3 qwen2 qwen3 phi3 mistral; do
+  src=$arch; [ "$arch" = mistral ] && src=phi3
+  python3 "$py" write-hf "$arch" "$tmp/$src.f32.gguf" "$tmp/hf_$arch"
+  for m in "$tmp/$src.f32.gguf" "$tmp/hf_$arch"; do
+    "$cli" generate --model "$m" --raw --prompt "$hf_prompt" --max-tokens 1 --ar --threads 2 --json \
+      --dump-logits "$m.f32" > "$m.json"
+  done
+  echo "== $arch: Hugging Face directory against GGUF"
+  python3 - "$tmp/$src.f32.gguf" "$tmp/hf_$arch" <<'PY' || fail=1
+import json, sys
+import numpy as np
+g, h = sys.argv[1], sys.argv[2]
+ids_g, ids_h = (json.load(open(p + ".json", errors="replace"))["prompt_ids"] for p in (g, h))
+d = float(np.max(np.abs(np.fromfile(g + ".f32", np.float32) - np.fromfile(h + ".f32", np.float32))))
+print(json.dumps({"ids_equal": ids_g == ids_h, "max_abs_diff": d}))
+sys.exit(0 if ids_g == ids_h and d <= 1e-5 else 1)
+PY
+  rm -rf "$tmp/hf_$arch"
 done
 exit $fail

@@ -460,6 +460,12 @@ static const emt_backend_ops cuda_ops = {
     cu_add,
     cu_silu_residual,
     cu_topk,
+    /* optional ops (Gemma) not written yet: loading a model that needs one
+     * fails naming it */
+    NULL, /* scale */
+    NULL, /* geglu */
+    NULL, /* softcap */
+    NULL, /* attention_softcap */
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

@@ -22,7 +22,7 @@ out="$root/tests/data/llamacpp"
 mkdir -p "$out"
 prompt=$(python3 "$py" prompt)
 version=$(basename "$lc")
-for arch in llama3 qwen2 qwen3 phi3; do
+for arch in llama3 qwen2 qwen3 phi3 gemma2 gemma3; do
   for type in f32 q8_0; do
     python3 "$py" write "$arch" "$type" "$tmp/m.gguf" "$vocab"
     ids=$("$tool" "$tmp/m.gguf" "$prompt" "$out/$arch.$type.f32" 2>/dev/null)

@@ -19,7 +19,7 @@ ENTMTP_API entmtp_model_params entmtp_model_default_params(void) {
     return p;
 }
 
-const char emt_supported_gguf_archs[] = "llama, qwen2, qwen3, phi3";
+const char emt_supported_gguf_archs[] = "llama, qwen2, qwen3, phi3, gemma2, gemma3";
 const char emt_supported_hf_types[] = "llama, mistral, qwen2, qwen3, phi3";
 
 void emt_rope_inv_freq(const emt_model_config *c, const float *freq_divisors, float *inv_freq) {
@@ -78,15 +78,44 @@ static entmtp_status gguf_f32(const emt_gguf *g, const char *key, int required, 
 /* What each GGUF architecture adds to the Llama layout. */
 typedef struct gguf_arch {
     const char *name;
-    int gguf_qk_permuted, qk_norm, fused;
+    int gguf_qk_permuted, qk_norm, fused, gemma;
+    int32_t local_period;       /* Gemma: every period-th layer is global */
+    int32_t layers_27b;         /* Gemma: the 27B model's layer count (its own query scale) */
 } gguf_arch;
 
 static const gguf_arch gguf_archs[] = {
-    { "llama", 1, 0, 0 }, /* also Mistral: llama.cpp converts it to 'llama' */
-    { "qwen2", 0, 0, 0 },
-    { "qwen3", 0, 1, 0 },
-    { "phi3", 0, 0, 1 },
+    { "llama", 1, 0, 0, 0, 0, 0 }, /* also Mistral: llama.cpp converts it to 'llama' */
+    { "qwen2", 0, 0, 0, 0, 0, 0 },
+    { "qwen3", 0, 1, 0, 0, 0, 0 },
+    { "phi3", 0, 0, 1, 0, 0, 0 },
+    { "gemma2", 0, 0, 0, 2, 2, 46 },
+    { "gemma3", 0, 1, 0, 3, 6, 62 },
 };
+
+/* Gemma's additions, in llama.cpp's reading of its GGUF keys: embeddings
+ * times sqrt(hidden), GeGLU, post-norms, soft-capping (Gemma 2), local
+ * layers with RoPE base 10000 (Gemma 3), the 27B models' query scale
+ * 1/sqrt(hidden/heads) (GGUF norms already hold 1 + w). */
+static entmtp_status gemma_config(const emt_gguf *g, const gguf_arch *a, emt_model_config *c) {
+    char k[96];
+    entmtp_status st;
+    c->embed_scale = sqrtf((float)c->hidden);
+    c->post_norms = c->geglu = 1;
+    c->local_period = a->local_period;
+    if (a->gemma == 2) {
+        snprintf(k, sizeof k, "%s.attn_logit_softcapping", c->arch);
+        if ((st = gguf_f32(g, k, 0, 0.0f, &c->attn_softcap))) return st;
+        snprintf(k, sizeof k, "%s.final_logit_softcapping", c->arch);
+        if ((st = gguf_f32(g, k, 0, 0.0f, &c->final_softcap))) return st;
+    } else {
+        c->rope_theta_local = 10000.0f;
+    }
+    if (c->n_layers == a->layers_27b)
+        c->q_scale = sqrtf((float)c->head_dim) / sqrtf((float)c->hidden / (float)c->n_heads);
+    if (c->attn_softcap < 0 || c->final_softcap < 0)
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: negative logit soft-capping", emt_gguf_path(g));
+    return ENTMTP_OK;
+}
 
 /* "<arch>.<suffix>", the per-architecture GGUF key. */
 static const char *akey(const emt_model_config *c, const char *suffix, char *buf, size_t cap) {
@@ -95,11 +124,12 @@ static const char *akey(const emt_model_config *c, const char *suffix, char *buf
 }
 
 /* Tensor names this loader does not read but that would change the model. */
-static entmtp_status reject_unknown_gguf_tensors(const emt_gguf *g) {
+static entmtp_status reject_unknown_gguf_tensors(const emt_gguf *g, int post_norms) {
     static const char *unsupported[] = { "rope_factors_long.weight", "rope_factors_short.weight",
-                                         "blk.0.post_attention_norm.weight", "blk.0.attn_sinks.weight",
-                                         "blk.0.ffn_gate_inp.weight" };
-    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
+                                         "blk.0.attn_sinks.weight", "blk.0.ffn_gate_inp.weight",
+                                         "blk.0.post_attention_norm.weight" };
+    size_t n = sizeof unsupported / sizeof unsupported[0] - (post_norms ? 1 : 0);
+    for (size_t i = 0; i < n; i++)
         if (emt_gguf_find_tensor(g, unsupported[i]))
             return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: tensor '%s' is not supported by this loader",
                             emt_gguf_path(g), unsupported[i]);
@@ -126,7 +156,7 @@ static entmtp_status config_from_gguf(const emt_gguf *g, emt_model_config *c) {
     c->gguf_qk_permuted = a->gguf_qk_permuted;
     c->qk_norm = a->qk_norm;
     c->fused_qkv = c->fused_gate_up = a->fused;
-    if ((st = reject_unknown_gguf_tensors(g))) return st;
+    if ((st = reject_unknown_gguf_tensors(g, a->gemma != 0))) return st;
     if (emt_gguf_get_str(g, "general.name", &s, &len) == ENTMTP_OK) {
         if (len >= sizeof c->name) len = sizeof c->name - 1;
         memcpy(c->name, s, len);
@@ -194,7 +224,7 @@ static entmtp_status config_from_gguf(const emt_gguf *g, emt_model_config *c) {
     c->bos = gguf_i32(g, "tokenizer.ggml.bos_token_id", 0, -1, &v) == ENTMTP_OK ? v : -1;
     c->eos = gguf_i32(g, "tokenizer.ggml.eos_token_id", 0, -1, &v) == ENTMTP_OK ? v : -1;
     entmtp_clear_error();
-    return ENTMTP_OK;
+    return a->gemma ? gemma_config(g, a, c) : ENTMTP_OK;
 }
 
 /* -------------------------------------------------------- config: HF json */
@@ -391,6 +421,13 @@ static entmtp_status load_layers(entmtp_model *m, emt_weights *w) {
             LOAD(q_norm, "attn_q_norm.weight", "self_attn.q_norm.weight", c->head_dim, 0, 0, 0);
             LOAD(k_norm, "attn_k_norm.weight", "self_attn.k_norm.weight", c->head_dim, 0, 0, 0);
         }
+        if (c->post_norms) { /* GGUF only (Gemma) */
+            LOAD(post_attn_norm, "post_attention_norm.weight", "-", c->hidden, 0, 0, 0);
+            LOAD(post_ffn_norm, "post_ffw_norm.weight", "-", c->hidden, 0, 0, 0);
+        }
+        L->inv_freq = c->local_period && l % c->local_period != c->local_period - 1 && m->inv_freq_local
+                          ? m->inv_freq_local
+                          : m->inv_freq;
         LOAD(ffn_norm, "ffn_norm.weight", "post_attention_layernorm.weight", c->hidden, 0, 0, 0);
         if (c->fused_gate_up) {
             LOAD(w_gate_up, "ffn_up.weight", "mlp.gate_up_proj.weight", 2 * (int64_t)c->ffn, c->hidden, 0, 0);
@@ -437,7 +474,8 @@ ENTMTP_API void entmtp_model_free(entmtp_model *m) {
                 if (L->w_qkv) memset(qkv, 0, sizeof qkv);
                 if (L->w_gate_up) memset(gate_up, 0, sizeof gate_up);
                 float *ps[] = { L->attn_norm, qkv[0], qkv[1], qkv[2], L->w_qkv, L->wo, L->bq, L->bk,
-                                L->bv, L->bo, L->q_norm, L->k_norm, L->ffn_norm, gate_up[0], gate_up[1],
+                                L->bv, L->bo, L->q_norm, L->k_norm, L->post_attn_norm, L->post_ffn_norm,
+                                L->ffn_norm, gate_up[0], gate_up[1],
                                 L->w_gate_up, L->w_down, L->b_gate, L->b_up, L->b_down };
                 for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) release(m, ps[i]);
             }
@@ -449,6 +487,7 @@ ENTMTP_API void entmtp_model_free(entmtp_model *m) {
     }
     free(m->layers);
     free(m->inv_freq);
+    free(m->inv_freq_local);
     emt_tokenizer_free(m->tokenizer);
     free(m->path);
     free(m);
@@ -476,6 +515,20 @@ static entmtp_status rope_frequencies(const emt_weights *w, const emt_model_conf
     if (st == ENTMTP_OK) emt_rope_inv_freq(c, div, inv_freq);
     free(div);
     return st;
+}
+
+entmtp_status emt_model_check_ops(const entmtp_model *m) {
+    const emt_model_config *c = &m->cfg;
+    const emt_backend_ops *op = m->be->ops;
+    const char *missing = (c->embed_scale || c->q_scale) && !op->scale ? "scale"
+                          : c->geglu && !op->geglu                     ? "geglu"
+                          : c->final_softcap && !op->softcap           ? "softcap"
+                          : c->attn_softcap && !op->attention_softcap  ? "attention_softcap"
+                                                                       : NULL;
+    if (missing)
+        return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: architecture '%s' needs the backend op '%s', which the %s backend does not have",
+                        m->path, c->arch, missing, op->name);
+    return ENTMTP_OK;
 }
 
 static int is_dir(const char *path) {
@@ -547,6 +600,7 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
      * inside the window: the context is capped to it (longer ones unsupported). */
     if (m->cfg.sliding_window > 0 && m->cfg.sliding_window < m->cfg.ctx) m->cfg.ctx = m->cfg.sliding_window;
     if ((st = create_backend(&p, m))) goto fail;
+    if ((st = emt_model_check_ops(m))) goto fail;
     w.be = m->be;
     {
         int64_t n = w.gguf ? emt_gguf_n_tensors(w.gguf) : emt_st_n_tensors(w.st);
@@ -560,6 +614,16 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
     m->inv_freq = emt_calloc((size_t)c->n_rot / 2, sizeof(float));
     if (!m->layers || !m->inv_freq) { st = ENTMTP_ERR_OUT_OF_MEMORY; goto fail; }
     if ((st = rope_frequencies(&w, c, m->inv_freq))) goto fail;
+    if (c->rope_theta_local > 0) { /* local layers: their own base, no scaling */
+        emt_model_config local = *c;
+        local.rope_theta = c->rope_theta_local;
+        local.rope_scaling = 0;
+        if (!(m->inv_freq_local = emt_calloc((size_t)c->n_rot / 2, sizeof(float)))) {
+            st = ENTMTP_ERR_OUT_OF_MEMORY;
+            goto fail;
+        }
+        emt_rope_inv_freq(&local, NULL, m->inv_freq_local);
+    }
     int gguf = w.gguf != NULL;
     if ((st = emt_weights_load(&w, gguf ? "token_embd.weight" : "model.embed_tokens.weight", c->vocab,
                                c->hidden, 0, 0, &m->tok_embd)))
@@ -608,13 +672,25 @@ const char *emt_model_describe(const entmtp_model *m, char *buf, size_t cap) {
     char window[48] = "";
     if (c->sliding_window)
         snprintf(window, sizeof window, " sliding-window=%d(context capped)", c->sliding_window);
-    snprintf(buf, cap, "rmsnorm %s%s%s%s%s%s%s swiglu%s%s %s%s", rope[c->rope_scaling & 3],
+    size_t n = 0;
+    if (c->embed_scale) n += (size_t)snprintf(buf + n, cap - n, "embed-scale ");
+    if (n < cap && c->local_period)
+        n += (size_t)snprintf(buf + n, cap - n, "local/global-layers(1 global in %d%s) ", c->local_period,
+                              c->rope_theta_local ? ", local rope base 10000" : "");
+    if (n < cap && c->post_norms) n += (size_t)snprintf(buf + n, cap - n, "post-norms ");
+    if (n < cap && c->attn_softcap) n += (size_t)snprintf(buf + n, cap - n, "attn-softcap=%g ", (double)c->attn_softcap);
+    if (n < cap && c->final_softcap) n += (size_t)snprintf(buf + n, cap - n, "final-softcap=%g ", (double)c->final_softcap);
+    if (n >= cap) return buf;
+    buf += n;
+    cap -= n;
+    snprintf(buf, cap, "rmsnorm %s%s%s%s%s%s%s %s%s%s %s%s", rope[c->rope_scaling & 3],
              c->attn_bias ? " qkv-bias" : "", c->attn_out_bias ? " o-bias" : "",
              c->qk_norm ? " qk-norm" : "", c->fused_qkv ? " fused-qkv" : "",
-             c->n_kv_heads < c->n_heads ? " gqa" : "", window, c->fused_gate_up ? "(fused gate/up)" : "",
+             c->n_kv_heads < c->n_heads ? " gqa" : "", window, c->geglu ? "geglu" : "swiglu",
+             c->fused_gate_up ? "(fused gate/up)" : "",
              c->mlp_bias ? " mlp-bias" : "", c->tied ? "tied-lm_head" : "untied-lm_head",
              c->gguf_qk_permuted ? " (GGUF Q/K un-permuted at load)" : "");
-    return buf;
+    return buf - n;
 }
 
 ENTMTP_API entmtp_status entmtp_model_get_info(const entmtp_model *m, entmtp_model_info *out) {

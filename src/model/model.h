@@ -22,6 +22,14 @@ typedef struct emt_model_config {
     int fused_gate_up;  /* one [2*ffn][hidden] tensor, gate rows first (Phi-3) */
     int gguf_qk_permuted; /* GGUF Q/K rows in llama.cpp's interleaved-RoPE order (llama) */
     int32_t sliding_window; /* 0: none; else the context is capped to it (exact inside it) */
+    /* Gemma 2/3 */
+    float embed_scale;    /* 0: none; else the embeddings are multiplied by it (sqrt(hidden)) */
+    float q_scale;        /* 0: none; else Q is multiplied by it on top of 1/sqrt(head_dim) */
+    int post_norms;       /* RMSNorm on the attention and FFN outputs before each residual add */
+    int geglu;            /* FFN activation gelu_tanh(gate) * up instead of silu(gate) * up */
+    float attn_softcap, final_softcap; /* 0: none; else scores / logits -> cap * tanh(x / cap) */
+    int32_t local_period; /* > 0: layer l is local (sliding window) unless l % period == period - 1 */
+    float rope_theta_local; /* local layers' RoPE base (no scaling); 0: same as global */
     /* rope scaling: 0 none, 1 linear, 2 llama3 (from parameters), 3 per-frequency
      * divisors read from the GGUF tensor rope_freqs.weight (llama.cpp's Llama 3) */
     int rope_scaling;
@@ -33,6 +41,8 @@ typedef struct emt_model_config {
 typedef struct emt_layer {
     float *attn_norm, *wq, *wk, *wv, *wo;
     float *q_norm, *k_norm;  /* [head_dim] with qk_norm, else NULL */
+    float *post_attn_norm, *post_ffn_norm; /* [hidden] with post_norms, else NULL */
+    const float *inv_freq;   /* host: the model's global or local RoPE frequencies */
     float *w_qkv, *w_gate_up; /* owners of the fused tensors; wq/wk/wv, w_gate/w_up point inside */
     float *bq, *bk, *bv, *bo; /* NULL without attention_bias */
     float *ffn_norm, *w_gate, *w_up, *w_down;
@@ -49,12 +59,17 @@ struct entmtp_model {
     float *lm_head;    /* [vocab][hidden]; == tok_embd when tied */
     emt_layer *layers;
     float *inv_freq;   /* host, n_rot/2 */
+    float *inv_freq_local; /* host, n_rot/2, for local layers with their own base; else NULL */
     emt_tokenizer *tokenizer; /* NULL when the file has none */
     int64_t n_params;
     char *path;
     int32_t n_eog;
     int32_t eog[ENTMTP_MAX_STOP_TOKENS];
 };
+
+/* ENTMTP_ERR_UNSUPPORTED naming the first optional backend op the model's
+ * description needs and the backend lacks. */
+entmtp_status emt_model_check_ops(const entmtp_model *m);
 
 /* Compute inv_freq for the config (with scaling). `freq_divisors` (n_rot/2,
  * rope_scaling == 3) or NULL. */

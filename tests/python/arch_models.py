@@ -22,6 +22,7 @@ type, so tokenization is checked on a real vocabulary.
 """
 import json
 import sys
+import zlib
 
 import numpy as np
 import gguf
@@ -43,6 +44,12 @@ ARCHS = {
                   theta=1000000.0),
     "phi3": dict(arch="phi3", pre="smollm", head_dim=16, fused=True, untied=True, theta=10000.0,
                  sliding_window=2047),
+    # 4 layers: Gemma 2 alternates local/global; Gemma 3 has one global in 6
+    # (layers 0-3 local here, with RoPE base 10000 against the global 1e6)
+    "gemma2": dict(arch="gemma2", pre="smollm", head_dim=16, gemma=True, theta=10000.0, layers=4,
+                   sliding_window=4096, softcap=(50.0, 30.0)),
+    "gemma3": dict(arch="gemma3", pre="smollm", head_dim=32, gemma=True, qk_norm=True, theta=1000000.0,
+                   layers=6, sliding_window=512),
 }
 
 
@@ -91,7 +98,7 @@ def copy_tokenizer(w, tok_path, pre):
 
 def write(name, qtype, out, tok_path):
     spec = ARCHS[name]
-    rng = np.random.Generator(np.random.PCG64(1234 + sorted(ARCHS).index(name)))
+    rng = np.random.Generator(np.random.PCG64(zlib.crc32(name.encode())))  # stable per name
     hd = spec["head_dim"]
     w = GGUFWriter(out, spec["arch"])
     a = spec["arch"]
@@ -101,7 +108,8 @@ def write(name, qtype, out, tok_path):
     vocab = copy_tokenizer(w, tok_path, spec["pre"])
     w.add_context_length(CTX)
     w.add_embedding_length(HIDDEN)
-    w.add_block_count(LAYERS)
+    n_layers = spec.get("layers", LAYERS)
+    w.add_block_count(n_layers)
     w.add_feed_forward_length(FFN)
     w.add_head_count(HEADS)
     w.add_head_count_kv(KV_HEADS)
@@ -112,6 +120,9 @@ def write(name, qtype, out, tok_path):
     w.add_layer_norm_rms_eps(1e-6)
     if "sliding_window" in spec:
         w.add_sliding_window(spec["sliding_window"])
+    if "softcap" in spec:
+        w.add_float32(f"{a}.attn_logit_softcapping", spec["softcap"][0])
+        w.add_float32(f"{a}.final_logit_softcapping", spec["softcap"][1])
     w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if qtype == "q8_0" else gguf.LlamaFileType.ALL_F32)
 
     def mat(rows, cols, scale=None):
@@ -130,7 +141,7 @@ def write(name, qtype, out, tok_path):
 
     q_rows, kv_rows = HEADS * hd, KV_HEADS * hd
     add("token_embd.weight", mat(vocab, HIDDEN, 1.0))
-    for l in range(LAYERS):
+    for l in range(n_layers):
         p = f"blk.{l}."
         add(p + "attn_norm.weight", vec(HIDDEN))
         if spec.get("fused"):
@@ -148,6 +159,9 @@ def write(name, qtype, out, tok_path):
             add(p + "attn_k_norm.weight", vec(hd))
         add(p + "attn_output.weight", mat(HIDDEN, q_rows))
         add(p + "ffn_norm.weight", vec(HIDDEN))
+        if spec.get("gemma"):
+            add(p + "post_attention_norm.weight", vec(HIDDEN))
+            add(p + "post_ffw_norm.weight", vec(HIDDEN))
         if spec.get("fused"):
             add(p + "ffn_up.weight", mat(2 * FFN, HIDDEN))
         else:

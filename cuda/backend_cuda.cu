@@ -6,6 +6,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "cuda_launch.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,7 +99,12 @@ static void *cu_alloc(emt_backend *be, size_t bytes) {
     cudaSetDevice(cb->device);
     void *p = NULL;
     if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) return NULL;
-    cudaMemset(p, 0, bytes);
+    // cudaMemset is asynchronous on the legacy stream, which the contexts'
+    // non-blocking streams do not wait for: finish it before anyone uses p
+    if (cudaMemset(p, 0, bytes) != cudaSuccess || cudaStreamSynchronize(0) != cudaSuccess) {
+        cudaFree(p);
+        return NULL;
+    }
     return p;
 }
 
@@ -170,7 +177,7 @@ __global__ void embed_kernel(const float *table, int32_t dim, const int32_t *tok
 static void cu_embed(emt_exec *ex, const float *table, int32_t dim, const int32_t *tokens, int32_t n_rows, float *out) {
     const int32_t *d_tok = (const int32_t *)stage(ex, tokens, (size_t)n_rows * sizeof(int32_t));
     if (!d_tok) return;
-    embed_kernel<<<n_rows, 256, 0, ex->stream>>>(table, dim, d_tok, out);
+    EMT_LAUNCH(embed_kernel, n_rows, 256, 0, ex->stream, table, dim, d_tok, out);
 }
 
 // one block per row; the sum of squares in double, as the CPU does
@@ -190,7 +197,7 @@ __global__ void rmsnorm_kernel(const float *x, const float *w, int32_t dim, floa
 }
 
 static void cu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_rows, int32_t dim, float eps, float *out) {
-    rmsnorm_kernel<<<n_rows, 256, 0, ex->stream>>>(x, w, dim, eps, out);
+    EMT_LAUNCH(rmsnorm_kernel, n_rows, 256, 0, ex->stream, x, w, dim, eps, out);
 }
 
 __device__ __forceinline__ float silu_d(float v) { return v / (1.0f + expf(-v)); }
@@ -213,13 +220,13 @@ static int blocks_for(int64_t n) {
 }
 
 static void cu_swiglu(emt_exec *ex, const float *g, const float *u, int64_t n, float *out) {
-    swiglu_kernel<<<blocks_for(n), 256, 0, ex->stream>>>(g, u, n, out);
+    EMT_LAUNCH(swiglu_kernel, blocks_for(n), 256, 0, ex->stream, g, u, n, out);
 }
 static void cu_add(emt_exec *ex, float *x, const float *y, int64_t n) {
-    add_kernel<<<blocks_for(n), 256, 0, ex->stream>>>(x, y, n);
+    EMT_LAUNCH(add_kernel, blocks_for(n), 256, 0, ex->stream, x, y, n);
 }
 static void cu_silu_residual(emt_exec *ex, const float *res, const float *pre, int64_t n, float *out) {
-    silu_residual_kernel<<<blocks_for(n), 256, 0, ex->stream>>>(res, pre, n, out);
+    EMT_LAUNCH(silu_residual_kernel, blocks_for(n), 256, 0, ex->stream, res, pre, n, out);
 }
 
 // rotate-half RoPE: one thread per (row, head, i < n_rot/2)
@@ -243,7 +250,7 @@ static void cu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int
     const float *d_freq = (const float *)stage(ex, inv_freq, (size_t)half * sizeof(float));
     if (!d_pos || !d_freq) return;
     dim3 grid(n_rows, (n_heads * half + 255) / 256);
-    rope_kernel<<<grid, 256, 0, ex->stream>>>(x, n_heads, head_dim, half, d_pos, d_freq);
+    EMT_LAUNCH(rope_kernel, grid, 256, 0, ex->stream, x, n_heads, head_dim, half, d_pos, d_freq);
 }
 
 // ------------------------------------------------------------------ matmul
@@ -274,7 +281,8 @@ static void cu_matmul(emt_exec *ex, const float *W, const float *bias, const flo
                       int32_t n_out, float *y, int exact) {
     if (exact || n_rows < 16) {
         int64_t threads = (int64_t)n_rows * n_out * 32;
-        matmul_exact_kernel<<<(unsigned)((threads + 255) / 256), 256, 0, ex->stream>>>(W, bias, x, n_rows, n_in, n_out, y);
+        EMT_LAUNCH(matmul_exact_kernel, (unsigned)((threads + 255) / 256), 256, 0, ex->stream, W, bias, x, n_rows, n_in,
+                   n_out, y);
         return;
     }
     // row-major y[n_rows][n_out] = x[n_rows][n_in] * W[n_out][n_in]^T, i.e.
@@ -283,7 +291,7 @@ static void cu_matmul(emt_exec *ex, const float *W, const float *bias, const flo
     cublasStatus_t s = cublasSgemm(ex->blas, CUBLAS_OP_T, CUBLAS_OP_N, n_out, n_rows, n_in, &one, W, n_in, x, n_in,
                                    &zero, y, n_out);
     if (s != CUBLAS_STATUS_SUCCESS && !ex->error[0]) snprintf(ex->error, sizeof ex->error, "cublasSgemm failed (%d)", (int)s);
-    if (bias) bias_kernel<<<blocks_for((int64_t)n_rows * n_out), 256, 0, ex->stream>>>(y, bias, n_rows, n_out);
+    if (bias) EMT_LAUNCH(bias_kernel, blocks_for((int64_t)n_rows * n_out), 256, 0, ex->stream, y, bias, n_rows, n_out);
 }
 
 // --------------------------------------------------------------- attention
@@ -355,9 +363,10 @@ static void cu_attention(emt_exec *ex, const float *q, const float *k_cache, con
     float *s = scratch(ex, (size_t)n_rows * n_heads * total);
     if (!s) return;
     dim3 grid((total + 127) / 128, n_rows * n_heads);
-    scores_kernel<<<grid, 128, 0, ex->stream>>>(q, k_cache, d_mask, n_prefix, n_rows, n_heads, n_kv_heads, head_dim,
-                                                1.0f / sqrtf((float)head_dim), s);
-    softmax_av_kernel<<<n_rows * n_heads, 256, 0, ex->stream>>>(s, v_cache, total, n_heads, n_kv_heads, head_dim, out);
+    EMT_LAUNCH(scores_kernel, grid, 128, 0, ex->stream, q, k_cache, d_mask, n_prefix, n_rows, n_heads, n_kv_heads,
+               head_dim, 1.0f / sqrtf((float)head_dim), s);
+    EMT_LAUNCH(softmax_av_kernel, n_rows * n_heads, 256, 0, ex->stream, s, v_cache, total, n_heads, n_kv_heads,
+               head_dim, out);
 }
 
 // ------------------------------------------------------------------- top-k
@@ -431,7 +440,7 @@ static void cu_topk(emt_exec *ex, const float *logits, int32_t n_rows, int32_t v
     if (!s) return;
     int32_t *d_ids = (int32_t *)s;
     float *d_p = s + nk, *d_h = s + 2 * nk;
-    topk_kernel<<<n_rows, 256, 0, ex->stream>>>(logits, vocab, k, d_ids, d_p, d_h);
+    EMT_LAUNCH(topk_kernel, n_rows, 256, 0, ex->stream, logits, vocab, k, d_ids, d_p, d_h);
     CUDA_OK(ex, cudaMemcpyAsync(top_ids, d_ids, nk * sizeof(int32_t), cudaMemcpyDeviceToHost, ex->stream));
     CUDA_OK(ex, cudaMemcpyAsync(top_probs, d_p, nk * sizeof(float), cudaMemcpyDeviceToHost, ex->stream));
     if (entropy) CUDA_OK(ex, cudaMemcpyAsync(entropy, d_h, (size_t)n_rows * sizeof(float), cudaMemcpyDeviceToHost, ex->stream));
@@ -460,6 +469,9 @@ static const emt_backend_ops cuda_ops = {
     cu_add,
     cu_silu_residual,
     cu_topk,
+    0,    /* weight_types: F32 only; the loader converts typed weights */
+    NULL, /* matmul_q */
+    NULL, /* embed_q */
     /* optional ops (Gemma) not written yet: loading a model that needs one
      * fails naming it */
     NULL, /* scale */

@@ -110,6 +110,17 @@ typedef enum entmtp_backend {
     ENTMTP_BACKEND_CUDA = 2
 } entmtp_backend;
 
+/* How weight matrices are computed with. NATIVE keeps each in its stored
+ * type where the backend has kernels for it (GGUF Q4_0/Q4_1/Q8_0, F16, BF16
+ * on CPU; activations quantized to Q8 per 32 values for the integer types);
+ * F32 converts every weight to F32 at load (exact F32 arithmetic, about 4x
+ * the memory and bytes per token of a 4-bit file). Either way greedy
+ * speculative decoding emits exactly greedy AR's tokens. */
+typedef enum entmtp_compute_type {
+    ENTMTP_COMPUTE_NATIVE = 0,
+    ENTMTP_COMPUTE_F32 = 1
+} entmtp_compute_type;
+
 /* Progress of long operations; fraction in [0,1]. Return non-zero to cancel
  * (the operation then fails with ENTMTP_ERR_CALLBACK). */
 typedef int (*entmtp_progress_fn)(float fraction, const char *what, void *user_data);
@@ -121,6 +132,7 @@ typedef struct entmtp_model_params {
     int32_t device;              /* CUDA device ordinal, default 0 */
     entmtp_progress_fn progress; /* may be NULL */
     void *progress_user_data;
+    entmtp_compute_type compute_type; /* default ENTMTP_COMPUTE_NATIVE */
 } entmtp_model_params;
 
 ENTMTP_API entmtp_model_params entmtp_model_default_params(void);

@@ -4,7 +4,8 @@
 set -euo pipefail
 export PIP_ROOT_USER_ACTION=ignore
 pkgs=(build-essential cmake pkg-config libcjson-dev libpcre2-dev libopenblas-dev
-      abigail-tools bindgen clang libclang-rt-14-dev valgrind)
+      abigail-tools bindgen clang libclang-rt-14-dev valgrind
+      libmicrohttpd-dev chromium)  # entmtp serve; its chat-page test
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -16,5 +17,5 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 PY=${PYTHON:-python3}
-$PY -m pip install -q --disable-pip-version-check numpy gguf cffi pycparser pytest tokenizers 2>&1 \
+$PY -m pip install -q --disable-pip-version-check numpy gguf cffi pycparser pytest tokenizers openai 2>&1 \
   | grep -v "^\[notice\]" || true

@@ -14,14 +14,27 @@
  * floating-point operations whatever the number of rows, and attention visits
  * the keys of a row in the same order (cache prefix, then tree rows in index
  * order), so a token's hidden state is bit-identical whether it is computed
- * alone (AR) or as a node of a verified tree. */
+ * alone (AR) or as a node of a verified tree. Typed weights (matmul_q) keep
+ * the contract unconditionally: each output is one row's dot product in a
+ * fixed order of blocks, whatever the number of rows. */
 #ifndef EMT_BACKEND_H
 #define EMT_BACKEND_H
 
 #include "common/common.h"
+#include "io/tensor.h"
 
 typedef struct emt_backend emt_backend;
 typedef struct emt_exec emt_exec;
+
+/* A weight matrix [n_out][n_in] in its stored dtype: each row is n_in
+ * values, in whole blocks for quantized types (data may point into the
+ * model file's mapping). `owned` is the backend allocation to release, NULL
+ * when the data lives in the mapping. */
+typedef struct emt_wmat {
+    emt_dtype dtype;
+    const void *data;
+    void *owned;
+} emt_wmat;
 
 typedef struct emt_backend_ops {
     const char *name;
@@ -78,6 +91,18 @@ typedef struct emt_backend_ops {
     void (*topk)(emt_exec *ex, const float *logits, int32_t n_rows, int32_t vocab, int32_t k,
                  int32_t *top_ids, float *top_probs, float *entropy);
 
+    /* Typed weights (last, so a backend that lists ops positionally and
+     * leaves these out takes F32 only). weight_types has bit (1u << dtype)
+     * for each dtype besides F32 that matmul_q and embed_q take; the loader
+     * converts any other weight to F32 for matmul. */
+    uint32_t weight_types;
+    /* matmul over W in its stored dtype; same shapes as matmul */
+    void (*matmul_q)(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x,
+                     int32_t n_rows, int32_t n_in, int32_t n_out, float *y);
+    /* embed from a typed table: rows dequantized to F32 */
+    void (*embed_q)(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *tokens,
+                    int32_t n_rows, float *out);
+
     /* ---- Optional ops, needed by some architectures only (Gemma 2/3). A
      * backend may leave them NULL; loading a model that needs one then fails
      * with an error naming the op (emt_model_check_ops). ---- */
@@ -93,6 +118,20 @@ typedef struct emt_backend_ops {
                               int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
                               int32_t n_kv_heads, int32_t head_dim, float cap, float *out);
 } emt_backend_ops;
+
+/* matmul / embed on a weight of any dtype the backend took at load. */
+static inline void emt_matmul(const emt_backend_ops *op, emt_exec *ex, const emt_wmat *W,
+                              const float *bias, const float *x, int32_t n_rows, int32_t n_in,
+                              int32_t n_out, float *y, int exact) {
+    if (W->dtype == EMT_F32) op->matmul(ex, (const float *)W->data, bias, x, n_rows, n_in, n_out, y, exact);
+    else op->matmul_q(ex, W, bias, x, n_rows, n_in, n_out, y);
+}
+
+static inline void emt_embed(const emt_backend_ops *op, emt_exec *ex, const emt_wmat *table,
+                             int32_t dim, const int32_t *tokens, int32_t n_rows, float *out) {
+    if (table->dtype == EMT_F32) op->embed(ex, (const float *)table->data, dim, tokens, n_rows, out);
+    else op->embed_q(ex, table, dim, tokens, n_rows, out);
+}
 
 struct emt_backend {
     const emt_backend_ops *ops;

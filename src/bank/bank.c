@@ -1,6 +1,7 @@
 /* The TopologyBank: compiled trees, their measured figures and the
  * calibrated policy settings; JSON load/save (docs/bank-format.md). */
 #include "bank/tree.h"
+#include "policy/policy_internal.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -11,8 +12,8 @@ struct entmtp_bank {
     entmtp_bank_params p;
     emt_tree *trees;
     int32_t n, cap;
-    int has_policy[ENTMTP_POLICY_CUSTOM];
-    entmtp_policy_config policy[ENTMTP_POLICY_CUSTOM];
+    int has_policy[EMT_POLICY_KIND_COUNT];                /* by kind; CUSTOM never */
+    entmtp_policy_config policy[EMT_POLICY_KIND_COUNT];
     int32_t default_policy; /* kind, or -1 */
 };
 
@@ -158,7 +159,7 @@ ENTMTP_API entmtp_status entmtp_bank_set_policy_config(entmtp_bank *b, const ent
     if (!b || !c) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_bank_set_policy_config: NULL argument");
     if (c->struct_size < sizeof(size_t) + sizeof(entmtp_policy_kind))
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_config.struct_size = %zu is too small", c->struct_size);
-    if (c->kind < ENTMTP_POLICY_STATIC || c->kind >= ENTMTP_POLICY_CUSTOM)
+    if (c->kind < ENTMTP_POLICY_STATIC || c->kind >= EMT_POLICY_KIND_COUNT || c->kind == ENTMTP_POLICY_CUSTOM)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "bank: policy kind %d cannot be stored (custom policies live in code)", (int)c->kind);
     entmtp_policy_config full = entmtp_policy_default_config(c->kind);
     entmtp_status st = emt_copy_versioned(&full, sizeof full, c, "entmtp_policy_config");
@@ -180,7 +181,7 @@ ENTMTP_API entmtp_status entmtp_bank_set_policy_config(entmtp_bank *b, const ent
 
 ENTMTP_API entmtp_status entmtp_bank_policy_config(const entmtp_bank *b, entmtp_policy_kind kind, entmtp_policy_config *out) {
     if (!b || !out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_bank_policy_config: NULL argument");
-    if (kind < ENTMTP_POLICY_STATIC || kind >= ENTMTP_POLICY_CUSTOM || !b->has_policy[kind])
+    if (kind < ENTMTP_POLICY_STATIC || kind >= EMT_POLICY_KIND_COUNT || kind == ENTMTP_POLICY_CUSTOM || !b->has_policy[kind])
         return emt_fail(ENTMTP_ERR_NOT_FOUND, "bank holds no '%s' policy settings",
                         entmtp_policy_kind_name(kind) ? entmtp_policy_kind_name(kind) : "?");
     *out = b->policy[kind];
@@ -270,6 +271,15 @@ static entmtp_status load_policy(entmtp_bank *b, const cJSON *pol, const char *f
             (st = num_field(o, "length_penalty", file, "policy.ucb", &c.ucb_length_penalty)))
             return st;
         if ((st = entmtp_bank_set_policy_config(b, &c))) { emt_error_prefix("%s: policy.ucb: ", file); return ENTMTP_ERR_FORMAT; }
+    }
+    /* the policies without settings: an empty object stores them */
+    const entmtp_policy_kind plain[2] = { EMT_POLICY_THROUGHPUT, EMT_POLICY_DYNAMIC };
+    for (int i = 0; i < 2; i++) {
+        const char *name = entmtp_policy_kind_name(plain[i]);
+        if (!(o = cJSON_GetObjectItemCaseSensitive(pol, name))) continue;
+        if (!cJSON_IsObject(o)) return emt_fail(ENTMTP_ERR_FORMAT, "%s: policy.%s must be an object", file, name);
+        entmtp_policy_config c = entmtp_policy_default_config(plain[i]);
+        if ((st = entmtp_bank_set_policy_config(b, &c))) { emt_error_prefix("%s: policy.%s: ", file, name); return ENTMTP_ERR_FORMAT; }
     }
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(pol, "default");
     if (d) {
@@ -366,7 +376,7 @@ ENTMTP_API entmtp_status entmtp_bank_save(const entmtp_bank *b, const char *path
         cJSON_AddItemToArray(trees, o);
     }
     int any = 0;
-    for (int k = 0; k < ENTMTP_POLICY_CUSTOM; k++) any |= b->has_policy[k];
+    for (int k = 0; k < EMT_POLICY_KIND_COUNT; k++) any |= b->has_policy[k];
     if (any) {
         cJSON *pol = cJSON_AddObjectToObject(root, "policy");
         if (b->default_policy >= 0) cJSON_AddStringToObject(pol, "default", entmtp_policy_kind_name((entmtp_policy_kind)b->default_policy));
@@ -394,6 +404,8 @@ ENTMTP_API entmtp_status entmtp_bank_save(const entmtp_bank *b, const char *path
             cJSON_AddNumberToObject(o, "exploration", b->policy[ENTMTP_POLICY_UCB].ucb_exploration);
             cJSON_AddNumberToObject(o, "length_penalty", b->policy[ENTMTP_POLICY_UCB].ucb_length_penalty);
         }
+        if (b->has_policy[EMT_POLICY_THROUGHPUT]) cJSON_AddObjectToObject(pol, "throughput");
+        if (b->has_policy[EMT_POLICY_DYNAMIC]) cJSON_AddObjectToObject(pol, "dynamic");
     }
     char *text = cJSON_Print(root);
     cJSON_Delete(root);

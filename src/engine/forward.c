@@ -15,16 +15,16 @@ entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_s
         return emt_fail(ENTMTP_ERR_STATE, "forward: %d rows at cache row %d do not fit (max %d rows, %d cache rows)",
                         n, kv_start, s->max_rows, kv->rows);
 
-    op->embed(ex, m->tok_embd, H, tokens, n, s->x);
+    emt_embed(op, ex, &m->tok_embd, H, tokens, n, s->x);
     if (c->embed_scale) op->scale(ex, s->x, (int64_t)n * H, c->embed_scale);
     for (int32_t l = 0; l < c->n_layers; l++) {
         const emt_layer *L = &m->layers[l];
         float *k_rows = kv->k[l] + (size_t)kv_start * kv_dim;
         float *v_rows = kv->v[l] + (size_t)kv_start * kv_dim;
         op->rmsnorm(ex, s->x, L->attn_norm, n, H, c->rms_eps, s->xn);
-        op->matmul(ex, L->wq, L->bq, s->xn, n, H, q_dim, s->q, exact);
-        op->matmul(ex, L->wk, L->bk, s->xn, n, H, kv_dim, k_rows, exact);
-        op->matmul(ex, L->wv, L->bv, s->xn, n, H, kv_dim, v_rows, exact);
+        emt_matmul(op, ex, &L->wq, L->bq, s->xn, n, H, q_dim, s->q, exact);
+        emt_matmul(op, ex, &L->wk, L->bk, s->xn, n, H, kv_dim, k_rows, exact);
+        emt_matmul(op, ex, &L->wv, L->bv, s->xn, n, H, kv_dim, v_rows, exact);
         if (c->qk_norm) { /* per-head RMSNorm: every head is one row of head_dim */
             op->rmsnorm(ex, s->q, L->q_norm, n * c->n_heads, hd, c->rms_eps, s->q);
             op->rmsnorm(ex, k_rows, L->k_norm, n * c->n_kv_heads, hd, c->rms_eps, k_rows);
@@ -39,22 +39,22 @@ entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_s
         else
             op->attention(ex, s->q, kv->k[l], kv->v[l], kv_start, n, mask, c->n_heads, c->n_kv_heads,
                           hd, s->att);
-        op->matmul(ex, L->wo, L->bo, s->att, n, q_dim, H, s->tmp, exact);
+        emt_matmul(op, ex, &L->wo, L->bo, s->att, n, q_dim, H, s->tmp, exact);
         if (c->post_norms) op->rmsnorm(ex, s->tmp, L->post_attn_norm, n, H, c->rms_eps, s->tmp);
         op->add(ex, s->x, s->tmp, (int64_t)n * H);
         op->rmsnorm(ex, s->x, L->ffn_norm, n, H, c->rms_eps, s->xn);
-        op->matmul(ex, L->w_gate, L->b_gate, s->xn, n, H, F, s->gate, exact);
-        op->matmul(ex, L->w_up, L->b_up, s->xn, n, H, F, s->up, exact);
+        emt_matmul(op, ex, &L->w_gate, L->b_gate, s->xn, n, H, F, s->gate, exact);
+        emt_matmul(op, ex, &L->w_up, L->b_up, s->xn, n, H, F, s->up, exact);
         if (c->geglu) op->geglu(ex, s->gate, s->up, (int64_t)n * F, s->gate);
         else op->swiglu(ex, s->gate, s->up, (int64_t)n * F, s->gate);
-        op->matmul(ex, L->w_down, L->b_down, s->gate, n, F, H, s->tmp, exact);
+        emt_matmul(op, ex, &L->w_down, L->b_down, s->gate, n, F, H, s->tmp, exact);
         if (c->post_norms) op->rmsnorm(ex, s->tmp, L->post_ffn_norm, n, H, c->rms_eps, s->tmp);
         op->add(ex, s->x, s->tmp, (int64_t)n * H);
     }
     op->rmsnorm(ex, s->x, m->out_norm, n, H, c->rms_eps, s->hidden);
     if (logits_rows > 0) {
         if (logits_rows > n) logits_rows = n;
-        op->matmul(ex, m->lm_head, NULL, s->hidden + (size_t)(n - logits_rows) * H, logits_rows, H,
+        emt_matmul(op, ex, &m->lm_head, NULL, s->hidden + (size_t)(n - logits_rows) * H, logits_rows, H,
                    c->vocab, s->logits, exact);
         if (c->final_softcap) op->softcap(ex, s->logits, (int64_t)logits_rows * c->vocab, c->final_softcap);
     }

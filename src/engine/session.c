@@ -2,6 +2,8 @@
 #include "accept/accept.h"
 #include "accept/node_flags.h"
 #include "engine/engine.h"
+#include "engine/features.h"
+#include "policy/policy_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -40,6 +42,7 @@ struct entmtp_session {
     int batch_heads;       /* Medusa: one lm_head product for all heads (default) */
     int64_t *usage;
     entmtp_session_stats stats;
+    emt_outlook_state outlook; /* per-tree expected accept and step time (bank + heads only) */
 };
 
 static const emt_tree g_ar_tree = {
@@ -101,6 +104,7 @@ ENTMTP_API void entmtp_session_free(entmtp_session *S) {
     free(S->host_next);
     free(S->probe_probs);
     free(S->usage);
+    emt_outlook_free(&S->outlook);
     free(S);
 }
 
@@ -263,6 +267,10 @@ entmtp_status emt_session_create_sized(entmtp_model *model, entmtp_heads *heads,
         HOST_ALLOC(S->host_logits, (int64_t)S->max_nodes * V);
         HOST_ALLOC(S->host_next, V);
     }
+    if (n_heads && S->n_trees && (st = emt_outlook_init(&S->outlook, bank, n_heads, S->topk))) {
+        entmtp_session_free(S);
+        return st;
+    }
     S->features.struct_size = sizeof S->features;
     S->stats.struct_size = sizeof S->stats;
     *out_session = S;
@@ -394,8 +402,8 @@ static void run_head(entmtp_session *S, int32_t h, int32_t rows, const float *in
         map_draft_ids(S, top_ids, rows);
         return;
     }
-    const float *lm = hd->lm_w ? hd->lm_w : S->model->lm_head;
-    op->matmul(S->ex, lm, hd->lm_b, x, rows, H, V, S->s.head_logits, 1);
+    emt_wmat own = { EMT_F32, hd->lm_w, NULL };
+    emt_matmul(op, S->ex, hd->lm_w ? &own : &S->model->lm_head, hd->lm_b, x, rows, H, V, S->s.head_logits, 1);
     op->topk(S->ex, S->s.head_logits, rows, V, S->topk, top_ids, top_p, NULL);
 }
 
@@ -423,7 +431,7 @@ static void medusa_heads(entmtp_session *S) {
         map_draft_ids(S, S->chain_ids, n);
         return;
     }
-    op->matmul(S->ex, S->model->lm_head, NULL, rows, n, H, V, S->s.head_logits, 1);
+    emt_matmul(op, S->ex, &S->model->lm_head, NULL, rows, n, H, V, S->s.head_logits, 1);
     op->topk(S->ex, S->s.head_logits, n, V, S->topk, S->chain_ids, S->chain_p, NULL);
 }
 
@@ -435,7 +443,7 @@ static void hydra_input_row(entmtp_session *S, int32_t r, const int32_t *path, i
     float *row = S->s.head_in + (size_t)r * width;
     int32_t zero = 0;
     op->copy_rows(S->ex, row, S->s.last_hidden, (size_t)H, &zero, &zero, 1);
-    for (int32_t j = 0; j < depth; j++) op->embed(S->ex, S->model->tok_embd, H, &path[j], 1, row + (size_t)(j + 1) * H);
+    for (int32_t j = 0; j < depth; j++) emt_embed(op, S->ex, &S->model->tok_embd, H, &path[j], 1, row + (size_t)(j + 1) * H);
 }
 
 /* Hydra greedy chain from the root: head d sees root and the chain's first
@@ -585,6 +593,7 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     int speculate = !force_ar && S->heads && (probe || (S->bank && S->n_trees > 0));
     float head_p[ENTMTP_MAX_HEADS];
     int32_t n_heads = 0;
+    int dynamic = 0; /* the policy asked for a dynamic tree of the chosen tree's size */
     if (speculate) {
         n_heads = S->heads->n_heads;
         if (S->heads->kind == ENTMTP_HEADS_MEDUSA) medusa_heads(S);
@@ -600,14 +609,21 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     } else if (speculate) {
         int32_t k = 0;
         if (S->policy) {
-            st = entmtp_policy_select(S->policy, &S->features, S->n_trees, &k);
+            const emt_tree_outlook *ol = NULL;
+            emt_tree_outlook view = { S->outlook.expected_accept, S->outlook.expected_seconds };
+            dynamic = emt_policy_wants_dynamic_tree(S->policy);
+            if (emt_policy_needs_outlook(S->policy)) {
+                emt_outlook_compute(&S->outlook, S->bank, S->chain_p, S->topk, n_heads, S->topk, dynamic);
+                ol = &view;
+            }
+            st = emt_policy_select_outlook(S->policy, &S->features, ol, S->n_trees, &k);
             if (st) goto out;
         }
         if (k < 0 || k >= S->n_trees) {
             st = emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "entmtp_step: the policy chose tree %d, outside the bank [0, %d)", k, S->n_trees);
             goto out;
         }
-        t = emt_bank_tree(S->bank, k);
+        t = emt_outlook_tree(&S->outlook, S->bank, k, dynamic);
         res.tree_index = k;
         draft(S, t, root);
     } else {
@@ -692,6 +708,7 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     S->stats.tokens_per_second = S->stats.decode_seconds > 0 ? (double)S->stats.n_generated / S->stats.decode_seconds : 0;
     if (res.tree_index >= 0) {
         S->usage[res.tree_index]++;
+        emt_outlook_observe(&S->outlook, t, res.tree_index, S->chain_p, S->topk, n_heads, S->topk, row, acc, dt);
         if (S->policy) {
             entmtp_outcome o = { sizeof o, res.tree_index, t->n_nodes, t->depth, res.accept_length, dt };
             if ((st = entmtp_policy_observe(S->policy, &o))) goto out;

@@ -28,24 +28,43 @@ size_t emt_dtype_nbytes(emt_dtype t, int64_t numel) {
     return (size_t)blocks * g_types[t].block_bytes;
 }
 
-static inline float f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF, bits;
-    if (exp == 0) {
-        if (man == 0) {
-            bits = sign;
-        } else { /* subnormal: normalise */
-            int e = -1;
-            do { man <<= 1; e++; } while (!(man & 0x400));
-            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3FF) << 13);
-        }
-    } else if (exp == 31) {
-        bits = sign | 0x7F800000u | (man << 13);
-    } else {
-        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+uint16_t emt_f32_to_f16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, e = (x >> 23) & 0xFF, man = x & 0x7FFFFF;
+    if (e == 0xFF) return (uint16_t)(sign | 0x7C00 | (man ? 0x200 : 0)); /* inf / nan */
+    int32_t he = (int32_t)e - 127 + 15;
+    if (he >= 31) return (uint16_t)(sign | 0x7C00);
+    if (he <= 0) { /* subnormal half (or zero): shift the implicit bit in */
+        if (he < -10) return (uint16_t)sign;
+        man |= 0x800000;
+        uint32_t shift = (uint32_t)(14 - he), half = man >> shift, rem = man & ((1u << shift) - 1);
+        uint32_t mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1))) half++;
+        return (uint16_t)(sign | half);
     }
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
+    uint32_t half = ((uint32_t)he << 10) | (man >> 13), rem = man & 0x1FFF;
+    if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++; /* may carry into the exponent: right */
+    return (uint16_t)(sign | half);
+}
+
+void emt_quantize_q4_0(const float *x, int64_t n, void *out) {
+    uint8_t *o = out;
+    for (int64_t b = 0; b < n / 32; b++, o += 18) {
+        const float *xb = x + b * 32;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < 32; j++)
+            if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); max = xb[j]; }
+        float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint16_t dh = emt_f32_to_f16(d);
+        memcpy(o, &dh, 2);
+        for (int j = 0; j < 16; j++) {
+            int lo = (int)(xb[j] * id + 8.5f), hi = (int)(xb[j + 16] * id + 8.5f);
+            lo = lo < 0 ? 0 : lo > 15 ? 15 : lo;
+            hi = hi < 0 ? 0 : hi > 15 ? 15 : hi;
+            o[2 + j] = (uint8_t)(lo | (hi << 4));
+        }
+    }
 }
 
 static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
@@ -61,7 +80,7 @@ entmtp_status emt_tensor_to_f32(const emt_tensor *t, int64_t first, int64_t coun
         memcpy(out, p + first * 4, (size_t)count * 4);
         return ENTMTP_OK;
     case EMT_F16:
-        for (int64_t i = 0; i < count; i++) out[i] = f16_to_f32(rd16(p + (first + i) * 2));
+        for (int64_t i = 0; i < count; i++) out[i] = emt_f16_to_f32(rd16(p + (first + i) * 2));
         return ENTMTP_OK;
     case EMT_BF16:
         for (int64_t i = 0; i < count; i++) {
@@ -93,7 +112,7 @@ entmtp_status emt_tensor_to_f32(const emt_tensor *t, int64_t first, int64_t coun
     for (int64_t b = first / 32; b < (first + count) / 32; b++) {
         const uint8_t *blk = p + (size_t)b * bb;
         float *o = out + (b - first / 32) * 32;
-        float d = f16_to_f32(rd16(blk));
+        float d = emt_f16_to_f32(rd16(blk));
         if (!isfinite(d))
             return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s': block %lld has a non-finite scale",
                             t->file ? t->file : "?", t->name, (long long)b);
@@ -107,7 +126,7 @@ entmtp_status emt_tensor_to_f32(const emt_tensor *t, int64_t first, int64_t coun
                 o[j + 16] = (float)((q[j] >> 4) - 8) * d;
             }
         } else {
-            float m = f16_to_f32(rd16(blk + 2));
+            float m = emt_f16_to_f32(rd16(blk + 2));
             if (!isfinite(m))
                 return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s': block %lld has a non-finite minimum",
                                 t->file ? t->file : "?", t->name, (long long)b);

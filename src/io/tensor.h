@@ -29,6 +29,43 @@ typedef struct emt_tensor {
     const char *file;        /* path of the file holding it */
 } emt_tensor;
 
+/* IEEE half -> float, exact (subnormals included). */
+static inline float emt_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF, bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: normalise */
+            int e = -1;
+            do { man <<= 1; e++; } while (!(man & 0x400));
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | ((man & 0x3FF) << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7F800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* bfloat16 -> float: the high half of the float's bits. */
+static inline float emt_bf16_to_f32(uint16_t h) {
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* float -> IEEE half, round to nearest even (overflow to infinity). */
+uint16_t emt_f32_to_f16(float f);
+
+/* Quantize n values (a multiple of 32) into GGUF Q4_0 blocks the way
+ * llama.cpp's reference quantizer does: d = the value of largest magnitude
+ * / -8, codes round(x / d) + 8 clamped to [0, 15]. */
+void emt_quantize_q4_0(const float *x, int64_t n, void *out);
+
 const char *emt_dtype_name(emt_dtype t);
 int64_t emt_tensor_numel(const emt_tensor *t);
 /* Bytes needed for `numel` elements of dtype (blocks for quantized types);

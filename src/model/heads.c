@@ -163,7 +163,7 @@ static entmtp_status load_draft_vocab(entmtp_heads *h, const emt_st *st) {
     if (h->shares_lm_head) {
         h->draft_shared = be->ops->alloc(be, bytes);
         if (!h->draft_shared) st_ = ENTMTP_ERR_OUT_OF_MEMORY;
-        else be->ops->copy_rows(ex, h->draft_shared, h->model->lm_head, (size_t)c->hidden, all, h->draft_ids, n);
+        else emt_embed(be->ops, ex, &h->model->lm_head, c->hidden, h->draft_ids, n, h->draft_shared);
     }
     for (int32_t i = 0; i < h->n_heads && !st_; i++) {
         emt_head *hd = &h->heads[i];

@@ -1,6 +1,7 @@
 /* entmtp_model_*: load a Llama-family model from GGUF or a Hugging Face
  * safetensors directory into F32 weights on the chosen backend. */
 #include "model/model.h"
+#include "backend/cpu/cpu_variants.h"
 #include "model/weights.h"
 
 #include <cjson/cJSON.h>
@@ -377,18 +378,21 @@ static entmtp_status validate_config(const char *path, const emt_model_config *c
 
 /* ---------------------------------------------------------------- weights */
 
-/* Points wq/wk/wv (w_gate/w_up) at the row blocks of the fused tensors. */
+/* Points wq/wk/wv (w_gate/w_up) at the row blocks of the fused tensors:
+ * views in the same dtype that own nothing. */
 static void split_fused(const emt_model_config *c, emt_layer *L) {
-    size_t H = (size_t)c->hidden, q_rows = (size_t)c->n_heads * c->head_dim,
-           kv_rows = (size_t)c->n_kv_heads * c->head_dim;
-    if (L->w_qkv) {
-        L->wq = L->w_qkv;
-        L->wk = L->w_qkv + q_rows * H;
-        L->wv = L->w_qkv + (q_rows + kv_rows) * H;
+    size_t row, q_rows = (size_t)c->n_heads * c->head_dim, kv_rows = (size_t)c->n_kv_heads * c->head_dim;
+    const uint8_t *qkv = L->w_qkv.data, *gate_up = L->w_gate_up.data;
+    if (qkv) {
+        row = emt_dtype_nbytes(L->w_qkv.dtype, c->hidden);
+        L->wq = (emt_wmat){ L->w_qkv.dtype, qkv, NULL };
+        L->wk = (emt_wmat){ L->w_qkv.dtype, qkv + q_rows * row, NULL };
+        L->wv = (emt_wmat){ L->w_qkv.dtype, qkv + (q_rows + kv_rows) * row, NULL };
     }
-    if (L->w_gate_up) {
-        L->w_gate = L->w_gate_up;
-        L->w_up = L->w_gate_up + (size_t)c->ffn * H;
+    if (gate_up) {
+        row = emt_dtype_nbytes(L->w_gate_up.dtype, c->hidden);
+        L->w_gate = (emt_wmat){ L->w_gate_up.dtype, gate_up, NULL };
+        L->w_up = (emt_wmat){ L->w_gate_up.dtype, gate_up + (size_t)c->ffn * row, NULL };
     }
 }
 
@@ -400,23 +404,30 @@ static entmtp_status load_layers(entmtp_model *m, emt_weights *w) {
     int32_t k_perm = gguf && c->gguf_qk_permuted ? c->n_kv_heads : 0;
     entmtp_status st;
     char name[256];
+#define NAME(gname, hname)                                                                      \
+    (gguf ? snprintf(name, sizeof name, "blk.%d." gname, l)                                    \
+          : snprintf(name, sizeof name, "model.layers.%d." hname, l))
 #define LOAD(field, gname, hname, d0, d1, perm, opt)                                            \
     do {                                                                                        \
-        if (gguf) snprintf(name, sizeof name, "blk.%d." gname, l);                              \
-        else snprintf(name, sizeof name, "model.layers.%d." hname, l);                          \
+        NAME(gname, hname);                                                                     \
         if ((st = emt_weights_load(w, name, d0, d1, perm, opt, &L->field))) return st;          \
+    } while (0)
+#define LOAD_MAT(field, gname, hname, d0, d1, perm)                                             \
+    do {                                                                                        \
+        NAME(gname, hname);                                                                     \
+        if ((st = emt_weights_load_mat(w, name, d0, d1, perm, &L->field))) return st;           \
     } while (0)
     for (int32_t l = 0; l < c->n_layers; l++) {
         emt_layer *L = &m->layers[l];
         LOAD(attn_norm, "attn_norm.weight", "input_layernorm.weight", c->hidden, 0, 0, 0);
         if (c->fused_qkv) {
-            LOAD(w_qkv, "attn_qkv.weight", "self_attn.qkv_proj.weight", q_rows + 2 * kv_rows, c->hidden, 0, 0);
+            LOAD_MAT(w_qkv, "attn_qkv.weight", "self_attn.qkv_proj.weight", q_rows + 2 * kv_rows, c->hidden, 0);
         } else {
-            LOAD(wq, "attn_q.weight", "self_attn.q_proj.weight", q_rows, c->hidden, q_perm, 0);
-            LOAD(wk, "attn_k.weight", "self_attn.k_proj.weight", kv_rows, c->hidden, k_perm, 0);
-            LOAD(wv, "attn_v.weight", "self_attn.v_proj.weight", kv_rows, c->hidden, 0, 0);
+            LOAD_MAT(wq, "attn_q.weight", "self_attn.q_proj.weight", q_rows, c->hidden, q_perm);
+            LOAD_MAT(wk, "attn_k.weight", "self_attn.k_proj.weight", kv_rows, c->hidden, k_perm);
+            LOAD_MAT(wv, "attn_v.weight", "self_attn.v_proj.weight", kv_rows, c->hidden, 0);
         }
-        LOAD(wo, "attn_output.weight", "self_attn.o_proj.weight", c->hidden, q_rows, 0, 0);
+        LOAD_MAT(wo, "attn_output.weight", "self_attn.o_proj.weight", c->hidden, q_rows, 0);
         if (c->qk_norm) {
             LOAD(q_norm, "attn_q_norm.weight", "self_attn.q_norm.weight", c->head_dim, 0, 0, 0);
             LOAD(k_norm, "attn_k_norm.weight", "self_attn.k_norm.weight", c->head_dim, 0, 0, 0);
@@ -430,12 +441,12 @@ static entmtp_status load_layers(entmtp_model *m, emt_weights *w) {
                           : m->inv_freq;
         LOAD(ffn_norm, "ffn_norm.weight", "post_attention_layernorm.weight", c->hidden, 0, 0, 0);
         if (c->fused_gate_up) {
-            LOAD(w_gate_up, "ffn_up.weight", "mlp.gate_up_proj.weight", 2 * (int64_t)c->ffn, c->hidden, 0, 0);
+            LOAD_MAT(w_gate_up, "ffn_up.weight", "mlp.gate_up_proj.weight", 2 * (int64_t)c->ffn, c->hidden, 0);
         } else {
-            LOAD(w_gate, "ffn_gate.weight", "mlp.gate_proj.weight", c->ffn, c->hidden, 0, 0);
-            LOAD(w_up, "ffn_up.weight", "mlp.up_proj.weight", c->ffn, c->hidden, 0, 0);
+            LOAD_MAT(w_gate, "ffn_gate.weight", "mlp.gate_proj.weight", c->ffn, c->hidden, 0);
+            LOAD_MAT(w_up, "ffn_up.weight", "mlp.up_proj.weight", c->ffn, c->hidden, 0);
         }
-        LOAD(w_down, "ffn_down.weight", "mlp.down_proj.weight", c->hidden, c->ffn, 0, 0);
+        LOAD_MAT(w_down, "ffn_down.weight", "mlp.down_proj.weight", c->hidden, c->ffn, 0);
         split_fused(c, L);
         if (c->attn_bias && c->fused_qkv) {
             return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: biases on a fused QKV projection are not supported",
@@ -456,11 +467,18 @@ static entmtp_status load_layers(entmtp_model *m, emt_weights *w) {
         }
     }
 #undef LOAD
+#undef LOAD_MAT
+#undef NAME
     return ENTMTP_OK;
 }
 
 static void release(entmtp_model *m, float *p) {
     if (p) m->be->ops->release(m->be, p);
+}
+
+static void release_mat(entmtp_model *m, emt_wmat *w) {
+    if (w->owned) m->be->ops->release(m->be, w->owned);
+    memset(w, 0, sizeof *w);
 }
 
 ENTMTP_API void entmtp_model_free(entmtp_model *m) {
@@ -469,25 +487,26 @@ ENTMTP_API void entmtp_model_free(entmtp_model *m) {
         if (m->layers) {
             for (int32_t l = 0; l < m->cfg.n_layers; l++) {
                 emt_layer *L = &m->layers[l];
-                /* fused tensors are released through their owners, not the views */
-                float *qkv[] = { L->wq, L->wk, L->wv }, *gate_up[] = { L->w_gate, L->w_up };
-                if (L->w_qkv) memset(qkv, 0, sizeof qkv);
-                if (L->w_gate_up) memset(gate_up, 0, sizeof gate_up);
-                float *ps[] = { L->attn_norm, qkv[0], qkv[1], qkv[2], L->w_qkv, L->wo, L->bq, L->bk,
-                                L->bv, L->bo, L->q_norm, L->k_norm, L->post_attn_norm, L->post_ffn_norm,
-                                L->ffn_norm, gate_up[0], gate_up[1],
-                                L->w_gate_up, L->w_down, L->b_gate, L->b_up, L->b_down };
+                float *ps[] = { L->attn_norm, L->bq, L->bk, L->bv, L->bo, L->q_norm, L->k_norm,
+                                L->post_attn_norm, L->post_ffn_norm, L->ffn_norm, L->b_gate, L->b_up,
+                                L->b_down };
                 for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) release(m, ps[i]);
+                /* fused views own nothing: released through w_qkv / w_gate_up */
+                emt_wmat *ws[] = { &L->wq, &L->wk, &L->wv, &L->w_qkv, &L->wo, &L->w_gate, &L->w_up,
+                                   &L->w_gate_up, &L->w_down };
+                for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) release_mat(m, ws[i]);
             }
         }
-        if (m->lm_head != m->tok_embd) release(m, m->lm_head);
-        release(m, m->tok_embd);
+        if (m->lm_head.data != m->tok_embd.data) release_mat(m, &m->lm_head);
+        release_mat(m, &m->tok_embd);
         release(m, m->out_norm);
         m->be->ops->destroy(m->be);
     }
     free(m->layers);
     free(m->inv_freq);
     free(m->inv_freq_local);
+    emt_gguf_close(m->gguf); /* after the weights that point into it */
+    emt_st_close(m->st);
     emt_tokenizer_free(m->tokenizer);
     free(m->path);
     free(m);
@@ -529,6 +548,53 @@ entmtp_status emt_model_check_ops(const entmtp_model *m) {
         return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: architecture '%s' needs the backend op '%s', which the %s backend does not have",
                         m->path, c->arch, missing, op->name);
     return ENTMTP_OK;
+}
+
+static size_t mat_bytes(const emt_wmat *w, int32_t rows, int32_t cols) {
+    return emt_dtype_nbytes(w->dtype, (int64_t)rows * cols);
+}
+
+size_t emt_model_streamed_bytes(const entmtp_model *m) {
+    const emt_model_config *c = &m->cfg;
+    int32_t q = c->n_heads * c->head_dim, kv = c->n_kv_heads * c->head_dim;
+    size_t n = mat_bytes(&m->lm_head, c->vocab, c->hidden) + (size_t)c->hidden * 4;
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        const emt_layer *L = &m->layers[l];
+        n += mat_bytes(&L->wq, q, c->hidden) + mat_bytes(&L->wk, kv, c->hidden) +
+             mat_bytes(&L->wv, kv, c->hidden) + mat_bytes(&L->wo, c->hidden, q) +
+             mat_bytes(&L->w_gate, c->ffn, c->hidden) + mat_bytes(&L->w_up, c->ffn, c->hidden) +
+             mat_bytes(&L->w_down, c->hidden, c->ffn) + (size_t)c->hidden * 8;
+    }
+    return n;
+}
+
+const char *emt_model_kernels(entmtp_model *m) {
+    int count[EMT_DTYPE_COUNT] = { 0 };
+    count[m->tok_embd.dtype]++;
+    if (m->lm_head.data != m->tok_embd.data) count[m->lm_head.dtype]++;
+    for (int32_t l = 0; l < m->cfg.n_layers; l++) {
+        const emt_layer *L = &m->layers[l];
+        const emt_wmat *ws[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down };
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) count[ws[i]->dtype]++;
+    }
+    size_t n = (size_t)snprintf(m->kernels, sizeof m->kernels, "%s", m->be->ops->name);
+    if (m->backend_kind == ENTMTP_BACKEND_CPU) {
+        emt_cpu_variant v = EMT_CPU_BASELINE;
+        for (int k = 0; k < EMT_CPU_VARIANT_COUNT; k++)
+            if (emt_cpu_variant_ops((emt_cpu_variant)k) == m->be->ops) v = (emt_cpu_variant)k;
+        n += (size_t)snprintf(m->kernels + n, sizeof m->kernels - n, " %s", emt_cpu_variant_name(v));
+    }
+    n += (size_t)snprintf(m->kernels + n, sizeof m->kernels - n, ", %s weights (",
+                          m->compute == ENTMTP_COMPUTE_F32 ? "f32" : "native");
+    const char *sep = "";
+    for (int d = 0; d < EMT_DTYPE_COUNT && n < sizeof m->kernels; d++)
+        if (count[d]) {
+            n += (size_t)snprintf(m->kernels + n, sizeof m->kernels - n, "%s%s %d", sep,
+                                  emt_dtype_name((emt_dtype)d), count[d]);
+            sep = ", ";
+        }
+    if (n < sizeof m->kernels) snprintf(m->kernels + n, sizeof m->kernels - n, ")");
+    return m->kernels;
 }
 
 static int is_dir(const char *path) {
@@ -576,10 +642,14 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
     if (st) return st;
     if (p.n_threads < 0)
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "model params: n_threads = %d is negative", p.n_threads);
+    if (p.compute_type != ENTMTP_COMPUTE_NATIVE && p.compute_type != ENTMTP_COMPUTE_F32)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
+                        "model params: compute_type = %d is not a valid entmtp_compute_type", (int)p.compute_type);
 
     entmtp_model *m = emt_calloc(1, sizeof *m);
     if (!m) return ENTMTP_ERR_OUT_OF_MEMORY;
     m->n_threads = p.n_threads;
+    m->compute = p.compute_type;
     m->path = emt_strdup(path);
     emt_weights w;
     memset(&w, 0, sizeof w);
@@ -591,8 +661,10 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
     if (is_dir(path)) {
         if ((st = config_from_hf(path, &m->cfg))) goto fail;
         if ((st = emt_st_open(path, &w.st))) goto fail;
+        m->st = w.st;
     } else {
         if ((st = emt_gguf_open(path, &w.gguf))) goto fail;
+        m->gguf = w.gguf;
         if ((st = config_from_gguf(w.gguf, &m->cfg))) goto fail;
     }
     if ((st = validate_config(path, &m->cfg))) goto fail;
@@ -602,6 +674,7 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
     if ((st = create_backend(&p, m))) goto fail;
     if ((st = emt_model_check_ops(m))) goto fail;
     w.be = m->be;
+    w.native = p.compute_type == ENTMTP_COMPUTE_NATIVE;
     {
         int64_t n = w.gguf ? emt_gguf_n_tensors(w.gguf) : emt_st_n_tensors(w.st);
         for (int64_t i = 0; i < n; i++) {
@@ -625,8 +698,8 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
         emt_rope_inv_freq(&local, NULL, m->inv_freq_local);
     }
     int gguf = w.gguf != NULL;
-    if ((st = emt_weights_load(&w, gguf ? "token_embd.weight" : "model.embed_tokens.weight", c->vocab,
-                               c->hidden, 0, 0, &m->tok_embd)))
+    if ((st = emt_weights_load_mat(&w, gguf ? "token_embd.weight" : "model.embed_tokens.weight",
+                                   c->vocab, c->hidden, 0, &m->tok_embd)))
         goto fail;
     if ((st = load_layers(m, &w))) goto fail;
     if ((st = emt_weights_load(&w, gguf ? "output_norm.weight" : "model.norm.weight", c->hidden, 0, 0,
@@ -634,8 +707,9 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
         goto fail;
     if (c->tied) {
         m->lm_head = m->tok_embd;
-    } else if ((st = emt_weights_load(&w, gguf ? "output.weight" : "lm_head.weight", c->vocab,
-                                      c->hidden, 0, 0, &m->lm_head))) {
+        m->lm_head.owned = NULL; /* released once, through tok_embd */
+    } else if ((st = emt_weights_load_mat(&w, gguf ? "output.weight" : "lm_head.weight", c->vocab,
+                                          c->hidden, 0, &m->lm_head))) {
         goto fail;
     }
     m->n_params = w.n_params;
@@ -654,13 +728,9 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
     }
     collect_eog(m);
     if (w.progress) w.progress(1.0f, "loading weights", w.progress_user);
-    emt_gguf_close(w.gguf);
-    emt_st_close(w.st);
     *out_model = m;
     return ENTMTP_OK;
 fail:
-    emt_gguf_close(w.gguf);
-    emt_st_close(w.st);
     entmtp_model_free(m);
     return st;
 }

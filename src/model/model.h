@@ -1,12 +1,15 @@
 /* A loaded decoder-only transformer: one description (config + per-layer
- * flags) that covers the Llama, Qwen2/3, Mistral and Phi-3 families, F32
- * weights on the backend, the tokenizer, and the RoPE frequencies.
- * Immutable after loading. */
+ * flags) that covers the Llama, Qwen2/3, Mistral, Phi-3 and Gemma 2/3
+ * families, weights on the backend (matrices in their stored dtype where the
+ * backend takes it, else F32; norms and biases F32), the tokenizer, and the
+ * RoPE frequencies. Immutable after loading. */
 #ifndef EMT_MODEL_H
 #define EMT_MODEL_H
 
 #include "backend/backend.h"
 #include "common/common.h"
+#include "io/gguf.h"
+#include "io/safetensors.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct emt_model_config {
@@ -39,13 +42,15 @@ typedef struct emt_model_config {
 } emt_model_config;
 
 typedef struct emt_layer {
-    float *attn_norm, *wq, *wk, *wv, *wo;
+    float *attn_norm;
+    emt_wmat wq, wk, wv, wo;  /* views into w_qkv when fused (their owned is NULL) */
+    emt_wmat w_qkv, w_gate_up; /* the fused tensors (Phi-3), else empty */
     float *q_norm, *k_norm;  /* [head_dim] with qk_norm, else NULL */
     float *post_attn_norm, *post_ffn_norm; /* [hidden] with post_norms, else NULL */
     const float *inv_freq;   /* host: the model's global or local RoPE frequencies */
-    float *w_qkv, *w_gate_up; /* owners of the fused tensors; wq/wk/wv, w_gate/w_up point inside */
     float *bq, *bk, *bv, *bo; /* NULL without attention_bias */
-    float *ffn_norm, *w_gate, *w_up, *w_down;
+    float *ffn_norm;
+    emt_wmat w_gate, w_up, w_down;
     float *b_gate, *b_up, *b_down; /* NULL without mlp_bias */
 } emt_layer;
 
@@ -54,9 +59,14 @@ struct entmtp_model {
     entmtp_backend backend_kind;
     emt_backend *be;
     int32_t n_threads;
-    float *tok_embd;   /* [vocab][hidden], device */
+    emt_wmat tok_embd; /* [vocab][hidden], device */
     float *out_norm;   /* [hidden] */
-    float *lm_head;    /* [vocab][hidden]; == tok_embd when tied */
+    emt_wmat lm_head;  /* [vocab][hidden]; the same data as tok_embd when tied */
+    /* the model file, kept mapped while weights point into it */
+    emt_gguf *gguf;
+    emt_st *st;
+    entmtp_compute_type compute;
+    char kernels[160]; /* emt_model_kernels' text */
     emt_layer *layers;
     float *inv_freq;   /* host, n_rot/2 */
     float *inv_freq_local; /* host, n_rot/2, for local layers with their own base; else NULL */
@@ -66,6 +76,14 @@ struct entmtp_model {
     int32_t n_eog;
     int32_t eog[ENTMTP_MAX_STOP_TOKENS];
 };
+
+/* Bytes of weights one AR step reads (matrices as loaded, norms). */
+size_t emt_model_streamed_bytes(const entmtp_model *m);
+/* "cpu avx2, native weights (Q4_1 210, Q8_0 1)"-style description of what
+ * runs: backend, kernel variant, and the matrices' dtypes. Static buffer
+ * per model. */
+const char *emt_model_kernels(entmtp_model *m);
+
 
 /* ENTMTP_ERR_UNSUPPORTED naming the first optional backend op the model's
  * description needs and the backend lacks. */

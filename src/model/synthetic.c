@@ -53,7 +53,37 @@ static float *random_tensor(emt_backend *be, int64_t n, float scale, float offse
     return dev;
 }
 
-entmtp_status emt_model_create_synthetic(const emt_model_config *c, uint64_t seed,
+/* A random [rows][cols] weight matrix in dtype F32 or Q4_0, built a row at
+ * a time (a 7B model never exists in F32). */
+static int random_mat(emt_backend *be, int64_t rows, int64_t cols, float scale, emt_dtype t, rng *r,
+                      emt_wmat *out) {
+    if (t == EMT_F32) {
+        out->dtype = EMT_F32;
+        out->data = out->owned = random_tensor(be, rows * cols, scale, 0, r);
+        return out->data != NULL;
+    }
+    size_t rb = emt_dtype_nbytes(EMT_Q4_0, cols);
+    float *row = emt_malloc((size_t)cols, sizeof(float));
+    uint8_t *host = emt_malloc((size_t)rows, rb);
+    uint8_t *dev = be->ops->alloc(be, (size_t)rows * rb);
+    int ok = row && host && dev;
+    for (int64_t i = 0; ok && i < rows; i++) {
+        for (int64_t k = 0; k < cols; k++) row[k] = scale * next_uniform(r);
+        emt_quantize_q4_0(row, cols, host + (size_t)i * rb);
+    }
+    ok = ok && be->ops->upload(be, dev, host, (size_t)rows * rb) == ENTMTP_OK;
+    free(row);
+    free(host);
+    if (!ok) {
+        if (dev) be->ops->release(be, dev);
+        return 0;
+    }
+    out->dtype = EMT_Q4_0;
+    out->data = out->owned = dev;
+    return 1;
+}
+
+entmtp_status emt_model_create_synthetic(const emt_model_config *c, uint64_t seed, emt_dtype wt,
                                          const entmtp_model_params *params, entmtp_model **out) {
     *out = NULL;
     entmtp_model_params p = entmtp_model_default_params();
@@ -88,19 +118,26 @@ entmtp_status emt_model_create_synthetic(const emt_model_config *c, uint64_t see
     m->inv_freq = emt_calloc((size_t)c->n_rot / 2, sizeof(float));
     if (!m->layers || !m->inv_freq) { entmtp_model_free(m); return ENTMTP_ERR_OUT_OF_MEMORY; }
     emt_rope_inv_freq(c, NULL, m->inv_freq);
-    int ok = (m->tok_embd = random_tensor(be, c->vocab * H, 1.0f, 0, &r)) != NULL &&
+    /* Q4_0 only where the backend takes it (else F32, as a file would load) */
+    emt_dtype t = wt == EMT_Q4_0 && (be->ops->weight_types & (1u << EMT_Q4_0)) ? EMT_Q4_0 : EMT_F32;
+    int ok = random_mat(be, c->vocab, H, 1.0f, t, &r, &m->tok_embd) &&
              (m->out_norm = random_tensor(be, H, 0.05f, 1.0f, &r)) != NULL;
     for (int32_t l = 0; ok && l < c->n_layers; l++) {
         emt_layer *L = &m->layers[l];
-        ok = (L->attn_norm = random_tensor(be, H, 0.05f, 1.0f, &r)) && (L->wq = random_tensor(be, q * H, sH, 0, &r)) &&
-             (L->wk = random_tensor(be, kv * H, sH, 0, &r)) && (L->wv = random_tensor(be, kv * H, sH, 0, &r)) &&
-             (L->wo = random_tensor(be, H * q, sH, 0, &r)) && (L->ffn_norm = random_tensor(be, H, 0.05f, 1.0f, &r)) &&
-             (L->w_gate = random_tensor(be, F * H, sH, 0, &r)) && (L->w_up = random_tensor(be, F * H, sH, 0, &r)) &&
-             (L->w_down = random_tensor(be, H * F, sF, 0, &r));
+        ok = (L->attn_norm = random_tensor(be, H, 0.05f, 1.0f, &r)) && random_mat(be, q, H, sH, t, &r, &L->wq) &&
+             random_mat(be, kv, H, sH, t, &r, &L->wk) && random_mat(be, kv, H, sH, t, &r, &L->wv) &&
+             random_mat(be, H, q, sH, t, &r, &L->wo) && (L->ffn_norm = random_tensor(be, H, 0.05f, 1.0f, &r)) &&
+             random_mat(be, F, H, sH, t, &r, &L->w_gate) && random_mat(be, F, H, sH, t, &r, &L->w_up) &&
+             random_mat(be, H, F, sF, t, &r, &L->w_down);
         if (p.progress && ok) p.progress((float)(l + 1) / (float)c->n_layers, "building synthetic model", p.progress_user_data);
     }
-    if (ok) m->lm_head = c->tied ? m->tok_embd : random_tensor(be, c->vocab * H, sH, 0, &r);
-    if (!ok || !m->lm_head) { entmtp_model_free(m); return ENTMTP_ERR_OUT_OF_MEMORY; }
+    if (ok && c->tied) {
+        m->lm_head = m->tok_embd;
+        m->lm_head.owned = NULL;
+    } else if (ok) {
+        ok = random_mat(be, c->vocab, H, sH, t, &r, &m->lm_head);
+    }
+    if (!ok) { entmtp_model_free(m); return ENTMTP_ERR_OUT_OF_MEMORY; }
     m->n_params = (int64_t)c->vocab * H * (c->tied ? 1 : 2) + H +
                   (int64_t)c->n_layers * (2 * H + q * H * 2 + kv * H * 2 + 3 * F * H);
     if (c->eos >= 0 && c->eos < c->vocab) m->eog[m->n_eog++] = c->eos;

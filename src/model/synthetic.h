@@ -8,7 +8,9 @@
 /* Named shapes: "llama-7b" (4096/32 layers/32 heads/11008/32000),
  * "smollm2-135m" (576/30/9 heads, 3 kv/1536/49152, tied), "tiny". */
 entmtp_status emt_synthetic_config(const char *name, emt_model_config *out);
-entmtp_status emt_model_create_synthetic(const emt_model_config *c, uint64_t seed,
+/* Weight matrices in dtype wt: EMT_F32, or EMT_Q4_0 (quantized from the
+ * random values; F32 on a backend without Q4_0 kernels). */
+entmtp_status emt_model_create_synthetic(const emt_model_config *c, uint64_t seed, emt_dtype wt,
                                          const entmtp_model_params *params, entmtp_model **out);
 /* Medusa-shaped heads (one ResBlock each, sharing the model's lm_head). */
 entmtp_status emt_heads_create_synthetic(entmtp_model *model, int32_t n_heads, uint64_t seed,

@@ -16,24 +16,19 @@ static void shape_str(const emt_tensor *t, char *buf, size_t cap) {
     if (n < cap) snprintf(buf + n, cap - n, "]");
 }
 
-/* GGUF row h*hd + 2i + t holds HF row h*hd + t*hd/2 + i. */
-static void unpermute_rows(const float *src, float *dst, int64_t rows, int64_t cols, int32_t heads) {
+/* GGUF row h*hd + 2i + t holds HF row h*hd + t*hd/2 + i (rows of
+ * row_bytes bytes). */
+static void unpermute_bytes(const void *src, void *dst, int64_t rows, size_t row_bytes, int32_t heads) {
     int64_t hd = rows / heads;
     for (int64_t h = 0; h < heads; h++)
         for (int64_t i = 0; i < hd / 2; i++)
             for (int64_t t = 0; t < 2; t++)
-                memcpy(dst + (h * hd + t * (hd / 2) + i) * cols, src + (h * hd + 2 * i + t) * cols,
-                       (size_t)cols * sizeof(float));
+                memcpy((uint8_t *)dst + (size_t)(h * hd + t * (hd / 2) + i) * row_bytes,
+                       (const uint8_t *)src + (size_t)(h * hd + 2 * i + t) * row_bytes, row_bytes);
 }
 
-entmtp_status emt_weights_load(emt_weights *w, const char *name, int64_t d0, int64_t d1,
-                               int32_t unpermute_heads, int optional, float **out) {
-    *out = NULL;
-    const emt_tensor *t = emt_weights_find(w, name);
-    if (!t) {
-        if (optional) return ENTMTP_OK;
-        return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s' is missing", w->path, name);
-    }
+static entmtp_status check_shape(const emt_weights *w, const emt_tensor *t, const char *name,
+                                 int64_t d0, int64_t d1) {
     int want_dims = d1 ? 2 : 1;
     int ok = t->n_dims == want_dims && t->shape[0] == d0 && (d1 == 0 || t->shape[1] == d1);
     if (!ok) {
@@ -46,13 +41,42 @@ entmtp_status emt_weights_load(emt_weights *w, const char *name, int64_t d0, int
         return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s' has shape %s, the config implies [%lld]",
                         t->file ? t->file : w->path, name, got, (long long)d0);
     }
-    int64_t numel = d0 * (d1 ? d1 : 1);
+    return ENTMTP_OK;
+}
+
+static entmtp_status find_checked(emt_weights *w, const char *name, int64_t d0, int64_t d1,
+                                  int32_t unpermute_heads, const emt_tensor **out) {
+    const emt_tensor *t = emt_weights_find(w, name);
+    *out = t;
+    if (!t) return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s' is missing", w->path, name);
+    entmtp_status st = check_shape(w, t, name, d0, d1);
+    if (st) return st;
     if (unpermute_heads > 0 && (d0 % unpermute_heads != 0 || (d0 / unpermute_heads) % 2 != 0))
         return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s': %lld rows do not split into %d heads of even size",
                         w->path, name, (long long)d0, unpermute_heads);
+    return ENTMTP_OK;
+}
+
+static entmtp_status report_progress(emt_weights *w, const emt_tensor *t) {
+    w->done_bytes += t->nbytes;
+    if (w->progress && w->total_bytes &&
+        w->progress((float)((double)w->done_bytes / (double)w->total_bytes), "loading weights",
+                    w->progress_user))
+        return emt_fail(ENTMTP_ERR_CALLBACK, "%s: loading cancelled by the progress callback", w->path);
+    return ENTMTP_OK;
+}
+
+entmtp_status emt_weights_load(emt_weights *w, const char *name, int64_t d0, int64_t d1,
+                               int32_t unpermute_heads, int optional, float **out) {
+    *out = NULL;
+    if (optional && !emt_weights_find(w, name)) return ENTMTP_OK;
+    const emt_tensor *t;
+    entmtp_status st = find_checked(w, name, d0, d1, unpermute_heads, &t);
+    if (st) return st;
+    int64_t numel = d0 * (d1 ? d1 : 1);
     float *host = emt_malloc((size_t)numel, sizeof(float));
     if (!host) return ENTMTP_ERR_OUT_OF_MEMORY;
-    entmtp_status st = emt_tensor_to_f32(t, 0, numel, host);
+    st = emt_tensor_to_f32(t, 0, numel, host);
     if (st != ENTMTP_OK) { free(host); return st; }
     for (int64_t i = 0; i < numel; i++) {
         if (!isfinite(host[i])) {
@@ -64,7 +88,7 @@ entmtp_status emt_weights_load(emt_weights *w, const char *name, int64_t d0, int
     if (unpermute_heads > 0) {
         float *tmp = emt_malloc((size_t)numel, sizeof(float));
         if (!tmp) { free(host); return ENTMTP_ERR_OUT_OF_MEMORY; }
-        unpermute_rows(host, tmp, d0, d1 ? d1 : 1, unpermute_heads);
+        unpermute_bytes(host, tmp, d0, (size_t)(d1 ? d1 : 1) * sizeof(float), unpermute_heads);
         free(host);
         host = tmp;
     }
@@ -74,15 +98,68 @@ entmtp_status emt_weights_load(emt_weights *w, const char *name, int64_t d0, int
     free(host);
     if (st != ENTMTP_OK) { w->be->ops->release(w->be, dev); return st; }
     w->n_params += numel;
-    w->done_bytes += t->nbytes;
-    if (w->progress && w->total_bytes) {
-        if (w->progress((float)((double)w->done_bytes / (double)w->total_bytes), "loading weights",
-                        w->progress_user)) {
-            w->be->ops->release(w->be, dev);
-            return emt_fail(ENTMTP_ERR_CALLBACK, "%s: loading cancelled by the progress callback",
-                            w->path);
-        }
+    if ((st = report_progress(w, t))) {
+        w->be->ops->release(w->be, dev);
+        return st;
     }
     *out = dev;
     return ENTMTP_OK;
+}
+
+/* Checks every block scale (and F16/BF16 value) of a tensor kept in its
+ * stored form, a stripe at a time through the F32 conversion. */
+static entmtp_status check_finite(const emt_weights *w, const emt_tensor *t, const char *name) {
+    enum { STRIPE = 32 * 1024 };
+    float *buf = emt_malloc(STRIPE, sizeof(float));
+    if (!buf) return ENTMTP_ERR_OUT_OF_MEMORY;
+    int64_t numel = emt_tensor_numel(t);
+    entmtp_status st = ENTMTP_OK;
+    for (int64_t i = 0; i < numel && !st; i += STRIPE) {
+        int64_t n = numel - i < STRIPE ? numel - i : STRIPE;
+        if ((st = emt_tensor_to_f32(t, i, n, buf))) break;
+        for (int64_t k = 0; k < n; k++)
+            if (!isfinite(buf[k])) {
+                st = emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s' element %lld is not finite",
+                              t->file ? t->file : w->path, name, (long long)(i + k));
+                break;
+            }
+    }
+    free(buf);
+    return st;
+}
+
+entmtp_status emt_weights_load_mat(emt_weights *w, const char *name, int64_t d0, int64_t d1,
+                                   int32_t unpermute_heads, emt_wmat *out) {
+    memset(out, 0, sizeof *out);
+    const emt_tensor *t;
+    entmtp_status st = find_checked(w, name, d0, d1, unpermute_heads, &t);
+    if (st) return st;
+    /* rows must be whole blocks for the kernels (a file may block only the total) */
+    int keep = w->native && t->dtype != EMT_F32 && w->be->ops->host_memory &&
+               (w->be->ops->weight_types & (1u << t->dtype)) && emt_dtype_nbytes(t->dtype, d1) > 0;
+    if (!keep) {
+        float *dev;
+        if ((st = emt_weights_load(w, name, d0, d1, unpermute_heads, 0, &dev))) return st;
+        out->dtype = EMT_F32;
+        out->data = out->owned = dev;
+        return ENTMTP_OK;
+    }
+    if ((st = check_finite(w, t, name))) return st;
+    out->dtype = t->dtype;
+    out->data = t->data;
+    if (unpermute_heads > 0) {
+        /* GGUF's rotary row order undone by moving whole rows of blocks:
+         * the one copy of a quantized weight (Q and K only) */
+        size_t rb = t->nbytes / (size_t)d0;
+        uint8_t *dev = w->be->ops->alloc(w->be, t->nbytes);
+        if (!dev) return ENTMTP_ERR_OUT_OF_MEMORY;
+        unpermute_bytes(t->data, dev, d0, rb, unpermute_heads);
+        out->data = out->owned = dev;
+    }
+    w->n_params += d0 * d1;
+    if ((st = report_progress(w, t))) {
+        if (out->owned) w->be->ops->release(w->be, out->owned);
+        memset(out, 0, sizeof *out);
+    }
+    return st;
 }

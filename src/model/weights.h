@@ -17,6 +17,9 @@ typedef struct emt_weights {
     void *progress_user;
     size_t total_bytes, done_bytes;
     int64_t n_params;
+    /* keep matrices in their stored dtype where the backend takes it (the
+     * 'native' compute type); 0 converts every weight to F32 */
+    int native;
 } emt_weights;
 
 const emt_tensor *emt_weights_find(const emt_weights *w, const char *name);
@@ -27,5 +30,13 @@ const emt_tensor *emt_weights_find(const emt_weights *w, const char *name);
  * missing tensor is ENTMTP_ERR_FORMAT unless `optional`, then *out = NULL. */
 entmtp_status emt_weights_load(emt_weights *w, const char *name, int64_t d0, int64_t d1,
                                int32_t unpermute_heads, int optional, float **out);
+
+/* Loads weight matrix `name` [d0][d1] for matmul: with w->native and a
+ * dtype the backend takes, in place in the file's mapping (which must
+ * outlive the model), or as a copy when rows must be un-permuted; else
+ * converted to F32 as emt_weights_load does. Every block scale is checked
+ * finite either way. */
+entmtp_status emt_weights_load_mat(emt_weights *w, const char *name, int64_t d0, int64_t d1,
+                                   int32_t unpermute_heads, emt_wmat *out);
 
 #endif

@@ -1,6 +1,6 @@
 /* Policies: pick a tree per step from the features. Each is a small state
  * machine over a copied config; see docs/policies.md. */
-#include "common/common.h"
+#include "policy/policy_internal.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -35,29 +35,31 @@ ENTMTP_API entmtp_policy_config entmtp_policy_default_config(entmtp_policy_kind 
 }
 
 ENTMTP_API const char *entmtp_policy_kind_name(entmtp_policy_kind kind) {
-    switch (kind) {
+    switch ((int)kind) {
     case ENTMTP_POLICY_STATIC: return "static";
     case ENTMTP_POLICY_LADDER: return "ladder";
     case ENTMTP_POLICY_HYSTERESIS: return "hysteresis";
     case ENTMTP_POLICY_UCB: return "ucb";
     case ENTMTP_POLICY_CUSTOM: return "custom";
+    case EMT_POLICY_THROUGHPUT: return "throughput";
+    case EMT_POLICY_DYNAMIC: return "dynamic";
     }
     return NULL;
 }
 
 ENTMTP_API entmtp_status entmtp_policy_kind_from_name(const char *name, entmtp_policy_kind *out) {
     if (!name || !out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_kind_from_name: NULL argument");
-    for (int k = 0; k <= ENTMTP_POLICY_CUSTOM; k++)
+    for (int k = 0; k < EMT_POLICY_KIND_COUNT; k++)
         if (!strcmp(name, entmtp_policy_kind_name((entmtp_policy_kind)k))) {
             *out = (entmtp_policy_kind)k;
             return ENTMTP_OK;
         }
-    return emt_fail(ENTMTP_ERR_NOT_FOUND, "policy kind '%s' is unknown (static, ladder, hysteresis, ucb, custom)", name);
+    return emt_fail(ENTMTP_ERR_NOT_FOUND, "policy kind '%s' is unknown (static, ladder, hysteresis, ucb, custom, throughput, dynamic)", name);
 }
 
 static entmtp_status validate_config(const entmtp_policy_config *c) {
 #define BAD(...) return emt_fail(ENTMTP_ERR_INVALID_CONFIG, __VA_ARGS__)
-    switch (c->kind) {
+    switch ((int)c->kind) {
     case ENTMTP_POLICY_STATIC:
         if (c->static_tree < 0) BAD("static: static_tree = %d is negative", c->static_tree);
         break;
@@ -89,6 +91,8 @@ static entmtp_status validate_config(const entmtp_policy_config *c) {
     case ENTMTP_POLICY_CUSTOM:
         if (!c->select) BAD("custom: the select callback is NULL");
         break;
+    case EMT_POLICY_THROUGHPUT:
+    case EMT_POLICY_DYNAMIC: break; /* no settings: they read the session's outlook */
     default:
         BAD("policy kind %d is unknown", (int)c->kind);
     }
@@ -182,18 +186,41 @@ static entmtp_status ucb_select(entmtp_policy *p, int32_t n_trees, int32_t *out)
     return ENTMTP_OK;
 }
 
-ENTMTP_API entmtp_status entmtp_policy_select(entmtp_policy *p, const entmtp_features *f, int32_t n_trees,
-                                              int32_t *out_index) {
+/* Expected throughput: the tree with the most expected tokens per expected
+ * second. Ties go to the lower index (the bank lists smaller trees first). */
+static entmtp_status throughput_select(const emt_tree_outlook *o, int32_t n_trees, int32_t *out) {
+    if (!o || !o->expected_accept || !o->expected_seconds)
+        return emt_fail(ENTMTP_ERR_STATE, "throughput/dynamic policy: no per-tree outlook (expected accept lengths and step "
+                                          "times); attach the policy to a session with entmtp_policy_set");
+    int32_t best = -1;
+    double best_v = -INFINITY;
+    for (int32_t k = 0; k < n_trees; k++) {
+        double a = o->expected_accept[k], t = o->expected_seconds[k];
+        if (!isfinite(a) || a < 1 || !isfinite(t) || !(t > 0))
+            return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "throughput policy: tree %d has expected accept %g and step time %g s "
+                                                         "(need a finite accept >= 1 and a time > 0)", k, a, t);
+        if (a / t > best_v) { best_v = a / t; best = k; }
+    }
+    *out = best;
+    return ENTMTP_OK;
+}
+
+int emt_policy_needs_outlook(const entmtp_policy *p) {
+    return p && (p->cfg.kind == EMT_POLICY_THROUGHPUT || p->cfg.kind == EMT_POLICY_DYNAMIC);
+}
+
+int emt_policy_wants_dynamic_tree(const entmtp_policy *p) { return p && p->cfg.kind == EMT_POLICY_DYNAMIC; }
+
+entmtp_status emt_policy_select_outlook(entmtp_policy *p, const entmtp_features *f, const emt_tree_outlook *outlook,
+                                        int32_t n_trees, int32_t *out_index) {
     if (!p || !f || !out_index)
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_select: policy, features and out_index must not be NULL");
     if (n_trees < 1) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_select: n_trees = %d", n_trees);
     const entmtp_policy_config *c = &p->cfg;
     entmtp_status st = ENTMTP_OK;
     int32_t k = 0;
-    if (c->kind != ENTMTP_POLICY_CUSTOM && c->kind != ENTMTP_POLICY_STATIC && c->kind != ENTMTP_POLICY_UCB &&
-        (st = check_features(f)))
-        return st;
-    switch (c->kind) {
+    if ((c->kind == ENTMTP_POLICY_LADDER || c->kind == ENTMTP_POLICY_HYSTERESIS) && (st = check_features(f))) return st;
+    switch ((int)c->kind) {
     case ENTMTP_POLICY_STATIC: k = c->static_tree; break;
     case ENTMTP_POLICY_LADDER: {
         int32_t b = 0;
@@ -208,6 +235,10 @@ ENTMTP_API entmtp_status entmtp_policy_select(entmtp_policy *p, const entmtp_fea
         break;
     case ENTMTP_POLICY_UCB:
         if ((st = ucb_select(p, n_trees, &k))) return st;
+        break;
+    case EMT_POLICY_THROUGHPUT:
+    case EMT_POLICY_DYNAMIC:
+        if ((st = throughput_select(outlook, n_trees, &k))) return st;
         break;
     case ENTMTP_POLICY_CUSTOM:
         entmtp_clear_error();
@@ -225,6 +256,11 @@ ENTMTP_API entmtp_status entmtp_policy_select(entmtp_policy *p, const entmtp_fea
                         entmtp_policy_kind_name(c->kind), k, n_trees);
     *out_index = k;
     return ENTMTP_OK;
+}
+
+ENTMTP_API entmtp_status entmtp_policy_select(entmtp_policy *p, const entmtp_features *f, int32_t n_trees,
+                                              int32_t *out_index) {
+    return emt_policy_select_outlook(p, f, NULL, n_trees, out_index);
 }
 
 ENTMTP_API entmtp_status entmtp_policy_observe(entmtp_policy *p, const entmtp_outcome *o) {

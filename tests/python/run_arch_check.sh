@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # CTest wrapper, per supported architecture (tests/python/arch_models.py) and
-# weight type (F32, Q8_0):
+# weight type (F32; Q8_0 in the native and the f32 compute mode):
 #  1. EntMTP against llama.cpp's recorded output (tests/data/llamacpp,
 #     scripts/record-model-fixtures.sh): identical prompt token ids, identical
 #     top-1 of the last position's logits, max abs logit difference within
-#     the bound (F32: 1e-4, Gemma 1e-2 for llama.cpp's F16-table GELU; Q8_0: 0.5 on logits within +-35: llama.cpp quantizes activations to
-#     Q8_0 in its dot products, EntMTP computes on dequantized F32 weights);
+#     the bound (F32: 1e-4, Gemma 1e-2 for llama.cpp's F16-table GELU; Q8_0:
+#     1.0 on logits within +-60: llama.cpp quantizes activations to Q8_0 in
+#     its dot products, EntMTP's native mode does too, its f32 mode does not);
 #  2. the same F32 model as a Hugging Face directory (safetensors, config.json,
 #     tokenizer.json) gives the GGUF's token ids and logits (max abs 1e-5);
 #     Mistral's directory is the phi3 model with separate projections;
 #  3. lossless: greedy generation with random Medusa heads emits the tokens of
-#     greedy AR (48 tokens, the heads' default tree and one wide tree);
+#     greedy AR (48 tokens, the heads' default tree and one wide tree), F32
+#     and Q8_0 native;
 #  4. `entmtp info` names the architecture and its features, and an
 #     unsupported architecture is an error naming it.
 set -euo pipefail
@@ -30,20 +32,22 @@ fail=0
 # random model can emit a token that ends inside a UTF-8 sequence)
 field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1], errors=\"replace\"))[sys.argv[2]])" "$1" "$2"; }
 for arch in llama3 qwen2 qwen3 phi3 gemma2 gemma3; do
-  for type in f32 q8_0; do
-    bound=1e-4; [ "$type" = f32 ] || bound=0.5
+  python3 "$py" write "$arch" f32 "$tmp/$arch.f32.gguf" "$vocab"
+  python3 "$py" write "$arch" q8_0 "$tmp/$arch.q8_0.gguf" "$vocab"
+  # F32 weights; Q8_0 weights in the native mode (kept Q8_0, integer kernels)
+  # and in the f32 mode (dequantized at load)
+  for run in f32/native q8_0/native q8_0/f32; do
+    type=${run%/*} compute=${run#*/}
+    bound=1e-4; [ "$type" = f32 ] || bound=1.0
     # Gemma's GELU: llama.cpp's CPU rounds its input to F16 and reads a table
     case "$arch/$type" in gemma*/f32) bound=1e-2 ;; esac
     m="$tmp/$arch.$type.gguf"
-    python3 "$py" write "$arch" "$type" "$m" "$vocab"
-    "$cli" generate --model "$m" --raw --prompt "$prompt" --max-tokens 1 --ar --threads 2 --json \
-      --dump-logits "$tmp/ours.f32" > "$tmp/ours.json"
-    echo "== $arch $type"
+    "$cli" generate --model "$m" --compute "$compute" --raw --prompt "$prompt" --max-tokens 1 --ar \
+      --threads 2 --json --dump-logits "$tmp/ours.f32" > "$tmp/ours.json"
+    echo "== $arch $type, compute $compute"
     python3 "$py" compare "$tmp/ours.json" "$tmp/ours.f32" "$fix/$arch.$type.json" "$fix/$arch.$type.f32" "$bound" \
       || fail=1
-    # lossless on F32 only: quantized weights are dequantized at load, so the
-    # forward pass (what losslessness depends on) is the same code
-    [ "$type" = f32 ] || continue
+    [ "$compute" = native ] || continue # lossless: once per distinct forward pass
     "$cli" generate --model "$m" --raw --prompt "$prompt" --max-tokens 48 --ar --threads 2 --json > "$tmp/ar.json"
     a=$(field "$tmp/ar.json" tokens)
     for tree in "" "--tree mc_sim_7b_63"; do

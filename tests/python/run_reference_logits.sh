@@ -10,5 +10,5 @@ python3 -c "import gguf, numpy" 2>/dev/null || { echo "SKIP: python gguf/numpy m
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$cli" generate --model "$model" --prompt "Write a short poem about the sea." --max-tokens 64 \
-  --threads 2 --json --dump-logits "$tmp/logits.f32" > "$tmp/run.json"
+  --threads 2 --compute f32 --json --dump-logits "$tmp/logits.f32" > "$tmp/run.json"
 python3 "$here/reference_logits.py" "$model" "$tmp/run.json" "$tmp/logits.f32" --max-abs 1e-3

@@ -70,27 +70,6 @@ static void free_list(wlist *l) {
     free(l->t);
 }
 
-/* float -> IEEE half, round to nearest even */
-static uint16_t f32_to_f16(float f) {
-    uint32_t x;
-    memcpy(&x, &f, 4);
-    uint32_t sign = (x >> 16) & 0x8000, exp = (x >> 23) & 0xFF, man = x & 0x7FFFFF;
-    if (exp == 0xFF) return (uint16_t)(sign | 0x7C00 | (man ? 0x200 : 0));
-    int e = (int)exp - 127 + 15;
-    if (e >= 31) return (uint16_t)(sign | 0x7C00);
-    if (e <= 0) {
-        if (e < -10) return (uint16_t)sign;
-        man |= 0x800000;
-        int shift = 14 - e;
-        uint32_t half = man >> shift, rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
-        if (rem > mid || (rem == mid && (half & 1))) half++;
-        return (uint16_t)(sign | half);
-    }
-    uint32_t half = sign | ((uint32_t)e << 10) | (man >> 13), rem = man & 0x1FFF;
-    if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) half++;
-    return (uint16_t)half;
-}
-
 static uint16_t f32_to_bf16(float f) {
     uint32_t x;
     memcpy(&x, &f, 4);
@@ -105,10 +84,8 @@ static size_t encoded_size(const wtensor *t) {
 
 static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 
-static void encode(const wtensor *t, uint8_t *out) {
-    int64_t n = t->shape[0] * (t->n_dims == 2 ? t->shape[1] : 1);
-    const float *x = t->data;
-    switch (t->type) {
+void emt_tiny_encode(emt_dtype type, const float *x, int64_t n, uint8_t *out) {
+    switch (type) {
     case EMT_F32: memcpy(out, x, (size_t)n * 4); break;
     case EMT_I32:
         for (int64_t i = 0; i < n; i++) {
@@ -116,39 +93,25 @@ static void encode(const wtensor *t, uint8_t *out) {
             memcpy(out + 4 * i, &v, 4);
         }
         break;
-    case EMT_F16: for (int64_t i = 0; i < n; i++) put16(out + 2 * i, f32_to_f16(x[i])); break;
+    case EMT_F16: for (int64_t i = 0; i < n; i++) put16(out + 2 * i, emt_f32_to_f16(x[i])); break;
     case EMT_BF16: for (int64_t i = 0; i < n; i++) put16(out + 2 * i, f32_to_bf16(x[i])); break;
     case EMT_Q8_0:
         for (int64_t b = 0; b < n / 32; b++, out += 34) {
             float amax = 0;
             for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[b * 32 + j]));
             float d = amax / 127.0f, id = d ? 1.0f / d : 0;
-            put16(out, f32_to_f16(d));
+            put16(out, emt_f32_to_f16(d));
             for (int j = 0; j < 32; j++) out[2 + j] = (uint8_t)(int8_t)lroundf(x[b * 32 + j] * id);
         }
         break;
-    case EMT_Q4_0:
-        for (int64_t b = 0; b < n / 32; b++, out += 18) {
-            float amax = 0, maxv = 0;
-            for (int j = 0; j < 32; j++)
-                if (fabsf(x[b * 32 + j]) > amax) { amax = fabsf(x[b * 32 + j]); maxv = x[b * 32 + j]; }
-            float d = maxv / -8.0f, id = d ? 1.0f / d : 0;
-            put16(out, f32_to_f16(d));
-            for (int j = 0; j < 16; j++) {
-                int q0 = (int)(x[b * 32 + j] * id + 8.5f), q1 = (int)(x[b * 32 + j + 16] * id + 8.5f);
-                q0 = q0 < 0 ? 0 : q0 > 15 ? 15 : q0;
-                q1 = q1 < 0 ? 0 : q1 > 15 ? 15 : q1;
-                out[2 + j] = (uint8_t)(q0 | (q1 << 4));
-            }
-        }
-        break;
+    case EMT_Q4_0: emt_quantize_q4_0(x, n, out); break;
     case EMT_Q4_1:
         for (int64_t b = 0; b < n / 32; b++, out += 20) {
             float mn = x[b * 32], mx = x[b * 32];
             for (int j = 1; j < 32; j++) { mn = fminf(mn, x[b * 32 + j]); mx = fmaxf(mx, x[b * 32 + j]); }
             float d = (mx - mn) / 15.0f, id = d ? 1.0f / d : 0;
-            put16(out, f32_to_f16(d));
-            put16(out + 2, f32_to_f16(mn));
+            put16(out, emt_f32_to_f16(d));
+            put16(out + 2, emt_f32_to_f16(mn));
             for (int j = 0; j < 16; j++) {
                 int q0 = (int)((x[b * 32 + j] - mn) * id + 0.5f), q1 = (int)((x[b * 32 + j + 16] - mn) * id + 0.5f);
                 q0 = q0 > 15 ? 15 : q0;
@@ -159,6 +122,10 @@ static void encode(const wtensor *t, uint8_t *out) {
         break;
     default: abort();
     }
+}
+
+static void encode(const wtensor *t, uint8_t *out) {
+    emt_tiny_encode(t->type, t->data, t->shape[0] * (t->n_dims == 2 ? t->shape[1] : 1), out);
 }
 
 /* ----------------------------------------------------- logical model */

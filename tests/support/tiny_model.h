@@ -20,6 +20,9 @@ typedef struct emt_tiny_config {
 emt_tiny_config emt_tiny_default_config(void);
 
 /* weight_type: F32, F16, Q8_0, Q4_0 or Q4_1 for 2-D weights (norms stay F32) */
+/* n floats -> the bytes of dtype `type` as a GGUF/safetensors writer
+ * stores them (quantized types: llama.cpp's reference quantizers). */
+void emt_tiny_encode(emt_dtype type, const float *x, int64_t n, uint8_t *out);
 entmtp_status emt_tiny_write_gguf(const char *path, const emt_tiny_config *c, emt_dtype weight_type);
 /* weight_type: F32, F16 or BF16; n_shards >= 1 (> 1 writes an index) */
 entmtp_status emt_tiny_write_hf(const char *dir, const emt_tiny_config *c, emt_dtype weight_type,

@@ -1,13 +1,16 @@
 /* CPU backend ops against naive double-precision references on random
  * inputs with odd sizes, and the batch invariance the lossless invariant
  * rests on: a row computed alone equals the same row inside a batch, bit for
- * bit (matmul and tree attention). */
+ * bit (matmul and tree attention). Every kernel variant this processor runs
+ * is checked. */
 #include "backend/backend.h"
+#include "backend/cpu/cpu_variants.h"
 #include "check.h"
 
 #include <math.h>
 
 static uint64_t rng = 42;
+static int variant_fma; /* the variant's madd is one fused operation */
 static float urand(void) {
     rng = rng * 6364136223846793005ull + 1442695040888963407ull;
     return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
@@ -21,11 +24,7 @@ static float ref_dot(const float *w, const float *x, int32_t n) {
     int32_t i = 0;
     for (; i + 8 <= n; i += 8)
         for (int l = 0; l < 8; l++) {
-#if defined(__FMA__) && defined(__AVX__)
-            a[l] = fmaf(w[i + l], x[i + l], a[l]);
-#else
-            a[l] = a[l] + w[i + l] * x[i + l];
-#endif
+            a[l] = variant_fma ? fmaf(w[i + l], x[i + l], a[l]) : a[l] + w[i + l] * x[i + l];
         }
     float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
     for (; i < n; i++) s += w[i] * x[i];
@@ -106,9 +105,12 @@ static void attention_blocks(emt_exec *ex, const emt_backend_ops *op) {
     }
 }
 
-int main(void) {
+static void check_variant(emt_cpu_variant variant) {
     emt_backend *be = NULL;
-    CHECK_OK(emt_backend_cpu_create(&be));
+    CHECK_OK(emt_backend_cpu_create_variant(variant, &be));
+    if (!be) return;
+    variant_fma = variant != EMT_CPU_BASELINE;
+    printf("variant %s\n", emt_cpu_variant_name(variant));
     emt_exec *ex = be->ops->exec_create(be, 2);
     const emt_backend_ops *op = be->ops;
 
@@ -199,5 +201,10 @@ int main(void) {
     CHECK_NEAR(pr[2], 1.0 / 9.0, 1e-6);
     be->ops->exec_destroy(ex);
     be->ops->destroy(be);
+}
+
+int main(void) {
+    for (int v = 0; v < EMT_CPU_VARIANT_COUNT; v++)
+        if (emt_cpu_variant_supported((emt_cpu_variant)v)) check_variant((emt_cpu_variant)v);
     return emt_test_finish("test_cpu_backend");
 }

@@ -95,8 +95,14 @@ static void check_model(const char *model_path, const char *heads_path, const ch
     /* multi-token acceptance must actually happen, or KV commit is untested */
     CHECK(best_mean > 1.05);
 
+    /* the expected-throughput and dynamic-tree policies are reachable by name
+     * (no public enum value yet) */
+    entmtp_policy_kind throughput;
+    CHECK_OK(entmtp_policy_kind_from_name("throughput", &throughput));
+    entmtp_policy_kind dynamic;
+    CHECK_OK(entmtp_policy_kind_from_name("dynamic", &dynamic));
     entmtp_policy_kind kinds[] = { ENTMTP_POLICY_LADDER, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_UCB,
-                                   ENTMTP_POLICY_CUSTOM };
+                                   ENTMTP_POLICY_CUSTOM, throughput, dynamic };
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         entmtp_policy_config pc = entmtp_policy_default_config(kinds[i]);
         int32_t counter = 0;
@@ -174,5 +180,17 @@ int main(void) {
     check_formats_agree(gguf, hf);
     check_model(gguf, medusa, "gguf+medusa");
     check_model(hf, hydra, "hf+hydra");
+
+    /* native mode: weights kept in their stored type, run by the quantized
+     * and half-precision kernels (ffn 64 so every matrix row is whole blocks) */
+    const emt_dtype native[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_F16, EMT_BF16 };
+    c.ffn = 64;
+    for (size_t i = 0; i < sizeof native / sizeof native[0]; i++) {
+        char path[512], label[64];
+        snprintf(path, sizeof path, "%s/lossless_tiny_%s.gguf", ENTMTP_TEST_TMP_DIR, emt_dtype_name(native[i]));
+        snprintf(label, sizeof label, "gguf %s+%s", emt_dtype_name(native[i]), i % 2 ? "hydra" : "medusa");
+        CHECK_OK(emt_tiny_write_gguf(path, &c, native[i]));
+        check_model(path, i % 2 ? hydra : medusa, label);
+    }
     return emt_test_finish("test_engine_lossless");
 }

@@ -73,8 +73,14 @@ int main(void) {
         int32_t ar[N_GEN], spec[N_GEN];
         double mean;
         run(m, h, b, NULL, 1, prompt, n_prompt, ar, &mean);
-        for (int32_t k = 0; k < 4; k++) {
-            entmtp_policy_config pc = entmtp_policy_default_config(k < 3 ? ENTMTP_POLICY_STATIC : ENTMTP_POLICY_CUSTOM);
+        entmtp_policy_kind throughput;
+        CHECK_OK(entmtp_policy_kind_from_name("throughput", &throughput));
+        entmtp_policy_kind dynamic;
+        CHECK_OK(entmtp_policy_kind_from_name("dynamic", &dynamic));
+        for (int32_t k = 0; k < 6; k++) {
+            entmtp_policy_config pc = entmtp_policy_default_config(k < 3 ? ENTMTP_POLICY_STATIC
+                                                                   : k == 3 ? ENTMTP_POLICY_CUSTOM
+                                                                   : k == 4 ? throughput : dynamic);
             int32_t counter = 0;
             pc.static_tree = k < 3 ? k : 0;
             pc.select = rotate;
@@ -84,7 +90,7 @@ int main(void) {
             run(m, h, b, p, 0, prompt, n_prompt, spec, &mean);
             int same = !memcmp(ar, spec, sizeof ar);
             printf("%s heads, %s: mean accept length %.3f, %s\n", hk ? "hydra" : "medusa",
-                   k < 3 ? "static tree" : "switching every step", mean, same ? "identical to AR" : "DIFFERENT");
+                   k < 3 ? "static tree" : k == 3 ? "switching every step" : k == 4 ? "expected-throughput policy" : "dynamic trees", mean, same ? "identical to AR" : "DIFFERENT");
             CHECK(same);
             entmtp_policy_free(p);
         }

@@ -50,3 +50,13 @@ int cli_arg_backend(const char *cmd, const char *v, entmtp_backend *out) {
     }
     return 1;
 }
+
+int cli_arg_compute(const char *cmd, const char *v, entmtp_compute_type *out) {
+    if (!strcmp(v, "native")) *out = ENTMTP_COMPUTE_NATIVE;
+    else if (!strcmp(v, "f32")) *out = ENTMTP_COMPUTE_F32;
+    else {
+        fprintf(stderr, "entmtp %s: --compute: '%s' is not native or f32\n", cmd, v);
+        return 0;
+    }
+    return 1;
+}

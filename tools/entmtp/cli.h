@@ -13,6 +13,7 @@ int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_search(int argc, char **argv);
 int cmd_bench_suite(int argc, char **argv); /* entmtp bench --suite */
+int cmd_serve(int argc, char **argv);       /* serve/cmd_serve.c, with libmicrohttpd */
 
 /* Heads shipped for a model: <dir>/<model stem>.{hydra,medusa}.safetensors
  * in $ENTMTP_HEADS_DIR, the install's and the source tree's heads/. Writes
@@ -25,6 +26,8 @@ int cli_arg_long(const char *cmd, const char *opt, const char *v, long lo, long 
 int cli_arg_float(const char *cmd, const char *opt, const char *v, float lo, float *out);
 int cli_arg_seed(const char *cmd, const char *v, unsigned long long *out);
 int cli_arg_backend(const char *cmd, const char *v, entmtp_backend *out);
+/* --compute native | f32 */
+int cli_arg_compute(const char *cmd, const char *v, entmtp_compute_type *out);
 
 /* Print "entmtp: <what>: <library message>" to stderr; returns 1. */
 int cli_fail(const char *what, entmtp_status st);

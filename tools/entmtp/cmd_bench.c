@@ -15,6 +15,8 @@ static void usage(FILE *f) {
             "       entmtp bench --suite ...   the paper's Table 1 per task (entmtp bench --suite --help)\n"
             "\n"
             "  --synthetic NAME   random weights at a named shape: llama-7b, smollm2-135m, tiny\n"
+            "  --weights W        synthetic weight type: f32 (default) | q4_0\n"
+            "  --compute C        native (default: weights in their file type) | f32\n"
             "  --model PATH       a real model (GGUF or HF directory)\n"
             "  --heads PATH       heads for the EntMTP-vs-AR comparison on the real model\n"
             "  --tree NAME        tree for that comparison (default: heads' default)\n"
@@ -76,6 +78,8 @@ int cmd_bench(int argc, char **argv) {
     const char *synthetic = NULL, *model_path = NULL, *heads_path = NULL, *tree = NULL;
     const char *plot = NULL, *prompt = "Write a Python function that returns the n-th Fibonacci number.";
     const char *nodes_list = "1,2,4,8,16,32,64,128";
+    emt_dtype synth_type = EMT_F32;
+    entmtp_compute_type compute = ENTMTP_COMPUTE_NATIVE;
     long context = 256, tokens = 32, reps = 5, threads = 0;
     int json = 0;
     entmtp_backend backend = ENTMTP_BACKEND_AUTO;
@@ -94,6 +98,8 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--prompt")) prompt = v;
         else if (!strcmp(a, "--plot")) plot = v;
         else if (!strcmp(a, "--nodes")) nodes_list = v;
+        else if (!strcmp(a, "--weights") && (!strcmp(v, "f32") || !strcmp(v, "q4_0"))) synth_type = v[0] == 'q' ? EMT_Q4_0 : EMT_F32;
+        else if (!strcmp(a, "--compute")) { if (!cli_arg_compute("bench", v, &compute)) return 2; }
         else if (!strcmp(a, "--context") || !strcmp(a, "--tokens") || !strcmp(a, "--reps") || !strcmp(a, "--threads")) {
             char *end;
             long x = strtol(v, &end, 10);
@@ -126,11 +132,12 @@ int cmd_bench(int argc, char **argv) {
     entmtp_model_params mp = entmtp_model_default_params();
     mp.backend = backend;
     mp.n_threads = (int32_t)threads;
+    mp.compute_type = compute;
     mp.progress = json ? NULL : cli_progress;
     if (synthetic) {
         emt_model_config c;
         if ((st = emt_synthetic_config(synthetic, &c))) return cli_fail("--synthetic", st);
-        if ((st = emt_model_create_synthetic(&c, 1234, &mp, &model))) return cli_fail(synthetic, st);
+        if ((st = emt_model_create_synthetic(&c, 1234, synth_type, &mp, &model))) return cli_fail(synthetic, st);
     } else if ((st = entmtp_model_load(model_path, &mp, &model))) {
         return cli_fail(model_path, st);
     }
@@ -154,7 +161,9 @@ int cmd_bench(int argc, char **argv) {
     int32_t *ctx_tokens = malloc((size_t)context * sizeof *ctx_tokens);
     if (!ctx_tokens) goto done;
     for (long i = 0; i < context; i++) ctx_tokens[i] = (int32_t)((i * 31 + 7) % mi.vocab_size);
+    double tp = emt_now();
     st = entmtp_session_prefill(s, ctx_tokens, (int32_t)context);
+    double prefill_s = emt_now() - tp;
     free(ctx_tokens);
     if (st) { rc = cli_fail("prefill", st); goto done; }
 
@@ -166,7 +175,7 @@ int cmd_bench(int argc, char **argv) {
     }
     double ar_step = (emt_now() - t0) / (double)tokens;
     double kv_bytes = 2.0 * mi.n_layers * (double)(context + tokens / 2) * mi.n_kv_heads * mi.head_dim * 4.0;
-    double weight_bytes = 4.0 * (double)mi.n_params;
+    double weight_bytes = (double)emt_model_streamed_bytes(model);
     double step_bytes = weight_bytes + kv_bytes;
     double bw = step_bytes / ar_step / 1e9;
 
@@ -223,9 +232,9 @@ int cmd_bench(int argc, char **argv) {
         fprintf(f, "{\"model\":\"%s\",\"backend\":\"%s\",\"params\":%lld,\"context\":%ld,"
                    "\"copy_bandwidth_gbs\":%.3f,\"ar_step_seconds\":%.6f,\"ar_tokens_per_second\":%.3f,"
                    "\"ar_step_bytes\":%.0f,\"ar_bandwidth_gbs\":%.3f,\"ar_bandwidth_fraction\":%.4f,"
-                   "\"host_seconds_per_step\":null,\"verify\":[",
+                   "\"host_seconds_per_step\":null,\"prefill_tokens_per_second\":%.3f,\"kernels\":\"%s\",\"verify\":[",
                 mi.name, dev, (long long)mi.n_params, context, copy_gbs, ar_step, 1.0 / ar_step, step_bytes,
-                bw, copy_gbs > 0 ? bw / copy_gbs : 0);
+                bw, copy_gbs > 0 ? bw / copy_gbs : 0, (double)context / prefill_s, emt_model_kernels(model));
         for (int32_t i = 0; i < n_sizes; i++)
             fprintf(f, "%s{\"nodes\":%d,\"seconds\":%.6f,\"ratio_to_ar\":%.4f}", i ? "," : "", sizes[i],
                     verify[i], verify[i] / ar_step);
@@ -243,9 +252,11 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!json) {
         printf("model %s (%lld params) on %s, context %ld tokens\n", mi.name, (long long)mi.n_params, dev, context);
+        printf("kernels                      %s\n", emt_model_kernels(model));
+        printf("prompt processing            %8.2f tokens/s  (%ld tokens)\n", (double)context / prefill_s, context);
         printf("memory copy bandwidth        %8.2f GB/s (read+write, measured now)\n", copy_gbs);
         printf("AR                           %8.2f tokens/s  (%.2f ms/step)\n", 1.0 / ar_step, ar_step * 1e3);
-        printf("bytes per AR step            %8.1f MB (F32 weights + KV)\n", step_bytes / 1e6);
+        printf("bytes per AR step            %8.1f MB (weights as loaded + KV)\n", step_bytes / 1e6);
         printf("achieved bandwidth           %8.2f GB/s = %.0f%% of copy bandwidth\n", bw, copy_gbs > 0 ? 100 * bw / copy_gbs : 0);
         printf("host time per step           n/a on the CPU backend (all work is host work)\n");
         printf("verify cost by tree size:\n   nodes   ms/verify   x AR step\n");

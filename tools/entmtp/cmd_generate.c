@@ -19,7 +19,7 @@ static void usage(FILE *f) {
             "  --no-heads            plain AR even when heads are shipped\n"
             "  --bank FILE           bank JSON (trees + calibrated policy settings)\n"
             "  --tree NAME[,NAME..]  built-in trees forming the bank (default: the heads' default)\n"
-            "  --policy KIND         static | ladder | hysteresis | ucb (default: the bank's, else static)\n"
+            "  --policy KIND         static | ladder | hysteresis | ucb | throughput | dynamic (default: the bank's, else static)\n"
             "  --static-tree I       tree index for the static policy (default 0)\n"
             "  --thresholds A,B,..   ladder thresholds on s (K-1 for K trees)\n"
             "  --tau-on X --tau-off Y  hysteresis thresholds (tree 0 conservative, last aggressive)\n"
@@ -34,6 +34,7 @@ static void usage(FILE *f) {
             "  --ar                  plain autoregressive decoding\n"
             "  --backend B           auto | cpu | cuda (default auto)\n"
             "  --threads N           CPU threads (default: all cores)\n"
+            "  --compute C           native (weights in their file type, default) | f32\n"
             "  --kv N                KV cache capacity in tokens\n"
             "  --json                print one JSON object instead of text + summary\n"
             "  --dump-logits F       (AR) write the float32 logits before each token to F\n"
@@ -155,6 +156,7 @@ int cmd_generate(int argc, char **argv) {
     float temperature = 0, epsilon = 0.09f, delta = 0.3f, tau_on = -1, tau_off = -1, ucb_expl = -1;
     int ar = 0, json = 0, raw = 0, quiet = 0, no_heads = 0;
     entmtp_backend backend = ENTMTP_BACKEND_AUTO;
+    entmtp_compute_type compute = ENTMTP_COMPUTE_NATIVE;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -194,6 +196,9 @@ int cmd_generate(int argc, char **argv) {
                          : !strcmp(a, "--delta") ? &delta : !strcmp(a, "--tau-on") ? &tau_on
                          : !strcmp(a, "--tau-off") ? &tau_off : &ucb_expl;
             if (!parse_float(v, dst)) { fprintf(stderr, "entmtp generate: %s: '%s' is not a number\n", a, v); return 2; }
+        } else if (!strcmp(a, "--compute")) {
+            NEED_VALUE();
+            if (!cli_arg_compute("generate", v, &compute)) return 2;
         } else if (!strcmp(a, "--backend")) {
             NEED_VALUE();
             if (!cli_arg_backend("generate", v, &backend)) return 2;
@@ -246,6 +251,7 @@ int cmd_generate(int argc, char **argv) {
     entmtp_model_params mp = entmtp_model_default_params();
     mp.backend = backend;
     mp.n_threads = (int32_t)threads;
+    mp.compute_type = compute;
     mp.progress = json ? NULL : cli_progress;
     if ((st = entmtp_model_load(model_path, &mp, &model))) { rc = cli_fail(model_path, st); goto done; }
 
@@ -284,7 +290,7 @@ int cmd_generate(int argc, char **argv) {
         int from_bank = 0;
         if (policy_name) {
             if ((st = entmtp_policy_kind_from_name(policy_name, &kind)) || kind == ENTMTP_POLICY_CUSTOM) {
-                fprintf(stderr, "entmtp generate: --policy: '%s' is not static, ladder, hysteresis or ucb\n", policy_name);
+                fprintf(stderr, "entmtp generate: --policy: '%s' is not static, ladder, hysteresis, ucb, throughput or dynamic\n", policy_name);
                 rc = 2;
                 goto done;
             }

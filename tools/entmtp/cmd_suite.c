@@ -12,6 +12,7 @@
 
 #include "common/common.h"
 #include "engine/engine.h"
+#include "policy/policy_internal.h"
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -32,6 +33,8 @@ static void usage(FILE *f) {
             "  --max-tokens N     tokens per prompt (default 256)\n"
             "  --temperature T    default 0.7 (typical acceptance; 0 = greedy)\n"
             "  --epsilon E --delta D --seed S\n"
+            "  --every-tree       also a static row for every bank tree (the best static tree, measured)\n"
+            "  --no-default-trees skip the Medusa and Hydra default-tree rows\n"
             "  --json F           all figures;  --plot F.png  bar chart;  --markdown F  the table\n"
             "  --backend B --threads N\n");
 }
@@ -44,18 +47,23 @@ typedef struct task {
 
 typedef struct row {
     const char *method;
+    char key[80], name[96]; /* per-tree rows */
     double tps, accept, ppl;
     int64_t tokens, steps;
     int ran;
     int same_as_ar; /* greedy: every continuation equals AR's */
 } row;
 
-enum { R_AR, R_MEDUSA, R_HYDRA, R_STATIC, R_TAU, R_LADDER, R_UCB, N_ROWS };
-static const char *row_names[N_ROWS] = { "AR", "Medusa (default tree)", "Hydra (default tree)",
-                                         "EntMTP (static task-optimal tree)", "EntMTP-tau (hysteresis)",
-                                         "threshold ladder", "UCB bandit" };
-static const char *row_keys[N_ROWS] = { "ar", "medusa_default", "hydra_default", "entmtp_static",
-                                        "entmtp_tau", "ladder", "ucb" };
+/* --every-tree adds one static row per bank tree (R_TREE0 + k, k < MAX_TREE_ROWS) */
+#define MAX_TREE_ROWS 16
+enum { R_AR, R_MEDUSA, R_HYDRA, R_STATIC, R_TAU, R_LADDER, R_UCB, R_THROUGHPUT, R_DYNAMIC, R_TREE0,
+       N_ROWS = R_TREE0 + MAX_TREE_ROWS };
+static const char *row_names[R_TREE0] = { "AR", "Medusa (default tree)", "Hydra (default tree)",
+                                          "EntMTP (static task-optimal tree)", "EntMTP-tau (hysteresis)",
+                                          "threshold ladder", "UCB bandit", "EntMTP expected throughput",
+                                          "EntMTP dynamic tree" };
+static const char *row_keys[R_TREE0] = { "ar", "medusa_default", "hydra_default", "entmtp_static",
+                                         "entmtp_tau", "ladder", "ucb", "entmtp_throughput", "entmtp_dynamic" };
 
 /* Perplexity of every prompt's continuation, pooled over tokens. */
 static int perplexity(entmtp_session *scorer, const prompt_set *ps, const run_result *rr, double *ppl) {
@@ -88,14 +96,11 @@ static int same_continuations(const prompt_set *ps, const run_result *a, const r
     return 1;
 }
 
-/* A session over `heads` and `bank` with the bank's stored settings for
- * `kind` (or a static policy on the bank's tree `builtin`). */
+/* A session over `heads` and `bank` with policy settings `pc`. */
 static int session_with(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, const entmtp_session_params *sp,
-                        entmtp_policy_kind kind, entmtp_session **s, entmtp_policy **pol) {
-    entmtp_policy_config pc;
-    entmtp_status st = entmtp_bank_policy_config(b, kind, &pc);
-    if (st) return cli_fail("bank policy", st);
-    if ((st = entmtp_policy_create(&pc, pol))) return cli_fail("policy", st);
+                        const entmtp_policy_config *pc, entmtp_session **s, entmtp_policy **pol) {
+    entmtp_status st;
+    if ((st = entmtp_policy_create(pc, pol))) return cli_fail("policy", st);
     if ((st = entmtp_session_create(m, h, b, sp, s))) return cli_fail("session", st);
     if ((st = entmtp_policy_set(*s, *pol))) return cli_fail("policy", st);
     return 0;
@@ -118,10 +123,13 @@ int cmd_bench_suite(int argc, char **argv) {
     float temperature = 0.7f, epsilon = 0.09f, delta = 0.3f;
     unsigned long long seed = 0x5eed;
     entmtp_backend backend = ENTMTP_BACKEND_AUTO;
+    int every_tree = 0, default_trees = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
         if (!strcmp(a, "--suite")) continue;
+        if (!strcmp(a, "--every-tree")) { every_tree = 1; continue; }
+        if (!strcmp(a, "--no-default-trees")) { default_trees = 0; continue; }
         if (!v) { fprintf(stderr, "entmtp bench --suite: %s needs a value\n", a); return 2; }
         i++;
         if (!strcmp(a, "--model")) model_path = v;
@@ -194,8 +202,8 @@ int cmd_bench_suite(int argc, char **argv) {
     for (int h = 0; h < 2; h++) {
         entmtp_heads_info hi = { sizeof hi };
         entmtp_heads_get_info(h ? hydra : medusa, &hi);
-        default_ok[h] = hi.n_heads >= 4;
-        if (!default_ok[h])
+        default_ok[h] = hi.n_heads >= 4 && default_trees;
+        if (!default_ok[h] && default_trees)
             fprintf(stderr, "entmtp bench --suite: %s draft %d tokens; the default tree needs 4: row skipped\n",
                     h ? hydra_path : medusa_path, hi.n_heads);
     }
@@ -213,7 +221,7 @@ int cmd_bench_suite(int argc, char **argv) {
     for (int ti = 0; ti < n_tasks; ti++) {
         task *t = &tasks[ti];
         row *R = rows[ti];
-        for (int k = 0; k < N_ROWS; k++) R[k].method = row_names[k];
+        for (int k = 0; k < R_TREE0; k++) R[k].method = row_names[k];
         if (prompt_set_load(model, t->prompts, (int32_t)n_prompts, &ps)) goto done;
         fprintf(stderr, "entmtp bench --suite: task %s: %d prompts, %ld tokens each, temperature %g\n", t->name, ps.n,
                 max_tokens, (double)temperature);
@@ -245,15 +253,30 @@ int cmd_bench_suite(int argc, char **argv) {
                 cJSON_Delete(bj);
                 free(text);
             }
-            const entmtp_policy_kind kinds[] = { ENTMTP_POLICY_STATIC, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_LADDER, ENTMTP_POLICY_UCB };
-            for (int k = 0; k < 4; k++) {
-                entmtp_policy_config probe;
-                if (entmtp_bank_policy_config(bank, kinds[k], &probe)) {
-                    fprintf(stderr, "entmtp bench --suite: %s holds no %s settings; row skipped\n", t->bank,
-                            entmtp_policy_kind_name(kinds[k]));
-                    continue;
+            const entmtp_policy_kind kinds[] = { ENTMTP_POLICY_STATIC, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_LADDER,
+                                                 ENTMTP_POLICY_UCB, EMT_POLICY_THROUGHPUT, EMT_POLICY_DYNAMIC };
+            for (int k = 0; k < 6; k++) {
+                entmtp_policy_config pc;
+                if (entmtp_bank_policy_config(bank, kinds[k], &pc)) {
+                    if (kinds[k] != EMT_POLICY_THROUGHPUT && kinds[k] != EMT_POLICY_DYNAMIC) {
+                        fprintf(stderr, "entmtp bench --suite: %s holds no %s settings; row skipped\n", t->bank,
+                                entmtp_policy_kind_name(kinds[k]));
+                        continue;
+                    }
+                    pc = entmtp_policy_default_config(kinds[k]); /* they have no settings to calibrate */
                 }
-                if (session_with(model, bh, bank, &tsp, kinds[k], &sess[R_STATIC + k], &pols[R_STATIC + k])) goto done;
+                if (session_with(model, bh, bank, &tsp, &pc, &sess[R_STATIC + k], &pols[R_STATIC + k])) goto done;
+            }
+            for (int32_t k = 0; every_tree && k < entmtp_bank_size(bank) && k < MAX_TREE_ROWS; k++) {
+                entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
+                pc.static_tree = k;
+                entmtp_tree_info ti_ = { sizeof ti_ };
+                entmtp_bank_tree_info(bank, k, &ti_);
+                row *r = &R[R_TREE0 + k];
+                snprintf(r->name, sizeof r->name, "static tree %.40s", ti_.name);
+                snprintf(r->key, sizeof r->key, "static_%.40s", ti_.name);
+                r->method = r->name;
+                if (session_with(model, bh, bank, &tsp, &pc, &sess[R_TREE0 + k], &pols[R_TREE0 + k])) goto done;
             }
         }
         run_options ar = ro;
@@ -302,8 +325,8 @@ int cmd_bench_suite(int argc, char **argv) {
         for (int k = 0; k < N_ROWS; k++) {
             if (!R[k].ran) continue;
             cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "key", row_keys[k]);
-            cJSON_AddStringToObject(o, "method", row_names[k]);
+            cJSON_AddStringToObject(o, "key", k < R_TREE0 ? row_keys[k] : R[k].key);
+            cJSON_AddStringToObject(o, "method", R[k].method);
             cJSON_AddNumberToObject(o, "tokens_per_second", R[k].tps);
             cJSON_AddNumberToObject(o, "speedup", R[R_AR].tps > 0 ? R[k].tps / R[R_AR].tps : 0);
             cJSON_AddNumberToObject(o, "mean_accept_length", R[k].accept);

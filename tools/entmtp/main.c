@@ -52,6 +52,7 @@ static void usage(FILE *f) {
             "  info      print a model's configuration and tensors\n"
             "  bench     measure AR and tree-verify speed\n"
             "  search    build a bank of task-specific trees (two-stage offline search)\n"
+            "  serve     OpenAI-compatible HTTP server with a chat page\n"
             "  version   print the library version\n"
             "\n"
             "Run 'entmtp <command> --help' for the options of a command.\n");
@@ -65,6 +66,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "search")) return cmd_search(argc - 1, argv + 1);
+#ifdef ENTMTP_HAVE_SERVE
+    if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
+#endif
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
         printf("entmtp %s\n", entmtp_version_string());
         return 0;

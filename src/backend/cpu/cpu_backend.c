@@ -1,637 +1,78 @@
-/* The CPU backend: the reference implementation of every backend op, and the
- * fallback on machines without a GPU. Device memory is host memory. */
-#include "backend/backend.h"
-#include "backend/cpu/pool.h"
+/* The CPU backend: picks the kernel variant for this processor at load.
+ * The installed library runs on any x86-64; the variants are built with
+ * per-file target flags (CMakeLists.txt) and chosen here from cpuid. */
+#include "backend/cpu/cpu_variants.h"
 
-#include <math.h>
 #include <stdlib.h>
-#include <unistd.h>
 
-#ifdef ENTMTP_HAVE_OPENBLAS
-#include <cblas.h>
-#endif
+static const char *const g_names[EMT_CPU_VARIANT_COUNT] = { "baseline", "avx2", "avx512" };
 
-struct emt_exec {
-    emt_backend *be;
-    emt_pool *pool;
-};
-
-/* ------------------------------------------------------------- memory */
-
-static void cpu_destroy(emt_backend *be) { free(be); }
-
-static void *cpu_alloc(emt_backend *be, size_t bytes) {
-    (void)be;
-    return emt_calloc(bytes, 1);
+const char *emt_cpu_variant_name(emt_cpu_variant v) {
+    return (unsigned)v < EMT_CPU_VARIANT_COUNT ? g_names[v] : "?";
 }
 
-static void cpu_release(emt_backend *be, void *ptr) {
-    (void)be;
-    free(ptr);
-}
-
-static entmtp_status cpu_upload(emt_backend *be, void *dst, const void *src, size_t bytes) {
-    (void)be;
-    memcpy(dst, src, bytes);
-    return ENTMTP_OK;
-}
-
-static entmtp_status cpu_download(emt_exec *ex, void *dst, const void *src, size_t bytes) {
-    (void)ex;
-    memcpy(dst, src, bytes);
-    return ENTMTP_OK;
-}
-
-static void cpu_copy_rows(emt_exec *ex, float *dst, const float *src, size_t row_floats,
-                          const int32_t *dst_rows, const int32_t *src_rows, int32_t n) {
-    (void)ex;
-    for (int32_t i = 0; i < n; i++) {
-        float *d = dst + (size_t)dst_rows[i] * row_floats;
-        const float *s = src + (size_t)src_rows[i] * row_floats;
-        if (d != s) memmove(d, s, row_floats * sizeof(float));
+int emt_cpu_variant_supported(emt_cpu_variant v) {
+#ifdef EMT_CPU_HAVE_X86_VARIANTS
+    __builtin_cpu_init();
+    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    switch (v) {
+    case EMT_CPU_BASELINE: return 1;
+    case EMT_CPU_AVX2: return avx2;
+    case EMT_CPU_AVX512:
+        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    default: return 0;
     }
-}
-
-static int32_t online_cpus(void) {
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : (int32_t)n;
-}
-
-static emt_exec *cpu_exec_create(emt_backend *be, int32_t n_threads) {
-    emt_exec *ex = emt_calloc(1, sizeof *ex);
-    if (!ex) return NULL;
-    ex->be = be;
-    ex->pool = emt_pool_create(n_threads > 0 ? n_threads : online_cpus());
-    if (!ex->pool) { free(ex); return NULL; }
-    return ex;
-}
-
-static void cpu_exec_destroy(emt_exec *ex) {
-    if (!ex) return;
-    emt_pool_destroy(ex->pool);
-    free(ex);
-}
-
-static entmtp_status cpu_sync(emt_exec *ex) {
-    (void)ex;
-    return ENTMTP_OK;
-}
-
-static const char *cpu_error_text(emt_exec *ex) {
-    (void)ex;
-    return "";
-}
-
-/* ---------------------------------------------------------- elementwise */
-
-static void cpu_embed(emt_exec *ex, const float *table, int32_t dim, const int32_t *tokens,
-                      int32_t n_rows, float *out) {
-    (void)ex;
-    for (int32_t r = 0; r < n_rows; r++)
-        memcpy(out + (size_t)r * dim, table + (size_t)tokens[r] * dim, (size_t)dim * sizeof(float));
-}
-
-static void cpu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_rows, int32_t dim,
-                        float eps, float *out) {
-    (void)ex;
-    for (int32_t r = 0; r < n_rows; r++) {
-        const float *xr = x + (size_t)r * dim;
-        float *o = out + (size_t)r * dim;
-        double ss = 0.0;
-        for (int32_t i = 0; i < dim; i++) ss += (double)xr[i] * (double)xr[i];
-        float scale = (float)(1.0 / sqrt(ss / dim + (double)eps));
-        for (int32_t i = 0; i < dim; i++) o[i] = xr[i] * scale * w[i];
-    }
-}
-
-static inline float silu(float v) { return v / (1.0f + expf(-v)); }
-
-typedef struct swiglu_job {
-    const float *gate, *up;
-    float *out;
-    int64_t n;
-} swiglu_job;
-
-#define EMT_ELEMENTS_PER_TASK 8192
-
-/* elementwise, so any split gives the same bits; expf dominates */
-static void swiglu_task(void *ctx, int32_t task) {
-    const swiglu_job *j = ctx;
-    int64_t i0 = (int64_t)task * EMT_ELEMENTS_PER_TASK;
-    int64_t i1 = i0 + EMT_ELEMENTS_PER_TASK < j->n ? i0 + EMT_ELEMENTS_PER_TASK : j->n;
-    for (int64_t i = i0; i < i1; i++) j->out[i] = silu(j->gate[i]) * j->up[i];
-}
-
-static void cpu_swiglu(emt_exec *ex, const float *gate, const float *up, int64_t n, float *out) {
-    swiglu_job job = { gate, up, out, n };
-    emt_pool_run(ex->pool, (int32_t)((n + EMT_ELEMENTS_PER_TASK - 1) / EMT_ELEMENTS_PER_TASK),
-                 swiglu_task, &job);
-}
-
-/* GELU, tanh approximation (Gemma's gelu_pytorch_tanh) */
-static inline float gelu_tanh(float v) {
-    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
-    return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
-}
-
-static void geglu_task(void *ctx, int32_t task) {
-    const swiglu_job *j = ctx;
-    int64_t i0 = (int64_t)task * EMT_ELEMENTS_PER_TASK;
-    int64_t i1 = i0 + EMT_ELEMENTS_PER_TASK < j->n ? i0 + EMT_ELEMENTS_PER_TASK : j->n;
-    for (int64_t i = i0; i < i1; i++) j->out[i] = gelu_tanh(j->gate[i]) * j->up[i];
-}
-
-static void cpu_geglu(emt_exec *ex, const float *gate, const float *up, int64_t n, float *out) {
-    swiglu_job job = { gate, up, out, n };
-    emt_pool_run(ex->pool, (int32_t)((n + EMT_ELEMENTS_PER_TASK - 1) / EMT_ELEMENTS_PER_TASK),
-                 geglu_task, &job);
-}
-
-static void cpu_scale(emt_exec *ex, float *x, int64_t n, float s) {
-    (void)ex;
-    for (int64_t i = 0; i < n; i++) x[i] *= s;
-}
-
-static void cpu_softcap(emt_exec *ex, float *x, int64_t n, float cap) {
-    (void)ex;
-    for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
-}
-
-static void cpu_add(emt_exec *ex, float *x, const float *y, int64_t n) {
-    (void)ex;
-    for (int64_t i = 0; i < n; i++) x[i] += y[i];
-}
-
-static void cpu_silu_residual(emt_exec *ex, const float *res, const float *pre, int64_t n,
-                              float *out) {
-    (void)ex;
-    for (int64_t i = 0; i < n; i++) out[i] = res[i] + silu(pre[i]);
-}
-
-static void cpu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim,
-                     int32_t n_rot, const int32_t *positions, const float *inv_freq) {
-    (void)ex;
-    int32_t half = n_rot / 2;
-    for (int32_t r = 0; r < n_rows; r++) {
-        for (int32_t i = 0; i < half; i++) {
-            double angle = (double)positions[r] * (double)inv_freq[i];
-            float c = (float)cos(angle), s = (float)sin(angle);
-            for (int32_t h = 0; h < n_heads; h++) {
-                float *v = x + ((size_t)r * n_heads + h) * head_dim;
-                float a = v[i], b = v[i + half];
-                v[i] = a * c - b * s;
-                v[i + half] = b * c + a * s;
-            }
-        }
-    }
-}
-
-/* ---------------------------------------------------------------- matmul */
-
-/* The batch-invariant dot product: one 8-wide accumulator over the inputs
- * in steps of 8, a fixed horizontal sum, then a scalar tail. Every kernel
- * below computes each output with exactly this sequence of operations; the
- * kernels differ only in how many weight rows and input rows share each
- * load, so an output's bits do not depend on the number of rows in a call
- * or on which kernel computed it. */
-typedef float emt_v8 __attribute__((vector_size(32)));
-#ifdef __AVX__
-#include <immintrin.h>
-#endif
-
-/* a*b + c with one rounding when the machine has FMA (chosen at compile
- * time, the same instruction in every path), else a*b then + c. */
-#if defined(__FMA__) && defined(__AVX__)
-static inline emt_v8 madd(emt_v8 a, emt_v8 b, emt_v8 c) {
-    return (emt_v8)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
-}
 #else
-static inline emt_v8 madd(emt_v8 a, emt_v8 b, emt_v8 c) { return a * b + c; }
+    return v == EMT_CPU_BASELINE;
 #endif
-
-static inline emt_v8 load8(const float *p) {
-    emt_v8 v;
-    memcpy(&v, p, sizeof v);
-    return v;
 }
 
-static inline float finish(emt_v8 a, const float *w, const float *x, int32_t i, int32_t n) {
-    float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
-    for (; i < n; i++) s += w[i] * x[i];
-    return s;
+entmtp_status emt_cpu_variant_selected(emt_cpu_variant *out) {
+    const char *env = getenv("ENTMTP_CPU_KERNELS");
+    if (env && *env) {
+        for (int v = 0; v < EMT_CPU_VARIANT_COUNT; v++) {
+            if (strcmp(env, g_names[v]) != 0) continue;
+            if (!emt_cpu_variant_supported((emt_cpu_variant)v))
+                return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
+                                "ENTMTP_CPU_KERNELS=%s: this processor or build cannot run that kernel variant", env);
+            *out = (emt_cpu_variant)v;
+            return ENTMTP_OK;
+        }
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
+                        "ENTMTP_CPU_KERNELS=%s: not a kernel variant (baseline, avx2, avx512)", env);
+    }
+    *out = EMT_CPU_BASELINE;
+    for (int v = EMT_CPU_VARIANT_COUNT - 1; v > 0; v--)
+        if (emt_cpu_variant_supported((emt_cpu_variant)v)) { *out = (emt_cpu_variant)v; break; }
+    return ENTMTP_OK;
 }
 
-static inline float dot1(const float *w, const float *x, int32_t n) {
-    emt_v8 a = { 0 };
-    int32_t i = 0;
-    for (; i + 8 <= n; i += 8) a = madd(load8(w + i), load8(x + i), a);
-    return finish(a, w, x, i, n);
-}
-
-/* Horizontal sums of 8 (hsum8) or 4 (hsum4) accumulators at once, each in
- * finish()'s order ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)): hadd forms the
- * pairs, a second hadd their sums, then low half + high half. Bit-identical
- * to finish() before its tail. */
-#ifdef __AVX__
-static inline emt_v8 hsum8(const emt_v8 a[8]) {
-    __m256 g0 = _mm256_hadd_ps(_mm256_hadd_ps((__m256)a[0], (__m256)a[1]),
-                               _mm256_hadd_ps((__m256)a[2], (__m256)a[3]));
-    __m256 g1 = _mm256_hadd_ps(_mm256_hadd_ps((__m256)a[4], (__m256)a[5]),
-                               _mm256_hadd_ps((__m256)a[6], (__m256)a[7]));
-    return (emt_v8)_mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20),
-                                 _mm256_permute2f128_ps(g0, g1, 0x31));
-}
-
-static inline void hsum4(const emt_v8 a[4], float out[4]) {
-    __m256 g = _mm256_hadd_ps(_mm256_hadd_ps((__m256)a[0], (__m256)a[1]),
-                              _mm256_hadd_ps((__m256)a[2], (__m256)a[3]));
-    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1)));
-}
-#else
-static inline emt_v8 hsum8(const emt_v8 a[8]) {
-    emt_v8 s;
-    for (int t = 0; t < 8; t++) s[t] = finish(a[t], NULL, NULL, 0, 0);
-    return s;
-}
-
-static inline void hsum4(const emt_v8 a[4], float out[4]) {
-    for (int t = 0; t < 4; t++) out[t] = finish(a[t], NULL, NULL, 0, 0);
-}
+const emt_backend_ops *emt_cpu_variant_ops(emt_cpu_variant v) {
+    if (v == EMT_CPU_BASELINE) return &emt_cpu_ops_baseline;
+#ifdef EMT_CPU_HAVE_X86_VARIANTS
+    if (v == EMT_CPU_AVX2) return &emt_cpu_ops_avx2;
+    if (v == EMT_CPU_AVX512) return &emt_cpu_ops_avx512;
 #endif
-
-/* A loaded vector that the compiler must keep in a register: without this
- * it folds the load into every FMA that uses it as a memory operand,
- * loading it again for each, and the kernels become bound by loads. */
-static inline emt_v8 in_reg(emt_v8 v) {
-#if defined(__AVX__) && defined(__GNUC__)
-    __asm__("" : "+x"(v));
-#endif
-    return v;
+    return NULL;
 }
 
-/* Outputs are taken in groups of at most EMT_GROUP (every kernel width
- * divides it); rows in blocks of at most EMT_MAX_NR. */
-#define EMT_GROUP 6
-#define EMT_MAX_NR 6
-#define EMT_PF_LOCALITY 2 /* into L2: L1 holds the group and the input rows */
-
-/* nw weight rows (outputs) against nr input rows: nw*nr accumulators (at
- * most 12, so that they, the weight vectors and one input vector fit in the
- * 16 vector registers), each weight load serving nr rows. nw and nr are
- * constants at every call site, so the loops unroll into registers. With
- * pf_rows > 0, the weight rows pf_rows further on (the next group's) are
- * prefetched while this block computes, so the weight stream from memory
- * overlaps the arithmetic instead of alternating with it (prefetches never
- * fault, so those past the last row are harmless). */
-static inline __attribute__((always_inline)) void
-block(const float *w, size_t n_in, const float *x, int32_t n, int nw, int nr, size_t pf_rows,
-      const float *bias, float *y, size_t n_out) {
-    emt_v8 acc[EMT_MAX_NR][EMT_GROUP];
-    for (int r = 0; r < nr; r++)
-        for (int k = 0; k < nw; k++) acc[r][k] = (emt_v8){ 0 };
-    int32_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        if (pf_rows && i % 16 == 0) /* one per 64-byte line */
-            for (int k = 0; k < nw; k++)
-                __builtin_prefetch(w + (k + pf_rows) * n_in + i, 0, EMT_PF_LOCALITY);
-        if (nr <= nw) { /* the input rows stay in registers, weights stream */
-            emt_v8 xv[EMT_MAX_NR];
-            for (int r = 0; r < nr; r++) xv[r] = in_reg(load8(x + r * n_in + i));
-            for (int k = 0; k < nw; k++) {
-                emt_v8 wk = in_reg(load8(w + k * n_in + i));
-                for (int r = 0; r < nr; r++) acc[r][k] = madd(wk, xv[r], acc[r][k]);
-            }
-        } else { /* the weight rows stay in registers, inputs stream */
-            emt_v8 wv[EMT_GROUP];
-            for (int k = 0; k < nw; k++) wv[k] = in_reg(load8(w + k * n_in + i));
-            for (int r = 0; r < nr; r++) {
-                emt_v8 xr = in_reg(load8(x + r * n_in + i));
-                for (int k = 0; k < nw; k++) acc[r][k] = madd(wv[k], xr, acc[r][k]);
-            }
-        }
-    }
-    /* horizontal sums four at a time (padded with zeros), then the tails */
-    enum { MAX_ACC = EMT_MAX_NR * EMT_GROUP };
-    emt_v8 flat[MAX_ACC + 3];
-    float sum[MAX_ACC + 3];
-    for (int r = 0; r < nr; r++)
-        for (int k = 0; k < nw; k++) flat[r * nw + k] = acc[r][k];
-    for (int a = nr * nw; a % 4; a++) flat[a] = (emt_v8){ 0 };
-    for (int a = 0; a < nr * nw; a += 4) hsum4(flat + a, sum + a);
-    for (int r = 0; r < nr; r++)
-        for (int k = 0; k < nw; k++) {
-            float v = sum[r * nw + k];
-            for (int32_t t = i; t < n; t++) v += w[k * n_in + t] * x[r * n_in + t];
-            y[r * n_out + k] = bias ? v + bias[k] : v;
-        }
-}
-
-typedef struct matmul_job {
-    const float *W, *bias, *x;
-    float *y;
-    int32_t n_rows, n_in, n_out, chunk;
-} matmul_job;
-
-/* The widest kernel for nr rows that keeps <= 12 accumulators. */
-static int kernel_width(int nr) { return nr <= 2 ? 6 : nr <= 4 ? 3 : 2; }
-
-/* One group of `step` outputs from o for input rows r0..r0+nr-1, in kernels
- * of nw outputs (nw, nr constant after inlining), prefetching the next group. */
-static inline __attribute__((always_inline)) void
-group_rows(const matmul_job *j, int32_t r0, int32_t o, int nw, int nr, int step) {
-    size_t n_in = (size_t)j->n_in, n_out = (size_t)j->n_out;
-    for (int32_t k = 0; k < step; k += nw)
-        block(j->W + (size_t)(o + k) * n_in, n_in, j->x + (size_t)r0 * n_in, j->n_in, nw, nr,
-              (size_t)step, j->bias ? j->bias + o + k : NULL, j->y + (size_t)r0 * n_out + o + k,
-              n_out);
-}
-
-static void group_block(const matmul_job *j, int32_t r0, int nr, int32_t o, int step) {
-    switch (nr) {
-    case 1: group_rows(j, r0, o, 6, 1, step); break;
-    case 2: group_rows(j, r0, o, 6, 2, step); break;
-    case 3: group_rows(j, r0, o, 3, 3, step); break;
-    case 4: group_rows(j, r0, o, 3, 4, step); break;
-    case 5: group_rows(j, r0, o, 2, 5, step); break;
-    default: group_rows(j, r0, o, 2, 6, step); break;
-    }
-}
-
-/* Single outputs (the last n_out % step) for rows r0..r0+nr-1. */
-static void single_block(const matmul_job *j, int32_t r0, int nr, int32_t o) {
-    size_t n_in = (size_t)j->n_in, n_out = (size_t)j->n_out;
-    const float *w = j->W + (size_t)o * n_in, *x = j->x + (size_t)r0 * n_in;
-    const float *b = j->bias ? j->bias + o : NULL;
-    float *y = j->y + (size_t)r0 * n_out + o;
-    switch (nr) {
-    case 1: block(w, n_in, x, j->n_in, 1, 1, 0, b, y, n_out); break;
-    case 2: block(w, n_in, x, j->n_in, 1, 2, 0, b, y, n_out); break;
-    case 3: block(w, n_in, x, j->n_in, 1, 3, 0, b, y, n_out); break;
-    case 4: block(w, n_in, x, j->n_in, 1, 4, 0, b, y, n_out); break;
-    case 5: block(w, n_in, x, j->n_in, 1, 5, 0, b, y, n_out); break;
-    default: block(w, n_in, x, j->n_in, 1, 6, 0, b, y, n_out); break;
-    }
-}
-
-/* First row of block b when n rows are split into n_blocks near-equal
- * blocks (so none has more than EMT_MAX_NR rows). */
-static inline int32_t block_start(int32_t n, int32_t n_blocks, int32_t b) {
-    return (int32_t)((int64_t)n * b / n_blocks);
-}
-
-/* One chunk of outputs for every row. Each group of outputs is read from
- * memory once and serves every row block while it is in cache. The group is
- * one kernel wide when all row blocks use the same kernel width (a smaller
- * working set beside the input rows), else EMT_GROUP wide. */
-static void matmul_task(void *ctx, int32_t task) {
-    const matmul_job *j = ctx;
-    int32_t o0 = task * j->chunk;
-    int32_t o1 = o0 + j->chunk < j->n_out ? o0 + j->chunk : j->n_out;
-    int32_t n = j->n_rows, n_blocks = (n + EMT_MAX_NR - 1) / EMT_MAX_NR;
-    int step = kernel_width(block_start(n, n_blocks, 1) - block_start(n, n_blocks, 0));
-    for (int32_t b = 1; b < n_blocks; b++)
-        if (kernel_width(block_start(n, n_blocks, b + 1) - block_start(n, n_blocks, b)) != step)
-            step = EMT_GROUP;
-    int32_t o = o0;
-    for (; o + step <= o1; o += step)
-        for (int32_t b = 0; b < n_blocks; b++) {
-            int32_t r = block_start(n, n_blocks, b);
-            group_block(j, r, block_start(n, n_blocks, b + 1) - r, o, step);
-        }
-    for (; o < o1; o++)
-        for (int32_t b = 0; b < n_blocks; b++) {
-            int32_t r = block_start(n, n_blocks, b);
-            single_block(j, r, block_start(n, n_blocks, b + 1) - r, o);
-        }
-}
-
-static void cpu_matmul(emt_exec *ex, const float *W, const float *bias, const float *x,
-                       int32_t n_rows, int32_t n_in, int32_t n_out, float *y, int exact) {
-#ifdef ENTMTP_HAVE_OPENBLAS
-    if (!exact && n_rows >= 16) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_rows, n_out, n_in, 1.0f, x, n_in, W,
-                    n_in, 0.0f, y, n_out);
-        if (bias)
-            for (int32_t r = 0; r < n_rows; r++)
-                for (int32_t o = 0; o < n_out; o++) y[(size_t)r * n_out + o] += bias[o];
-        return;
-    }
-#endif
-    (void)exact;
-    matmul_job job = { W, bias, x, y, n_rows, n_in, n_out, 0 };
-    /* chunks of outputs, whole groups, about 4 per thread for balance */
-    int32_t threads = emt_pool_size(ex->pool);
-    int32_t chunk = (n_out + threads * 4 - 1) / (threads * 4);
-    chunk = (chunk + EMT_GROUP - 1) / EMT_GROUP * EMT_GROUP;
-    if (chunk < 2 * EMT_GROUP) chunk = 2 * EMT_GROUP;
-    job.chunk = chunk;
-    emt_pool_run(ex->pool, (n_out + chunk - 1) / chunk, matmul_task, &job);
-}
-
-/* ------------------------------------------------------------- attention */
-
-#define EMT_ATTN_BLOCK 64
-#define EMT_MAX_HEAD_DIM 512
-
-typedef struct attn_job {
-    const float *q, *k, *v;
-    const uint8_t *mask;
-    float *out;
-    int32_t n_prefix, n_rows, n_heads, n_kv_heads, head_dim;
-    float scale;
-    float softcap; /* 0: none */
-} attn_job;
-
-/* Scores of nb keys (a row of K each) against q: s[t] = dot1(q, k_t) * scale.
- * With head_dim a multiple of 8, eight keys at a time run as eight
- * independent chains (dot1's sequence per key) summed by hsum8. */
-static void attn_scores(const float *q, const float *k, size_t stride, const int32_t *keys,
-                        int32_t nb, int32_t hd, float scale, float *s) {
-    int32_t t = 0;
-    if (hd % 8 == 0) {
-        for (; t + 8 <= nb; t += 8) {
-            const float *kt[8];
-            emt_v8 a[8];
-            for (int u = 0; u < 8; u++) {
-                kt[u] = k + (size_t)keys[t + u] * stride;
-                a[u] = (emt_v8){ 0 };
-            }
-            for (int32_t i = 0; i < hd; i += 8) {
-                emt_v8 qv = load8(q + i);
-                for (int u = 0; u < 8; u++) a[u] = madd(qv, load8(kt[u] + i), a[u]);
-            }
-            emt_v8 v = hsum8(a) * scale;
-            memcpy(s + t, &v, sizeof v);
-        }
-    }
-    for (; t < nb; t++) s[t] = dot1(q, k + (size_t)keys[t] * stride, hd) * scale;
-}
-
-/* acc = acc * corr, then acc += p[t] * v_t for t in order: per element the
- * scalar sequence, with 64 dims at a time held in registers across keys. */
-static void attn_accumulate(float *acc, float corr, const float *p, const float *v, size_t stride,
-                            const int32_t *keys, int32_t nb, int32_t hd) {
-    int32_t d0 = 0;
-    for (; d0 + 64 <= hd; d0 += 64) {
-        emt_v8 a[8];
-        for (int u = 0; u < 8; u++) a[u] = load8(acc + d0 + 8 * u) * corr;
-        for (int32_t t = 0; t < nb; t++) {
-            const float *vt = v + (size_t)keys[t] * stride + d0;
-            emt_v8 pv = (emt_v8){ 0 } + p[t];
-            for (int u = 0; u < 8; u++) a[u] = a[u] + pv * load8(vt + 8 * u);
-        }
-        memcpy(acc + d0, a, sizeof a);
-    }
-    for (int32_t d = d0; d < hd; d++) acc[d] *= corr;
-    for (int32_t t = 0; t < nb && d0 < hd; t++) {
-        const float *vt = v + (size_t)keys[t] * stride;
-        for (int32_t d = d0; d < hd; d++) acc[d] += p[t] * vt[d];
-    }
-}
-
-/* One (row, head): online softmax over the visible keys in a fixed order
- * (cache prefix, then the row's visible new rows by index), in blocks. */
-static void attn_task(void *ctx, int32_t task) {
-    const attn_job *j = ctx;
-    int32_t row = task / j->n_heads, head = task % j->n_heads;
-    int32_t hd = j->head_dim;
-    int32_t kv_head = head / (j->n_heads / j->n_kv_heads);
-    size_t kv_stride = (size_t)j->n_kv_heads * hd;
-    const float *q = j->q + ((size_t)row * j->n_heads + head) * hd;
-    const float *k = j->k + (size_t)kv_head * hd, *v = j->v + (size_t)kv_head * hd;
-    float acc[EMT_MAX_HEAD_DIM];
-    for (int32_t d = 0; d < hd; d++) acc[d] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
-    int32_t keys[EMT_ATTN_BLOCK];
-    float s[EMT_ATTN_BLOCK];
-    int32_t total = j->n_prefix + j->n_rows;
-    int32_t kr = 0;
-    while (kr < total) {
-        int32_t nb = 0;
-        for (; kr < total && nb < EMT_ATTN_BLOCK; kr++) {
-            if (kr >= j->n_prefix) {
-                int32_t col = kr - j->n_prefix;
-                int visible = j->mask ? j->mask[(size_t)row * j->n_rows + col] : col <= row;
-                if (!visible) continue;
-            }
-            keys[nb++] = kr;
-        }
-        if (nb == 0) continue;
-        attn_scores(q, k, kv_stride, keys, nb, hd, j->scale, s);
-        if (j->softcap > 0.0f)
-            for (int32_t t = 0; t < nb; t++) s[t] = j->softcap * tanhf(s[t] / j->softcap);
-        float mb = -INFINITY;
-        for (int32_t t = 0; t < nb; t++)
-            if (s[t] > mb) mb = s[t];
-        float m_new = m > mb ? m : mb;
-        float corr = expf(m - m_new); /* exp(-inf) = 0 on the first block */
-        l *= corr;
-        for (int32_t t = 0; t < nb; t++) {
-            s[t] = expf(s[t] - m_new);
-            l += s[t];
-        }
-        attn_accumulate(acc, corr, s, v, kv_stride, keys, nb, hd);
-        m = m_new;
-    }
-    float *o = j->out + ((size_t)row * j->n_heads + head) * hd;
-    float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int32_t d = 0; d < hd; d++) o[d] = acc[d] * inv;
-}
-
-static void cpu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
-                                  int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
-                                  int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
-    attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
-                     head_dim, 1.0f / sqrtf((float)head_dim), cap };
-    emt_pool_run(ex->pool, n_rows * n_heads, attn_task, &job);
-}
-
-static void cpu_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
-                          int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
-                          int32_t n_kv_heads, int32_t head_dim, float *out) {
-    cpu_attention_softcap(ex, q, k_cache, v_cache, n_prefix, n_rows, mask, n_heads, n_kv_heads, head_dim,
-                          0.0f, out);
-}
-
-/* ----------------------------------------------------------------- top-k */
-
-typedef struct topk_job {
-    const float *logits;
-    int32_t vocab, k;
-    int32_t *top_ids;
-    float *top_probs, *entropy;
-} topk_job;
-
-/* One row: insertion top-k, then softmax statistics in double. */
-static void topk_task(void *ctx, int32_t r) {
-    const topk_job *j = ctx;
-    int32_t vocab = j->vocab, k = j->k;
-    const float *x = j->logits + (size_t)r * vocab;
-    int32_t *ids = j->top_ids + (size_t)r * k;
-    float *vals = j->top_probs + (size_t)r * k;
-    int32_t n = 0;
-    for (int32_t i = 0; i < vocab; i++) {
-        float v = x[i];
-        if (n == k && !(v > vals[k - 1])) continue;
-        int32_t pos = n < k ? n++ : k - 1;
-        while (pos > 0 && v > vals[pos - 1]) {
-            vals[pos] = vals[pos - 1];
-            ids[pos] = ids[pos - 1];
-            pos--;
-        }
-        vals[pos] = v;
-        ids[pos] = i;
-    }
-    double mx = vals[0], z = 0.0, sxz = 0.0;
-    for (int32_t i = 0; i < vocab; i++) {
-        double e = exp((double)x[i] - mx);
-        z += e;
-        sxz += e * ((double)x[i] - mx);
-    }
-    for (int32_t t = 0; t < k; t++) vals[t] = (float)(exp((double)vals[t] - mx) / z);
-    if (j->entropy) j->entropy[r] = (float)(log(z) - sxz / z);
-}
-
-/* Rows are independent (the exp over the vocabulary dominates): one task
- * per row, each computed exactly as alone. */
-static void cpu_topk(emt_exec *ex, const float *logits, int32_t n_rows, int32_t vocab, int32_t k,
-                     int32_t *top_ids, float *top_probs, float *entropy) {
-    topk_job job = { logits, vocab, k > vocab ? vocab : k, top_ids, top_probs, entropy };
-    emt_pool_run(ex->pool, n_rows, topk_task, &job);
-}
-
-static const emt_backend_ops cpu_ops = {
-    .name = "cpu",
-    .host_memory = 1,
-    .destroy = cpu_destroy,
-    .alloc = cpu_alloc,
-    .release = cpu_release,
-    .upload = cpu_upload,
-    .download = cpu_download,
-    .copy_rows = cpu_copy_rows,
-    .exec_create = cpu_exec_create,
-    .exec_destroy = cpu_exec_destroy,
-    .sync = cpu_sync,
-    .error_text = cpu_error_text,
-    .embed = cpu_embed,
-    .rmsnorm = cpu_rmsnorm,
-    .matmul = cpu_matmul,
-    .rope = cpu_rope,
-    .attention = cpu_attention,
-    .swiglu = cpu_swiglu,
-    .add = cpu_add,
-    .silu_residual = cpu_silu_residual,
-    .topk = cpu_topk,
-    .scale = cpu_scale,
-    .geglu = cpu_geglu,
-    .softcap = cpu_softcap,
-    .attention_softcap = cpu_attention_softcap,
-};
-
-entmtp_status emt_backend_cpu_create(emt_backend **out) {
+entmtp_status emt_backend_cpu_create_variant(emt_cpu_variant v, emt_backend **out) {
+    if (!emt_cpu_variant_supported(v))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "cpu backend: kernel variant '%s' cannot run here",
+                        emt_cpu_variant_name(v));
+    const emt_backend_ops *ops = emt_cpu_variant_ops(v);
     emt_backend *be = emt_calloc(1, sizeof *be);
     if (!be) return ENTMTP_ERR_OUT_OF_MEMORY;
-    be->ops = &cpu_ops;
+    be->ops = ops;
     *out = be;
     return ENTMTP_OK;
+}
+
+entmtp_status emt_backend_cpu_create(emt_backend **out) {
+    emt_cpu_variant v;
+    entmtp_status st = emt_cpu_variant_selected(&v);
+    if (st) return st;
+    return emt_backend_cpu_create_variant(v, out);
 }

@@ -1,0 +1,888 @@
+/* The CPU backend's ops, compiled once per kernel variant (cpu_baseline.c,
+ * cpu_avx2.c, cpu_avx512.c each include this file with its own target
+ * flags and EMT_CPU_OPS naming the table it defines); cpu_backend.c picks a
+ * table from cpuid at load. The same source in every variant: the compiler
+ * flags decide which #ifdef __AVX2__ / __AVX512VNNI__ paths exist. Device
+ * memory is host memory. */
+#include "backend/backend.h"
+#include "backend/cpu/cpu_variants.h"
+#include "backend/cpu/pool.h"
+#include "backend/cpu/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#ifdef ENTMTP_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+struct emt_exec {
+    emt_backend *be;
+    emt_pool *pool;
+    emt_xq *xq; /* activation rows quantized for the integer kernels */
+    size_t xq_cap;
+    const char *error; /* set by an op that failed; sync reports it */
+};
+
+/* ------------------------------------------------------------- memory */
+
+static void cpu_destroy(emt_backend *be) { free(be); }
+
+static void *cpu_alloc(emt_backend *be, size_t bytes) {
+    (void)be;
+    return emt_calloc(bytes, 1);
+}
+
+static void cpu_release(emt_backend *be, void *ptr) {
+    (void)be;
+    free(ptr);
+}
+
+static entmtp_status cpu_upload(emt_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    memcpy(dst, src, bytes);
+    return ENTMTP_OK;
+}
+
+static entmtp_status cpu_download(emt_exec *ex, void *dst, const void *src, size_t bytes) {
+    (void)ex;
+    memcpy(dst, src, bytes);
+    return ENTMTP_OK;
+}
+
+static void cpu_copy_rows(emt_exec *ex, float *dst, const float *src, size_t row_floats,
+                          const int32_t *dst_rows, const int32_t *src_rows, int32_t n) {
+    (void)ex;
+    for (int32_t i = 0; i < n; i++) {
+        float *d = dst + (size_t)dst_rows[i] * row_floats;
+        const float *s = src + (size_t)src_rows[i] * row_floats;
+        if (d != s) memmove(d, s, row_floats * sizeof(float));
+    }
+}
+
+static int32_t online_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : (int32_t)n;
+}
+
+static emt_exec *cpu_exec_create(emt_backend *be, int32_t n_threads) {
+    emt_exec *ex = emt_calloc(1, sizeof *ex);
+    if (!ex) return NULL;
+    ex->be = be;
+    ex->pool = emt_pool_create(n_threads > 0 ? n_threads : online_cpus());
+    if (!ex->pool) { free(ex); return NULL; }
+    return ex;
+}
+
+static void cpu_exec_destroy(emt_exec *ex) {
+    if (!ex) return;
+    emt_pool_destroy(ex->pool);
+    free(ex->xq);
+    free(ex);
+}
+
+static entmtp_status cpu_sync(emt_exec *ex) {
+    return ex->error ? ENTMTP_ERR_BACKEND : ENTMTP_OK;
+}
+
+/* the reason for the last failed sync, which it clears */
+static const char *cpu_error_text(emt_exec *ex) {
+    const char *e = ex->error ? ex->error : "";
+    ex->error = NULL;
+    return e;
+}
+
+/* ---------------------------------------------------------- elementwise */
+
+static void cpu_embed(emt_exec *ex, const float *table, int32_t dim, const int32_t *tokens,
+                      int32_t n_rows, float *out) {
+    (void)ex;
+    for (int32_t r = 0; r < n_rows; r++)
+        memcpy(out + (size_t)r * dim, table + (size_t)tokens[r] * dim, (size_t)dim * sizeof(float));
+}
+
+static void cpu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_rows, int32_t dim,
+                        float eps, float *out) {
+    (void)ex;
+    for (int32_t r = 0; r < n_rows; r++) {
+        const float *xr = x + (size_t)r * dim;
+        float *o = out + (size_t)r * dim;
+        double ss = 0.0;
+        for (int32_t i = 0; i < dim; i++) ss += (double)xr[i] * (double)xr[i];
+        float scale = (float)(1.0 / sqrt(ss / dim + (double)eps));
+        for (int32_t i = 0; i < dim; i++) o[i] = xr[i] * scale * w[i];
+    }
+}
+
+static inline float silu(float v) { return v / (1.0f + expf(-v)); }
+
+typedef struct swiglu_job {
+    const float *gate, *up;
+    float *out;
+    int64_t n;
+} swiglu_job;
+
+#define EMT_ELEMENTS_PER_TASK 8192
+
+/* elementwise, so any split gives the same bits; expf dominates */
+static void swiglu_task(void *ctx, int32_t task) {
+    const swiglu_job *j = ctx;
+    int64_t i0 = (int64_t)task * EMT_ELEMENTS_PER_TASK;
+    int64_t i1 = i0 + EMT_ELEMENTS_PER_TASK < j->n ? i0 + EMT_ELEMENTS_PER_TASK : j->n;
+    for (int64_t i = i0; i < i1; i++) j->out[i] = silu(j->gate[i]) * j->up[i];
+}
+
+static void cpu_swiglu(emt_exec *ex, const float *gate, const float *up, int64_t n, float *out) {
+    swiglu_job job = { gate, up, out, n };
+    emt_pool_run(ex->pool, (int32_t)((n + EMT_ELEMENTS_PER_TASK - 1) / EMT_ELEMENTS_PER_TASK),
+                 swiglu_task, &job);
+}
+
+/* GELU, tanh approximation (Gemma's gelu_pytorch_tanh) */
+static inline float gelu_tanh(float v) {
+    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
+    return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+}
+
+static void geglu_task(void *ctx, int32_t task) {
+    const swiglu_job *j = ctx;
+    int64_t i0 = (int64_t)task * EMT_ELEMENTS_PER_TASK;
+    int64_t i1 = i0 + EMT_ELEMENTS_PER_TASK < j->n ? i0 + EMT_ELEMENTS_PER_TASK : j->n;
+    for (int64_t i = i0; i < i1; i++) j->out[i] = gelu_tanh(j->gate[i]) * j->up[i];
+}
+
+static void cpu_geglu(emt_exec *ex, const float *gate, const float *up, int64_t n, float *out) {
+    swiglu_job job = { gate, up, out, n };
+    emt_pool_run(ex->pool, (int32_t)((n + EMT_ELEMENTS_PER_TASK - 1) / EMT_ELEMENTS_PER_TASK),
+                 geglu_task, &job);
+}
+
+static void cpu_scale(emt_exec *ex, float *x, int64_t n, float s) {
+    (void)ex;
+    for (int64_t i = 0; i < n; i++) x[i] *= s;
+}
+
+static void cpu_softcap(emt_exec *ex, float *x, int64_t n, float cap) {
+    (void)ex;
+    for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
+}
+
+static void cpu_add(emt_exec *ex, float *x, const float *y, int64_t n) {
+    (void)ex;
+    for (int64_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+static void cpu_silu_residual(emt_exec *ex, const float *res, const float *pre, int64_t n,
+                              float *out) {
+    (void)ex;
+    for (int64_t i = 0; i < n; i++) out[i] = res[i] + silu(pre[i]);
+}
+
+static void cpu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim,
+                     int32_t n_rot, const int32_t *positions, const float *inv_freq) {
+    (void)ex;
+    int32_t half = n_rot / 2;
+    for (int32_t r = 0; r < n_rows; r++) {
+        for (int32_t i = 0; i < half; i++) {
+            double angle = (double)positions[r] * (double)inv_freq[i];
+            float c = (float)cos(angle), s = (float)sin(angle);
+            for (int32_t h = 0; h < n_heads; h++) {
+                float *v = x + ((size_t)r * n_heads + h) * head_dim;
+                float a = v[i], b = v[i + half];
+                v[i] = a * c - b * s;
+                v[i + half] = b * c + a * s;
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+/* The batch-invariant dot product: one 8-wide accumulator over the inputs
+ * in steps of 8, a fixed horizontal sum, then a scalar tail. Every kernel
+ * below computes each output with exactly this sequence of operations; the
+ * kernels differ only in how many weight rows and input rows share each
+ * load, so an output's bits do not depend on the number of rows in a call
+ * or on which kernel computed it. */
+typedef float emt_v8 __attribute__((vector_size(32)));
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
+
+/* a*b + c with one rounding when the machine has FMA (chosen at compile
+ * time, the same instruction in every path), else a*b then + c. */
+#if defined(__FMA__) && defined(__AVX__)
+static inline emt_v8 madd(emt_v8 a, emt_v8 b, emt_v8 c) {
+    return (emt_v8)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+}
+#else
+static inline emt_v8 madd(emt_v8 a, emt_v8 b, emt_v8 c) { return a * b + c; }
+#endif
+
+static inline emt_v8 load8(const float *p) {
+    emt_v8 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline float finish(emt_v8 a, const float *w, const float *x, int32_t i, int32_t n) {
+    float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    for (; i < n; i++) s += w[i] * x[i];
+    return s;
+}
+
+static inline float dot1(const float *w, const float *x, int32_t n) {
+    emt_v8 a = { 0 };
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) a = madd(load8(w + i), load8(x + i), a);
+    return finish(a, w, x, i, n);
+}
+
+/* Horizontal sums of 8 (hsum8) or 4 (hsum4) accumulators at once, each in
+ * finish()'s order ((a0+a1)+(a2+a3))+((a4+a5)+(a6+a7)): hadd forms the
+ * pairs, a second hadd their sums, then low half + high half. Bit-identical
+ * to finish() before its tail. */
+#ifdef __AVX__
+static inline emt_v8 hsum8(const emt_v8 a[8]) {
+    __m256 g0 = _mm256_hadd_ps(_mm256_hadd_ps((__m256)a[0], (__m256)a[1]),
+                               _mm256_hadd_ps((__m256)a[2], (__m256)a[3]));
+    __m256 g1 = _mm256_hadd_ps(_mm256_hadd_ps((__m256)a[4], (__m256)a[5]),
+                               _mm256_hadd_ps((__m256)a[6], (__m256)a[7]));
+    return (emt_v8)_mm256_add_ps(_mm256_permute2f128_ps(g0, g1, 0x20),
+                                 _mm256_permute2f128_ps(g0, g1, 0x31));
+}
+
+static inline void hsum4(const emt_v8 a[4], float out[4]) {
+    __m256 g = _mm256_hadd_ps(_mm256_hadd_ps((__m256)a[0], (__m256)a[1]),
+                              _mm256_hadd_ps((__m256)a[2], (__m256)a[3]));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1)));
+}
+#else
+static inline emt_v8 hsum8(const emt_v8 a[8]) {
+    emt_v8 s;
+    for (int t = 0; t < 8; t++) s[t] = finish(a[t], NULL, NULL, 0, 0);
+    return s;
+}
+
+static inline void hsum4(const emt_v8 a[4], float out[4]) {
+    for (int t = 0; t < 4; t++) out[t] = finish(a[t], NULL, NULL, 0, 0);
+}
+#endif
+
+/* A loaded vector that the compiler must keep in a register: without this
+ * it folds the load into every FMA that uses it as a memory operand,
+ * loading it again for each, and the kernels become bound by loads. */
+static inline emt_v8 in_reg(emt_v8 v) {
+#if defined(__AVX__) && defined(__GNUC__)
+    __asm__("" : "+x"(v));
+#endif
+    return v;
+}
+
+/* Outputs are taken in groups of at most EMT_GROUP (every kernel width
+ * divides it); rows in blocks of at most EMT_MAX_NR. */
+#define EMT_GROUP 6
+#define EMT_MAX_NR 6
+#define EMT_PF_LOCALITY 2 /* into L2: L1 holds the group and the input rows */
+
+/* nw weight rows (outputs) against nr input rows: nw*nr accumulators (at
+ * most 12, so that they, the weight vectors and one input vector fit in the
+ * 16 vector registers), each weight load serving nr rows. nw and nr are
+ * constants at every call site, so the loops unroll into registers. With
+ * pf_rows > 0, the weight rows pf_rows further on (the next group's) are
+ * prefetched while this block computes, so the weight stream from memory
+ * overlaps the arithmetic instead of alternating with it (prefetches never
+ * fault, so those past the last row are harmless). */
+static inline __attribute__((always_inline)) void
+block(const float *w, size_t n_in, const float *x, int32_t n, int nw, int nr, size_t pf_rows,
+      const float *bias, float *y, size_t n_out) {
+    emt_v8 acc[EMT_MAX_NR][EMT_GROUP];
+    for (int r = 0; r < nr; r++)
+        for (int k = 0; k < nw; k++) acc[r][k] = (emt_v8){ 0 };
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        if (pf_rows && i % 16 == 0) /* one per 64-byte line */
+            for (int k = 0; k < nw; k++)
+                __builtin_prefetch(w + (k + pf_rows) * n_in + i, 0, EMT_PF_LOCALITY);
+        if (nr <= nw) { /* the input rows stay in registers, weights stream */
+            emt_v8 xv[EMT_MAX_NR];
+            for (int r = 0; r < nr; r++) xv[r] = in_reg(load8(x + r * n_in + i));
+            for (int k = 0; k < nw; k++) {
+                emt_v8 wk = in_reg(load8(w + k * n_in + i));
+                for (int r = 0; r < nr; r++) acc[r][k] = madd(wk, xv[r], acc[r][k]);
+            }
+        } else { /* the weight rows stay in registers, inputs stream */
+            emt_v8 wv[EMT_GROUP];
+            for (int k = 0; k < nw; k++) wv[k] = in_reg(load8(w + k * n_in + i));
+            for (int r = 0; r < nr; r++) {
+                emt_v8 xr = in_reg(load8(x + r * n_in + i));
+                for (int k = 0; k < nw; k++) acc[r][k] = madd(wv[k], xr, acc[r][k]);
+            }
+        }
+    }
+    /* horizontal sums four at a time (padded with zeros), then the tails */
+    enum { MAX_ACC = EMT_MAX_NR * EMT_GROUP };
+    emt_v8 flat[MAX_ACC + 3];
+    float sum[MAX_ACC + 3];
+    for (int r = 0; r < nr; r++)
+        for (int k = 0; k < nw; k++) flat[r * nw + k] = acc[r][k];
+    for (int a = nr * nw; a % 4; a++) flat[a] = (emt_v8){ 0 };
+    for (int a = 0; a < nr * nw; a += 4) hsum4(flat + a, sum + a);
+    for (int r = 0; r < nr; r++)
+        for (int k = 0; k < nw; k++) {
+            float v = sum[r * nw + k];
+            for (int32_t t = i; t < n; t++) v += w[k * n_in + t] * x[r * n_in + t];
+            y[r * n_out + k] = bias ? v + bias[k] : v;
+        }
+}
+
+typedef struct matmul_job {
+    const float *W, *bias, *x;
+    float *y;
+    int32_t n_rows, n_in, n_out, chunk;
+} matmul_job;
+
+/* The widest kernel for nr rows that keeps <= 12 accumulators. */
+static int kernel_width(int nr) { return nr <= 2 ? 6 : nr <= 4 ? 3 : 2; }
+
+/* One group of `step` outputs from o for input rows r0..r0+nr-1, in kernels
+ * of nw outputs (nw, nr constant after inlining), prefetching the next group. */
+static inline __attribute__((always_inline)) void
+group_rows(const matmul_job *j, int32_t r0, int32_t o, int nw, int nr, int step) {
+    size_t n_in = (size_t)j->n_in, n_out = (size_t)j->n_out;
+    for (int32_t k = 0; k < step; k += nw)
+        block(j->W + (size_t)(o + k) * n_in, n_in, j->x + (size_t)r0 * n_in, j->n_in, nw, nr,
+              (size_t)step, j->bias ? j->bias + o + k : NULL, j->y + (size_t)r0 * n_out + o + k,
+              n_out);
+}
+
+static void group_block(const matmul_job *j, int32_t r0, int nr, int32_t o, int step) {
+    switch (nr) {
+    case 1: group_rows(j, r0, o, 6, 1, step); break;
+    case 2: group_rows(j, r0, o, 6, 2, step); break;
+    case 3: group_rows(j, r0, o, 3, 3, step); break;
+    case 4: group_rows(j, r0, o, 3, 4, step); break;
+    case 5: group_rows(j, r0, o, 2, 5, step); break;
+    default: group_rows(j, r0, o, 2, 6, step); break;
+    }
+}
+
+/* Single outputs (the last n_out % step) for rows r0..r0+nr-1. */
+static void single_block(const matmul_job *j, int32_t r0, int nr, int32_t o) {
+    size_t n_in = (size_t)j->n_in, n_out = (size_t)j->n_out;
+    const float *w = j->W + (size_t)o * n_in, *x = j->x + (size_t)r0 * n_in;
+    const float *b = j->bias ? j->bias + o : NULL;
+    float *y = j->y + (size_t)r0 * n_out + o;
+    switch (nr) {
+    case 1: block(w, n_in, x, j->n_in, 1, 1, 0, b, y, n_out); break;
+    case 2: block(w, n_in, x, j->n_in, 1, 2, 0, b, y, n_out); break;
+    case 3: block(w, n_in, x, j->n_in, 1, 3, 0, b, y, n_out); break;
+    case 4: block(w, n_in, x, j->n_in, 1, 4, 0, b, y, n_out); break;
+    case 5: block(w, n_in, x, j->n_in, 1, 5, 0, b, y, n_out); break;
+    default: block(w, n_in, x, j->n_in, 1, 6, 0, b, y, n_out); break;
+    }
+}
+
+/* First row of block b when n rows are split into n_blocks near-equal
+ * blocks (so none has more than EMT_MAX_NR rows). */
+static inline int32_t block_start(int32_t n, int32_t n_blocks, int32_t b) {
+    return (int32_t)((int64_t)n * b / n_blocks);
+}
+
+/* One chunk of outputs for every row. Each group of outputs is read from
+ * memory once and serves every row block while it is in cache. The group is
+ * one kernel wide when all row blocks use the same kernel width (a smaller
+ * working set beside the input rows), else EMT_GROUP wide. */
+static void matmul_task(void *ctx, int32_t task) {
+    const matmul_job *j = ctx;
+    int32_t o0 = task * j->chunk;
+    int32_t o1 = o0 + j->chunk < j->n_out ? o0 + j->chunk : j->n_out;
+    int32_t n = j->n_rows, n_blocks = (n + EMT_MAX_NR - 1) / EMT_MAX_NR;
+    int step = kernel_width(block_start(n, n_blocks, 1) - block_start(n, n_blocks, 0));
+    for (int32_t b = 1; b < n_blocks; b++)
+        if (kernel_width(block_start(n, n_blocks, b + 1) - block_start(n, n_blocks, b)) != step)
+            step = EMT_GROUP;
+    int32_t o = o0;
+    for (; o + step <= o1; o += step)
+        for (int32_t b = 0; b < n_blocks; b++) {
+            int32_t r = block_start(n, n_blocks, b);
+            group_block(j, r, block_start(n, n_blocks, b + 1) - r, o, step);
+        }
+    for (; o < o1; o++)
+        for (int32_t b = 0; b < n_blocks; b++) {
+            int32_t r = block_start(n, n_blocks, b);
+            single_block(j, r, block_start(n, n_blocks, b + 1) - r, o);
+        }
+}
+
+static void cpu_matmul(emt_exec *ex, const float *W, const float *bias, const float *x,
+                       int32_t n_rows, int32_t n_in, int32_t n_out, float *y, int exact) {
+#ifdef ENTMTP_HAVE_OPENBLAS
+    if (!exact && n_rows >= 16) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n_rows, n_out, n_in, 1.0f, x, n_in, W,
+                    n_in, 0.0f, y, n_out);
+        if (bias)
+            for (int32_t r = 0; r < n_rows; r++)
+                for (int32_t o = 0; o < n_out; o++) y[(size_t)r * n_out + o] += bias[o];
+        return;
+    }
+#endif
+    (void)exact;
+    matmul_job job = { W, bias, x, y, n_rows, n_in, n_out, 0 };
+    /* chunks of outputs, whole groups, about 4 per thread for balance */
+    int32_t threads = emt_pool_size(ex->pool);
+    int32_t chunk = (n_out + threads * 4 - 1) / (threads * 4);
+    chunk = (chunk + EMT_GROUP - 1) / EMT_GROUP * EMT_GROUP;
+    if (chunk < 2 * EMT_GROUP) chunk = 2 * EMT_GROUP;
+    job.chunk = chunk;
+    emt_pool_run(ex->pool, (n_out + chunk - 1) / chunk, matmul_task, &job);
+}
+
+/* ------------------------------------------------------------- attention */
+
+#define EMT_ATTN_BLOCK 64
+#define EMT_MAX_HEAD_DIM 512
+
+typedef struct attn_job {
+    const float *q, *k, *v;
+    const uint8_t *mask;
+    float *out;
+    int32_t n_prefix, n_rows, n_heads, n_kv_heads, head_dim;
+    float scale;
+    float softcap; /* 0: none */
+} attn_job;
+
+/* Scores of nb keys (a row of K each) against q: s[t] = dot1(q, k_t) * scale.
+ * With head_dim a multiple of 8, eight keys at a time run as eight
+ * independent chains (dot1's sequence per key) summed by hsum8. */
+static void attn_scores(const float *q, const float *k, size_t stride, const int32_t *keys,
+                        int32_t nb, int32_t hd, float scale, float *s) {
+    int32_t t = 0;
+    if (hd % 8 == 0) {
+        for (; t + 8 <= nb; t += 8) {
+            const float *kt[8];
+            emt_v8 a[8];
+            for (int u = 0; u < 8; u++) {
+                kt[u] = k + (size_t)keys[t + u] * stride;
+                a[u] = (emt_v8){ 0 };
+            }
+            for (int32_t i = 0; i < hd; i += 8) {
+                emt_v8 qv = load8(q + i);
+                for (int u = 0; u < 8; u++) a[u] = madd(qv, load8(kt[u] + i), a[u]);
+            }
+            emt_v8 v = hsum8(a) * scale;
+            memcpy(s + t, &v, sizeof v);
+        }
+    }
+    for (; t < nb; t++) s[t] = dot1(q, k + (size_t)keys[t] * stride, hd) * scale;
+}
+
+/* acc = acc * corr, then acc += p[t] * v_t for t in order: per element the
+ * scalar sequence, with 64 dims at a time held in registers across keys. */
+static void attn_accumulate(float *acc, float corr, const float *p, const float *v, size_t stride,
+                            const int32_t *keys, int32_t nb, int32_t hd) {
+    int32_t d0 = 0;
+    for (; d0 + 64 <= hd; d0 += 64) {
+        emt_v8 a[8];
+        for (int u = 0; u < 8; u++) a[u] = load8(acc + d0 + 8 * u) * corr;
+        for (int32_t t = 0; t < nb; t++) {
+            const float *vt = v + (size_t)keys[t] * stride + d0;
+            emt_v8 pv = (emt_v8){ 0 } + p[t];
+            for (int u = 0; u < 8; u++) a[u] = a[u] + pv * load8(vt + 8 * u);
+        }
+        memcpy(acc + d0, a, sizeof a);
+    }
+    for (int32_t d = d0; d < hd; d++) acc[d] *= corr;
+    for (int32_t t = 0; t < nb && d0 < hd; t++) {
+        const float *vt = v + (size_t)keys[t] * stride;
+        for (int32_t d = d0; d < hd; d++) acc[d] += p[t] * vt[d];
+    }
+}
+
+/* One (row, head): online softmax over the visible keys in a fixed order
+ * (cache prefix, then the row's visible new rows by index), in blocks. */
+static void attn_task(void *ctx, int32_t task) {
+    const attn_job *j = ctx;
+    int32_t row = task / j->n_heads, head = task % j->n_heads;
+    int32_t hd = j->head_dim;
+    int32_t kv_head = head / (j->n_heads / j->n_kv_heads);
+    size_t kv_stride = (size_t)j->n_kv_heads * hd;
+    const float *q = j->q + ((size_t)row * j->n_heads + head) * hd;
+    const float *k = j->k + (size_t)kv_head * hd, *v = j->v + (size_t)kv_head * hd;
+    float acc[EMT_MAX_HEAD_DIM];
+    for (int32_t d = 0; d < hd; d++) acc[d] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+    int32_t keys[EMT_ATTN_BLOCK];
+    float s[EMT_ATTN_BLOCK];
+    int32_t total = j->n_prefix + j->n_rows;
+    int32_t kr = 0;
+    while (kr < total) {
+        int32_t nb = 0;
+        for (; kr < total && nb < EMT_ATTN_BLOCK; kr++) {
+            if (kr >= j->n_prefix) {
+                int32_t col = kr - j->n_prefix;
+                int visible = j->mask ? j->mask[(size_t)row * j->n_rows + col] : col <= row;
+                if (!visible) continue;
+            }
+            keys[nb++] = kr;
+        }
+        if (nb == 0) continue;
+        attn_scores(q, k, kv_stride, keys, nb, hd, j->scale, s);
+        if (j->softcap > 0.0f)
+            for (int32_t t = 0; t < nb; t++) s[t] = j->softcap * tanhf(s[t] / j->softcap);
+        float mb = -INFINITY;
+        for (int32_t t = 0; t < nb; t++)
+            if (s[t] > mb) mb = s[t];
+        float m_new = m > mb ? m : mb;
+        float corr = expf(m - m_new); /* exp(-inf) = 0 on the first block */
+        l *= corr;
+        for (int32_t t = 0; t < nb; t++) {
+            s[t] = expf(s[t] - m_new);
+            l += s[t];
+        }
+        attn_accumulate(acc, corr, s, v, kv_stride, keys, nb, hd);
+        m = m_new;
+    }
+    float *o = j->out + ((size_t)row * j->n_heads + head) * hd;
+    float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int32_t d = 0; d < hd; d++) o[d] = acc[d] * inv;
+}
+
+static void cpu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                                  int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
+                                  int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
+    attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
+                     head_dim, 1.0f / sqrtf((float)head_dim), cap };
+    emt_pool_run(ex->pool, n_rows * n_heads, attn_task, &job);
+}
+
+static void cpu_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                          int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
+                          int32_t n_kv_heads, int32_t head_dim, float *out) {
+    cpu_attention_softcap(ex, q, k_cache, v_cache, n_prefix, n_rows, mask, n_heads, n_kv_heads, head_dim,
+                          0.0f, out);
+}
+
+/* ----------------------------------------------------------------- top-k */
+
+typedef struct topk_job {
+    const float *logits;
+    int32_t vocab, k;
+    int32_t *top_ids;
+    float *top_probs, *entropy;
+} topk_job;
+
+/* One row: insertion top-k, then softmax statistics in double. */
+static void topk_task(void *ctx, int32_t r) {
+    const topk_job *j = ctx;
+    int32_t vocab = j->vocab, k = j->k;
+    const float *x = j->logits + (size_t)r * vocab;
+    int32_t *ids = j->top_ids + (size_t)r * k;
+    float *vals = j->top_probs + (size_t)r * k;
+    int32_t n = 0;
+    for (int32_t i = 0; i < vocab; i++) {
+        float v = x[i];
+        if (n == k && !(v > vals[k - 1])) continue;
+        int32_t pos = n < k ? n++ : k - 1;
+        while (pos > 0 && v > vals[pos - 1]) {
+            vals[pos] = vals[pos - 1];
+            ids[pos] = ids[pos - 1];
+            pos--;
+        }
+        vals[pos] = v;
+        ids[pos] = i;
+    }
+    double mx = vals[0], z = 0.0, sxz = 0.0;
+    for (int32_t i = 0; i < vocab; i++) {
+        double e = exp((double)x[i] - mx);
+        z += e;
+        sxz += e * ((double)x[i] - mx);
+    }
+    for (int32_t t = 0; t < k; t++) vals[t] = (float)(exp((double)vals[t] - mx) / z);
+    if (j->entropy) j->entropy[r] = (float)(log(z) - sxz / z);
+}
+
+/* Rows are independent (the exp over the vocabulary dominates): one task
+ * per row, each computed exactly as alone. */
+static void cpu_topk(emt_exec *ex, const float *logits, int32_t n_rows, int32_t vocab, int32_t k,
+                     int32_t *top_ids, float *top_probs, float *entropy) {
+    topk_job job = { logits, vocab, k > vocab ? vocab : k, top_ids, top_probs, entropy };
+    emt_pool_run(ex->pool, n_rows, topk_task, &job);
+}
+
+
+/* --------------------------------------------------------- typed weights */
+
+/* Sum of 8 lanes in one fixed order (the same in every SIMD variant). */
+#ifdef __AVX2__
+static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static inline int32_t hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* 16 bytes of nibbles -> 32 bytes 0..15: low nibbles (elements 0..15) in
+ * the low lane, high nibbles (16..31) in the high lane. */
+static inline __m256i q4_nibbles(const uint8_t *qs) {
+    __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    __m256i b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
+}
+
+/* Lane i = sum of the products of bytes 4i..4i+3, unsigned u times signed
+ * s. VNNI does it in one instruction; maddubs + madd give the same integers
+ * (the products here never saturate 16 bits). */
+static inline __m256i dot_u8s8(__m256i u, __m256i s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+#endif
+
+/* One activation row -> n/32 blocks (emt_quantize_block_ref's integers). */
+static void quantize_row(const float *x, int32_t n, emt_xq *out) {
+    for (int32_t b = 0; b < n / EMT_QK; b++) {
+        const float *xb = x + (size_t)b * EMT_QK;
+#ifdef __AVX2__
+        __m256 v[4], amax = _mm256_setzero_ps();
+        const __m256 sign = _mm256_set1_ps(-0.0f);
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(xb + 8 * k);
+            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
+        }
+        __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+        m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        m = _mm_max_ss(m, _mm_movehdup_ps(m));
+        float am = _mm_cvtss_f32(m);
+        float d = am / 127.0f, id = am > 0.0f ? 127.0f / am : 0.0f;
+        __m256i q[4], sum = _mm256_setzero_si256();
+        for (int k = 0; k < 4; k++) {
+            __m256 r = _mm256_round_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id)),
+                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            q[k] = _mm256_cvtps_epi32(r);
+            sum = _mm256_add_epi32(sum, q[k]);
+        }
+        /* packs interleave 128-bit lanes; the permute puts elements back in order */
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)out[b].q, p);
+        out[b].d = d;
+        out[b].s = d * (float)hsum_epi32(sum);
+#else
+        emt_quantize_block_ref(xb, &out[b]);
+#endif
+    }
+}
+
+#define EMT_QROWS 4 /* activation rows that share each decoded weight block */
+
+/* One quantized weight row against nr (<= EMT_QROWS) activation rows of nb
+ * blocks each: out[r] = the row's dot product. Each output is computed by
+ * the same sequence whatever nr is (the rows only share the weight decode),
+ * so the result is batch invariant. t is a constant after inlining. */
+static inline __attribute__((always_inline)) void
+qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, float *out) {
+#ifdef __AVX2__
+    const size_t bb = emt_qblock_bytes(t);
+    __m256 acc[EMT_QROWS];
+    float acc_min[EMT_QROWS];
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        acc[r] = _mm256_setzero_ps();
+        acc_min[r] = 0.0f;
+    }
+    for (int32_t b = 0; b < nb; b++, w += bb) {
+        float dw = _cvtsh_ss(emt_rd16(w)), mw = 0.0f;
+        __m256i u, ws = _mm256_setzero_si256();
+        if (t == EMT_Q4_1) {
+            mw = _cvtsh_ss(emt_rd16(w + 2));
+            u = q4_nibbles(w + 4);
+        } else {
+            /* signed weights: |w| as the unsigned operand, w's sign moved onto x */
+            ws = t == EMT_Q4_0 ? _mm256_sub_epi8(q4_nibbles(w + 2), _mm256_set1_epi8(8))
+                               : _mm256_loadu_si256((const __m256i *)(w + 2));
+            u = _mm256_sign_epi8(ws, ws);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < nr; r++) {
+            const emt_xq *xb = x + (size_t)r * nb + b;
+            __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
+            if (t != EMT_Q4_1) xv = _mm256_sign_epi8(xv, ws);
+            __m256 p = _mm256_cvtepi32_ps(dot_u8s8(u, xv));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb->d), p, acc[r]);
+            if (t == EMT_Q4_1) acc_min[r] += mw * xb->s;
+        }
+    }
+    for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]) + acc_min[r];
+#else
+    for (int r = 0; r < nr; r++) out[r] = emt_dot_q_ref(t, w, x + (size_t)r * nb, nb);
+#endif
+}
+
+/* 8 half-precision weights -> floats. */
+static inline emt_v8 load8_half(emt_dtype t, const uint16_t *p) {
+#if defined(__AVX2__) && defined(__F16C__)
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (t == EMT_F16) return (emt_v8)_mm256_cvtph_ps(h);
+    return (emt_v8)_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+#else
+    emt_v8 v;
+    for (int k = 0; k < 8; k++) v[k] = t == EMT_F16 ? emt_f16_to_f32(p[k]) : emt_bf16_to_f32(p[k]);
+    return v;
+#endif
+}
+
+/* One F16/BF16 weight row against nr float rows: dot1's sequence per output
+ * on the converted weights. */
+static inline __attribute__((always_inline)) void
+hdot_rows(emt_dtype t, const uint16_t *w, const float *x, int32_t n, int nr, float *out) {
+    emt_v8 acc[EMT_QROWS];
+    for (int r = 0; r < nr; r++) acc[r] = (emt_v8){ 0 };
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        emt_v8 wv = load8_half(t, w + i);
+#pragma GCC unroll 4
+        for (int r = 0; r < nr; r++) acc[r] = madd(wv, load8(x + (size_t)r * n + i), acc[r]);
+    }
+    for (int r = 0; r < nr; r++) {
+        emt_v8 a = acc[r];
+        float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+        for (int32_t k = i; k < n; k++)
+            s += (t == EMT_F16 ? emt_f16_to_f32(w[k]) : emt_bf16_to_f32(w[k])) * x[(size_t)r * n + k];
+        out[r] = s;
+    }
+}
+
+typedef struct qmatmul_job {
+    const emt_wmat *W;
+    size_t row_bytes;
+    const emt_xq *xq; /* quantized rows (integer types) */
+    const float *x, *bias;
+    float *y;
+    int32_t n_rows, n_in, n_out, chunk;
+} qmatmul_job;
+
+/* Outputs [o0, o1) for every row, rows in blocks of EMT_QROWS per weight row
+ * (the weight row stays in L1 while the blocks pass). */
+static inline __attribute__((always_inline)) void
+qmatmul_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
+    int32_t nb = j->n_in / EMT_QK;
+    float v[EMT_QROWS];
+    for (int32_t o = o0; o < o1; o++) {
+        const uint8_t *w = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
+        for (int32_t r0 = 0; r0 < j->n_rows; r0 += EMT_QROWS) {
+            int nr = j->n_rows - r0 < EMT_QROWS ? j->n_rows - r0 : EMT_QROWS;
+            const float *x = j->x + (size_t)r0 * j->n_in;
+            const emt_xq *xq = j->xq + (size_t)r0 * nb;
+            /* nr constant in each call, so the row loops unroll into registers */
+#define EMT_ROWS_CALL(k)                                                                           \
+    ((t == EMT_F16 || t == EMT_BF16) ? hdot_rows(t, (const uint16_t *)w, x, j->n_in, k, v)         \
+                                     : qdot_rows(t, w, xq, nb, k, v))
+            switch (nr) {
+            case 1: EMT_ROWS_CALL(1); break;
+            case 2: EMT_ROWS_CALL(2); break;
+            case 3: EMT_ROWS_CALL(3); break;
+            default: EMT_ROWS_CALL(4); break;
+            }
+#undef EMT_ROWS_CALL
+            for (int r = 0; r < nr; r++)
+                j->y[(size_t)(r0 + r) * j->n_out + o] = j->bias ? v[r] + j->bias[o] : v[r];
+        }
+    }
+}
+
+static void qmatmul_task(void *ctx, int32_t task) {
+    const qmatmul_job *j = ctx;
+    int32_t o0 = task * j->chunk;
+    int32_t o1 = o0 + j->chunk < j->n_out ? o0 + j->chunk : j->n_out;
+    switch (j->W->dtype) { /* one specialised loop per dtype */
+    case EMT_Q4_0: qmatmul_range(j, EMT_Q4_0, o0, o1); break;
+    case EMT_Q4_1: qmatmul_range(j, EMT_Q4_1, o0, o1); break;
+    case EMT_Q8_0: qmatmul_range(j, EMT_Q8_0, o0, o1); break;
+    case EMT_F16: qmatmul_range(j, EMT_F16, o0, o1); break;
+    default: qmatmul_range(j, EMT_BF16, o0, o1); break;
+    }
+}
+
+static void quantize_task(void *ctx, int32_t r) {
+    qmatmul_job *j = ctx;
+    quantize_row(j->x + (size_t)r * j->n_in, j->n_in, (emt_xq *)j->xq + (size_t)r * (j->n_in / EMT_QK));
+}
+
+static void cpu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x,
+                         int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
+    qmatmul_job job = { W, emt_dtype_nbytes(W->dtype, n_in), NULL, x, bias, y, n_rows, n_in, n_out, 0 };
+    if (W->dtype != EMT_F16 && W->dtype != EMT_BF16) {
+        size_t need = (size_t)n_rows * (size_t)(n_in / EMT_QK);
+        if (need > ex->xq_cap) {
+            emt_xq *p = realloc(ex->xq, need * sizeof *p);
+            if (!p) {
+                ex->error = "cpu matmul: out of memory for the quantized activation rows";
+                return;
+            }
+            ex->xq = p;
+            ex->xq_cap = need;
+        }
+        job.xq = ex->xq;
+        if (n_rows == 1) quantize_task(&job, 0);
+        else emt_pool_run(ex->pool, n_rows, quantize_task, &job);
+    }
+    /* chunks of outputs, about 4 per thread for balance */
+    int32_t threads = emt_pool_size(ex->pool);
+    int32_t chunk = (n_out + threads * 4 - 1) / (threads * 4);
+    job.chunk = chunk < 8 ? 8 : chunk;
+    emt_pool_run(ex->pool, (n_out + job.chunk - 1) / job.chunk, qmatmul_task, &job);
+}
+
+/* Embedding rows from a typed table (the loader checked every scale). */
+static void cpu_embed_q(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *tokens,
+                        int32_t n_rows, float *out) {
+    (void)ex;
+    size_t rb = emt_dtype_nbytes(table->dtype, dim);
+    for (int32_t r = 0; r < n_rows; r++) {
+        emt_tensor row = { "embedding row", table->dtype, 1, { dim }, (const uint8_t *)table->data + (size_t)tokens[r] * rb, rb, NULL };
+        (void)emt_tensor_to_f32(&row, 0, dim, out + (size_t)r * dim);
+    }
+}
+
+const emt_backend_ops EMT_CPU_OPS = {
+    .name = "cpu",
+    .host_memory = 1,
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload = cpu_upload,
+    .download = cpu_download,
+    .copy_rows = cpu_copy_rows,
+    .exec_create = cpu_exec_create,
+    .exec_destroy = cpu_exec_destroy,
+    .sync = cpu_sync,
+    .error_text = cpu_error_text,
+    .embed = cpu_embed,
+    .rmsnorm = cpu_rmsnorm,
+    .matmul = cpu_matmul,
+    .rope = cpu_rope,
+    .attention = cpu_attention,
+    .swiglu = cpu_swiglu,
+    .add = cpu_add,
+    .silu_residual = cpu_silu_residual,
+    .topk = cpu_topk,
+    .weight_types = EMT_CPU_WEIGHT_TYPES,
+    .matmul_q = cpu_matmul_q,
+    .embed_q = cpu_embed_q,
+    .scale = cpu_scale,
+    .geglu = cpu_geglu,
+    .softcap = cpu_softcap,
+    .attention_softcap = cpu_attention_softcap,
+};

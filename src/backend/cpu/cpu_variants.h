@@ -1,0 +1,39 @@
+/* The CPU kernel variants: one table of backend ops per instruction set,
+ * all compiled from cpu_variant.h, and the choice among them at load. */
+#ifndef EMT_CPU_VARIANTS_H
+#define EMT_CPU_VARIANTS_H
+
+#include "backend/backend.h"
+
+typedef enum emt_cpu_variant {
+    EMT_CPU_BASELINE = 0, /* portable C (SSE2 on x86-64) */
+    EMT_CPU_AVX2,         /* AVX2 + FMA + F16C */
+    EMT_CPU_AVX512,       /* AVX-512 F/BW/VL + VNNI */
+    EMT_CPU_VARIANT_COUNT
+} emt_cpu_variant;
+
+/* Weight dtypes every variant's matmul_q takes besides F32. */
+#define EMT_CPU_WEIGHT_TYPES                                                                      \
+    ((1u << EMT_F16) | (1u << EMT_BF16) | (1u << EMT_Q8_0) | (1u << EMT_Q4_0) | (1u << EMT_Q4_1))
+
+extern const emt_backend_ops emt_cpu_ops_baseline;
+#if defined(__x86_64__) || defined(_M_X64)
+#define EMT_CPU_HAVE_X86_VARIANTS 1
+extern const emt_backend_ops emt_cpu_ops_avx2;
+extern const emt_backend_ops emt_cpu_ops_avx512;
+#endif
+
+const char *emt_cpu_variant_name(emt_cpu_variant v);
+/* 1 when this build has the variant and this processor can run it. */
+int emt_cpu_variant_supported(emt_cpu_variant v);
+/* The variant the CPU backend runs: the best supported one, or the one the
+ * environment variable ENTMTP_CPU_KERNELS (baseline | avx2 | avx512) asks
+ * for. ENTMTP_ERR_INVALID_ARGUMENT naming the value when it is unknown or
+ * this processor cannot run it. */
+entmtp_status emt_cpu_variant_selected(emt_cpu_variant *out);
+/* The ops table of variant v; NULL when this build lacks it. */
+const emt_backend_ops *emt_cpu_variant_ops(emt_cpu_variant v);
+/* A CPU backend running variant v (tests compare the variants). */
+entmtp_status emt_backend_cpu_create_variant(emt_cpu_variant v, emt_backend **out);
+
+#endif

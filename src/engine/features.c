@@ -1,0 +1,130 @@
+/* Calibrated per-tree expected accept lengths; see features.h. */
+#include "engine/features.h"
+
+#include <stdlib.h>
+
+/* Pseudo-counts at factor 1 (a fresh session trusts the heads' probabilities)
+ * and the per-step decay of the sums (a window of about 500 reached nodes per
+ * bucket: the factors follow a change of text). */
+#define EMT_CALIB_PRIOR 2.0
+#define EMT_CALIB_DECAY 0.998
+
+void emt_accept_calib_reset(emt_accept_calib *c) { memset(c, 0, sizeof *c); }
+
+static int32_t rank_bucket(int32_t r) { return r < EMT_CALIB_RANKS ? r : EMT_CALIB_RANKS - 1; }
+
+float emt_accept_calib_prob(const emt_accept_calib *c, int32_t d, int32_t r, float p) {
+    int32_t b = rank_bucket(r);
+    double f = (c->hit[d][b] + EMT_CALIB_PRIOR) / (c->pred[d][b] + EMT_CALIB_PRIOR);
+    double v = f * (double)p;
+    return v < 0 ? 0.0f : v > 1 ? 1.0f : (float)v;
+}
+
+/* q of the node at head level d, rank r; 0 where the step has no estimate */
+static float head_prob(const float *q, int32_t q_stride, int32_t n_heads, int32_t topk, int32_t d, int32_t r) {
+    return d < n_heads && r < topk ? q[(size_t)d * q_stride + r] : 0.0f;
+}
+
+void emt_accept_calib_table(const emt_accept_calib *c, const float *q, int32_t q_stride, int32_t n_heads,
+                            int32_t topk, float *cq, int32_t cq_stride) {
+    for (int32_t d = 0; d < n_heads && d < ENTMTP_MAX_HEADS; d++)
+        for (int32_t r = 0; r < topk; r++)
+            cq[(size_t)d * cq_stride + r] = emt_accept_calib_prob(c, d, r, q[(size_t)d * q_stride + r]);
+}
+
+void emt_features_expected_accept(const emt_accept_calib *c, const float *q, int32_t q_stride, int32_t n_heads,
+                                  int32_t topk, const entmtp_bank *bank, float *node_prob, float *out) {
+    /* the calibrated table once per step; the trees then only multiply and add */
+    float cq[ENTMTP_MAX_HEADS][64];
+    int32_t kmax = topk < 64 ? topk : 64;
+    emt_accept_calib_table(c, q, q_stride, n_heads, kmax, &cq[0][0], 64);
+    int32_t n_trees = entmtp_bank_size(bank);
+    for (int32_t k = 0; k < n_trees; k++) {
+        const emt_tree *t = emt_bank_tree(bank, k);
+        double e = 1.0;
+        node_prob[0] = 1.0f;
+        for (int32_t i = 1; i < t->n_nodes; i++) {
+            int32_t d = t->position_ids[i] - 1, r = t->node_ranks[i];
+            float p = d < n_heads && r < kmax ? cq[d][r] : 0.0f;
+            node_prob[i] = node_prob[t->parents[i]] * p;
+            e += node_prob[i];
+        }
+        out[k] = (float)e;
+    }
+}
+
+void emt_accept_calib_observe(emt_accept_calib *c, const emt_tree *t, const float *q, int32_t q_stride,
+                              int32_t n_heads, int32_t topk, const int32_t *row, int32_t acc) {
+    for (int32_t d = 0; d < ENTMTP_MAX_HEADS; d++)
+        for (int32_t b = 0; b < EMT_CALIB_RANKS; b++) {
+            c->hit[d][b] *= EMT_CALIB_DECAY;
+            c->pred[d][b] *= EMT_CALIB_DECAY;
+        }
+    for (int32_t i = 1; i < t->n_nodes; i++) {
+        int32_t depth = t->position_ids[i];
+        if (depth > acc + 1 || t->parents[i] != row[depth - 1]) continue; /* parent not accepted: not reached */
+        int32_t d = depth - 1, r = t->node_ranks[i];
+        if (d >= n_heads || d >= ENTMTP_MAX_HEADS) continue;
+        int32_t b = rank_bucket(r);
+        c->pred[d][b] += head_prob(q, q_stride, n_heads, topk, d, r);
+        c->hit[d][b] += depth <= acc && row[depth] == i;
+    }
+}
+
+/* ---------------------------------------------------------------- outlook */
+
+entmtp_status emt_outlook_init(emt_outlook_state *o, const entmtp_bank *bank, int32_t n_heads, int32_t topk) {
+    memset(o, 0, sizeof *o);
+    entmtp_status st = emt_cost_model_init(&o->cost, bank);
+    if (st) return st;
+    int32_t n = entmtp_bank_size(bank), nodes = emt_bank_max_nodes_used(bank);
+    if (nodes < 1) nodes = 1;
+    if ((st = emt_dynamic_tree_init(&o->dynamic, nodes, n_heads < ENTMTP_MAX_HEADS ? n_heads : ENTMTP_MAX_HEADS, topk))) {
+        emt_outlook_free(o);
+        return st;
+    }
+    o->expected_accept = emt_calloc((size_t)n, sizeof *o->expected_accept);
+    o->expected_seconds = emt_calloc((size_t)n, sizeof *o->expected_seconds);
+    o->node_prob = emt_calloc((size_t)nodes, sizeof *o->node_prob);
+    if (!o->expected_accept || !o->expected_seconds || !o->node_prob) {
+        emt_outlook_free(o);
+        return ENTMTP_ERR_OUT_OF_MEMORY;
+    }
+    return ENTMTP_OK;
+}
+
+void emt_outlook_free(emt_outlook_state *o) {
+    emt_cost_model_free(&o->cost);
+    emt_dynamic_tree_free(&o->dynamic);
+    free(o->expected_accept);
+    free(o->expected_seconds);
+    free(o->node_prob);
+    memset(o, 0, sizeof *o);
+}
+
+void emt_outlook_compute(emt_outlook_state *o, const entmtp_bank *bank, const float *q, int32_t q_stride,
+                         int32_t n_heads, int32_t topk, int dynamic) {
+    if (dynamic) {
+        /* tree k stands for a dynamic tree of its node count */
+        float cq[ENTMTP_MAX_HEADS * 64];
+        int32_t levels = n_heads < o->dynamic.cap_depth ? n_heads : o->dynamic.cap_depth;
+        emt_accept_calib_table(&o->calib, q, q_stride, levels, topk < 64 ? topk : 64, cq, 64);
+        emt_dynamic_tree_select(&o->dynamic, cq, 64, levels);
+        for (int32_t k = 0; k < entmtp_bank_size(bank); k++)
+            o->expected_accept[k] = o->dynamic.expected[emt_bank_tree(bank, k)->n_nodes];
+    } else {
+        emt_features_expected_accept(&o->calib, q, q_stride, n_heads, topk, bank, o->node_prob, o->expected_accept);
+    }
+    emt_cost_model_estimate(&o->cost, o->expected_seconds);
+}
+
+const emt_tree *emt_outlook_tree(emt_outlook_state *o, const entmtp_bank *bank, int32_t k, int dynamic) {
+    const emt_tree *t = emt_bank_tree(bank, k);
+    return dynamic ? emt_dynamic_tree_build(&o->dynamic, t->n_nodes) : t;
+}
+
+void emt_outlook_observe(emt_outlook_state *o, const emt_tree *t, int32_t k, const float *q, int32_t q_stride,
+                         int32_t n_heads, int32_t topk, const int32_t *row, int32_t acc, double seconds) {
+    emt_accept_calib_observe(&o->calib, t, q, q_stride, n_heads, topk, row, acc);
+    emt_cost_model_observe(&o->cost, k, seconds);
+}

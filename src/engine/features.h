@@ -1,0 +1,74 @@
+/* Per-tree expected accept lengths from the heads' top-k probabilities,
+ * calibrated per depth and rank from the accepts the session observes.
+ *
+ * A node at depth d+1 with child rank r is accepted only if its parent is;
+ * given that, the chance is q[d][r] (head d's rank-r probability on the
+ * greedy chain, the best estimate the step has without drafting the tree)
+ * times a per-(d, r) factor learnt from outcomes. Siblings exclude each other
+ * under greedy acceptance (one argmax), so a tree's expected accept length is
+ * 1 + the sum over its non-root nodes of the product of those chances along
+ * the node's path. */
+#ifndef EMT_FEATURES_H
+#define EMT_FEATURES_H
+
+#include "bank/cost_model.h"
+#include "bank/tree.h"
+#include "engine/dynamic_tree.h"
+
+#define EMT_CALIB_RANKS 8 /* ranks beyond share the last factor */
+
+typedef struct emt_accept_calib {
+    /* decayed sums over reached nodes: accepted (hit) and predicted (pred) */
+    double hit[ENTMTP_MAX_HEADS][EMT_CALIB_RANKS];
+    double pred[ENTMTP_MAX_HEADS][EMT_CALIB_RANKS];
+} emt_accept_calib;
+
+void emt_accept_calib_reset(emt_accept_calib *c);
+
+/* The calibrated conditional acceptance of a node at head level d (0-based),
+ * rank r, whose head probability is p. */
+float emt_accept_calib_prob(const emt_accept_calib *c, int32_t d, int32_t r, float p);
+
+/* The calibrated table cq[d][r] = emt_accept_calib_prob(c, d, r, q[d][r])
+ * for d < n_heads, r < topk; cq has stride cq_stride. */
+void emt_accept_calib_table(const emt_accept_calib *c, const float *q, int32_t q_stride, int32_t n_heads,
+                            int32_t topk, float *cq, int32_t cq_stride);
+
+/* Expected accept length of every tree in the bank. q: [n_heads][q_stride]
+ * head probabilities (top-k, k = topk <= q_stride); node_prob: scratch of the
+ * bank's largest node count; out: [n_trees]. */
+void emt_features_expected_accept(const emt_accept_calib *c, const float *q, int32_t q_stride, int32_t n_heads,
+                                  int32_t topk, const entmtp_bank *bank, float *node_prob, float *out);
+
+/* Learn from a step with tree t: row = the accepted path's node ids (depth+1
+ * wide), acc = tokens accepted beyond the root. */
+void emt_accept_calib_observe(emt_accept_calib *c, const emt_tree *t, const float *q, int32_t q_stride,
+                              int32_t n_heads, int32_t topk, const int32_t *row, int32_t acc);
+
+/* What a session keeps to tell a policy each tree's expected accept length
+ * and step time: the calibration, the cost model and their per-step output.
+ * Both learn across entmtp_session_reset (they describe the heads and the
+ * device, not the conversation). */
+typedef struct emt_outlook_state {
+    emt_accept_calib calib;
+    emt_cost_model cost;
+    emt_dynamic_tree dynamic; /* budgets up to the bank's largest tree */
+    float *expected_accept;   /* [n_trees] */
+    double *expected_seconds; /* [n_trees] */
+    float *node_prob;         /* [largest tree] scratch */
+} emt_outlook_state;
+
+entmtp_status emt_outlook_init(emt_outlook_state *o, const entmtp_bank *bank, int32_t n_heads, int32_t topk);
+void emt_outlook_free(emt_outlook_state *o);
+/* Fill expected_accept and expected_seconds for this step; with `dynamic`,
+ * expected_accept[k] is that of the best dynamic tree of tree k's size. */
+void emt_outlook_compute(emt_outlook_state *o, const entmtp_bank *bank, const float *q, int32_t q_stride,
+                         int32_t n_heads, int32_t topk, int dynamic);
+/* The tree to draft for choice k: bank tree k, or the dynamic tree of its
+ * size (built from the last emt_outlook_compute). */
+const emt_tree *emt_outlook_tree(emt_outlook_state *o, const entmtp_bank *bank, int32_t k, int dynamic);
+/* After a step with tree t for choice k: what was accepted and how long it took. */
+void emt_outlook_observe(emt_outlook_state *o, const emt_tree *t, int32_t k, const float *q, int32_t q_stride,
+                         int32_t n_heads, int32_t topk, const int32_t *row, int32_t acc, double seconds);
+
+#endif

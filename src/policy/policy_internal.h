@@ -1,0 +1,35 @@
+/* Policy kinds and inputs that are not in the public header yet: the
+ * expected-throughput policy needs, besides the features, each tree's
+ * expected accept length and expected step time, which the session computes
+ * (engine/features.c, bank/cost_model.c). Reachable by name through
+ * entmtp_policy_kind_from_name("throughput") and the bank's "policy" object. */
+#ifndef EMT_POLICY_INTERNAL_H
+#define EMT_POLICY_INTERNAL_H
+
+#include "common/common.h"
+
+/* argmax over trees of expected accepted tokens / expected step seconds */
+#define EMT_POLICY_THROUGHPUT ((entmtp_policy_kind)5)
+/* the same choice over node budgets N (one per bank tree, N = its node
+ * count), where the tree of budget N is built each step from the heads'
+ * probabilities (engine/dynamic_tree.c) instead of the bank's fixed shape */
+#define EMT_POLICY_DYNAMIC ((entmtp_policy_kind)6)
+#define EMT_POLICY_KIND_COUNT 7 /* kinds 0..6; CUSTOM (4) is never stored in a bank */
+
+/* What the session knows about each tree at this step (n_trees entries). */
+typedef struct emt_tree_outlook {
+    const float *expected_accept;   /* tokens a step with tree k is expected to emit (>= 1) */
+    const double *expected_seconds; /* seconds a step with tree k is expected to take (> 0) */
+} emt_tree_outlook;
+
+/* entmtp_policy_select with the per-tree outlook (NULL when the caller has
+ * none; the throughput policy then fails with ENTMTP_ERR_STATE). */
+entmtp_status emt_policy_select_outlook(entmtp_policy *p, const entmtp_features *f,
+                                        const emt_tree_outlook *outlook, int32_t n_trees,
+                                        int32_t *out_index);
+/* Whether select needs the outlook (the session then computes it), and
+ * whether the chosen index names a node budget for a dynamic tree. */
+int emt_policy_needs_outlook(const entmtp_policy *p);
+int emt_policy_wants_dynamic_tree(const entmtp_policy *p);
+
+#endif

@@ -1,0 +1,919 @@
+// The CUDA execution harness's runtime (see include/cuda_runtime.h and
+// docs/cuda-harness.md): device memory, streams and events with deferred
+// execution, launch validation, and the fiber scheduler that runs a block's
+// threads with CUDA's barrier and warp semantics.
+#include "cuda_runtime.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define EMT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMT_ASAN 1
+#endif
+#endif
+#ifdef EMT_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+// ----------------------------------------------- limits of the GPUs we build for
+// sm_80 (A100) and sm_90 (H100): the smaller of the two where they differ.
+static const unsigned kMaxThreadsPerBlock = 1024, kMaxBlockX = 1024, kMaxBlockY = 1024, kMaxBlockZ = 64;
+static const unsigned kMaxGridX = 2147483647u, kMaxGridYZ = 65535;
+static const size_t kSharedPerBlock = 48 * 1024;     // without opting in
+static const size_t kSharedPerBlockOptin = 166912;   // sm_80's opt-in maximum (sm_90: 232448)
+static const size_t kFiberStack = 64 * 1024;
+
+namespace emt_harness {
+
+thread_state *current = nullptr;
+uint3 block_idx, block_dim, grid_dim;
+
+// One fiber per thread of the block being run.
+enum thread_phase { NOT_STARTED, RUNNABLE, AT_BARRIER, AT_COLLECTIVE, EXITED };
+struct thread_state {
+    uint3 idx;
+    unsigned lane, warp;
+    thread_phase phase;
+    void *sp;            // saved stack pointer while switched out
+    char *stack;         // bottom of its stack
+    const char *file;    // where it waits
+    int line;
+    collective_kind kind; // the collective it waits at
+    unsigned mask;
+    int arg, width;
+    uint64_t value, result;
+#if !defined(__x86_64__)
+    ucontext_t uc;
+#endif
+#ifdef EMT_ASAN
+    void *fake_stack;
+#endif
+};
+const uint3 &thread_idx_of(const thread_state *t) { return t->idx; }
+
+} // namespace emt_harness
+
+using namespace emt_harness;
+
+// ------------------------------------------------------------ global state
+namespace {
+
+struct op {
+    std::function<void()> run;
+};
+struct stream_state {
+    std::deque<op> queue;
+    bool nonblocking;
+};
+struct event_state {
+    stream_state *stream = nullptr; // where it was last recorded
+    unsigned long long done_at = 0; // ops_executed when it completed (0: pending)
+    bool recorded = false, completed = false;
+};
+
+std::recursive_mutex api_lock;
+std::map<uintptr_t, size_t> device_allocs, pinned_allocs;
+stream_state legacy_stream{ {}, false };
+std::vector<stream_state *> streams;
+std::map<const void *, size_t> shared_optin;
+cudaError_t sticky_error = cudaSuccess, last_error = cudaSuccess;
+std::string diagnostic;
+unsigned long long ops_executed = 0;
+int current_device = 0;
+
+// what the running launch needs
+char *dynamic_shared_mem = nullptr; // exactly the launch's size, so ASan bounds it
+const kernel_call *running = nullptr;
+std::vector<thread_state> threads;
+char *stack_pool = nullptr;
+size_t stack_pool_count = 0;
+// Stacks go to threads when they start and come back when they exit, most
+// recent first: a kernel without barriers runs every thread on one hot stack.
+std::vector<char *> free_stacks;
+void *scheduler_sp = nullptr;
+#if !defined(__x86_64__)
+ucontext_t scheduler_uc;
+#endif
+#ifdef EMT_ASAN
+const void *scheduler_stack_bottom = nullptr;
+size_t scheduler_stack_size = 0;
+#endif
+bool block_failed = false;
+
+cudaError_t fail(cudaError_t e, bool sticky, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+cudaError_t fail(cudaError_t e, bool sticky, const char *fmt, ...) {
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "cuda-harness: %s\n", buf);
+    if (getenv("EMT_CUDA_HARNESS_ABORT")) abort();
+    if (diagnostic.empty() || !sticky_error) diagnostic = buf;
+    if (sticky && !sticky_error) sticky_error = e;
+    if (!last_error) last_error = e;
+    return e;
+}
+
+cudaError_t ret(cudaError_t e) { return sticky_error ? sticky_error : e; }
+
+// The allocation holding [p, p+bytes), or none.
+bool in_allocs(const std::map<uintptr_t, size_t> &m, const void *p, size_t bytes) {
+    auto it = m.upper_bound((uintptr_t)p);
+    if (it == m.begin()) return false;
+    --it;
+    return (uintptr_t)p + bytes <= it->first + it->second && (uintptr_t)p >= it->first;
+}
+bool is_device(const void *p, size_t bytes) { return in_allocs(device_allocs, p, bytes); }
+bool is_pinned(const void *p, size_t bytes) { return in_allocs(pinned_allocs, p, bytes); }
+
+stream_state *resolve(cudaStream_t s) { return s ? (stream_state *)s : &legacy_stream; }
+bool valid_stream(cudaStream_t s) {
+    if (!s) return true;
+    for (stream_state *x : streams)
+        if (x == (stream_state *)s) return true;
+    return false;
+}
+
+void flush(stream_state *s) {
+    while (!s->queue.empty()) {
+        op o = std::move(s->queue.front());
+        s->queue.pop_front();
+        ops_executed++;
+        if (!sticky_error) o.run();
+    }
+}
+void flush_all(void) {
+    flush(&legacy_stream);
+    for (size_t i = 0; i < streams.size(); i++) flush(streams[i]);
+}
+
+// Blocking streams and the legacy default stream are one ordered queue (the
+// legacy stream synchronises with every blocking stream); non-blocking
+// streams are independent of it, as in CUDA.
+stream_state *queue_of(cudaStream_t s) {
+    stream_state *st = resolve(s);
+    return st->nonblocking ? st : &legacy_stream;
+}
+void enqueue(cudaStream_t s, std::function<void()> f) { queue_of(s)->queue.push_back(op{ std::move(f) }); }
+
+} // namespace
+
+// ------------------------------------------------------------------ fibers
+#if defined(__x86_64__)
+// Saves the callee-saved registers on the current stack, stores its pointer
+// in *save and resumes the stack at `load`. (The FP control words are
+// callee-saved too, but neither kernels nor the harness change them.)
+extern "C" void emt_fiber_switch(void **save, void *load);
+asm(R"(
+    .text
+    .globl emt_fiber_switch
+    .hidden emt_fiber_switch
+    .type emt_fiber_switch,@function
+emt_fiber_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+    .size emt_fiber_switch, .-emt_fiber_switch
+)");
+#endif
+
+namespace {
+
+void fiber_main(void);
+
+#if defined(__x86_64__)
+extern "C" void emt_fiber_entry(void) { fiber_main(); }
+#else
+void fiber_entry_uc(void) { fiber_main(); }
+#endif
+
+void prepare_fiber(thread_state *t) {
+#if defined(__x86_64__)
+    // a frame that emt_fiber_switch "returns" from into emt_fiber_entry, with
+    // the stack aligned as after a call
+    uintptr_t top = ((uintptr_t)(t->stack + kFiberStack)) & ~(uintptr_t)15;
+    uint64_t *a = (uint64_t *)(top - 16);
+    a[1] = 0;
+    a[0] = (uint64_t)(uintptr_t)&emt_fiber_entry;
+    for (int i = 1; i <= 6; i++) a[-i] = 0; // rbp rbx r12 r13 r14 r15
+    t->sp = (void *)(a - 6);
+#else
+    getcontext(&t->uc);
+    t->uc.uc_stack.ss_sp = t->stack;
+    t->uc.uc_stack.ss_size = kFiberStack;
+    t->uc.uc_link = nullptr;
+    makecontext(&t->uc, fiber_entry_uc, 0);
+#endif
+}
+
+// scheduler -> fiber t, until t blocks or exits
+void resume(thread_state *t) {
+    if (t->phase == NOT_STARTED) {
+        t->stack = free_stacks.back();
+        free_stacks.pop_back();
+        t->phase = RUNNABLE;
+        prepare_fiber(t);
+    }
+    current = t;
+#ifdef EMT_ASAN
+    void *fake = nullptr;
+    __sanitizer_start_switch_fiber(&fake, t->stack, kFiberStack);
+#endif
+#if defined(__x86_64__)
+    emt_fiber_switch(&scheduler_sp, t->sp);
+#else
+    swapcontext(&scheduler_uc, &t->uc);
+#endif
+#ifdef EMT_ASAN
+    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#endif
+    current = nullptr;
+    if (t->phase == EXITED) free_stacks.push_back(t->stack);
+}
+
+// fiber -> scheduler; returns when the scheduler resumes this fiber
+void yield(thread_state *t, bool exiting) {
+#ifdef EMT_ASAN
+    __sanitizer_start_switch_fiber(exiting ? nullptr : &t->fake_stack, scheduler_stack_bottom, scheduler_stack_size);
+#else
+    (void)exiting;
+#endif
+#if defined(__x86_64__)
+    emt_fiber_switch(&t->sp, scheduler_sp);
+#else
+    swapcontext(&t->uc, &scheduler_uc);
+#endif
+#ifdef EMT_ASAN
+    __sanitizer_finish_switch_fiber(t->fake_stack, &scheduler_stack_bottom, &scheduler_stack_size);
+#endif
+}
+
+void fiber_main(void) {
+    thread_state *t = current;
+#ifdef EMT_ASAN
+    __sanitizer_finish_switch_fiber(nullptr, &scheduler_stack_bottom, &scheduler_stack_size);
+#endif
+    running->body();
+    t->phase = EXITED;
+    yield(t, true);
+    abort(); // an exited fiber is never resumed
+}
+
+void ensure_stacks(size_t n) {
+    if (n <= stack_pool_count) return;
+    if (stack_pool) munmap(stack_pool, stack_pool_count * kFiberStack);
+    void *p = mmap(nullptr, n * kFiberStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        fprintf(stderr, "cuda-harness: cannot map %zu fiber stacks: %s\n", n, strerror(errno));
+        abort();
+    }
+    stack_pool = (char *)p;
+    stack_pool_count = n;
+    long page = sysconf(_SC_PAGESIZE);
+    free_stacks.clear();
+    for (size_t i = n; i-- > 0;) {
+        mprotect(stack_pool + i * kFiberStack, (size_t)page, PROT_NONE); // overflow guard
+        free_stacks.push_back(stack_pool + i * kFiberStack);
+    }
+}
+
+const char *phase_name(const thread_state &t) {
+    static const char *names[] = { "__shfl_idx_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
+                                   "__all_sync",      "__any_sync",     "__ballot_sync",    "__syncwarp" };
+    switch (t.phase) {
+    case NOT_STARTED: return "not started";
+    case RUNNABLE: return "running";
+    case AT_BARRIER: return "__syncthreads";
+    case AT_COLLECTIVE: return names[t.kind];
+    case EXITED: return "exit";
+    }
+    return "?";
+}
+
+void where(char *buf, size_t cap, const thread_state &t) {
+    if (t.phase == EXITED)
+        snprintf(buf, cap, "thread (%u,%u,%u) has exited", t.idx.x, t.idx.y, t.idx.z);
+    else
+        snprintf(buf, cap, "thread (%u,%u,%u) waits at %s (%s:%d)", t.idx.x, t.idx.y, t.idx.z, phase_name(t), t.file,
+                 t.line);
+}
+
+void block_fault(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void block_fault(const char *fmt, ...) {
+    char buf[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fail(cudaErrorLaunchFailure, true, "kernel %s (launched at %s:%d) block (%u,%u,%u): %s", running->name,
+         running->file, running->line, block_idx.x, block_idx.y, block_idx.z, buf);
+    block_failed = true;
+}
+
+bool same_file(const char *a, const char *b) { return a == b || !strcmp(a, b); }
+
+// Completes the collective that lane `first` waits at, once every lane of its
+// mask is there; false when they are not all there yet.
+bool complete_collective(thread_state *w, unsigned n_lanes, unsigned first) {
+    thread_state &a = w[first];
+    unsigned mask = a.mask;
+    char buf[256];
+    for (unsigned l = 0; l < 32; l++) {
+        if (!(mask >> l & 1)) continue;
+        if (l >= n_lanes) {
+            block_fault("%s at %s:%d: mask 0x%08x names lane %u, which this block does not have", phase_name(a), a.file,
+                        a.line, mask, l);
+            return false;
+        }
+        thread_state &b = w[l];
+        if (b.phase == RUNNABLE || b.phase == NOT_STARTED) return false; // still on its way
+        if (b.phase != AT_COLLECTIVE || b.kind != a.kind || b.line != a.line || !same_file(b.file, a.file) ||
+            b.mask != mask) {
+            where(buf, sizeof buf, b);
+            block_fault("partial warp: lane %u is at %s (%s:%d) with mask 0x%08x, but lane %u of that mask: %s",
+                        first, phase_name(a), a.file, a.line, mask, l, buf);
+            return false;
+        }
+    }
+    uint64_t ballot = 0;
+    for (unsigned l = 0; l < 32; l++)
+        if (mask >> l & 1) ballot |= (uint64_t)(w[l].value != 0) << l;
+    for (unsigned l = 0; l < 32; l++) {
+        if (!(mask >> l & 1)) continue;
+        thread_state &b = w[l];
+        int width = b.width;
+        unsigned base = l & ~(unsigned)(width - 1), src = l;
+        switch (b.kind) {
+        case SHFL_IDX: src = base + ((unsigned)b.arg & (unsigned)(width - 1)); break;
+        case SHFL_UP: src = (int)(l - base) >= b.arg ? l - (unsigned)b.arg : l; break;
+        case SHFL_DOWN: src = l - base + (unsigned)b.arg < (unsigned)width ? l + (unsigned)b.arg : l; break;
+        case SHFL_XOR: src = ((l ^ (unsigned)b.arg) & ~base) < (unsigned)width ? l ^ (unsigned)b.arg : l; break;
+        default: break;
+        }
+        if (b.kind <= SHFL_XOR) {
+            if (!(mask >> src & 1)) {
+                block_fault("%s at %s:%d: lane %u reads lane %u, which is not in mask 0x%08x (undefined value)",
+                            phase_name(b), b.file, b.line, l, src, mask);
+                return false;
+            }
+            b.result = w[src].value;
+        } else if (b.kind == VOTE_ALL) {
+            b.result = (ballot & mask) == mask;
+        } else if (b.kind == VOTE_ANY) {
+            b.result = ballot != 0;
+        } else {
+            b.result = ballot;
+        }
+    }
+    for (unsigned l = 0; l < 32; l++)
+        if (mask >> l & 1) w[l].phase = RUNNABLE;
+    return true;
+}
+
+// Runs the lanes of one warp until each is at __syncthreads or has exited.
+void run_warp(thread_state *w, unsigned n_lanes) {
+    for (;;) {
+        for (unsigned l = 0; l < n_lanes && !block_failed; l++)
+            if (w[l].phase == RUNNABLE || w[l].phase == NOT_STARTED) resume(&w[l]);
+        if (block_failed) return;
+        bool progressed = false, waiting = false;
+        for (unsigned l = 0; l < n_lanes && !block_failed; l++) {
+            if (w[l].phase != AT_COLLECTIVE) continue;
+            waiting = true;
+            if (complete_collective(w, n_lanes, l)) progressed = true;
+        }
+        if (block_failed || !waiting) return;
+        if (!progressed) {
+            // every lane has stopped and no collective can complete
+            char buf[256];
+            for (unsigned l = 0; l < n_lanes; l++) {
+                if (w[l].phase != AT_COLLECTIVE) continue;
+                for (unsigned m = 0; m < 32; m++) {
+                    if (!(w[l].mask >> m & 1) || m >= n_lanes || w[m].phase == AT_COLLECTIVE) continue;
+                    where(buf, sizeof buf, w[m]);
+                    block_fault("partial warp: lane %u waits at %s (%s:%d) with mask 0x%08x, but lane %u: %s", l,
+                                phase_name(w[l]), w[l].file, w[l].line, w[l].mask, m, buf);
+                    return;
+                }
+            }
+            block_fault("warp collectives that cannot complete");
+            return;
+        }
+    }
+}
+
+void run_block(unsigned n) {
+    for (unsigned i = 0; i < n; i++) {
+        thread_state &t = threads[i];
+        t.idx = uint3{ i % block_dim.x, i / block_dim.x % block_dim.y, i / (block_dim.x * block_dim.y) };
+        t.lane = i % 32;
+        t.warp = i / 32;
+        t.phase = NOT_STARTED;
+        t.file = "";
+        t.line = 0;
+    }
+    for (;;) {
+        for (unsigned w = 0; w * 32 < n && !block_failed; w++)
+            run_warp(&threads[w * 32], n - w * 32 < 32 ? n - w * 32 : 32);
+        if (block_failed) return;
+        const thread_state *at = nullptr, *gone = nullptr, *other = nullptr;
+        for (unsigned i = 0; i < n; i++) {
+            const thread_state &t = threads[i];
+            if (t.phase == EXITED) {
+                if (!gone) gone = &t;
+            } else if (!at) {
+                at = &t;
+            } else if (!other && (t.line != at->line || !same_file(t.file, at->file))) {
+                other = &t;
+            }
+        }
+        if (!at) return; // all exited
+        char a[256], b[256];
+        if (gone || other) {
+            where(a, sizeof a, *at);
+            where(b, sizeof b, gone ? *gone : *other);
+            block_fault("divergent __syncthreads: %s, but %s", a, b);
+            return;
+        }
+        for (unsigned i = 0; i < n; i++) threads[i].phase = RUNNABLE;
+    }
+}
+
+// A failed block abandons its fibers: their stacks go back to the pool, and
+// their frames' ASan poison is cleared.
+void clean_stacks(void) {
+#ifdef EMT_ASAN
+    if (stack_pool) ASAN_UNPOISON_MEMORY_REGION(stack_pool, stack_pool_count * kFiberStack);
+#endif
+    free_stacks.clear();
+    for (size_t i = stack_pool_count; i-- > 0;) free_stacks.push_back(stack_pool + i * kFiberStack);
+}
+
+void execute(const kernel_call &k) {
+    unsigned n = k.block.x * k.block.y * k.block.z;
+    ensure_stacks(n);
+    if (threads.size() < n) threads.resize(n);
+    running = &k;
+    grid_dim = uint3{ k.grid.x, k.grid.y, k.grid.z };
+    block_dim = uint3{ k.block.x, k.block.y, k.block.z };
+    block_failed = false;
+    dynamic_shared_mem = (char *)malloc(k.shared_bytes ? k.shared_bytes : 1);
+    for (unsigned z = 0; z < k.grid.z && !block_failed; z++)
+        for (unsigned y = 0; y < k.grid.y && !block_failed; y++)
+            for (unsigned x = 0; x < k.grid.x && !block_failed; x++) {
+                block_idx = uint3{ x, y, z };
+                // shared memory starts undefined: NaN floats, -1 integers
+                memset(dynamic_shared_mem, 0xff, k.shared_bytes);
+                run_block(n);
+            }
+    if (block_failed) clean_stacks();
+    free(dynamic_shared_mem);
+    dynamic_shared_mem = nullptr;
+    running = nullptr;
+}
+
+} // namespace
+
+// --------------------------------------------------------- device-side API
+namespace emt_harness {
+
+void *dynamic_shared(void) {
+    if (!running) kernel_fault("dynamic shared memory used outside a kernel");
+    return dynamic_shared_mem;
+}
+
+uint64_t warp_collective(collective_kind kind, unsigned mask, uint64_t value, int arg, int width, const char *file,
+                         int line) {
+    thread_state *t = current;
+    if (!t) kernel_fault("warp collective called outside a kernel (%s:%d)", file, line);
+    if (!(mask >> t->lane & 1))
+        kernel_fault("thread (%u,%u,%u) calls a warp collective at %s:%d with mask 0x%08x, which excludes its lane %u",
+                     t->idx.x, t->idx.y, t->idx.z, file, line, mask, t->lane);
+    if (width <= 0 || width > 32 || (width & (width - 1)))
+        kernel_fault("shuffle at %s:%d: width %d is not a power of two in 1..32", file, line, width);
+    t->phase = AT_COLLECTIVE;
+    t->kind = kind;
+    t->mask = mask;
+    t->value = value;
+    t->arg = arg;
+    t->width = width;
+    t->file = file;
+    t->line = line;
+    yield(t, false);
+    return t->result;
+}
+
+void syncthreads(const char *file, int line) {
+    thread_state *t = current;
+    if (!t) kernel_fault("__syncthreads called outside a kernel (%s:%d)", file, line);
+    t->phase = AT_BARRIER;
+    t->file = file;
+    t->line = line;
+    yield(t, false);
+}
+
+void kernel_fault(const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    thread_state *t = current;
+    if (!t) {
+        fprintf(stderr, "cuda-harness: %s\n", buf);
+        abort();
+    }
+    block_fault("%s", buf);
+    t->phase = EXITED;
+    yield(t, true);
+    abort();
+}
+
+void check_pointer_arg(const char *kernel, const char *file, int line, int index, const void *p) {
+    std::lock_guard<std::recursive_mutex> g(api_lock);
+    if (!p || is_device(p, 0)) return;
+    fail(cudaErrorIllegalAddress, true,
+         "kernel %s (launched at %s:%d): argument %d is %s pointer %p, not device memory from cudaMalloc", kernel, file,
+         line, index, is_pinned(p, 0) ? "a pinned host" : "a host", p);
+}
+
+void enqueue_launch(kernel_call &&call, cudaStream_t stream) {
+    std::lock_guard<std::recursive_mutex> g(api_lock);
+    const dim3 &b = call.block, &gr = call.grid;
+    unsigned long long n = (unsigned long long)b.x * b.y * b.z;
+    size_t shared_limit = kSharedPerBlock;
+    auto opt = shared_optin.find(call.kernel);
+    if (opt != shared_optin.end()) shared_limit = opt->second;
+    const char *bad = nullptr;
+    char why[256];
+    if (!valid_stream(stream)) {
+        fail(cudaErrorInvalidResourceHandle, false, "kernel %s (%s:%d): invalid stream %p", call.name, call.file,
+             call.line, (void *)stream);
+        return;
+    }
+    if (!b.x || !b.y || !b.z || b.x > kMaxBlockX || b.y > kMaxBlockY || b.z > kMaxBlockZ || n > kMaxThreadsPerBlock)
+        bad = "block", snprintf(why, sizeof why, "block (%u,%u,%u): each dim >= 1, x,y <= 1024, z <= 64, x*y*z <= 1024",
+                                b.x, b.y, b.z);
+    else if (!gr.x || !gr.y || !gr.z || gr.x > kMaxGridX || gr.y > kMaxGridYZ || gr.z > kMaxGridYZ)
+        bad = "grid", snprintf(why, sizeof why, "grid (%u,%u,%u): each dim >= 1, x <= 2^31-1, y,z <= 65535", gr.x,
+                               gr.y, gr.z);
+    else if (call.shared_bytes > shared_limit)
+        bad = "shared memory", snprintf(why, sizeof why, "%zu bytes of dynamic shared memory > %zu%s",
+                                        call.shared_bytes, shared_limit,
+                                        opt == shared_optin.end() ? " (opt in with cudaFuncSetAttribute)" : "");
+    if (bad) {
+        fail(cudaErrorInvalidConfiguration, false, "kernel %s (launched at %s:%d): invalid %s: %s", call.name,
+             call.file, call.line, bad, why);
+        return;
+    }
+    if (sticky_error) return;
+    auto k = std::make_shared<kernel_call>(std::move(call));
+    enqueue(stream, [k]() { execute(*k); });
+}
+
+const char *last_diagnostic(void) { return diagnostic.c_str(); }
+
+bool is_device_range(const void *p, size_t bytes) {
+    std::lock_guard<std::recursive_mutex> g(api_lock);
+    return is_device(p, bytes);
+}
+
+void enqueue_host_work(cudaStream_t stream, std::function<void()> work) {
+    std::lock_guard<std::recursive_mutex> g(api_lock);
+    if (!sticky_error) enqueue(stream, std::move(work));
+}
+
+void report(const char *fmt, ...) {
+    char buf[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    std::lock_guard<std::recursive_mutex> g(api_lock);
+    fail(cudaErrorLaunchFailure, true, "%s", buf);
+}
+
+void reset(void) {
+    std::lock_guard<std::recursive_mutex> g(api_lock);
+    legacy_stream.queue.clear();
+    for (stream_state *s : streams) s->queue.clear();
+    for (auto &a : device_allocs) free((void *)a.first);
+    for (auto &a : pinned_allocs) free((void *)a.first);
+    device_allocs.clear();
+    pinned_allocs.clear();
+    shared_optin.clear();
+    sticky_error = last_error = cudaSuccess;
+    diagnostic.clear();
+}
+
+} // namespace emt_harness
+
+// ------------------------------------------------------------ host runtime
+#define LOCK std::lock_guard<std::recursive_mutex> lock_(api_lock)
+
+cudaError_t cudaGetDeviceCount(int *count) {
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+    LOCK;
+    if (device != 0) return fail(cudaErrorInvalidDevice, false, "cudaSetDevice(%d): the harness has device 0", device);
+    current_device = device;
+    return ret(cudaSuccess);
+}
+cudaError_t cudaGetDevice(int *device) {
+    *device = current_device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
+    if (device != 0) return cudaErrorInvalidDevice;
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "EntMTP CUDA harness (CPU)");
+    p->totalGlobalMem = (size_t)16 << 30;
+    p->sharedMemPerBlock = kSharedPerBlock;
+    p->sharedMemPerBlockOptin = kSharedPerBlockOptin;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = (int)kMaxThreadsPerBlock;
+    p->maxThreadsDim[0] = (int)kMaxBlockX;
+    p->maxThreadsDim[1] = (int)kMaxBlockY;
+    p->maxThreadsDim[2] = (int)kMaxBlockZ;
+    p->maxGridSize[0] = (int)kMaxGridX;
+    p->maxGridSize[1] = p->maxGridSize[2] = (int)kMaxGridYZ;
+    p->multiProcessorCount = 1;
+    p->major = 8;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize(void) {
+    LOCK;
+    flush_all();
+    return ret(cudaSuccess);
+}
+cudaError_t cudaGetLastError(void) {
+    LOCK;
+    cudaError_t e = sticky_error ? sticky_error : last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError(void) {
+    LOCK;
+    return sticky_error ? sticky_error : last_error;
+}
+const char *cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInitializationError: return "cudaErrorInitializationError";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
+    case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
+    case cudaErrorIllegalInstruction: return "cudaErrorIllegalInstruction";
+    }
+    return "cudaErrorUnknown";
+}
+const char *cudaGetErrorString(cudaError_t e) {
+    // the harness's diagnostic says which kernel, block, thread and line
+    if (e != cudaSuccess && !diagnostic.empty()) return diagnostic.c_str();
+    return cudaGetErrorName(e);
+}
+
+cudaError_t cudaMalloc(void **ptr, size_t bytes) {
+    LOCK;
+    *ptr = nullptr;
+    if (sticky_error) return sticky_error;
+    void *p = nullptr;
+    // exact size, so ASan's redzone starts at the first byte past the end
+    if (posix_memalign(&p, 256, bytes ? bytes : 1)) return cudaErrorMemoryAllocation;
+    memset(p, 0xa5, bytes); // device memory starts undefined
+    device_allocs[(uintptr_t)p] = bytes ? bytes : 1;
+    *ptr = p;
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void *ptr) {
+    LOCK;
+    if (!ptr) return ret(cudaSuccess);
+    flush_all(); // cudaFree synchronises the device
+    auto it = device_allocs.find((uintptr_t)ptr);
+    if (it == device_allocs.end())
+        return fail(cudaErrorInvalidValue, false, "cudaFree(%p): not the start of a device allocation", ptr);
+    device_allocs.erase(it);
+    free(ptr);
+    return ret(cudaSuccess);
+}
+cudaError_t cudaHostAlloc(void **ptr, size_t bytes, unsigned int flags) {
+    LOCK;
+    (void)flags;
+    *ptr = malloc(bytes ? bytes : 1);
+    if (!*ptr) return cudaErrorMemoryAllocation;
+    pinned_allocs[(uintptr_t)*ptr] = bytes ? bytes : 1;
+    return ret(cudaSuccess);
+}
+cudaError_t cudaMallocHost(void **ptr, size_t bytes) { return cudaHostAlloc(ptr, bytes, 0); }
+cudaError_t cudaFreeHost(void *ptr) {
+    LOCK;
+    if (!ptr) return ret(cudaSuccess);
+    flush_all();
+    auto it = pinned_allocs.find((uintptr_t)ptr);
+    if (it == pinned_allocs.end())
+        return fail(cudaErrorInvalidValue, false, "cudaFreeHost(%p): not from cudaMallocHost", ptr);
+    pinned_allocs.erase(it);
+    free(ptr);
+    return ret(cudaSuccess);
+}
+
+namespace {
+// Checks a copy's direction against where its pointers live.
+cudaError_t check_copy(const char *fn, void *dst, const void *src, size_t bytes, cudaMemcpyKind *kind) {
+    bool dd = is_device(dst, bytes), sd = is_device(src, bytes);
+    if (*kind == cudaMemcpyDefault) *kind = (cudaMemcpyKind)((sd ? 2 : 0) + (dd ? 1 : 0));
+    bool want_dd = *kind == cudaMemcpyHostToDevice || *kind == cudaMemcpyDeviceToDevice;
+    bool want_sd = *kind == cudaMemcpyDeviceToHost || *kind == cudaMemcpyDeviceToDevice;
+    if (dd != want_dd || sd != want_sd)
+        return fail(cudaErrorInvalidValue, false,
+                    "%s(dst %p, src %p, %zu bytes, %s): %s is %s memory (or the range leaves its allocation)", fn, dst,
+                    src, bytes, *kind == 1 ? "HostToDevice" : *kind == 2 ? "DeviceToHost" : *kind == 3 ? "DeviceToDevice" : "HostToHost",
+                    dd != want_dd ? "dst" : "src", (dd != want_dd ? dd : sd) ? "device" : "host");
+    return cudaSuccess;
+}
+} // namespace
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind) {
+    LOCK;
+    if (sticky_error) return sticky_error;
+    if (!bytes) return cudaSuccess;
+    if (cudaError_t e = check_copy("cudaMemcpy", dst, src, bytes, &kind)) return e;
+    flush_all(); // synchronous: after all prior work, and the host waits
+    memmove(dst, src, bytes);
+    return ret(cudaSuccess);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+    LOCK;
+    if (sticky_error) return sticky_error;
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, false, "cudaMemcpyAsync: invalid stream");
+    if (!bytes) return cudaSuccess;
+    if (cudaError_t e = check_copy("cudaMemcpyAsync", dst, src, bytes, &kind)) return e;
+    if (kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) {
+        // pageable source: CUDA stages it before returning
+        auto copy = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + bytes);
+        enqueue(stream, [dst, copy]() { memcpy(dst, copy->data(), copy->size()); });
+    } else if (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes)) {
+        // pageable destination: the call returns once the copy is done
+        flush(queue_of(stream));
+        if (!sticky_error) memcpy(dst, src, bytes);
+    } else {
+        // pinned host memory is read or written when the copy runs: a host
+        // change before the stream reaches it shows, as it would on a GPU
+        enqueue(stream, [dst, src, bytes]() { memmove(dst, src, bytes); });
+    }
+    return ret(cudaSuccess);
+}
+
+cudaError_t cudaMemsetAsync(void *dst, int value, size_t bytes, cudaStream_t stream) {
+    LOCK;
+    if (sticky_error) return sticky_error;
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, false, "cudaMemsetAsync: invalid stream");
+    if (!bytes) return cudaSuccess;
+    if (!is_device(dst, bytes))
+        return fail(cudaErrorInvalidValue, false, "cudaMemset(%p, %zu bytes): not inside a device allocation", dst,
+                    bytes);
+    enqueue(stream, [dst, value, bytes]() { memset(dst, value, bytes); });
+    return ret(cudaSuccess);
+}
+// asynchronous with respect to the host, on the legacy default stream
+cudaError_t cudaMemset(void *dst, int value, size_t bytes) { return cudaMemsetAsync(dst, value, bytes, 0); }
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags) {
+    LOCK;
+    stream_state *s = new stream_state{ {}, (flags & cudaStreamNonBlocking) != 0 };
+    streams.push_back(s);
+    *stream = (cudaStream_t)s;
+    return ret(cudaSuccess);
+}
+cudaError_t cudaStreamCreate(cudaStream_t *stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    LOCK;
+    for (size_t i = 0; i < streams.size(); i++)
+        if (streams[i] == (stream_state *)stream) {
+            flush(streams[i]); // pending work still completes
+            delete streams[i];
+            streams.erase(streams.begin() + (long)i);
+            return ret(cudaSuccess);
+        }
+    return fail(cudaErrorInvalidResourceHandle, false, "cudaStreamDestroy(%p): not a stream", (void *)stream);
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    LOCK;
+    if (!valid_stream(stream))
+        return fail(cudaErrorInvalidResourceHandle, false, "cudaStreamSynchronize(%p): not a stream", (void *)stream);
+    flush(queue_of(stream));
+    return ret(cudaSuccess);
+}
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+    LOCK;
+    if (!valid_stream(stream)) return cudaErrorInvalidResourceHandle;
+    return ret(queue_of(stream)->queue.empty() ? cudaSuccess : cudaErrorNotReady);
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags) {
+    (void)flags;
+    *event = (cudaEvent_t) new event_state();
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *event) { return cudaEventCreateWithFlags(event, 0); }
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    LOCK;
+    // a recorded event still pending is completed by its stream: flush first
+    event_state *e = (event_state *)event;
+    if (e->recorded && !e->completed) flush(e->stream);
+    delete e;
+    return ret(cudaSuccess);
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+    LOCK;
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, false, "cudaEventRecord: invalid stream");
+    event_state *e = (event_state *)event;
+    e->stream = queue_of(stream);
+    e->recorded = true;
+    e->completed = false;
+    e->stream->queue.push_back(op{ [e]() {
+        e->completed = true;
+        e->done_at = ops_executed;
+    } });
+    return ret(cudaSuccess);
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    LOCK;
+    event_state *e = (event_state *)event;
+    if (e->recorded && !e->completed) flush(e->stream);
+    return ret(cudaSuccess);
+}
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    LOCK;
+    event_state *e = (event_state *)event;
+    return ret(!e->recorded || e->completed ? cudaSuccess : cudaErrorNotReady);
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+    LOCK;
+    (void)flags;
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, false, "cudaStreamWaitEvent: invalid stream");
+    event_state *e = (event_state *)event;
+    if (!e->recorded) return ret(cudaSuccess);
+    stream_state *src = e->stream;
+    enqueue(stream, [e, src]() {
+        if (!e->completed) flush(src);
+    });
+    return ret(cudaSuccess);
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) {
+    LOCK;
+    event_state *a = (event_state *)start, *b = (event_state *)end;
+    if (!a->completed || !b->completed) return ret(cudaErrorNotReady);
+    *ms = (float)(b->done_at - a->done_at);
+    return ret(cudaSuccess);
+}
+
+cudaError_t cudaFuncSetAttribute(const void *kernel, cudaFuncAttribute attr, int value) {
+    LOCK;
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || (size_t)value > kSharedPerBlockOptin)
+        return fail(cudaErrorInvalidValue, false, "cudaFuncSetAttribute(%d, %d): over the %zu-byte opt-in limit",
+                    (int)attr, value, kSharedPerBlockOptin);
+    shared_optin[kernel] = (size_t)value;
+    return ret(cudaSuccess);
+}

@@ -1,0 +1,120 @@
+/* The typed-weight kernels (matmul_q) of every CPU variant this processor
+ * runs, against the scalar reference in backend/cpu/quant.h and against a
+ * double-precision product of the dequantized weights, for each weight type
+ * and row counts 1..9 (every row-block split): a row's outputs are the same
+ * bits alone and inside any batch, and the Q8 activation blocks of every
+ * variant hold the reference quantizer's integers. */
+#include "backend/backend.h"
+#include "backend/cpu/cpu_variants.h"
+#include "backend/cpu/quant.h"
+#include "check.h"
+#include "tiny_model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static uint64_t rng = 7;
+static float urand(void) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static void check_type(const emt_backend_ops *op, emt_exec *ex, emt_dtype t, int32_t n_in, int32_t n_out) {
+    const int32_t R = 9;
+    float *wf = malloc(sizeof(float) * (size_t)n_out * n_in), *deq = malloc(sizeof(float) * (size_t)n_out * n_in);
+    float *x = malloc(sizeof(float) * (size_t)R * n_in), *bias = malloc(sizeof(float) * (size_t)n_out);
+    float *y = malloc(sizeof(float) * (size_t)R * n_out), *y1 = malloc(sizeof(float) * (size_t)R * n_out);
+    size_t rb = emt_dtype_nbytes(t, n_in);
+    uint8_t *wq = malloc(rb * (size_t)n_out);
+    for (int64_t i = 0; i < (int64_t)n_out * n_in; i++) wf[i] = urand();
+    for (int64_t i = 0; i < (int64_t)R * n_in; i++) x[i] = urand() * (i % 7 == 0 ? 4.0f : 1.0f);
+    for (int32_t o = 0; o < n_out; o++) bias[o] = urand();
+    emt_tiny_encode(t, wf, (int64_t)n_out * n_in, wq);
+    emt_tensor tt = { "w", t, 1, { (int64_t)n_out * n_in }, wq, rb * (size_t)n_out, "test" };
+    CHECK_OK(emt_tensor_to_f32(&tt, 0, (int64_t)n_out * n_in, deq));
+    emt_wmat W = { t, wq, NULL };
+    op->matmul_q(ex, &W, bias, x, R, n_in, n_out, y);
+    CHECK_OK(op->sync(ex));
+
+    int quant = t != EMT_F16 && t != EMT_BF16;
+    int32_t nb = n_in / EMT_QK;
+    emt_xq *xq = malloc(sizeof(emt_xq) * (size_t)R * nb);
+    double worst = 0, worst_ref = 0;
+    for (int32_t r = 0; r < R; r++) {
+        for (int32_t b = 0; b < nb && quant; b++) emt_quantize_block_ref(x + (size_t)r * n_in + b * EMT_QK, &xq[r * nb + b]);
+        for (int32_t o = 0; o < n_out; o++) {
+            double exact = bias[o];
+            for (int32_t i = 0; i < n_in; i++) exact += (double)deq[(size_t)o * n_in + i] * x[(size_t)r * n_in + i];
+            float got = y[(size_t)r * n_out + o];
+            worst = fmax(worst, fabs(exact - got));
+            if (quant) /* the reference kernel on the same integers: float order only */
+                worst_ref = fmax(worst_ref, fabs((double)emt_dot_q_ref(t, wq + (size_t)o * rb, xq + r * nb, nb) + bias[o] - got));
+        }
+    }
+    /* Q8 activations: |error| <= max|x| / 254 per value over n_in values */
+    double bound = quant ? 4.0 / 254.0 * n_in * 0.6 : 1e-4 * n_in;
+    if (!(worst < bound) || !(worst_ref < 1e-3)) {
+        fprintf(stderr, "%s %dx%d: worst |error| %.3g (bound %.3g), vs reference kernel %.3g\n",
+                emt_dtype_name(t), n_out, n_in, worst, bound, worst_ref);
+        emt_test_failures++;
+    }
+    /* batch invariance: every row count and starting row gives the same bits */
+    for (int32_t n = 1; n <= R; n++)
+        for (int32_t r0 = 0; r0 + n <= R; r0 += n) {
+            op->matmul_q(ex, &W, bias, x + (size_t)r0 * n_in, n, n_in, n_out, y1);
+            if (memcmp(y1, y + (size_t)r0 * n_out, sizeof(float) * (size_t)n * n_out)) {
+                fprintf(stderr, "%s: rows %d..%d computed %d at a time differ from the batch of %d\n",
+                        emt_dtype_name(t), r0, r0 + n - 1, n, R);
+                emt_test_failures++;
+            }
+        }
+    free(wf); free(deq); free(x); free(bias); free(y); free(y1); free(wq); free(xq);
+}
+
+/* Embedding rows from a typed table equal the table's F32 conversion. */
+static void check_embed(const emt_backend_ops *op, emt_exec *ex) {
+    float wf[4 * 64], deq[4 * 64], out[2 * 64];
+    uint8_t wq[4 * 68];
+    for (int i = 0; i < 4 * 64; i++) wf[i] = urand();
+    emt_tiny_encode(EMT_Q8_0, wf, 4 * 64, wq);
+    emt_tensor tt = { "e", EMT_Q8_0, 1, { 4 * 64 }, wq, sizeof wq, "test" };
+    CHECK_OK(emt_tensor_to_f32(&tt, 0, 4 * 64, deq));
+    emt_wmat W = { EMT_Q8_0, wq, NULL };
+    int32_t tok[2] = { 3, 1 };
+    op->embed_q(ex, &W, 64, tok, 2, out);
+    CHECK(!memcmp(out, deq + 3 * 64, 64 * sizeof(float)));
+    CHECK(!memcmp(out + 64, deq + 64, 64 * sizeof(float)));
+}
+
+int main(void) {
+    /* the reference quantizer's integers: round half to even, sum in s */
+    float xb[32];
+    for (int j = 0; j < 32; j++) xb[j] = (float)(j - 16) * 0.5f;
+    emt_xq q;
+    emt_quantize_block_ref(xb, &q);
+    CHECK_NEAR(q.d, 8.0 / 127.0, 1e-7);
+    CHECK_EQ_INT(q.q[0], -127);
+    CHECK_EQ_INT(q.q[16], 0);
+    const emt_dtype types[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_F16, EMT_BF16 };
+    for (int v = 0; v < EMT_CPU_VARIANT_COUNT; v++) {
+        if (!emt_cpu_variant_supported((emt_cpu_variant)v)) {
+            printf("variant %s: not supported here, skipped\n", emt_cpu_variant_name((emt_cpu_variant)v));
+            continue;
+        }
+        const emt_backend_ops *op = emt_cpu_variant_ops((emt_cpu_variant)v);
+        CHECK(op->weight_types == EMT_CPU_WEIGHT_TYPES);
+        emt_backend *be = NULL;
+        CHECK_OK(emt_backend_cpu_create_variant((emt_cpu_variant)v, &be));
+        emt_exec *ex = op->exec_create(be, 2);
+        for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+            check_type(op, ex, types[i], 576, 37);
+            check_type(op, ex, types[i], 64, 130);
+        }
+        check_embed(op, ex);
+        printf("variant %s: Q4_0 Q4_1 Q8_0 F16 BF16 checked\n", emt_cpu_variant_name((emt_cpu_variant)v));
+        op->exec_destroy(ex);
+        op->destroy(be);
+    }
+    return emt_test_finish("test_quant_kernels");
+}

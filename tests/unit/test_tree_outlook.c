@@ -1,0 +1,123 @@
+/* What the expected-throughput policy is shown, in isolation: per-tree
+ * expected accept lengths from hand-made head probabilities on hand-made
+ * trees (known sums of path products), their calibration from observed
+ * accepts, and the per-tree cost model's priors and online learning. */
+#include "bank/cost_model.h"
+#include "check.h"
+#include "engine/features.h"
+
+#include <math.h>
+
+#define TOPK 3
+
+/* head probabilities [head][rank]: head 0 (depth 1), head 1 (depth 2) */
+static const float q[2 * TOPK] = { 0.5f, 0.3f, 0.1f, 0.4f, 0.2f, 0.1f };
+
+static entmtp_bank *make_bank(void) {
+    entmtp_bank *b = NULL;
+    CHECK_OK(entmtp_bank_create(NULL, &b));
+    CHECK_OK(entmtp_bank_add_tree_json(b, "root", "[]", NULL));
+    CHECK_OK(entmtp_bank_add_tree_json(b, "chain2", "[[0],[0,0]]", NULL));
+    CHECK_OK(entmtp_bank_add_tree_json(b, "wide", "[[0],[1],[0,0],[1,0],[0,1]]", NULL));
+    return b;
+}
+
+static void expected_accept(void) {
+    entmtp_bank *b = make_bank();
+    emt_accept_calib c;
+    emt_accept_calib_reset(&c);
+    float node_prob[8], e[3];
+    emt_features_expected_accept(&c, q, TOPK, 2, TOPK, b, node_prob, e);
+    CHECK_NEAR(e[0], 1.0, 1e-6);
+    CHECK_NEAR(e[1], 1.0 + 0.5 + 0.5 * 0.4, 1e-6);
+    /* [0]:.5 [1]:.3 [0,0]:.5*.4 [1,0]:.3*.4 [0,1]:.5*.2 */
+    CHECK_NEAR(e[2], 1.0 + 0.5 + 0.3 + 0.2 + 0.12 + 0.1, 1e-6);
+    /* heads that predict nothing: every tree expects the root only */
+    const float zero[2 * TOPK] = { 0 };
+    emt_features_expected_accept(&c, zero, TOPK, 2, TOPK, b, node_prob, e);
+    for (int k = 0; k < 3; k++) CHECK_NEAR(e[k], 1.0, 1e-6);
+    /* only one head: depth-2 nodes have no estimate */
+    emt_features_expected_accept(&c, q, TOPK, 1, TOPK, b, node_prob, e);
+    CHECK_NEAR(e[1], 1.5, 1e-6);
+
+    /* calibration: the chain's depth-1 token is always accepted and its depth-2
+     * token never, while the heads said 0.5 and 0.4 */
+    const emt_tree *chain = emt_bank_tree(b, 1);
+    const int32_t row[3] = { 0, 1, 2 }; /* chain2's retrieve row */
+    for (int step = 0; step < 400; step++) emt_accept_calib_observe(&c, chain, q, TOPK, 2, TOPK, row, 1);
+    CHECK(emt_accept_calib_prob(&c, 0, 0, 0.5f) > 0.98f);           /* factor ~2 (prior and decay keep it a bit lower) */
+    CHECK_NEAR(emt_accept_calib_prob(&c, 0, 0, 0.9f), 1.0, 1e-6);  /* clamped at 1 */
+    CHECK(emt_accept_calib_prob(&c, 1, 0, 0.4f) < 0.02f);          /* factor ~0 */
+    CHECK_NEAR(emt_accept_calib_prob(&c, 0, 1, 0.3f), 0.3, 1e-6);   /* rank 1 never reached: untouched */
+    emt_features_expected_accept(&c, q, TOPK, 2, TOPK, b, node_prob, e);
+    CHECK(e[1] > 1.97f && e[1] < 2.01f);
+    /* a step that accepted nothing reaches only depth 1 */
+    emt_accept_calib d;
+    emt_accept_calib_reset(&d);
+    emt_accept_calib_observe(&d, chain, q, TOPK, 2, TOPK, row, 0);
+    CHECK_NEAR(d.pred[0][0], 0.5, 1e-6);
+    CHECK_NEAR(d.hit[0][0], 0.0, 1e-12);
+    CHECK_NEAR(d.pred[1][0], 0.0, 1e-12);
+    entmtp_bank_free(b);
+}
+
+static void cost_model(void) {
+    entmtp_bank *b = make_bank();
+    /* stage-2 figures for two trees: 1 / 20 s and 1.7 / 25 s per step */
+    CHECK_OK(entmtp_bank_set_figures(b, 0, 1.0f, 20.0f));
+    CHECK_OK(entmtp_bank_set_figures(b, 1, 1.7f, 25.0f));
+    emt_cost_model cm;
+    CHECK_OK(emt_cost_model_init(&cm, b));
+    double s[3];
+    emt_cost_model_estimate(&cm, s);
+    CHECK_NEAR(s[0], 0.05, 1e-6);
+    CHECK_NEAR(s[1], 0.068, 1e-6);
+    /* no figures for the 6-node tree: the others' mean cost per node times 6 */
+    CHECK_NEAR(s[2], (0.05 / 1 + 0.068 / 3) / 2 * 6, 1e-6);
+    /* this device is twice as slow and only tree 0 was run: all trees scale */
+    for (int i = 0; i < 50; i++) emt_cost_model_observe(&cm, 0, 0.1);
+    emt_cost_model_estimate(&cm, s);
+    CHECK_NEAR(s[0], 0.1, 1e-6);
+    CHECK_NEAR(s[1], 0.136, 1e-6);
+    /* tree 2 really costs 0.3 s: it learns, and tree 0 stays right */
+    for (int i = 0; i < 200; i++) {
+        emt_cost_model_observe(&cm, 2, 0.3);
+        emt_cost_model_observe(&cm, 0, 0.1);
+    }
+    emt_cost_model_estimate(&cm, s);
+    CHECK_NEAR(s[2], 0.3, 0.003);
+    CHECK_NEAR(s[0], 0.1, 0.001);
+    /* one step on a busy machine moves an estimate by at most its clamp */
+    double before = s[0];
+    emt_cost_model_observe(&cm, 0, 100.0);
+    emt_cost_model_estimate(&cm, s);
+    CHECK(s[0] < before * 1.5);
+    /* nonsense times are ignored */
+    emt_cost_model_observe(&cm, 0, NAN);
+    emt_cost_model_observe(&cm, 0, -1);
+    emt_cost_model_observe(&cm, 7, 1.0);
+    double again[3];
+    emt_cost_model_estimate(&cm, again);
+    CHECK_NEAR(again[0], s[0], 1e-12);
+    /* reset: back to the priors */
+    emt_cost_model_reset(&cm, b);
+    emt_cost_model_estimate(&cm, s);
+    CHECK_NEAR(s[0], 0.05, 1e-6);
+    emt_cost_model_free(&cm);
+
+    /* a bank without figures: 1 + n_nodes / 16 */
+    entmtp_bank *bare = make_bank();
+    CHECK_OK(emt_cost_model_init(&cm, bare));
+    emt_cost_model_estimate(&cm, s);
+    CHECK_NEAR(s[0], 1.0 + 1.0 / 16, 1e-9);
+    CHECK_NEAR(s[2], 1.0 + 6.0 / 16, 1e-9);
+    emt_cost_model_free(&cm);
+    entmtp_bank_free(bare);
+    entmtp_bank_free(b);
+}
+
+int main(void) {
+    expected_accept();
+    cost_model();
+    return emt_test_finish("test_tree_outlook");
+}

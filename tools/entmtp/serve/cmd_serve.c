@@ -1,0 +1,195 @@
+/* entmtp serve: options, the shared model, and the wait for SIGINT/SIGTERM. */
+#include "../cli.h"
+#include "serve.h"
+
+#include <limits.h>
+#include <stddef.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: entmtp serve --model PATH [options]\n"
+            "\n"
+            "An OpenAI-compatible HTTP server (POST /v1/completions, /v1/chat/completions,\n"
+            "GET /v1/models, /health) with a chat page at /. See docs/server.md.\n"
+            "\n"
+            "  --model PATH          GGUF file or Hugging Face directory\n"
+            "  --heads PATH          Medusa/Hydra heads; default: heads shipped for the model, else AR\n"
+            "  --no-heads            plain AR even when heads are shipped\n"
+            "  --bank FILE           bank JSON; default: the one shipped beside the heads\n"
+            "  --tree NAME[,NAME..]  built-in trees forming the bank instead\n"
+            "  --policy KIND         static | ladder | hysteresis | ucb (default static; settings\n"
+            "                        from the bank when it calibrated that kind)\n"
+            "  --static-tree I       tree index for the static policy\n"
+            "  --host ADDR           address to listen on (default 127.0.0.1)\n"
+            "  --port N              port (default 8080; 0 picks a free one)\n"
+            "  --parallel N          generations running at once (default 2)\n"
+            "  --queue N             requests waiting for a slot before 503 (default 64)\n"
+            "  --ctx N               context (KV capacity) per request in tokens (default 2048)\n"
+            "  --max-tokens N        max_tokens when a request gives none (default 256)\n"
+            "  --temperature T       temperature when a request gives none (default 0, greedy)\n"
+            "  --max-body BYTES      largest request body (default 1048576)\n"
+            "  --threads N           CPU threads per generation (default: all cores)\n"
+            "  --backend B           auto | cpu | cuda (default auto)\n");
+}
+
+typedef struct serve_options {
+    const char *model, *heads, *bank, *trees, *policy, *host;
+    int no_heads;
+    long static_tree, port, parallel, queue, ctx, max_tokens, max_body, threads;
+    float temperature;
+    entmtp_backend backend;
+} serve_options;
+
+/* 0 ok, else the exit code */
+static int parse_options(int argc, char **argv, serve_options *o) {
+    *o = (serve_options){ .host = "127.0.0.1", .static_tree = -1, .port = 8080, .parallel = 2, .queue = 64,
+                          .ctx = 2048, .max_tokens = 256, .max_body = 1 << 20 };
+    static const struct { const char *name; size_t off; long lo, hi; } longs[] = {
+        { "--static-tree", offsetof(serve_options, static_tree), 0, 255 },
+        { "--port", offsetof(serve_options, port), 0, 65535 },
+        { "--parallel", offsetof(serve_options, parallel), 1, 256 },
+        { "--queue", offsetof(serve_options, queue), 0, 4096 },
+        { "--ctx", offsetof(serve_options, ctx), 16, 1 << 20 },
+        { "--max-tokens", offsetof(serve_options, max_tokens), 1, 1 << 20 },
+        { "--max-body", offsetof(serve_options, max_body), 1024, 1L << 30 },
+        { "--threads", offsetof(serve_options, threads), 0, 1024 },
+    };
+    static const struct { const char *name; size_t off; } strs[] = {
+        { "--model", offsetof(serve_options, model) }, { "--heads", offsetof(serve_options, heads) },
+        { "--bank", offsetof(serve_options, bank) },   { "--tree", offsetof(serve_options, trees) },
+        { "--policy", offsetof(serve_options, policy) }, { "--host", offsetof(serve_options, host) },
+    };
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int known = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return -1; }
+        if (!strcmp(a, "--no-heads")) { o->no_heads = 1; continue; }
+        if (!v) { fprintf(stderr, "entmtp serve: %s: needs a value (or is unknown)\n", a); return 2; }
+        for (size_t k = 0; k < sizeof strs / sizeof *strs && !known; k++)
+            if (!strcmp(a, strs[k].name)) { *(const char **)((char *)o + strs[k].off) = v; known = 1; }
+        for (size_t k = 0; k < sizeof longs / sizeof *longs && !known; k++)
+            if (!strcmp(a, longs[k].name)) {
+                if (!cli_arg_long("serve", a, v, longs[k].lo, longs[k].hi, (long *)((char *)o + longs[k].off))) return 2;
+                known = 1;
+            }
+        if (!known && !strcmp(a, "--temperature")) known = cli_arg_float("serve", a, v, 0, &o->temperature) ? 1 : -1;
+        if (!known && !strcmp(a, "--backend")) known = cli_arg_backend("serve", v, &o->backend) ? 1 : -1;
+        if (known < 0) return 2;
+        if (!known) { fprintf(stderr, "entmtp serve: unknown option '%s'\n", a); usage(stderr); return 2; }
+        i++;
+    }
+    if (!o->model) { fprintf(stderr, "entmtp serve: --model is required\n"); usage(stderr); return 2; }
+    if (o->bank && o->trees) { fprintf(stderr, "entmtp serve: give --bank or --tree, not both\n"); return 2; }
+    return 0;
+}
+
+/* Heads, bank and policy settings, as `generate` picks them. */
+static int load_drafting(const serve_options *o, serve_model *sm) {
+    char shipped[4096], shipped_bank[4200];
+    const char *heads = o->heads, *bank = o->bank;
+    entmtp_status st;
+    if (!o->no_heads && !heads && find_shipped_heads(o->model, shipped, sizeof shipped)) {
+        heads = shipped;
+        size_t n = strlen(shipped);
+        if (!bank && !o->trees && n > 12 && !strcmp(shipped + n - 12, ".safetensors")) {
+            snprintf(shipped_bank, sizeof shipped_bank, "%.*s.bank.json", (int)(n - 12), shipped);
+            if (access(shipped_bank, R_OK) == 0) bank = shipped_bank;
+        }
+    }
+    if (o->no_heads || !heads) {
+        fprintf(stderr, "entmtp serve: no heads: plain AR decoding\n");
+        return 1;
+    }
+    if ((st = entmtp_heads_load(sm->model, heads, &sm->heads))) return !cli_fail(heads, st);
+    entmtp_heads_info hi = { sizeof hi };
+    entmtp_heads_get_info(sm->heads, &hi);
+    entmtp_bank_params bp = entmtp_bank_default_params();
+    bp.max_depth = hi.n_heads;
+    if (bank) {
+        if ((st = entmtp_bank_load(bank, &bp, &sm->bank))) return !cli_fail(bank, st);
+    } else {
+        if ((st = entmtp_bank_create(&bp, &sm->bank))) return !cli_fail("bank", st);
+        char list[1024];
+        snprintf(list, sizeof list, "%s", o->trees ? o->trees : hi.kind == ENTMTP_HEADS_HYDRA ? "hydra_default" : "medusa_vicuna_7b_stage2");
+        for (char *save = NULL, *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            if ((st = entmtp_bank_add_builtin(sm->bank, t, NULL))) return !cli_fail(t, st);
+    }
+    entmtp_policy_kind kind = ENTMTP_POLICY_STATIC;
+    if (o->policy && (entmtp_policy_kind_from_name(o->policy, &kind) || kind == ENTMTP_POLICY_CUSTOM)) {
+        fprintf(stderr, "entmtp serve: --policy: '%s' is not static, ladder, hysteresis or ucb\n", o->policy);
+        return 0;
+    }
+    if (entmtp_bank_policy_config(sm->bank, kind, &sm->policy) != ENTMTP_OK) {
+        sm->policy = entmtp_policy_default_config(kind);
+        if (kind == ENTMTP_POLICY_HYSTERESIS) sm->policy.aggressive_tree = entmtp_bank_size(sm->bank) - 1;
+    }
+    if (o->static_tree >= 0) sm->policy.static_tree = (int32_t)o->static_tree;
+    entmtp_policy *check = NULL;
+    if ((st = entmtp_policy_create(&sm->policy, &check)) || (st = entmtp_policy_validate(check, entmtp_bank_size(sm->bank)))) {
+        entmtp_policy_free(check);
+        return !cli_fail("policy", st);
+    }
+    entmtp_policy_free(check);
+    fprintf(stderr, "entmtp serve: heads %s, %d trees%s%s, policy %s\n", heads, entmtp_bank_size(sm->bank),
+            bank ? " from " : "", bank ? bank : "", entmtp_policy_kind_name(kind));
+    return 1;
+}
+
+int cmd_serve(int argc, char **argv) {
+    serve_options o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc) return rc < 0 ? 0 : rc;
+
+    /* signals are taken by sigwait below; every server thread inherits the mask */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    serve_model sm = { .ctx = (int32_t)o.ctx, .max_tokens_default = (int32_t)o.max_tokens,
+                       .temperature_default = o.temperature, .max_body = (size_t)o.max_body };
+    serve_gate gate = { .parallel = (int)o.parallel, .queue_max = (int)o.queue };
+    pthread_mutex_init(&gate.mu, NULL);
+    pthread_cond_init(&gate.cv, NULL);
+    serve_server *srv = NULL;
+    rc = 1;
+    entmtp_model_params mp = entmtp_model_default_params();
+    mp.backend = o.backend;
+    mp.n_threads = (int32_t)o.threads;
+    entmtp_status st = entmtp_model_load(o.model, &mp, &sm.model);
+    if (st) { cli_fail(o.model, st); goto done; }
+    entmtp_model_info mi = { sizeof mi };
+    entmtp_model_get_info(sm.model, &mi);
+    if (mi.context_length > 0 && sm.ctx > mi.context_length) sm.ctx = mi.context_length;
+    /* the id clients send back: the file (or directory) name without .gguf */
+    const char *base = strrchr(o.model, '/');
+    snprintf(sm.model_id, sizeof sm.model_id, "%s", base && base[1] ? base + 1 : o.model);
+    char *ext = strstr(sm.model_id, ".gguf");
+    if (ext && !ext[5]) *ext = '\0';
+    if (!load_drafting(&o, &sm)) goto done;
+
+    int port = 0;
+    if (!serve_http_start(&sm, &gate, o.host, (int)o.port, &srv, &port)) goto done;
+    fprintf(stderr, "entmtp serve: listening on http://%s:%d (model %s, %ld parallel, ctx %d)\n", o.host, port,
+            sm.model_id, o.parallel, sm.ctx);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "entmtp serve: %s: finishing running generations\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    serve_http_drain_and_stop(srv);
+    fprintf(stderr, "entmtp serve: stopped\n");
+    rc = 0;
+done:
+    entmtp_bank_free(sm.bank);
+    entmtp_heads_free(sm.heads);
+    entmtp_model_free(sm.model);
+    pthread_cond_destroy(&gate.cv);
+    pthread_mutex_destroy(&gate.mu);
+    return rc;
+}

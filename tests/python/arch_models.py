@@ -11,6 +11,7 @@ EntMTP's with them).
       model.safetensors, tokenizer.json); ARCH "mistral" converts the phi3
       GGUF (same rotate-half layout) into Mistral's separate projections
   arch_models.py heads OUT.safetensors   random Medusa heads (FasterDecoding layout)
+  arch_models.py heads-medusa2 OUT.safetensors MODEL.gguf   Medusa-2 layout, own lm_heads
   arch_models.py prompt                  the fixed prompt, on stdout
   arch_models.py compare OURS.json OURS.f32 FIXTURE.json FIXTURE.f32 MAX_ABS
 
@@ -270,6 +271,23 @@ def write_hf(name, gguf_path, out):
     json.dump(tok, open(os.path.join(out, "tokenizer.json"), "w"))
 
 
+def write_medusa2_heads(out, model_gguf, n_heads=2):
+    """Medusa-2 heads as a Medusa-2 checkpoint holds them: 'medusa_head.'
+    prefix, each head with its own lm_head ('{head}.1.weight'), here a copy
+    of the model's (so drafts behave as Medusa-1's)."""
+    r = GGUFReader(model_gguf)
+    W = {t.name: t for t in r.tensors}
+    out_w = W.get("output.weight", W["token_embd.weight"])
+    lm = np.array(out_w.data, dtype=np.float32).reshape([int(x) for x in reversed(out_w.shape.tolist())])
+    rng = np.random.Generator(np.random.PCG64(98))
+    tensors = {}
+    for h in range(n_heads):
+        tensors[f"medusa_head.{h}.0.linear.weight"] = (0.02 * rng.standard_normal((HIDDEN, HIDDEN))).astype(np.float32)
+        tensors[f"medusa_head.{h}.0.linear.bias"] = (0.02 * rng.standard_normal(HIDDEN)).astype(np.float32)
+        tensors[f"medusa_head.{h}.1.weight"] = lm
+    write_safetensors(out, tensors)
+
+
 def write_medusa_heads(out, n_heads=4):
     """Medusa-1 heads sharing the model's lm_head, in the FasterDecoding
     safetensors layout ('{head}.0.linear.weight/bias'). Small weights: each
@@ -317,6 +335,8 @@ def main():
         sys.stdout.write(PROMPT)
     elif len(sys.argv) == 5 and sys.argv[1] == "write-hf":
         write_hf(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif len(sys.argv) == 4 and sys.argv[1] == "heads-medusa2":
+        write_medusa2_heads(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 3 and sys.argv[1] == "heads":
         write_medusa_heads(sys.argv[2])
     elif len(sys.argv) == 6 and sys.argv[1] == "write":

@@ -61,6 +61,15 @@ for arch in llama3 qwen2 qwen3 phi3 gemma2 gemma3; do
     done
   done
 done
+# Medusa-2's published layout ('medusa_head.' prefix, an lm_head per head)
+python3 "$py" heads-medusa2 "$tmp/medusa2.safetensors" "$tmp/qwen2.f32.gguf"
+"$cli" generate --model "$tmp/qwen2.f32.gguf" --raw --prompt "$prompt" --max-tokens 48 --ar --threads 2 --json > "$tmp/ar.json"
+"$cli" generate --model "$tmp/qwen2.f32.gguf" --heads "$tmp/medusa2.safetensors" --tree chain_2 --raw --prompt "$prompt" \
+  --max-tokens 48 --threads 2 --json > "$tmp/spec.json"
+if [ "$(field "$tmp/ar.json" tokens)" = "$(field "$tmp/spec.json" tokens)" ]; then
+  echo "lossless with Medusa-2 heads (own lm_heads): identical to AR (mean accept $(field "$tmp/spec.json" mean_accept_length))"
+else echo "NOT LOSSLESS with Medusa-2 heads"; fail=1; fi
+
 # entmtp info names the architecture and its features; what this build does
 # not load is an error naming it
 "$cli" info --model "$tmp/qwen3.f32.gguf" > "$tmp/info.txt"

@@ -12,10 +12,16 @@
  *   untouched (or set to NULL for handles) on failure.
  * - Handles are opaque. Whoever receives a handle from a create or load call owns it
  *   and releases it with the matching _free function, which accepts NULL.
- * - Parameter structs start with `struct_size`. Always initialise them with the
- *   matching entmtp_*_default_params() function and then change fields; the
- *   library reads only the first struct_size bytes, so a program compiled
- *   against an older header keeps working with a newer library.
+ * - Versioned structs start with `struct_size`, the size the caller compiled
+ *   against. Initialise a parameter struct with its entmtp_*_init(&p, sizeof p)
+ *   function (or the header-inline entmtp_*_default_params(), which does the
+ *   same with the caller's sizeof) and then change fields. The library reads
+ *   and writes only the first struct_size bytes, so a program compiled against
+ *   an older header keeps working with a newer library; bytes past the size the
+ *   library knows must be zero (ENTMTP_ERR_INVALID_ARGUMENT otherwise), so a
+ *   newer program's settings are never silently ignored by an older library.
+ *   Variable-length data is passed as pointer + count, never as fixed arrays:
+ *   the limits are run-time values (entmtp_limit()), not part of the ABI.
  * - Thread-safety: a model and a bank are immutable after loading/building and
  *   may be shared by any number of sessions on any number of threads (adding a
  *   tree to a bank that a running session uses is not allowed). A session and a
@@ -24,9 +30,14 @@
  * - Tokens are int32_t ids of the model's vocabulary. Out-of-range ids are an
  *   error (ENTMTP_ERR_OUT_OF_RANGE), never undefined behaviour.
  *
- * Stability: everything above the "EXPERIMENTAL" marker is the stable ABI
- * (SONAME libentmtp.so.ENTMTP_ABI_VERSION). Functions below the marker may change
- * between minor versions; they are still exported and still checked for errors.
+ * Stability: everything outside the EXPERIMENTAL section is the stable ABI
+ * (SONAME libentmtp.so.ENTMTP_ABI_VERSION), checked by scripts/check-abi.sh.
+ * The EXPERIMENTAL section is visible only to code that defines
+ * ENTMTP_EXPERIMENTAL_API before including this header (as zstd's
+ * ZSTD_STATIC_LINKING_ONLY); its functions may change between minor versions
+ * and are kept out of the ABI baseline. They are still checked for errors.
+ * Declarations marked ENTMTP_DEPRECATED warn at compile time and are removed
+ * at the next ABI version.
  */
 #ifndef ENTMTP_H
 #define ENTMTP_H
@@ -41,12 +52,12 @@ extern "C" {
 /* ---------------------------------------------------------------- version */
 
 #define ENTMTP_VERSION_MAJOR 0
-#define ENTMTP_VERSION_MINOR 1
+#define ENTMTP_VERSION_MINOR 2
 #define ENTMTP_VERSION_PATCH 0
 #define ENTMTP_VERSION_NUMBER \
     (ENTMTP_VERSION_MAJOR * 10000 + ENTMTP_VERSION_MINOR * 100 + ENTMTP_VERSION_PATCH)
-/* The ABI major version: the number in the SONAME (libentmtp.so.0). */
-#define ENTMTP_ABI_VERSION 0
+/* The ABI major version: the number in the SONAME (libentmtp.so.1). */
+#define ENTMTP_ABI_VERSION 1
 
 #if defined(_WIN32)
 #  if defined(ENTMTP_BUILDING_LIBRARY)
@@ -58,6 +69,20 @@ extern "C" {
 #  define ENTMTP_API __attribute__((visibility("default")))
 #else
 #  define ENTMTP_API
+#endif
+
+/* Marks a declaration that will be removed at the next ABI version; `msg`
+ * names the replacement. Define ENTMTP_NO_DEPRECATION_WARNINGS to silence. */
+#if defined(ENTMTP_NO_DEPRECATION_WARNINGS)
+#  define ENTMTP_DEPRECATED(msg)
+#elif defined(__cplusplus) && __cplusplus >= 201402L
+#  define ENTMTP_DEPRECATED(msg) [[deprecated(msg)]]
+#elif defined(__GNUC__) || defined(__clang__)
+#  define ENTMTP_DEPRECATED(msg) __attribute__((deprecated(msg)))
+#elif defined(_MSC_VER)
+#  define ENTMTP_DEPRECATED(msg) __declspec(deprecated(msg))
+#else
+#  define ENTMTP_DEPRECATED(msg)
 #endif
 
 /* Runtime version: ENTMTP_VERSION_NUMBER of the library actually loaded. */
@@ -83,7 +108,9 @@ typedef enum entmtp_status {
     ENTMTP_ERR_CALLBACK = 12,        /* a user callback reported failure */
     ENTMTP_ERR_STATE = 13,           /* call not valid in the object's state */
     ENTMTP_ERR_NOT_FOUND = 14,       /* named object (tree, key) does not exist */
-    ENTMTP_ERR_BUFFER_TOO_SMALL = 15 /* output buffer too small; size reported */
+    ENTMTP_ERR_BUFFER_TOO_SMALL = 15,/* output buffer too small; size reported */
+    ENTMTP_STOPPED = 16              /* not an error: entmtp_generate's token
+                                      * callback asked to stop (last error untouched) */
 } entmtp_status;
 
 /* Short English name of a status code ("ENTMTP_ERR_FORMAT: malformed file"). */
@@ -93,12 +120,25 @@ ENTMTP_API const char *entmtp_status_string(entmtp_status status);
 ENTMTP_API const char *entmtp_last_error(void);
 /* Clear this thread's last-error message. */
 ENTMTP_API void entmtp_clear_error(void);
+/* Record `message` (copied; NULL = the status's name) as this thread's last
+ * error and return `status`, so a callback (a custom policy's select) can
+ * explain its failure: `return entmtp_set_error(ENTMTP_ERR_CALLBACK, "...");`.
+ * The library passes that message through instead of writing its own. */
+ENTMTP_API entmtp_status entmtp_set_error(entmtp_status status, const char *message);
 
 /* ----------------------------------------------------------------- limits */
 
-#define ENTMTP_MAX_HEADS 16      /* drafting depth limit (heads per model) */
-#define ENTMTP_MAX_LADDER 16     /* trees in a threshold ladder */
-#define ENTMTP_MAX_STOP_TOKENS 8
+/* Limits of the library actually loaded; a newer library may raise them. */
+typedef enum entmtp_limit_kind {
+    ENTMTP_LIMIT_MAX_HEADS = 0,       /* drafting depth (heads per model, tree depth) */
+    ENTMTP_LIMIT_MAX_LADDER = 1,      /* trees in a threshold ladder (thresholds + 1) */
+    ENTMTP_LIMIT_MAX_STOP_TOKENS = 2, /* entmtp_session_params.n_stop_tokens */
+    ENTMTP_LIMIT_MAX_TREE_NODES = 3,  /* entmtp_bank_params.max_nodes */
+    ENTMTP_LIMIT_MAX_TOPK = 4         /* entmtp_bank_params.topk */
+} entmtp_limit_kind;
+
+/* The limit's value, or -1 for a kind this library does not know. */
+ENTMTP_API int32_t entmtp_limit(entmtp_limit_kind kind);
 
 /* ================================================================= model */
 
@@ -135,7 +175,10 @@ typedef struct entmtp_model_params {
     entmtp_compute_type compute_type; /* default ENTMTP_COMPUTE_NATIVE */
 } entmtp_model_params;
 
-ENTMTP_API entmtp_model_params entmtp_model_default_params(void);
+/* Writes the defaults into the first `size` bytes of *params (pass sizeof
+ * *params) and sets struct_size = size. ENTMTP_ERR_INVALID_ARGUMENT for NULL
+ * or a size smaller than struct_size itself. */
+ENTMTP_API entmtp_status entmtp_model_params_init(entmtp_model_params *params, size_t size);
 
 /* Load a Llama-family model: a GGUF file, or a Hugging Face directory holding
  * config.json and model.safetensors (or model.safetensors.index.json shards).
@@ -230,7 +273,7 @@ typedef struct entmtp_bank_params {
     int32_t max_nodes; /* nodes per tree including the root; default 256 */
 } entmtp_bank_params;
 
-ENTMTP_API entmtp_bank_params entmtp_bank_default_params(void);
+ENTMTP_API entmtp_status entmtp_bank_params_init(entmtp_bank_params *params, size_t size);
 /* `params` may be NULL (defaults). */
 ENTMTP_API entmtp_status entmtp_bank_create(const entmtp_bank_params *params, entmtp_bank **out_bank);
 ENTMTP_API void entmtp_bank_free(entmtp_bank *bank);
@@ -312,9 +355,9 @@ ENTMTP_API entmtp_status entmtp_bank_tree_buffers(const entmtp_bank *bank, int32
 typedef struct entmtp_features {
     size_t struct_size;
     float p0;                         /* base model top-1 probability */
-    int32_t n_heads;                  /* valid entries in head_p and g */
-    float head_p[ENTMTP_MAX_HEADS];   /* top-1 probability of head d (p1..pD) */
-    float g[ENTMTP_MAX_HEADS];        /* g_d = p0 * p1 * ... * pd */
+    int32_t n_heads;                  /* entries in head_p and g */
+    const float *head_p;              /* n_heads: top-1 probability of head d (p1..pD) */
+    const float *g;                   /* n_heads: g_d = p0 * p1 * ... * pd */
     float s;                          /* max(p0, g_1..g_D) */
     float entropy;                    /* base distribution entropy, nats */
     int32_t last_accept_length;       /* tokens emitted by the previous step (0 at start) */
@@ -331,6 +374,8 @@ typedef struct entmtp_outcome {
     int32_t accept_length; /* tokens emitted, root included (>= 1) */
     double seconds;        /* wall time of the step */
 } entmtp_outcome;
+/* The arrays a session shows its policy (features.head_p, features.g) stay
+ * valid until the session's next step; copy them to keep them. */
 
 typedef enum entmtp_policy_kind {
     ENTMTP_POLICY_STATIC = 0,     /* always one tree */
@@ -351,9 +396,9 @@ typedef struct entmtp_policy_config {
     /* static */
     int32_t static_tree;                            /* default 0 */
     /* ladder: bin b = number of thresholds t with s > t; tree = ladder_trees[b] */
-    int32_t n_thresholds;                           /* K-1, K <= ENTMTP_MAX_LADDER */
-    float thresholds[ENTMTP_MAX_LADDER - 1];        /* strictly ascending */
-    int32_t ladder_trees[ENTMTP_MAX_LADDER];        /* default: bin b -> tree b */
+    int32_t n_thresholds;                           /* K-1, K <= entmtp_limit(ENTMTP_LIMIT_MAX_LADDER) */
+    const float *thresholds;                        /* n_thresholds, strictly ascending */
+    const int32_t *ladder_trees;                    /* n_thresholds + 1; NULL: bin b -> tree b */
     /* hysteresis */
     float tau_on;                                   /* switch to aggressive when s > tau_on */
     float tau_off;                                  /* back to conservative when s <= tau_off */
@@ -372,10 +417,12 @@ typedef struct entmtp_policy_config {
 
 typedef struct entmtp_policy entmtp_policy;
 
-ENTMTP_API entmtp_policy_config entmtp_policy_default_config(entmtp_policy_kind kind);
+/* Defaults for `kind` into the first `size` bytes (pass sizeof *config). */
+ENTMTP_API entmtp_status entmtp_policy_config_init(entmtp_policy_config *config, size_t size,
+                                                   entmtp_policy_kind kind);
 /* Validates the config (thresholds ascending and finite, tau_off <= tau_on,
  * indices >= 0, callbacks present for CUSTOM): ENTMTP_ERR_INVALID_CONFIG
- * names the field and value. The config is copied. */
+ * names the field and value. The config and its arrays are copied. */
 ENTMTP_API entmtp_status entmtp_policy_create(const entmtp_policy_config *config,
                                               entmtp_policy **out_policy);
 /* Frees a policy. Detach it first (entmtp_policy_set(session, NULL)) from any
@@ -393,13 +440,21 @@ ENTMTP_API entmtp_policy_kind entmtp_policy_get_kind(const entmtp_policy *policy
 /* "static", "ladder", "hysteresis", "ucb", "custom"; NULL for unknown kinds. */
 ENTMTP_API const char *entmtp_policy_kind_name(entmtp_policy_kind kind);
 ENTMTP_API entmtp_status entmtp_policy_kind_from_name(const char *name, entmtp_policy_kind *out_kind);
-/* The policy settings stored in a bank file, if any (ENTMTP_ERR_NOT_FOUND if not). */
+/* The policy settings stored in a bank file, if any (ENTMTP_ERR_NOT_FOUND if
+ * not). Only out->struct_size bytes are written; its arrays are owned by the
+ * bank and stay valid until the bank is freed or the kind is set again. */
 ENTMTP_API entmtp_status entmtp_bank_policy_config(const entmtp_bank *bank,
                                                    entmtp_policy_kind kind,
                                                    entmtp_policy_config *out);
-/* Store policy settings in the bank (written by entmtp_bank_save). */
+/* Store policy settings in the bank (written by entmtp_bank_save). The first
+ * kind stored becomes the bank's default policy. */
 ENTMTP_API entmtp_status entmtp_bank_set_policy_config(entmtp_bank *bank,
                                                        const entmtp_policy_config *config);
+/* The policy kind a bank file names as its default ("policy.default", else the
+ * first kind stored): the one its search calibrated best. ENTMTP_ERR_NOT_FOUND
+ * when the bank holds no policy settings. */
+ENTMTP_API entmtp_status entmtp_bank_default_policy(const entmtp_bank *bank,
+                                                    entmtp_policy_kind *out_kind);
 
 /* =============================================================== session */
 
@@ -414,18 +469,18 @@ typedef struct entmtp_session_params {
     uint64_t seed;            /* RNG seed for temperature > 0, default 0x5eed */
     float ema_decay;          /* accept_length_ema = d*ema + (1-d)*last; default 0.8 */
     int32_t n_stop_tokens;    /* -1 = the model's end-of-generation tokens */
-    int32_t stop_tokens[ENTMTP_MAX_STOP_TOKENS];
+    const int32_t *stop_tokens; /* n_stop_tokens ids (copied by entmtp_session_create) */
 } entmtp_session_params;
 
-ENTMTP_API entmtp_session_params entmtp_session_default_params(void);
+ENTMTP_API entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size);
 
 /* A decoding session over `model`. `heads` and `bank` may be NULL (plain
  * autoregressive decoding only). Both are borrowed and must outlive the
  * session. With heads and a bank, every tree must be no deeper than the heads
  * (ENTMTP_ERR_MISMATCH otherwise). The session starts with a static policy
  * on tree 0. `params` may be NULL. */
-ENTMTP_API entmtp_status entmtp_session_create(entmtp_model *model, entmtp_heads *heads,
-                                               entmtp_bank *bank,
+ENTMTP_API entmtp_status entmtp_session_create(const entmtp_model *model, const entmtp_heads *heads,
+                                               const entmtp_bank *bank,
                                                const entmtp_session_params *params,
                                                entmtp_session **out_session);
 ENTMTP_API void entmtp_session_free(entmtp_session *session);
@@ -460,7 +515,8 @@ typedef struct entmtp_step_result {
  * never tokens after a stop token. When the KV cache cannot hold all accepted
  * tokens, the ones that fit are committed and reported in *result and the
  * call returns ENTMTP_ERR_KV_FULL; the session stays readable. Requires a
- * prior prefill. Without heads or bank this is a plain AR step. */
+ * prior prefill. Without heads or bank this is a plain AR step. Arguments
+ * (result->struct_size included) are checked before anything is committed. */
 ENTMTP_API entmtp_status entmtp_step(entmtp_session *session, int32_t max_tokens,
                                      entmtp_step_result *result);
 /* One plain autoregressive step (one token), same kernels. */
@@ -480,9 +536,10 @@ typedef struct entmtp_session_stats {
     double tokens_per_second; /* n_generated / decode_seconds */
 } entmtp_session_stats;
 
-/* Step (or step_ar when `autoregressive`) until a stop token, `max_tokens`
- * tokens, a KV-full condition (returned as ENTMTP_ERR_KV_FULL after emitting
- * what fit) or the callback asks to stop. `on_tokens` may be NULL. */
+/* Step (or step_ar when `autoregressive`) until a stop token or `max_tokens`
+ * tokens (ENTMTP_OK), a KV-full condition (ENTMTP_ERR_KV_FULL after emitting
+ * what fit) or the callback asks to stop (ENTMTP_STOPPED, after the batch it
+ * was shown was committed). `on_tokens` may be NULL. */
 ENTMTP_API entmtp_status entmtp_generate(entmtp_session *session, int32_t max_tokens,
                                          int autoregressive, entmtp_token_fn on_tokens,
                                          void *user_data);
@@ -493,13 +550,44 @@ ENTMTP_API entmtp_status entmtp_session_tokens(const entmtp_session *session,
                                                const int32_t **tokens, int32_t *n_tokens);
 ENTMTP_API entmtp_status entmtp_session_get_stats(const entmtp_session *session,
                                                   entmtp_session_stats *out);
-/* Steps that used tree `index` since the last reset. */
+/* Steps that used tree `index` since the last reset; -1 for a NULL session or
+ * an index outside the bank. */
 ENTMTP_API int64_t entmtp_session_tree_usage(const entmtp_session *session, int32_t index);
 /* Forget all tokens and KV; reset the attached policy and statistics. */
 ENTMTP_API void entmtp_session_reset(entmtp_session *session);
 
+/* ======================================================= inline defaults */
+/* Defaults by value, sized by the caller's compiler (so never larger than the
+ * caller's struct). Header-inline: no symbol, nothing in the ABI. */
+
+static inline entmtp_model_params entmtp_model_default_params(void) {
+    entmtp_model_params p;
+    entmtp_model_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline entmtp_bank_params entmtp_bank_default_params(void) {
+    entmtp_bank_params p;
+    entmtp_bank_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline entmtp_session_params entmtp_session_default_params(void) {
+    entmtp_session_params p;
+    entmtp_session_params_init(&p, sizeof p);
+    return p;
+}
+
+static inline entmtp_policy_config entmtp_policy_default_config(entmtp_policy_kind kind) {
+    entmtp_policy_config c;
+    entmtp_policy_config_init(&c, sizeof c, kind);
+    return c;
+}
+
 /* ========================================================== EXPERIMENTAL */
-/* Everything below may change between minor versions. */
+/* Defined only with ENTMTP_EXPERIMENTAL_API; may change between minor
+ * versions and is not part of the ABI baseline (abi/libentmtp.abi). */
+#if defined(ENTMTP_EXPERIMENTAL_API)
 
 /* Base-model logits (vocab_size floats) for the next token, as of the last
  * prefill or step; owned by the session. */
@@ -507,7 +595,9 @@ ENTMTP_API entmtp_status entmtp_session_logits(const entmtp_session *session, co
                                                int32_t *n_vocab);
 
 /* The features the policy was shown at the last step (zeros before the first). */
-ENTMTP_API entmtp_status entmtp_session_features(entmtp_session *session, entmtp_features *out);
+ENTMTP_API entmtp_status entmtp_session_features(const entmtp_session *session, entmtp_features *out);
+
+#endif /* ENTMTP_EXPERIMENTAL_API */
 
 #ifdef __cplusplus
 }

@@ -5,15 +5,27 @@
 #   scripts/check-abi.sh BUILD_DIR --update   rewrite the baseline
 # An incompatible change fails unless the baseline, the SONAME
 # (ENTMTP_ABI_VERSION in include/entmtp.h) and CHANGELOG.md were updated together.
+# The header's EXPERIMENTAL section (between "#if defined(ENTMTP_EXPERIMENTAL_API)"
+# and its #endif) is not part of the stable ABI: its functions are suppressed
+# (an abigail suppression file built from the header) in the baseline and the diff.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:?usage: check-abi.sh BUILD_DIR [--update]}
-lib=$(ls "$build"/libentmtp.so.*.*.* 2>/dev/null | head -1)
+# the library the development symlink names (a stale libentmtp.so.X.Y.Z from an
+# older version may lie beside it)
+lib=$(readlink -f "$build/libentmtp.so" 2>/dev/null || true)
+case "$lib" in *libentmtp.so.*.*.*) ;; *) lib= ;; esac
 [ -n "$lib" ] || { echo "check-abi: no libentmtp.so.X.Y.Z in $build" >&2; exit 1; }
 baseline="$root/abi/libentmtp.abi"
 current=$(mktemp)
-trap 'rm -f "$current"' EXIT
-abidw --headers-dir "$root/include" --drop-private-types --no-corpus-path --no-comp-dir-path "$lib" > "$current"
+suppr=$(mktemp)
+trap 'rm -f "$current" "$suppr"' EXIT
+experimental=$(sed -n '/^#if defined(ENTMTP_EXPERIMENTAL_API)/,/^#endif \/\* ENTMTP_EXPERIMENTAL_API/p' "$root/include/entmtp.h" |
+  grep -o 'entmtp_[a-z0-9_]*(' | tr -d '(' | sort -u)
+[ -n "$experimental" ] || { echo "check-abi: no EXPERIMENTAL section found in include/entmtp.h" >&2; exit 1; }
+for fn in $experimental; do printf '[suppress_function]\n  symbol_name = %s\n  drop = yes\n' "$fn"; done > "$suppr"
+abidw --headers-dir "$root/include" --drop-private-types --no-corpus-path --no-comp-dir-path \
+  --suppressions "$suppr" "$lib" > "$current"
 soname=$(objdump -p "$lib" | awk '/SONAME/{print $2}')
 abi_major=$(sed -n 's/^#define ENTMTP_ABI_VERSION \([0-9]*\).*/\1/p' "$root/include/entmtp.h")
 [ "$soname" = "libentmtp.so.$abi_major" ] || { echo "check-abi: SONAME $soname does not match ENTMTP_ABI_VERSION $abi_major" >&2; exit 1; }
@@ -30,7 +42,7 @@ base_soname=$(sed -n 's/.*soname=.\(libentmtp\.so\.[0-9]*\).*/\1/p' "$baseline" 
 grep -q "libentmtp.so.$abi_major" "$root/CHANGELOG.md" || {
   echo "check-abi: CHANGELOG.md does not mention the current ABI libentmtp.so.$abi_major" >&2; exit 1; }
 set +e
-abidiff --no-added-syms --headers-dir1 "$root/include" --headers-dir2 "$root/include" "$baseline" "$current" > /tmp/abidiff.out 2>&1
+abidiff --no-added-syms --suppressions "$suppr" --headers-dir1 "$root/include" --headers-dir2 "$root/include" "$baseline" "$current" > /tmp/abidiff.out 2>&1
 rc=$?
 set -e
 if (( rc & 1 )); then cat /tmp/abidiff.out >&2; echo "check-abi: abidiff failed to run" >&2; exit 1; fi

@@ -2,8 +2,9 @@
 # The whole GPU check in one call on a lent GPU machine (repo root, no
 # registry): unpack the carried Debian packages into a private prefix, build
 # with CUDA, run every test (test_cuda_parity compares the CUDA backend with
-# the CPU backend op by op and token for token), run compute-sanitizer
-# memcheck and racecheck on it, and benchmark. Log: $OUT/gpu-check.log.
+# the CPU backend op by op, test_cuda_lossless token for token; the CPU
+# harness variants run too), run compute-sanitizer memcheck, racecheck and
+# synccheck on both, and benchmark. Log: $OUT/gpu-check.log.
 #   here:  bash scripts/gpu-carry.sh
 #   then:  device run, carry [".carry"], command "bash scripts/gpu-check.sh"
 set -uo pipefail
@@ -26,9 +27,13 @@ cmake --build build/gpu -j "$(nproc)" || exit 1
 (cd build/gpu && ctest --output-on-failure -LE slow)
 status=$?
 export ENTMTP_CUDA_PLUGIN=$PWD/build/gpu/cuda/libentmtp-cuda.so
-for tool in memcheck racecheck; do
-  echo "== compute-sanitizer --tool $tool"
-  compute-sanitizer --tool "$tool" --error-exitcode 9 build/gpu/tests/test_cuda_parity || status=1
+# the same tests the CPU CUDA harness runs in CI (docs/cuda-harness.md), here
+# on the real device and cuBLAS, under compute-sanitizer
+for tool in memcheck racecheck synccheck; do
+  for t in test_cuda_parity test_cuda_lossless; do
+    echo "== compute-sanitizer --tool $tool $t"
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "build/gpu/tests/$t" || status=1
+  done
 done
 echo "== bench (CUDA, synthetic shapes)"
 build/gpu/entmtp bench --synthetic smollm2-135m --backend cuda --tokens 64 --json || true

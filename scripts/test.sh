@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sets up and runs every test of EntMTP on a fresh Debian machine:
 #  1. dependencies (apt-get + pip), the SmolLM2 model from PyPI
-#  2. release build with -Wall -Wextra -Werror (CUDA plugin too when nvcc exists), CTest
-#  3. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#  2. release build with -Wall -Wextra -Werror (CUDA plugin too when nvcc exists), CTest;
+#     every CUDA kernel runs on the CPU through the CUDA harness (*_harness tests,
+#     docs/cuda-harness.md)
+#  3. the same tests, CUDA harness included, under AddressSanitizer + UndefinedBehaviorSanitizer
 #  4. install to a temporary prefix; build and run examples/ with pkg-config
 #  5. the ABI check against abi/libentmtp.abi
 #  6. Python and Rust binding tests, when present
@@ -19,13 +21,13 @@ ENTMTP_MODEL=$(bash scripts/fetch-model.sh)
 export ENTMTP_MODEL
 
 log "release build (-Werror) and tests"
-cmake -S . -B build/ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DENTMTP_WERROR=ON >/dev/null
+cmake -S . -B build/ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DENTMTP_WERROR=ON -DENTMTP_CUDA_HARNESS=ON >/dev/null
 cmake --build build/ci -j "$jobs"
 (cd build/ci && ctest --output-on-failure -j "$jobs")
 
 if [ "${ENTMTP_TEST_QUICK:-0}" != 1 ]; then
   log "AddressSanitizer + UndefinedBehaviorSanitizer"
-  cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DENTMTP_CUDA=OFF \
+  cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DENTMTP_CUDA=OFF -DENTMTP_CUDA_HARNESS=ON \
         -DENTMTP_SANITIZE=address,undefined >/dev/null
   cmake --build build/asan -j "$jobs"
   (cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$jobs" -LE slow)

@@ -73,7 +73,8 @@ def read_cdef():
 
 ffibuilder = FFI()
 ffibuilder.cdef(read_cdef())
-ffibuilder.set_source("entmtp._entmtp", "#include <entmtp.h>\n", **build_flags())
+# the bindings expose the EXPERIMENTAL section (marked so in their docs)
+ffibuilder.set_source("entmtp._entmtp", "#define ENTMTP_EXPERIMENTAL_API\n#include <entmtp.h>\n", **build_flags())
 
 if __name__ == "__main__":
     ffibuilder.compile(tmpdir=HERE, verbose=True)

@@ -15,7 +15,11 @@ understands:
     each value against the real header when the extension is compiled);
   * enums, structs (with every field, so CFFI verifies the layout), opaque
     handle typedefs, callback typedefs and function prototypes, in header
-    order, with array sizes folded to integers.
+    order, with array sizes folded to integers;
+  * the EXPERIMENTAL section is included (ENTMTP_EXPERIMENTAL_API is defined:
+    the bindings expose it, marked experimental); the header-inline defaults
+    (static inline function definitions) are left out: they are no symbols,
+    the bindings call the exported entmtp_*_init functions.
 
 The printer is our own (not pycparser's CGenerator), so the output does not
 depend on the pycparser version installed.
@@ -51,7 +55,7 @@ def _cc():
 def preprocess(text, extra=""):
     """Run the preprocessor over the header text (system includes removed)."""
     src = STD_INCLUDE.sub("", text) + "\n" + extra
-    cmd = _cc() + ["-E", "-P", "-D__attribute__(x)=", "-x", "c", "-"]
+    cmd = _cc() + ["-E", "-P", "-D__attribute__(x)=", "-DENTMTP_EXPERIMENTAL_API", "-x", "c", "-"]
     res = subprocess.run(cmd, input=src, capture_output=True, text=True)
     if res.returncode != 0:
         sys.exit("gen_cdef: %s failed:\n%s" % (" ".join(cmd), res.stderr))
@@ -241,6 +245,8 @@ def generate(header):
     lines.append("")
     for node in ast_root.ext:
         if isinstance(node, c_ast.Typedef) and node.name in STD_TYPES:
+            continue
+        if isinstance(node, c_ast.FuncDef):  # header-inline helper: no symbol to bind
             continue
         out = printer.external(node)
         if "\n" in out and lines[-1] != "":

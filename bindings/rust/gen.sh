@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates bindings/rust/entmtp-sys/src/bindings.rs from include/entmtp.h
 # with the bindgen CLI (Debian's `bindgen` package), formatted by rustfmt.
+# The EXPERIMENTAL section is included (-DENTMTP_EXPERIMENTAL_API): the entmtp
+# crate exposes it, marked experimental. Header-inline functions are skipped.
 #   gen.sh           rewrite the file
 #   gen.sh --check   exit 1 (with a diff) when the committed file is stale
 set -euo pipefail
@@ -19,6 +21,7 @@ generate() {
     --allowlist-var 'ENTMTP_.*' \
     --default-enum-style consts --no-prepend-enum-name \
     --size_t-is-usize --no-doc-comments --no-rustfmt-bindings \
+    -- -DENTMTP_EXPERIMENTAL_API \
     | "$RUSTFMT" --edition 2021 --config-path "$here/rustfmt.toml" --emit stdout
 }
 tmp=$(mktemp)

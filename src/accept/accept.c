@@ -190,12 +190,19 @@ void emt_softmax_stats(const float *logits, int32_t vocab, int32_t *top1, float 
     if (entropy) *entropy = (float)(log(z) - sxz / z);
 }
 
-void emt_features_fill(entmtp_features *out, float p0, float entropy, const float *head_p,
+void emt_features_clear(emt_features_store *store) {
+    memset(store, 0, sizeof *store);
+    store->f.struct_size = sizeof store->f;
+    store->f.head_p = store->head_p;
+    store->f.g = store->g;
+}
+
+void emt_features_fill(emt_features_store *store, float p0, float entropy, const float *head_p,
                        int32_t n_heads, int32_t last_accept_length, float accept_length_ema,
                        int64_t step) {
-    memset(out, 0, sizeof *out);
-    out->struct_size = sizeof *out;
-    if (n_heads > ENTMTP_MAX_HEADS) n_heads = ENTMTP_MAX_HEADS;
+    emt_features_clear(store);
+    entmtp_features *out = &store->f;
+    if (n_heads > EMT_MAX_HEADS) n_heads = EMT_MAX_HEADS;
     if (n_heads < 0) n_heads = 0;
     out->p0 = p0;
     out->n_heads = n_heads;
@@ -203,9 +210,9 @@ void emt_features_fill(entmtp_features *out, float p0, float entropy, const floa
     out->s = p0;
     float g = p0;
     for (int32_t d = 0; d < n_heads; d++) {
-        out->head_p[d] = head_p[d];
+        store->head_p[d] = head_p[d];
         g *= head_p[d];
-        out->g[d] = g;
+        store->g[d] = g;
         if (g > out->s) out->s = g;
     }
     out->last_accept_length = last_accept_length;

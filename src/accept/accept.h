@@ -42,8 +42,17 @@ entmtp_status emt_evaluate_posterior_nodes(const emt_posterior_nodes *in, int32_
 void emt_softmax_stats(const float *logits, int32_t vocab, int32_t *top1, float *p_top1,
                        float *entropy);
 
+/* Features with the storage their arrays point into. */
+typedef struct emt_features_store {
+    entmtp_features f; /* f.head_p and f.g point at the arrays below */
+    float head_p[EMT_MAX_HEADS];
+    float g[EMT_MAX_HEADS];
+} emt_features_store;
+
+/* Zeroed features (no heads), arrays pointing into `out`. */
+void emt_features_clear(emt_features_store *out);
 /* Fill features from p0, entropy and the heads' top-1 probabilities. */
-void emt_features_fill(entmtp_features *out, float p0, float entropy, const float *head_p,
+void emt_features_fill(emt_features_store *out, float p0, float entropy, const float *head_p,
                        int32_t n_heads, int32_t last_accept_length, float accept_length_ema,
                        int64_t step);
 

@@ -12,28 +12,30 @@ struct entmtp_bank {
     entmtp_bank_params p;
     emt_tree *trees;
     int32_t n, cap;
-    int has_policy[EMT_POLICY_KIND_COUNT];                /* by kind; CUSTOM never */
-    entmtp_policy_config policy[EMT_POLICY_KIND_COUNT];
+    int has_policy[EMT_POLICY_KIND_COUNT];           /* by kind; CUSTOM never */
+    emt_policy_settings policy[EMT_POLICY_KIND_COUNT];
     int32_t default_policy; /* kind, or -1 */
 };
 
-ENTMTP_API entmtp_bank_params entmtp_bank_default_params(void) {
-    entmtp_bank_params p = { sizeof p, ENTMTP_MAX_HEADS, 10, 256 };
-    return p;
+static const entmtp_bank_params g_bank_defaults = { sizeof g_bank_defaults, EMT_MAX_HEADS, 10, 256 };
+
+ENTMTP_API entmtp_status entmtp_bank_params_init(entmtp_bank_params *params, size_t size) {
+    return emt_init_versioned(params, size, &g_bank_defaults, sizeof g_bank_defaults, "entmtp_bank_params");
 }
 
 ENTMTP_API entmtp_status entmtp_bank_create(const entmtp_bank_params *params, entmtp_bank **out) {
     if (!out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_bank_create: out_bank is NULL");
     *out = NULL;
-    entmtp_bank_params p = entmtp_bank_default_params();
+    entmtp_bank_params p = g_bank_defaults;
     entmtp_status st = emt_copy_versioned(&p, sizeof p, params, "entmtp_bank_params");
     if (st) return st;
-    if (p.max_depth < 1 || p.max_depth > ENTMTP_MAX_HEADS)
-        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "bank params: max_depth = %d outside [1, %d]", p.max_depth, ENTMTP_MAX_HEADS);
-    if (p.topk < 1 || p.topk > 64)
-        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "bank params: topk = %d outside [1, 64]", p.topk);
-    if (p.max_nodes < 1 || p.max_nodes > 4096)
-        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "bank params: max_nodes = %d outside [1, 4096]", p.max_nodes);
+    if (p.max_depth < 1 || p.max_depth > EMT_MAX_HEADS)
+        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "bank params: max_depth = %d outside [1, %d]", p.max_depth, EMT_MAX_HEADS);
+    if (p.topk < 1 || p.topk > EMT_MAX_TOPK)
+        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "bank params: topk = %d outside [1, %d]", p.topk, EMT_MAX_TOPK);
+    if (p.max_nodes < 1 || p.max_nodes > EMT_MAX_TREE_NODES)
+        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "bank params: max_nodes = %d outside [1, %d]", p.max_nodes,
+                        EMT_MAX_TREE_NODES);
     entmtp_bank *b = emt_calloc(1, sizeof *b);
     if (!b) return ENTMTP_ERR_OUT_OF_MEMORY;
     b->p = p;
@@ -141,7 +143,12 @@ ENTMTP_API entmtp_status entmtp_bank_tree_buffers(const entmtp_bank *b, int32_t 
 
 const emt_tree *emt_bank_tree(const entmtp_bank *b, int32_t i) { return &b->trees[i]; }
 
-int32_t emt_bank_default_policy(const entmtp_bank *b) { return b ? b->default_policy : -1; }
+ENTMTP_API entmtp_status entmtp_bank_default_policy(const entmtp_bank *b, entmtp_policy_kind *out_kind) {
+    if (!b || !out_kind) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_bank_default_policy: NULL argument");
+    if (b->default_policy < 0) return emt_fail(ENTMTP_ERR_NOT_FOUND, "the bank holds no policy settings");
+    *out_kind = (entmtp_policy_kind)b->default_policy;
+    return ENTMTP_OK;
+}
 
 int32_t emt_bank_max_nodes_used(const entmtp_bank *b) {
     int32_t m = 1;
@@ -157,23 +164,23 @@ int32_t emt_bank_max_depth_used(const entmtp_bank *b) {
 
 ENTMTP_API entmtp_status entmtp_bank_set_policy_config(entmtp_bank *b, const entmtp_policy_config *c) {
     if (!b || !c) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_bank_set_policy_config: NULL argument");
-    if (c->struct_size < sizeof(size_t) + sizeof(entmtp_policy_kind))
+    if (c->struct_size < offsetof(entmtp_policy_config, kind) + sizeof c->kind)
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_config.struct_size = %zu is too small", c->struct_size);
     if (c->kind < ENTMTP_POLICY_STATIC || c->kind >= EMT_POLICY_KIND_COUNT || c->kind == ENTMTP_POLICY_CUSTOM)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "bank: policy kind %d cannot be stored (custom policies live in code)", (int)c->kind);
-    entmtp_policy_config full = entmtp_policy_default_config(c->kind);
-    entmtp_status st = emt_copy_versioned(&full, sizeof full, c, "entmtp_policy_config");
+    emt_policy_settings full;
+    entmtp_status st = emt_policy_settings_from(&full, c);
     if (st) return st;
     entmtp_policy *probe = NULL;
-    if ((st = entmtp_policy_create(&full, &probe))) return st;
+    if ((st = entmtp_policy_create(&full.cfg, &probe))) return st;
     st = entmtp_policy_validate(probe, b->n);
     entmtp_policy_free(probe);
     if (st) return st;
-    full.select = NULL;
-    full.observe = NULL;
-    full.reset = NULL;
-    full.user_data = NULL;
-    b->policy[c->kind] = full;
+    full.cfg.select = NULL;
+    full.cfg.observe = NULL;
+    full.cfg.reset = NULL;
+    full.cfg.user_data = NULL;
+    emt_policy_settings_copy(&b->policy[c->kind], &full);
     b->has_policy[c->kind] = 1;
     if (b->default_policy < 0) b->default_policy = c->kind;
     return ENTMTP_OK;
@@ -184,8 +191,7 @@ ENTMTP_API entmtp_status entmtp_bank_policy_config(const entmtp_bank *b, entmtp_
     if (kind < ENTMTP_POLICY_STATIC || kind >= EMT_POLICY_KIND_COUNT || kind == ENTMTP_POLICY_CUSTOM || !b->has_policy[kind])
         return emt_fail(ENTMTP_ERR_NOT_FOUND, "bank holds no '%s' policy settings",
                         entmtp_policy_kind_name(kind) ? entmtp_policy_kind_name(kind) : "?");
-    *out = b->policy[kind];
-    return ENTMTP_OK;
+    return emt_copy_out(out, &b->policy[kind].cfg, sizeof b->policy[kind].cfg, "entmtp_policy_config");
 }
 
 /* ------------------------------------------------------------------ JSON */
@@ -226,15 +232,18 @@ static entmtp_status load_policy(entmtp_bank *b, const cJSON *pol, const char *f
     }
     if ((o = cJSON_GetObjectItemCaseSensitive(pol, "ladder"))) {
         entmtp_policy_config c = entmtp_policy_default_config(ENTMTP_POLICY_LADDER);
+        float thresholds[EMT_MAX_LADDER - 1];
+        int32_t ladder_trees[EMT_MAX_LADDER];
+        c.thresholds = thresholds;
         const cJSON *th = cJSON_GetObjectItemCaseSensitive(o, "thresholds"), *tr = cJSON_GetObjectItemCaseSensitive(o, "trees");
-        if (!cJSON_IsArray(th) || cJSON_GetArraySize(th) > ENTMTP_MAX_LADDER - 1)
-            return emt_fail(ENTMTP_ERR_FORMAT, "%s: policy.ladder.thresholds must be a list of at most %d numbers", file, ENTMTP_MAX_LADDER - 1);
+        if (!cJSON_IsArray(th) || cJSON_GetArraySize(th) > EMT_MAX_LADDER - 1)
+            return emt_fail(ENTMTP_ERR_FORMAT, "%s: policy.ladder.thresholds must be a list of at most %d numbers", file, EMT_MAX_LADDER - 1);
         const cJSON *v;
         c.n_thresholds = 0;
         cJSON_ArrayForEach(v, th) {
             if (!cJSON_IsNumber(v) || !isfinite((float)v->valuedouble))
                 return emt_fail(ENTMTP_ERR_FORMAT, "%s: policy.ladder.thresholds[%d] is not a finite number within float range", file, c.n_thresholds);
-            c.thresholds[c.n_thresholds++] = (float)v->valuedouble;
+            thresholds[c.n_thresholds++] = (float)v->valuedouble;
         }
         if (tr) {
             if (!cJSON_IsArray(tr) || cJSON_GetArraySize(tr) != c.n_thresholds + 1)
@@ -244,8 +253,9 @@ static entmtp_status load_policy(entmtp_bank *b, const cJSON *pol, const char *f
                 char where[64];
                 snprintf(where, sizeof where, "policy.ladder.trees[%d]", k);
                 if ((st = tree_ref(b, v, file, where, &idx))) return st;
-                c.ladder_trees[k++] = idx;
+                ladder_trees[k++] = idx;
             }
+            c.ladder_trees = ladder_trees;
         }
         if ((st = entmtp_bank_set_policy_config(b, &c))) { emt_error_prefix("%s: policy.ladder: ", file); return ENTMTP_ERR_FORMAT; }
     }
@@ -382,17 +392,17 @@ ENTMTP_API entmtp_status entmtp_bank_save(const entmtp_bank *b, const char *path
         if (b->default_policy >= 0) cJSON_AddStringToObject(pol, "default", entmtp_policy_kind_name((entmtp_policy_kind)b->default_policy));
         if (b->has_policy[ENTMTP_POLICY_STATIC]) {
             cJSON *o = cJSON_AddObjectToObject(pol, "static");
-            cJSON_AddItemToObject(o, "tree", tree_name_json(b, b->policy[ENTMTP_POLICY_STATIC].static_tree));
+            cJSON_AddItemToObject(o, "tree", tree_name_json(b, b->policy[ENTMTP_POLICY_STATIC].cfg.static_tree));
         }
         if (b->has_policy[ENTMTP_POLICY_LADDER]) {
-            const entmtp_policy_config *c = &b->policy[ENTMTP_POLICY_LADDER];
+            const entmtp_policy_config *c = &b->policy[ENTMTP_POLICY_LADDER].cfg;
             cJSON *o = cJSON_AddObjectToObject(pol, "ladder");
             cJSON *th = cJSON_AddArrayToObject(o, "thresholds"), *tr = cJSON_AddArrayToObject(o, "trees");
             for (int32_t k = 0; k < c->n_thresholds; k++) cJSON_AddItemToArray(th, cJSON_CreateNumber(c->thresholds[k]));
             for (int32_t k = 0; k <= c->n_thresholds; k++) cJSON_AddItemToArray(tr, tree_name_json(b, c->ladder_trees[k]));
         }
         if (b->has_policy[ENTMTP_POLICY_HYSTERESIS]) {
-            const entmtp_policy_config *c = &b->policy[ENTMTP_POLICY_HYSTERESIS];
+            const entmtp_policy_config *c = &b->policy[ENTMTP_POLICY_HYSTERESIS].cfg;
             cJSON *o = cJSON_AddObjectToObject(pol, "hysteresis");
             cJSON_AddNumberToObject(o, "tau_on", c->tau_on);
             cJSON_AddNumberToObject(o, "tau_off", c->tau_off);
@@ -401,8 +411,8 @@ ENTMTP_API entmtp_status entmtp_bank_save(const entmtp_bank *b, const char *path
         }
         if (b->has_policy[ENTMTP_POLICY_UCB]) {
             cJSON *o = cJSON_AddObjectToObject(pol, "ucb");
-            cJSON_AddNumberToObject(o, "exploration", b->policy[ENTMTP_POLICY_UCB].ucb_exploration);
-            cJSON_AddNumberToObject(o, "length_penalty", b->policy[ENTMTP_POLICY_UCB].ucb_length_penalty);
+            cJSON_AddNumberToObject(o, "exploration", b->policy[ENTMTP_POLICY_UCB].cfg.ucb_exploration);
+            cJSON_AddNumberToObject(o, "length_penalty", b->policy[ENTMTP_POLICY_UCB].cfg.ucb_length_penalty);
         }
         if (b->has_policy[EMT_POLICY_THROUGHPUT]) cJSON_AddObjectToObject(pol, "throughput");
         if (b->has_policy[EMT_POLICY_DYNAMIC]) cJSON_AddObjectToObject(pol, "dynamic");

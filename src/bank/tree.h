@@ -46,7 +46,5 @@ entmtp_status emt_builtin_tree(const char *name, const int32_t **ranks,
 const emt_tree *emt_bank_tree(const entmtp_bank *bank, int32_t index);
 int32_t emt_bank_max_nodes_used(const entmtp_bank *bank); /* largest n_nodes in the bank */
 int32_t emt_bank_max_depth_used(const entmtp_bank *bank);
-/* The policy kind the bank file names as "default", or -1. */
-int32_t emt_bank_default_policy(const entmtp_bank *bank);
 
 #endif

@@ -10,13 +10,32 @@
 #define EMT_ERROR_CAP 1024
 
 static _Thread_local char g_last_error[EMT_ERROR_CAP];
+static _Thread_local uint64_t g_error_serial; /* bumped by every recorded error */
 
 entmtp_status emt_fail(entmtp_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(g_last_error, sizeof g_last_error, fmt, ap);
     va_end(ap);
+    g_error_serial++;
     return status;
+}
+
+uint64_t emt_error_serial(void) { return g_error_serial; }
+
+ENTMTP_API entmtp_status entmtp_set_error(entmtp_status status, const char *message) {
+    return emt_fail(status, "%s", message ? message : entmtp_status_string(status));
+}
+
+ENTMTP_API int32_t entmtp_limit(entmtp_limit_kind kind) {
+    switch (kind) {
+    case ENTMTP_LIMIT_MAX_HEADS: return EMT_MAX_HEADS;
+    case ENTMTP_LIMIT_MAX_LADDER: return EMT_MAX_LADDER;
+    case ENTMTP_LIMIT_MAX_STOP_TOKENS: return EMT_MAX_STOP_TOKENS;
+    case ENTMTP_LIMIT_MAX_TREE_NODES: return EMT_MAX_TREE_NODES;
+    case ENTMTP_LIMIT_MAX_TOPK: return EMT_MAX_TOPK;
+    }
+    return -1;
 }
 
 void emt_error_prefix(const char *fmt, ...) {
@@ -57,6 +76,7 @@ ENTMTP_API const char *entmtp_status_string(entmtp_status status) {
     case ENTMTP_ERR_STATE: return "ENTMTP_ERR_STATE: call not valid in this state";
     case ENTMTP_ERR_NOT_FOUND: return "ENTMTP_ERR_NOT_FOUND: not found";
     case ENTMTP_ERR_BUFFER_TOO_SMALL: return "ENTMTP_ERR_BUFFER_TOO_SMALL: output buffer too small";
+    case ENTMTP_STOPPED: return "ENTMTP_STOPPED: stopped by the token callback";
     }
     return "ENTMTP_ERR_UNKNOWN: unknown status code";
 }
@@ -109,17 +129,43 @@ char *emt_strdup(const char *s) {
     return p;
 }
 
-entmtp_status emt_copy_versioned(void *dst, size_t dst_size, const void *src, const char *what) {
-    if (!src) return ENTMTP_OK;
+entmtp_status emt_check_versioned(const void *src, size_t known, const char *what) {
     size_t given;
     memcpy(&given, src, sizeof given);
     if (given < sizeof(size_t))
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
-                        "%s.struct_size = %zu; initialise it with the matching default function",
+                        "%s.struct_size = %zu; initialise it with the matching _init function",
                         what, given);
+    /* a newer caller's fields this library does not know must be unset */
+    for (size_t i = known; i < given; i++)
+        if (((const unsigned char *)src)[i])
+            return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
+                            "%s.struct_size = %zu but this library (%s) knows %zu bytes; byte %zu past them "
+                            "is set: a newer field this library cannot honour",
+                            what, given, entmtp_version_string(), known, i);
+    return ENTMTP_OK;
+}
+
+entmtp_status emt_copy_versioned(void *dst, size_t dst_size, const void *src, const char *what) {
+    if (!src) return ENTMTP_OK;
+    entmtp_status st = emt_check_versioned(src, dst_size, what);
+    if (st) return st;
+    size_t given;
+    memcpy(&given, src, sizeof given);
     size_t n = given < dst_size ? given : dst_size;
     memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t), n - sizeof(size_t));
     memcpy(dst, &dst_size, sizeof dst_size);
+    return ENTMTP_OK;
+}
+
+entmtp_status emt_init_versioned(void *dst, size_t size, const void *defaults, size_t known,
+                                 const char *what) {
+    if (!dst) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "%s_init: the struct pointer is NULL", what);
+    if (size < sizeof(size_t))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "%s_init: size = %zu; pass sizeof(%s)", what, size, what);
+    memset(dst, 0, size);
+    memcpy(dst, defaults, size < known ? size : known);
+    memcpy(dst, &size, sizeof size);
     return ENTMTP_OK;
 }
 

@@ -5,9 +5,9 @@
 
 entmtp_status emt_dynamic_tree_init(emt_dynamic_tree *dt, int32_t cap_nodes, int32_t cap_depth, int32_t topk) {
     memset(dt, 0, sizeof *dt);
-    if (cap_nodes < 1 || cap_depth < 0 || cap_depth > ENTMTP_MAX_HEADS || topk < 1 || topk > 64)
+    if (cap_nodes < 1 || cap_depth < 0 || cap_depth > EMT_MAX_HEADS || topk < 1 || topk > 64)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "dynamic tree: %d nodes, %d levels, top-%d outside [1..], [0, %d], [1, 64]",
-                        cap_nodes, cap_depth, topk, ENTMTP_MAX_HEADS);
+                        cap_nodes, cap_depth, topk, EMT_MAX_HEADS);
     dt->cap_nodes = cap_nodes;
     dt->cap_depth = cap_depth;
     dt->topk = topk;

@@ -28,8 +28,8 @@ typedef struct emt_dynamic_tree {
     int32_t *first_child; /* [cap_nodes] children lists among the built nodes, by rank */
     int32_t *fr_parent, *fr_pos; /* [cap_nodes + 1] frontier: parent, position in its level's rank order */
     float *fr_prob;
-    int32_t rank_order[ENTMTP_MAX_HEADS][64]; /* ranks of each level by calibrated probability */
-    float cq[ENTMTP_MAX_HEADS][64];
+    int32_t rank_order[EMT_MAX_HEADS][64]; /* ranks of each level by calibrated probability */
+    float cq[EMT_MAX_HEADS][64];
     int32_t n_levels;
 } emt_dynamic_tree;
 

@@ -46,7 +46,8 @@ entmtp_status emt_session_time_verify(entmtp_session *S, int32_t tree_index, int
  * min_depth levels and top-k min_topk beyond what the bank needs (tree
  * search verifies trees that are not in any bank). min_nodes > 0 also
  * allocates what emt_session_probe_step needs. */
-entmtp_status emt_session_create_sized(entmtp_model *model, entmtp_heads *heads, entmtp_bank *bank,
+entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_heads *heads,
+                                       const entmtp_bank *bank,
                                        const entmtp_session_params *params, int32_t min_nodes,
                                        int32_t min_depth, int32_t min_topk,
                                        entmtp_session **out_session);

@@ -27,7 +27,7 @@ static float head_prob(const float *q, int32_t q_stride, int32_t n_heads, int32_
 
 void emt_accept_calib_table(const emt_accept_calib *c, const float *q, int32_t q_stride, int32_t n_heads,
                             int32_t topk, float *cq, int32_t cq_stride) {
-    for (int32_t d = 0; d < n_heads && d < ENTMTP_MAX_HEADS; d++)
+    for (int32_t d = 0; d < n_heads && d < EMT_MAX_HEADS; d++)
         for (int32_t r = 0; r < topk; r++)
             cq[(size_t)d * cq_stride + r] = emt_accept_calib_prob(c, d, r, q[(size_t)d * q_stride + r]);
 }
@@ -35,7 +35,7 @@ void emt_accept_calib_table(const emt_accept_calib *c, const float *q, int32_t q
 void emt_features_expected_accept(const emt_accept_calib *c, const float *q, int32_t q_stride, int32_t n_heads,
                                   int32_t topk, const entmtp_bank *bank, float *node_prob, float *out) {
     /* the calibrated table once per step; the trees then only multiply and add */
-    float cq[ENTMTP_MAX_HEADS][64];
+    float cq[EMT_MAX_HEADS][64];
     int32_t kmax = topk < 64 ? topk : 64;
     emt_accept_calib_table(c, q, q_stride, n_heads, kmax, &cq[0][0], 64);
     int32_t n_trees = entmtp_bank_size(bank);
@@ -55,7 +55,7 @@ void emt_features_expected_accept(const emt_accept_calib *c, const float *q, int
 
 void emt_accept_calib_observe(emt_accept_calib *c, const emt_tree *t, const float *q, int32_t q_stride,
                               int32_t n_heads, int32_t topk, const int32_t *row, int32_t acc) {
-    for (int32_t d = 0; d < ENTMTP_MAX_HEADS; d++)
+    for (int32_t d = 0; d < EMT_MAX_HEADS; d++)
         for (int32_t b = 0; b < EMT_CALIB_RANKS; b++) {
             c->hit[d][b] *= EMT_CALIB_DECAY;
             c->pred[d][b] *= EMT_CALIB_DECAY;
@@ -64,7 +64,7 @@ void emt_accept_calib_observe(emt_accept_calib *c, const emt_tree *t, const floa
         int32_t depth = t->position_ids[i];
         if (depth > acc + 1 || t->parents[i] != row[depth - 1]) continue; /* parent not accepted: not reached */
         int32_t d = depth - 1, r = t->node_ranks[i];
-        if (d >= n_heads || d >= ENTMTP_MAX_HEADS) continue;
+        if (d >= n_heads || d >= EMT_MAX_HEADS) continue;
         int32_t b = rank_bucket(r);
         c->pred[d][b] += head_prob(q, q_stride, n_heads, topk, d, r);
         c->hit[d][b] += depth <= acc && row[depth] == i;
@@ -79,7 +79,7 @@ entmtp_status emt_outlook_init(emt_outlook_state *o, const entmtp_bank *bank, in
     if (st) return st;
     int32_t n = entmtp_bank_size(bank), nodes = emt_bank_max_nodes_used(bank);
     if (nodes < 1) nodes = 1;
-    if ((st = emt_dynamic_tree_init(&o->dynamic, nodes, n_heads < ENTMTP_MAX_HEADS ? n_heads : ENTMTP_MAX_HEADS, topk))) {
+    if ((st = emt_dynamic_tree_init(&o->dynamic, nodes, n_heads < EMT_MAX_HEADS ? n_heads : EMT_MAX_HEADS, topk))) {
         emt_outlook_free(o);
         return st;
     }
@@ -106,7 +106,7 @@ void emt_outlook_compute(emt_outlook_state *o, const entmtp_bank *bank, const fl
                          int32_t n_heads, int32_t topk, int dynamic) {
     if (dynamic) {
         /* tree k stands for a dynamic tree of its node count */
-        float cq[ENTMTP_MAX_HEADS * 64];
+        float cq[EMT_MAX_HEADS * 64];
         int32_t levels = n_heads < o->dynamic.cap_depth ? n_heads : o->dynamic.cap_depth;
         emt_accept_calib_table(&o->calib, q, q_stride, levels, topk < 64 ? topk : 64, cq, 64);
         emt_dynamic_tree_select(&o->dynamic, cq, 64, levels);

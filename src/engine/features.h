@@ -19,8 +19,8 @@
 
 typedef struct emt_accept_calib {
     /* decayed sums over reached nodes: accepted (hit) and predicted (pred) */
-    double hit[ENTMTP_MAX_HEADS][EMT_CALIB_RANKS];
-    double pred[ENTMTP_MAX_HEADS][EMT_CALIB_RANKS];
+    double hit[EMT_MAX_HEADS][EMT_CALIB_RANKS];
+    double pred[EMT_MAX_HEADS][EMT_CALIB_RANKS];
 } emt_accept_calib;
 
 void emt_accept_calib_reset(emt_accept_calib *c);

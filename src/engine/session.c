@@ -11,11 +11,12 @@
 #define EMT_PREFILL_CHUNK 128
 
 struct entmtp_session {
-    entmtp_model *model;
-    entmtp_heads *heads;   /* NULL: AR only */
-    entmtp_bank *bank;     /* NULL: AR only */
-    entmtp_policy *policy; /* borrowed; NULL: static tree 0 */
-    entmtp_session_params p;
+    const entmtp_model *model;
+    const entmtp_heads *heads; /* NULL: AR only */
+    const entmtp_bank *bank;   /* NULL: AR only */
+    entmtp_policy *policy;     /* borrowed; NULL: static tree 0 */
+    entmtp_session_params p;   /* p.stop_tokens points at stop_tokens */
+    int32_t stop_tokens[EMT_MAX_STOP_TOKENS];
     emt_exec *ex;
     emt_kv kv;
     emt_scratch s;
@@ -36,7 +37,7 @@ struct entmtp_session {
     float *host_logits;    /* device backends: node logits copied for acceptance */
     float *host_next;      /* device backends: next-token logits on the host */
     float *probe_probs;    /* search probes at temperature > 0: one distribution */
-    entmtp_features features;
+    emt_features_store features;
     int32_t last_accept;
     float ema;
     int batch_heads;       /* Medusa: one lm_head product for all heads (default) */
@@ -52,18 +53,13 @@ static const emt_tree g_ar_tree = {
     .retrieve_indices = (int32_t[]){ 0 },
 };
 
-ENTMTP_API entmtp_session_params entmtp_session_default_params(void) {
-    entmtp_session_params p;
-    memset(&p, 0, sizeof p);
-    p.struct_size = sizeof p;
-    p.kv_capacity = 0;
-    p.temperature = 0.0f;
-    p.epsilon = 0.09f;
-    p.delta = 0.3f;
-    p.seed = 0x5eed;
-    p.ema_decay = 0.8f;
-    p.n_stop_tokens = -1;
-    return p;
+static const entmtp_session_params g_session_defaults = {
+    .struct_size = sizeof g_session_defaults, .kv_capacity = 0, .temperature = 0.0f, .epsilon = 0.09f,
+    .delta = 0.3f, .seed = 0x5eed, .ema_decay = 0.8f, .n_stop_tokens = -1, .stop_tokens = NULL,
+};
+
+ENTMTP_API entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size) {
+    return emt_init_versioned(params, size, &g_session_defaults, sizeof g_session_defaults, "entmtp_session_params");
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -125,9 +121,12 @@ static entmtp_status check_params(const entmtp_session_params *p, const entmtp_m
     if (!isfinite(p->ema_decay) || p->ema_decay < 0 || p->ema_decay > 1)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: ema_decay = %g must be in [0, 1]",
                         (double)p->ema_decay);
-    if (p->n_stop_tokens < -1 || p->n_stop_tokens > ENTMTP_MAX_STOP_TOKENS)
+    if (p->n_stop_tokens < -1 || p->n_stop_tokens > EMT_MAX_STOP_TOKENS)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: n_stop_tokens = %d is outside [-1, %d]",
-                        p->n_stop_tokens, ENTMTP_MAX_STOP_TOKENS);
+                        p->n_stop_tokens, EMT_MAX_STOP_TOKENS);
+    if (p->n_stop_tokens > 0 && !p->stop_tokens)
+        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: stop_tokens is NULL but n_stop_tokens = %d",
+                        p->n_stop_tokens);
     for (int32_t i = 0; i < p->n_stop_tokens; i++)
         if (p->stop_tokens[i] < 0 || p->stop_tokens[i] >= m->cfg.vocab)
             return emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "session params: stop_tokens[%d] = %d is outside the vocabulary [0, %d)",
@@ -165,14 +164,15 @@ static entmtp_status check_bank(const entmtp_session *S) {
         if (!(ptr)) goto oom;                                                                   \
     } while (0)
 
-ENTMTP_API entmtp_status entmtp_session_create(entmtp_model *model, entmtp_heads *heads,
-                                               entmtp_bank *bank,
+ENTMTP_API entmtp_status entmtp_session_create(const entmtp_model *model, const entmtp_heads *heads,
+                                               const entmtp_bank *bank,
                                                const entmtp_session_params *params,
                                                entmtp_session **out_session) {
     return emt_session_create_sized(model, heads, bank, params, 0, 0, 0, out_session);
 }
 
-entmtp_status emt_session_create_sized(entmtp_model *model, entmtp_heads *heads, entmtp_bank *bank,
+entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_heads *heads,
+                                       const entmtp_bank *bank,
                                        const entmtp_session_params *params, int32_t min_nodes,
                                        int32_t min_depth, int32_t min_topk,
                                        entmtp_session **out_session) {
@@ -181,7 +181,7 @@ entmtp_status emt_session_create_sized(entmtp_model *model, entmtp_heads *heads,
     *out_session = NULL;
     if (heads && heads->model != model)
         return emt_fail(ENTMTP_ERR_MISMATCH, "entmtp_session_create: the heads were loaded for a different model");
-    entmtp_session_params p = entmtp_session_default_params();
+    entmtp_session_params p = g_session_defaults;
     entmtp_status st = emt_copy_versioned(&p, sizeof p, params, "entmtp_session_params");
     if (st) return st;
     if (p.kv_capacity == 0) p.kv_capacity = model->cfg.ctx < 4096 ? model->cfg.ctx : 4096;
@@ -193,6 +193,8 @@ entmtp_status emt_session_create_sized(entmtp_model *model, entmtp_heads *heads,
     S->heads = heads;
     S->bank = bank;
     S->p = p;
+    if (p.n_stop_tokens > 0) memcpy(S->stop_tokens, p.stop_tokens, (size_t)p.n_stop_tokens * sizeof *p.stop_tokens);
+    S->p.stop_tokens = S->stop_tokens;
     S->rng = p.seed;
     S->batch_heads = 1;
     if ((st = check_bank(S))) { entmtp_session_free(S); return st; }
@@ -271,7 +273,7 @@ entmtp_status emt_session_create_sized(entmtp_model *model, entmtp_heads *heads,
         entmtp_session_free(S);
         return st;
     }
-    S->features.struct_size = sizeof S->features;
+    emt_features_clear(&S->features);
     S->stats.struct_size = sizeof S->stats;
     *out_session = S;
     return ENTMTP_OK;
@@ -303,8 +305,7 @@ ENTMTP_API void entmtp_session_reset(entmtp_session *S) {
     S->rng = S->p.seed;
     S->last_accept = 0;
     S->ema = 0;
-    memset(&S->features, 0, sizeof S->features);
-    S->features.struct_size = sizeof S->features;
+    emt_features_clear(&S->features);
     memset(&S->stats, 0, sizeof S->stats);
     S->stats.struct_size = sizeof S->stats;
     for (int32_t i = 0; i < S->n_trees; i++) S->usage[i] = 0;
@@ -549,6 +550,10 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
                               const step_probe *probe, entmtp_step_result *out) {
     if (!S) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_step: session is NULL");
     if (!out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_step: result is NULL");
+    /* checked before anything runs: a step that commits tokens must be able to report them */
+    if (out->struct_size < sizeof(size_t))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_step_result.struct_size = %zu; set it to sizeof(entmtp_step_result)",
+                        out->struct_size);
     entmtp_step_result res;
     memset(&res, 0, sizeof res);
     res.struct_size = sizeof res;
@@ -591,7 +596,7 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
 
     /* heads, features, policy */
     int speculate = !force_ar && S->heads && (probe || (S->bank && S->n_trees > 0));
-    float head_p[ENTMTP_MAX_HEADS];
+    float head_p[EMT_MAX_HEADS];
     int32_t n_heads = 0;
     int dynamic = 0; /* the policy asked for a dynamic tree of the chosen tree's size */
     if (speculate) {
@@ -616,7 +621,7 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
                 emt_outlook_compute(&S->outlook, S->bank, S->chain_p, S->topk, n_heads, S->topk, dynamic);
                 ol = &view;
             }
-            st = emt_policy_select_outlook(S->policy, &S->features, ol, S->n_trees, &k);
+            st = emt_policy_select_outlook(S->policy, &S->features.f, ol, S->n_trees, &k);
             if (st) goto out;
         }
         if (k < 0 || k >= S->n_trees) {
@@ -694,7 +699,7 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     double dt = emt_now() - t0;
     res.n_tokens = n_emit;
     res.n_nodes = t->n_nodes;
-    res.s = S->features.s;
+    res.s = S->features.f.s;
     res.p0 = p0;
     res.entropy = entropy;
     res.seconds = dt;
@@ -717,13 +722,8 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     if (kv_full)
         st = emt_fail(ENTMTP_ERR_KV_FULL, "entmtp_step: the KV cache is full (%d tokens); %d of %d accepted tokens were kept",
                       S->kv.capacity, n_emit, res.accept_length);
-out:;
-    size_t n = out->struct_size < sizeof res ? out->struct_size : sizeof res;
-    if (out->struct_size < sizeof(size_t)) {
-        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_step_result.struct_size = %zu; set it to sizeof(entmtp_step_result)",
-                        out->struct_size);
-    }
-    memcpy((char *)out + sizeof(size_t), (char *)&res + sizeof(size_t), n - sizeof(size_t));
+out:
+    emt_copy_out(out, &res, sizeof res, "entmtp_step_result"); /* struct_size was checked above */
     return st;
 }
 
@@ -759,7 +759,8 @@ ENTMTP_API entmtp_status entmtp_generate(entmtp_session *S, int32_t max_tokens, 
         entmtp_step_result r;
         r.struct_size = sizeof r;
         entmtp_status st = run_step(S, autoregressive, max_tokens - produced, NULL, &r);
-        if (r.n_tokens > 0 && on_tokens && on_tokens(r.tokens, r.n_tokens, user_data)) return st;
+        if (r.n_tokens > 0 && on_tokens && on_tokens(r.tokens, r.n_tokens, user_data))
+            return st ? st : ENTMTP_STOPPED; /* a step error outranks the stop request */
         produced += r.n_tokens;
         if (st) return st;
         if (r.stopped) break;
@@ -785,7 +786,7 @@ ENTMTP_API entmtp_status entmtp_session_get_stats(const entmtp_session *S, entmt
 }
 
 ENTMTP_API int64_t entmtp_session_tree_usage(const entmtp_session *S, int32_t index) {
-    if (!S || index < 0 || index >= S->n_trees) return 0;
+    if (!S || index < 0 || index >= S->n_trees) return -1;
     return S->usage[index];
 }
 
@@ -809,10 +810,10 @@ ENTMTP_API entmtp_status entmtp_session_logits(const entmtp_session *S, const fl
     return ENTMTP_OK;
 }
 
-ENTMTP_API entmtp_status entmtp_session_features(entmtp_session *S, entmtp_features *out) {
+ENTMTP_API entmtp_status entmtp_session_features(const entmtp_session *S, entmtp_features *out) {
     if (!S || !out)
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_session_features: arguments must not be NULL");
-    return emt_copy_out(out, &S->features, sizeof S->features, "entmtp_features");
+    return emt_copy_out(out, &S->features.f, sizeof S->features.f, "entmtp_features");
 }
 
 /* --------------------------------------------------------------- scoring */

@@ -227,7 +227,7 @@ ENTMTP_API entmtp_status entmtp_heads_load(entmtp_model *model, const char *path
                       "%s: no Medusa ('0.0.linear.weight') or Hydra ('hydra_mlp.0.0.linear.weight') head tensors", path);
         goto fail;
     }
-    while (h->n_heads < ENTMTP_MAX_HEADS && has(w.st, "%s%d.%d.linear.weight", prefix, h->n_heads, 0))
+    while (h->n_heads < EMT_MAX_HEADS && has(w.st, "%s%d.%d.linear.weight", prefix, h->n_heads, 0))
         h->n_heads++;
     while (h->n_layers < 64 && has(w.st, "%s%d.%d.linear.weight", prefix, 0, h->n_layers)) h->n_layers++;
     for (int32_t i = 1; i < h->n_heads; i++)

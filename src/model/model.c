@@ -10,14 +10,13 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
-ENTMTP_API entmtp_model_params entmtp_model_default_params(void) {
-    entmtp_model_params p;
-    memset(&p, 0, sizeof p);
-    p.struct_size = sizeof p;
-    p.backend = ENTMTP_BACKEND_AUTO;
-    p.n_threads = 0;
-    p.device = 0;
-    return p;
+static const entmtp_model_params g_model_defaults = {
+    .struct_size = sizeof g_model_defaults, .backend = ENTMTP_BACKEND_AUTO, .n_threads = 0, .device = 0,
+    .compute_type = ENTMTP_COMPUTE_NATIVE,
+};
+
+ENTMTP_API entmtp_status entmtp_model_params_init(entmtp_model_params *params, size_t size) {
+    return emt_init_versioned(params, size, &g_model_defaults, sizeof g_model_defaults, "entmtp_model_params");
 }
 
 const char emt_supported_gguf_archs[] = "llama, qwen2, qwen3, phi3, gemma2, gemma3";
@@ -625,7 +624,7 @@ static void collect_eog(entmtp_model *m) {
     m->n_eog = 0;
     if (m->tokenizer) {
         int32_t n = emt_tokenizer_n_vocab(m->tokenizer);
-        for (int32_t t = 0; t < n && m->n_eog < ENTMTP_MAX_STOP_TOKENS; t++)
+        for (int32_t t = 0; t < n && m->n_eog < EMT_MAX_STOP_TOKENS; t++)
             if (emt_tokenizer_is_eog(m->tokenizer, t)) m->eog[m->n_eog++] = t;
     } else if (m->cfg.eos >= 0 && m->cfg.eos < m->cfg.vocab) {
         m->eog[m->n_eog++] = m->cfg.eos;
@@ -637,7 +636,7 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
     if (!path || !out_model)
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_model_load: path and out_model must not be NULL");
     *out_model = NULL;
-    entmtp_model_params p = entmtp_model_default_params();
+    entmtp_model_params p = g_model_defaults;
     entmtp_status st = emt_copy_versioned(&p, sizeof p, params, "entmtp_model_params");
     if (st) return st;
     if (p.n_threads < 0)

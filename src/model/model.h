@@ -74,7 +74,7 @@ struct entmtp_model {
     int64_t n_params;
     char *path;
     int32_t n_eog;
-    int32_t eog[ENTMTP_MAX_STOP_TOKENS];
+    int32_t eog[EMT_MAX_STOP_TOKENS];
 };
 
 /* Bytes of weights one AR step reads (matrices as loaded, norms). */

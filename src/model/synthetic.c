@@ -148,8 +148,8 @@ entmtp_status emt_model_create_synthetic(const emt_model_config *c, uint64_t see
 entmtp_status emt_heads_create_synthetic(entmtp_model *model, int32_t n_heads, uint64_t seed,
                                          entmtp_heads **out) {
     *out = NULL;
-    if (n_heads < 1 || n_heads > ENTMTP_MAX_HEADS)
-        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "synthetic heads: n_heads = %d outside [1, %d]", n_heads, ENTMTP_MAX_HEADS);
+    if (n_heads < 1 || n_heads > EMT_MAX_HEADS)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "synthetic heads: n_heads = %d outside [1, %d]", n_heads, EMT_MAX_HEADS);
     entmtp_heads *h = emt_calloc(1, sizeof *h);
     if (!h) return ENTMTP_ERR_OUT_OF_MEMORY;
     h->model = model;

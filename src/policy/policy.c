@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 struct entmtp_policy {
-    entmtp_policy_config cfg;
+    emt_policy_settings set;
     /* hysteresis */
     int aggressive;
     /* ucb */
@@ -17,21 +17,39 @@ struct entmtp_policy {
     int64_t t;
 };
 
-ENTMTP_API entmtp_policy_config entmtp_policy_default_config(entmtp_policy_kind kind) {
-    entmtp_policy_config c;
-    memset(&c, 0, sizeof c);
-    c.struct_size = sizeof c;
-    c.kind = kind;
-    c.static_tree = 0;
-    c.n_thresholds = 0;
-    for (int32_t b = 0; b < ENTMTP_MAX_LADDER; b++) c.ladder_trees[b] = b;
-    c.tau_on = 0.01f;
-    c.tau_off = 0.01f;
-    c.conservative_tree = 0;
-    c.aggressive_tree = 1;
-    c.ucb_exploration = 1.0f;
-    c.ucb_length_penalty = 0.0f;
-    return c;
+void emt_policy_settings_default(emt_policy_settings *out, entmtp_policy_kind kind) {
+    memset(out, 0, sizeof *out);
+    entmtp_policy_config *c = &out->cfg;
+    c->struct_size = sizeof *c;
+    c->kind = kind;
+    c->static_tree = 0;
+    c->n_thresholds = 0;
+    for (int32_t b = 0; b < EMT_MAX_LADDER; b++) out->ladder_trees[b] = b;
+    c->thresholds = out->thresholds;
+    c->ladder_trees = out->ladder_trees;
+    c->tau_on = 0.01f;
+    c->tau_off = 0.01f;
+    c->conservative_tree = 0;
+    c->aggressive_tree = 1;
+    c->ucb_exploration = 1.0f;
+    c->ucb_length_penalty = 0.0f;
+}
+
+void emt_policy_settings_copy(emt_policy_settings *dst, const emt_policy_settings *src) {
+    *dst = *src;
+    dst->cfg.thresholds = dst->thresholds;
+    dst->cfg.ladder_trees = dst->ladder_trees;
+}
+
+ENTMTP_API entmtp_status entmtp_policy_config_init(entmtp_policy_config *config, size_t size,
+                                                   entmtp_policy_kind kind) {
+    /* the caller's config points at no storage: defaults are NULL arrays
+     * (no thresholds; ladder bin b -> tree b) */
+    emt_policy_settings d;
+    emt_policy_settings_default(&d, kind);
+    d.cfg.thresholds = NULL;
+    d.cfg.ladder_trees = NULL;
+    return emt_init_versioned(config, size, &d.cfg, sizeof d.cfg, "entmtp_policy_config");
 }
 
 ENTMTP_API const char *entmtp_policy_kind_name(entmtp_policy_kind kind) {
@@ -64,8 +82,8 @@ static entmtp_status validate_config(const entmtp_policy_config *c) {
         if (c->static_tree < 0) BAD("static: static_tree = %d is negative", c->static_tree);
         break;
     case ENTMTP_POLICY_LADDER:
-        if (c->n_thresholds < 0 || c->n_thresholds > ENTMTP_MAX_LADDER - 1)
-            BAD("ladder: n_thresholds = %d is outside [0, %d]", c->n_thresholds, ENTMTP_MAX_LADDER - 1);
+        if (c->n_thresholds < 0 || c->n_thresholds > EMT_MAX_LADDER - 1)
+            BAD("ladder: n_thresholds = %d is outside [0, %d]", c->n_thresholds, EMT_MAX_LADDER - 1);
         for (int32_t i = 0; i < c->n_thresholds; i++) {
             if (!isfinite(c->thresholds[i])) BAD("ladder: thresholds[%d] = %g is not finite", i, (double)c->thresholds[i]);
             if (i > 0 && !(c->thresholds[i] > c->thresholds[i - 1]))
@@ -100,19 +118,39 @@ static entmtp_status validate_config(const entmtp_policy_config *c) {
     return ENTMTP_OK;
 }
 
+entmtp_status emt_policy_settings_from(emt_policy_settings *out, const entmtp_policy_config *config) {
+    if (config->struct_size < offsetof(entmtp_policy_config, kind) + sizeof config->kind)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_config.struct_size = %zu; initialise it with entmtp_policy_config_init()",
+                        config->struct_size);
+    emt_policy_settings_default(out, config->kind);
+    entmtp_policy_config c = out->cfg;
+    entmtp_status st = emt_copy_versioned(&c, sizeof c, config, "entmtp_policy_config");
+    if (st) return st;
+    if (c.kind == ENTMTP_POLICY_LADDER) {
+        if (c.n_thresholds < 0 || c.n_thresholds > EMT_MAX_LADDER - 1)
+            return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "ladder: n_thresholds = %d is outside [0, %d]", c.n_thresholds,
+                            EMT_MAX_LADDER - 1);
+        if (c.n_thresholds > 0 && !c.thresholds)
+            return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "ladder: thresholds is NULL but n_thresholds = %d", c.n_thresholds);
+        for (int32_t i = 0; i < c.n_thresholds; i++) out->thresholds[i] = c.thresholds[i];
+        if (c.ladder_trees)
+            for (int32_t b = 0; b <= c.n_thresholds; b++) out->ladder_trees[b] = c.ladder_trees[b];
+    }
+    c.thresholds = out->thresholds;
+    c.ladder_trees = out->ladder_trees;
+    out->cfg = c;
+    return validate_config(&out->cfg);
+}
+
 ENTMTP_API entmtp_status entmtp_policy_create(const entmtp_policy_config *config, entmtp_policy **out) {
     if (!config || !out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_create: config and out must not be NULL");
     *out = NULL;
-    if (config->struct_size < sizeof(size_t) + sizeof(entmtp_policy_kind))
-        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_config.struct_size = %zu; initialise it with entmtp_policy_default_config()",
-                        config->struct_size);
-    entmtp_policy_config c = entmtp_policy_default_config(config->kind);
-    entmtp_status st = emt_copy_versioned(&c, sizeof c, config, "entmtp_policy_config");
+    emt_policy_settings set;
+    entmtp_status st = emt_policy_settings_from(&set, config);
     if (st) return st;
-    if ((st = validate_config(&c))) return st;
     entmtp_policy *p = emt_calloc(1, sizeof *p);
     if (!p) return ENTMTP_ERR_OUT_OF_MEMORY;
-    p->cfg = c;
+    emt_policy_settings_copy(&p->set, &set);
     *out = p;
     return ENTMTP_OK;
 }
@@ -125,12 +163,12 @@ ENTMTP_API void entmtp_policy_free(entmtp_policy *p) {
 }
 
 ENTMTP_API entmtp_policy_kind entmtp_policy_get_kind(const entmtp_policy *p) {
-    return p ? p->cfg.kind : ENTMTP_POLICY_STATIC;
+    return p ? p->set.cfg.kind : ENTMTP_POLICY_STATIC;
 }
 
 ENTMTP_API entmtp_status entmtp_policy_validate(const entmtp_policy *p, int32_t n_trees) {
     if (!p) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_validate: policy is NULL");
-    const entmtp_policy_config *c = &p->cfg;
+    const entmtp_policy_config *c = &p->set.cfg;
     if (n_trees < 1) return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "%s policy: the bank is empty", entmtp_policy_kind_name(c->kind));
 #define CHECK_IDX(field, v)                                                                            \
     if ((v) >= n_trees)                                                                                \
@@ -179,7 +217,7 @@ static entmtp_status ucb_select(entmtp_policy *p, int32_t n_trees, int32_t *out)
     double best_v = -INFINITY;
     for (int32_t k = 0; k < n_trees; k++) {
         double v = p->reward_sum[k] / (double)p->pulls[k] +
-                   (double)p->cfg.ucb_exploration * sqrt(2.0 * lt / (double)p->pulls[k]);
+                   (double)p->set.cfg.ucb_exploration * sqrt(2.0 * lt / (double)p->pulls[k]);
         if (v > best_v) { best_v = v; best = k; }
     }
     *out = best;
@@ -206,18 +244,19 @@ static entmtp_status throughput_select(const emt_tree_outlook *o, int32_t n_tree
 }
 
 int emt_policy_needs_outlook(const entmtp_policy *p) {
-    return p && (p->cfg.kind == EMT_POLICY_THROUGHPUT || p->cfg.kind == EMT_POLICY_DYNAMIC);
+    return p && (p->set.cfg.kind == EMT_POLICY_THROUGHPUT || p->set.cfg.kind == EMT_POLICY_DYNAMIC);
 }
 
-int emt_policy_wants_dynamic_tree(const entmtp_policy *p) { return p && p->cfg.kind == EMT_POLICY_DYNAMIC; }
+int emt_policy_wants_dynamic_tree(const entmtp_policy *p) { return p && p->set.cfg.kind == EMT_POLICY_DYNAMIC; }
 
 entmtp_status emt_policy_select_outlook(entmtp_policy *p, const entmtp_features *f, const emt_tree_outlook *outlook,
                                         int32_t n_trees, int32_t *out_index) {
     if (!p || !f || !out_index)
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_select: policy, features and out_index must not be NULL");
     if (n_trees < 1) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_select: n_trees = %d", n_trees);
-    const entmtp_policy_config *c = &p->cfg;
-    entmtp_status st = ENTMTP_OK;
+    entmtp_status st = emt_check_versioned(f, sizeof *f, "entmtp_features");
+    if (st) return st;
+    const entmtp_policy_config *c = &p->set.cfg;
     int32_t k = 0;
     if ((c->kind == ENTMTP_POLICY_LADDER || c->kind == ENTMTP_POLICY_HYSTERESIS) && (st = check_features(f))) return st;
     switch ((int)c->kind) {
@@ -240,16 +279,19 @@ entmtp_status emt_policy_select_outlook(entmtp_policy *p, const entmtp_features 
     case EMT_POLICY_DYNAMIC:
         if ((st = throughput_select(outlook, n_trees, &k))) return st;
         break;
-    case ENTMTP_POLICY_CUSTOM:
-        entmtp_clear_error();
+    case ENTMTP_POLICY_CUSTOM: {
+        /* the caller's earlier error stays; a message the callback set with
+         * entmtp_set_error is passed through */
+        uint64_t serial = emt_error_serial();
         k = -1;
         st = c->select(c->user_data, f, n_trees, &k);
         if (st != ENTMTP_OK) {
-            if (!entmtp_last_error()[0])
+            if (emt_error_serial() == serial)
                 emt_fail(st, "custom policy: the select callback returned %s", entmtp_status_string(st));
             return st;
         }
         break;
+    }
     }
     if (k < 0 || k >= n_trees)
         return emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "%s policy chose tree %d, outside the bank [0, %d)",
@@ -265,19 +307,21 @@ ENTMTP_API entmtp_status entmtp_policy_select(entmtp_policy *p, const entmtp_fea
 
 ENTMTP_API entmtp_status entmtp_policy_observe(entmtp_policy *p, const entmtp_outcome *o) {
     if (!p || !o) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_observe: policy and outcome must not be NULL");
+    entmtp_status st = emt_check_versioned(o, sizeof *o, "entmtp_outcome");
+    if (st) return st;
     if (o->accept_length < 1)
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_observe: outcome.accept_length = %d must be >= 1", o->accept_length);
-    if (p->cfg.kind == ENTMTP_POLICY_UCB) {
+    if (p->set.cfg.kind == ENTMTP_POLICY_UCB) {
         if (o->tree_index < 0 || o->tree_index >= p->n_arms)
             return emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "ucb policy: outcome.tree_index = %d was never selected (%d arms)",
                             o->tree_index, p->n_arms);
         /* the Mamba-drafter reward: -(1 + lambda_gamma * gamma) / N_accept */
-        double r = -(1.0 + (double)p->cfg.ucb_length_penalty * (double)o->draft_length) / (double)o->accept_length;
+        double r = -(1.0 + (double)p->set.cfg.ucb_length_penalty * (double)o->draft_length) / (double)o->accept_length;
         p->pulls[o->tree_index]++;
         p->reward_sum[o->tree_index] += r;
         p->t++;
-    } else if (p->cfg.kind == ENTMTP_POLICY_CUSTOM && p->cfg.observe) {
-        p->cfg.observe(p->cfg.user_data, o);
+    } else if (p->set.cfg.kind == ENTMTP_POLICY_CUSTOM && p->set.cfg.observe) {
+        p->set.cfg.observe(p->set.cfg.user_data, o);
     }
     return ENTMTP_OK;
 }
@@ -287,5 +331,5 @@ ENTMTP_API void entmtp_policy_reset(entmtp_policy *p) {
     p->aggressive = 0;
     for (int32_t k = 0; k < p->n_arms; k++) { p->pulls[k] = 0; p->reward_sum[k] = 0; }
     p->t = 0;
-    if (p->cfg.kind == ENTMTP_POLICY_CUSTOM && p->cfg.reset) p->cfg.reset(p->cfg.user_data);
+    if (p->set.cfg.kind == ENTMTP_POLICY_CUSTOM && p->set.cfg.reset) p->set.cfg.reset(p->set.cfg.user_data);
 }

@@ -223,7 +223,10 @@ void prepare_fiber(thread_state *t) {
 #if defined(__x86_64__)
     // a frame that emt_fiber_switch "returns" from into emt_fiber_entry, with
     // the stack aligned as after a call
-    uintptr_t top = ((uintptr_t)(t->stack + kFiberStack)) & ~(uintptr_t)15;
+    // stacks lie kFiberStack apart, which would put every fiber's top frame
+    // in the same cache sets: start each at its own offset
+    size_t index = (size_t)(t->stack - stack_pool) / kFiberStack;
+    uintptr_t top = ((uintptr_t)(t->stack + kFiberStack - index * 1088 % 16384)) & ~(uintptr_t)15;
     uint64_t *a = (uint64_t *)(top - 16);
     a[1] = 0;
     a[0] = (uint64_t)(uintptr_t)&emt_fiber_entry;

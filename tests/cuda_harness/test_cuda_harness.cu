@@ -1,1 +1,287 @@
-int main(){return 0;}
+// The CUDA execution harness's own semantics (docs/cuda-harness.md): barrier
+// ordering, warp shuffles and votes, a block reduction, atomics, dynamic
+// shared memory, streams and events; and the faults it must report: a
+// divergent __syncthreads, a partial-warp shuffle, a mask without the caller,
+// a host pointer passed to a kernel, launch configurations past GPU limits.
+#include <cuda_runtime.h>
+
+#include "cuda_launch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures = 0;
+#define EXPECT(cond)                                                                          \
+    do {                                                                                      \
+        if (!(cond)) {                                                                        \
+            fprintf(stderr, "%s:%d: EXPECT(%s) failed\n", __FILE__, __LINE__, #cond);         \
+            failures++;                                                                       \
+        }                                                                                     \
+    } while (0)
+
+// A fault must be reported (sticky, like a device fault) with a message that
+// names it; then the device is reset for the next case.
+static void expect_fault(const char *what, const char *needle) {
+    cudaError_t e = cudaDeviceSynchronize();
+    const char *msg = emt_harness::last_diagnostic();
+    if (e == cudaSuccess || !strstr(msg, needle)) {
+        fprintf(stderr, "%s: expected a fault mentioning \"%s\", got %s (%s)\n", what, needle, cudaGetErrorName(e),
+                msg);
+        failures++;
+    } else {
+        printf("reported as expected (%s): %s\n", what, msg);
+    }
+    emt_harness::reset();
+}
+
+template <typename T> static T *device_array(size_t n) {
+    T *p = nullptr;
+    EXPECT(cudaMalloc(&p, n * sizeof(T)) == cudaSuccess);
+    return p;
+}
+
+// ------------------------------------------------------------------ barrier
+// Each thread writes its slot, then (after the barrier) reads its right
+// neighbour's: every neighbour must have written first.
+__global__ void barrier_kernel(int *out) {
+    __shared__ int slot[256];
+    slot[threadIdx.x] = (int)(threadIdx.x * 10 + blockIdx.x);
+    __syncthreads();
+    out[blockIdx.x * blockDim.x + threadIdx.x] = slot[(threadIdx.x + 1) % blockDim.x];
+}
+
+static void test_barrier(void) {
+    const int blocks = 3, threads = 256;
+    int *d = device_array<int>(blocks * threads), h[blocks * threads];
+    EMT_LAUNCH(barrier_kernel, blocks, threads, 0, 0, d);
+    EXPECT(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+    int bad = 0;
+    for (int b = 0; b < blocks; b++)
+        for (int t = 0; t < threads; t++) bad += h[b * threads + t] != ((t + 1) % threads) * 10 + b;
+    EXPECT(bad == 0);
+    cudaFree(d);
+}
+
+// -------------------------------------------------------- shuffles, votes
+__global__ void shuffle_kernel(int *out) {
+    int lane = threadIdx.x & 31, v = lane * 3 + 1;
+    int *o = out + threadIdx.x * 8;
+    o[0] = __shfl_sync(0xffffffffu, v, 5);                 // broadcast lane 5
+    o[1] = __shfl_up_sync(0xffffffffu, v, 3);              // lanes < 3 keep their own
+    o[2] = __shfl_down_sync(0xffffffffu, v, 7);            // lanes > 24 keep their own
+    o[3] = __shfl_xor_sync(0xffffffffu, v, 9);             // butterfly
+    o[4] = __shfl_down_sync(0xffffffffu, v, 2, 8);         // within 8-lane segments
+    o[5] = (int)__ballot_sync(0xffffffffu, lane % 3 == 0); // lanes 0,3,..,30
+    o[6] = __any_sync(0xffffffffu, lane == 17) + 2 * __all_sync(0xffffffffu, lane < 31);
+    double d = __shfl_sync(0xffffffffu, (double)lane + 0.5, 31); // 8-byte values
+    o[7] = (int)(d * 2);
+}
+
+static void test_shuffles(void) {
+    const int n = 64; // two warps
+    int *d = device_array<int>(n * 8), h[n * 8];
+    EMT_LAUNCH(shuffle_kernel, 1, n, 0, 0, d);
+    EXPECT(cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost) == cudaSuccess);
+    unsigned ballot = 0;
+    for (int l = 0; l < 32; l += 3) ballot |= 1u << l;
+    int bad = 0;
+    for (int t = 0; t < n; t++) {
+        int l = t & 31, v = l * 3 + 1;
+        const int *o = h + t * 8;
+        int want[8] = { 5 * 3 + 1,
+                        l >= 3 ? (l - 3) * 3 + 1 : v,
+                        l + 7 < 32 ? (l + 7) * 3 + 1 : v,
+                        (l ^ 9) * 3 + 1,
+                        (l & 7) + 2 < 8 ? (l + 2) * 3 + 1 : v,
+                        (int)ballot,
+                        1 + 0,
+                        63 };
+        for (int i = 0; i < 8; i++)
+            if (o[i] != want[i]) {
+                if (bad++ < 5) fprintf(stderr, "thread %d result %d: %d, expected %d\n", t, i, o[i], want[i]);
+            }
+    }
+    EXPECT(bad == 0);
+    cudaFree(d);
+}
+
+// --------------------------------------------------- a reduction, atomics
+// Block sums by a shared-memory tree then a warp-shuffle finish; the grid
+// total with atomicAdd. Odd n: the last block is partly empty.
+__global__ void sum_kernel(const float *x, int n, float *block_sums, float *total) {
+    __shared__ float part[256];
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    part[threadIdx.x] = i < n ? x[i] : 0.0f;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s >= 32; s >>= 1) {
+        if ((int)threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x < 32) {
+        float v = part[threadIdx.x];
+        for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+        if (threadIdx.x == 0) {
+            block_sums[blockIdx.x] = v;
+            atomicAdd(total, v);
+        }
+    }
+}
+
+static void test_reduction(void) {
+    const int n = 5000, blocks = (n + 255) / 256;
+    float h[n], sums[blocks], total = 0;
+    for (int i = 0; i < n; i++) h[i] = (float)(i % 7) - 2.0f; // small integers: exact sums
+    float *dx = device_array<float>(n), *ds = device_array<float>(blocks), *dt = device_array<float>(1);
+    EXPECT(cudaMemcpy(dx, h, sizeof h, cudaMemcpyHostToDevice) == cudaSuccess);
+    EXPECT(cudaMemset(dt, 0, sizeof(float)) == cudaSuccess);
+    EMT_LAUNCH(sum_kernel, blocks, 256, 0, 0, dx, n, ds, dt);
+    EXPECT(cudaMemcpy(sums, ds, sizeof sums, cudaMemcpyDeviceToHost) == cudaSuccess);
+    EXPECT(cudaMemcpy(&total, dt, sizeof total, cudaMemcpyDeviceToHost) == cudaSuccess);
+    double want_total = 0;
+    for (int b = 0; b < blocks; b++) {
+        double want = 0;
+        for (int i = b * 256; i < n && i < (b + 1) * 256; i++) want += h[i];
+        EXPECT(sums[b] == (float)want);
+        want_total += want;
+    }
+    EXPECT(total == (float)want_total);
+    cudaFree(dx);
+    cudaFree(ds);
+    cudaFree(dt);
+}
+
+// ------------------------------------------------ dynamic shared memory
+__global__ void reverse_kernel(const int *in, int *out) {
+    EMT_DYNAMIC_SHARED(int, buf);
+    buf[threadIdx.x] = in[threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = buf[blockDim.x - 1 - threadIdx.x];
+}
+
+static void test_dynamic_shared(void) {
+    const int n = 100;
+    int h[n], r[n];
+    for (int i = 0; i < n; i++) h[i] = i * i;
+    int *din = device_array<int>(n), *dout = device_array<int>(n);
+    EXPECT(cudaMemcpy(din, h, sizeof h, cudaMemcpyHostToDevice) == cudaSuccess);
+    EMT_LAUNCH(reverse_kernel, 1, n, n * sizeof(int), 0, din, dout);
+    EXPECT(cudaMemcpy(r, dout, sizeof r, cudaMemcpyDeviceToHost) == cudaSuccess);
+    for (int i = 0; i < n; i++) EXPECT(r[i] == h[n - 1 - i]);
+    cudaFree(din);
+    cudaFree(dout);
+}
+
+// ---------------------------------------------------- streams and events
+__global__ void add_one_kernel(int *x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += 1;
+}
+
+static void test_streams(void) {
+    const int n = 300;
+    int *pinned = nullptr, *d = device_array<int>(n);
+    EXPECT(cudaMallocHost(&pinned, n * sizeof(int)) == cudaSuccess);
+    for (int i = 0; i < n; i++) pinned[i] = i;
+    cudaStream_t a, b;
+    cudaEvent_t ev;
+    EXPECT(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) == cudaSuccess);
+    EXPECT(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) == cudaSuccess);
+    EXPECT(cudaEventCreate(&ev) == cudaSuccess);
+    EXPECT(cudaMemcpyAsync(d, pinned, n * sizeof(int), cudaMemcpyHostToDevice, a) == cudaSuccess);
+    // an async copy from pinned memory reads it when the stream gets there:
+    // the host's later write shows, as on a GPU (this is what staging must avoid)
+    pinned[0] = 1000;
+    EMT_LAUNCH(add_one_kernel, (n + 127) / 128, 128, 0, a, d, n);
+    EXPECT(cudaEventRecord(ev, a) == cudaSuccess);
+    EXPECT(cudaStreamQuery(a) == cudaErrorNotReady); // nothing has run yet
+    EXPECT(cudaStreamWaitEvent(b, ev, 0) == cudaSuccess);
+    EMT_LAUNCH(add_one_kernel, (n + 127) / 128, 128, 0, b, d, n);
+    EXPECT(cudaMemcpyAsync(pinned, d, n * sizeof(int), cudaMemcpyDeviceToHost, b) == cudaSuccess);
+    EXPECT(cudaStreamSynchronize(b) == cudaSuccess); // runs a's work first, through the event
+    EXPECT(cudaEventQuery(ev) == cudaSuccess);
+    EXPECT(pinned[0] == 1002);
+    for (int i = 1; i < n; i++) EXPECT(pinned[i] == i + 2);
+    cudaEventDestroy(ev);
+    cudaStreamDestroy(a);
+    cudaStreamDestroy(b);
+    cudaFreeHost(pinned);
+    cudaFree(d);
+}
+
+// ------------------------------------------------------------ the faults
+__global__ void divergent_barrier_kernel(float *x) {
+    if (threadIdx.x < 100) __syncthreads(); // the rest of the block never arrives
+    x[threadIdx.x] = 1.0f;
+}
+
+__global__ void partial_warp_shuffle_kernel(float *x) {
+    float v = x[threadIdx.x];
+    if ((threadIdx.x & 31) < 16) v += __shfl_down_sync(0xffffffffu, v, 1); // lanes 16..31 skip it
+    x[threadIdx.x] = v;
+}
+
+__global__ void mask_without_caller_kernel(float *x) {
+    float v = x[threadIdx.x];
+    if ((threadIdx.x & 31) < 16) v += __shfl_down_sync(0x0000ffffu, v, 1);
+    else v += __shfl_down_sync(0x0000ffffu, v, 1); // lanes 16..31 are not in this mask
+    x[threadIdx.x] = v;
+}
+
+__global__ void short_block_shuffle_kernel(float *x) {
+    x[threadIdx.x] = __shfl_down_sync(0xffffffffu, x[threadIdx.x], 1); // block of 40: lanes 8..31 of warp 1 don't exist
+}
+
+static void test_faults(void) {
+    float *d = device_array<float>(1024);
+    EMT_LAUNCH(divergent_barrier_kernel, 1, 128, 0, 0, d);
+    expect_fault("divergent __syncthreads", "divergent __syncthreads");
+
+    d = device_array<float>(1024);
+    EMT_LAUNCH(partial_warp_shuffle_kernel, 1, 64, 0, 0, d);
+    expect_fault("partial-warp shuffle", "partial warp");
+
+    d = device_array<float>(1024);
+    EMT_LAUNCH(mask_without_caller_kernel, 1, 32, 0, 0, d);
+    expect_fault("caller outside its mask", "excludes its lane");
+
+    d = device_array<float>(1024);
+    EMT_LAUNCH(short_block_shuffle_kernel, 1, 40, 0, 0, d);
+    expect_fault("mask names missing lanes", "does not have");
+
+    float host[64];
+    EMT_LAUNCH(add_one_kernel, 1, 64, 0, 0, (int *)host, 64);
+    expect_fault("host pointer argument", "not device memory");
+
+    d = device_array<float>(1024);
+    EMT_LAUNCH(add_one_kernel, 1, 1025, 0, 0, (int *)d, 64);
+    EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration);
+    EXPECT(cudaGetLastError() == cudaSuccess); // a launch error is not sticky
+    EMT_LAUNCH(add_one_kernel, dim3(1, 65536), 32, 0, 0, (int *)d, 64);
+    EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration);
+    EMT_LAUNCH(reverse_kernel, 1, 32, 48 * 1024 + 4, 0, (const int *)d, (int *)d);
+    EXPECT(cudaGetLastError() == cudaErrorInvalidConfiguration);
+    EXPECT(cudaFuncSetAttribute(reverse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024) ==
+           cudaSuccess);
+    EMT_LAUNCH(reverse_kernel, 1, 32, 48 * 1024 + 4, 0, (const int *)d, (int *)d);
+    EXPECT(cudaDeviceSynchronize() == cudaSuccess); // opted in
+    float h4[4];
+    EXPECT(cudaMemcpy(h4, d + 1023, sizeof h4, cudaMemcpyDeviceToHost) == cudaErrorInvalidValue); // past the end
+    emt_harness::reset();
+}
+
+int main(void) {
+    setvbuf(stdout, nullptr, _IONBF, 0);
+    test_barrier();
+    test_shuffles();
+    test_reduction();
+    test_dynamic_shared();
+    test_streams();
+    test_faults();
+    if (failures) {
+        fprintf(stderr, "test_cuda_harness: %d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("test_cuda_harness: all checks passed\n");
+    return 0;
+}

@@ -64,6 +64,16 @@ def main():
                   f"each chunk names its step, tree and accept length ({len(steps)} steps)")
             check(final is not None and final.usage.completion_tokens == r.usage.completion_tokens, "closing chunk carries usage")
 
+        # per-request decoding knobs: plain AR and another policy give the same greedy text
+        p = PROMPTS[0]
+        want = generate_text(p, N)
+        for knobs, mode in [({"autoregressive": True}, "ar"), ({"policy": "hysteresis"}, "entmtp"), ({"policy": "ucb"}, "entmtp")]:
+            r = client.chat.completions.create(model=mid, messages=[{"role": "user", "content": p}], max_tokens=N,
+                                               temperature=0, extra_body={"entmtp": knobs})
+            x = r.model_extra["entmtp"]
+            check(r.choices[0].message.content == want and x["mode"] == mode, f"entmtp {knobs}: same greedy text, mode {x['mode']}, policy {x['policy']}")
+        check(x["policy"] == "ucb", "the request's policy is the one used")
+
         raw = "The capital of France is"
         want = generate_text(raw, 12, raw=True)
         r = client.completions.create(model=mid, prompt=raw, max_tokens=12, temperature=0)
@@ -81,7 +91,8 @@ def main():
                               ({"max_tokens": 100000}, "max_tokens"),
                               ({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
                                              {"role": "user", "content": "c"}]}, "messages"),
-                              ({"messages": [{"role": "robot", "content": "a"}]}, "messages")]:
+                              ({"messages": [{"role": "robot", "content": "a"}]}, "messages"),
+                              ({"extra_body": {"entmtp": {"policy": "fastest"}}}, "entmtp.policy")]:
             args = {"model": mid, "messages": [{"role": "user", "content": "hi"}], **kwargs}
             try:
                 client.chat.completions.create(**args)

@@ -82,8 +82,8 @@ static int setup(int32_t ctx, int lean, soak_setup *x) {
         pc.tau_off = 0.1f;
         pc.aggressive_tree = 1;
         pc.n_thresholds = 2;
-        pc.thresholds[0] = 0.1f;
-        pc.thresholds[1] = 0.5f;
+        static const float thresholds[2] = { 0.1f, 0.5f };
+        pc.thresholds = thresholds;
         if ((st = entmtp_policy_create(&pc, &x->pol[k]))) return fail("policy", st);
     }
     return 0;

@@ -163,18 +163,19 @@ static void features_topk_sampling(void) {
     CHECK_NEAR(p, 0.6, 1e-5);
     CHECK_NEAR(h, -(0.1 * log(0.1) * 2 + 0.6 * log(0.6) + 0.2 * log(0.2)), 1e-5);
 
-    entmtp_features f;
+    emt_features_store f;
     const float hp[3] = { 0.5f, 0.9f, 0.1f };
     emt_features_fill(&f, 0.8f, 1.2f, hp, 3, 2, 1.5f, 7);
-    CHECK_NEAR(f.g[0], 0.4, 1e-6);
-    CHECK_NEAR(f.g[1], 0.36, 1e-6);
-    CHECK_NEAR(f.g[2], 0.036, 1e-6);
-    CHECK_NEAR(f.s, 0.8, 1e-6); /* s = max(p0, g..) = p0 here */
+    CHECK_NEAR(f.f.g[0], 0.4, 1e-6);
+    CHECK_NEAR(f.f.g[1], 0.36, 1e-6);
+    CHECK_NEAR(f.f.g[2], 0.036, 1e-6);
+    CHECK_NEAR(f.f.s, 0.8, 1e-6); /* s = max(p0, g..) = p0 here */
     const float hp2[2] = { 1.0f, 1.0f };
     emt_features_fill(&f, 0.3f, 0.0f, hp2, 2, 0, 0, 0);
-    CHECK_NEAR(f.s, 0.3, 1e-7);
-    CHECK_EQ_INT(f.n_heads, 2);
-    CHECK_EQ_INT(f.struct_size, sizeof f);
+    CHECK_NEAR(f.f.s, 0.3, 1e-7);
+    CHECK_EQ_INT(f.f.n_heads, 2);
+    CHECK_EQ_INT(f.f.struct_size, sizeof f.f);
+    CHECK(f.f.head_p == f.head_p && f.f.g == f.g); /* arrays live in the store */
 
     const float v[6] = { 1, 3, 3, 0, 2, 3 };
     int32_t ids[3];

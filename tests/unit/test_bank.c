@@ -27,8 +27,9 @@ int main(void) {
     h.tau_on = 0.2f; h.tau_off = 0.05f; h.conservative_tree = i0; h.aggressive_tree = i2;
     CHECK_OK(entmtp_bank_set_policy_config(b, &h));
     entmtp_policy_config l = entmtp_policy_default_config(ENTMTP_POLICY_LADDER);
-    l.n_thresholds = 2; l.thresholds[0] = 0.1f; l.thresholds[1] = 0.4f;
-    l.ladder_trees[0] = i0; l.ladder_trees[1] = i1; l.ladder_trees[2] = i2;
+    const float l_thresholds[2] = { 0.1f, 0.4f };
+    const int32_t l_trees[3] = { i0, i1, i2 };
+    l.n_thresholds = 2; l.thresholds = l_thresholds; l.ladder_trees = l_trees;
     CHECK_OK(entmtp_bank_set_policy_config(b, &l));
     entmtp_policy_config u = entmtp_policy_default_config(ENTMTP_POLICY_UCB);
     u.ucb_exploration = 0.5f; u.ucb_length_penalty = 0.25f;

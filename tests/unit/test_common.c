@@ -4,7 +4,7 @@
 
 int main(void) {
     CHECK_EQ_INT(entmtp_version_number(), ENTMTP_VERSION_NUMBER);
-    CHECK(strcmp(entmtp_version_string(), "0.1.0") == 0);
+    CHECK(strcmp(entmtp_version_string(), "0.2.0") == 0);
     for (int s = 0; s <= ENTMTP_ERR_BUFFER_TOO_SMALL; s++)
         CHECK(strncmp(entmtp_status_string((entmtp_status)s), "ENTMTP_", 7) == 0);
     CHECK(strstr(entmtp_status_string((entmtp_status)999), "UNKNOWN") != NULL);
@@ -27,6 +27,12 @@ int main(void) {
     struct small bad = { 0, 1 };
     CHECK_ERR(emt_copy_versioned(&dst, sizeof dst, &bad, "params"), ENTMTP_ERR_INVALID_ARGUMENT,
               "params.struct_size");
+    /* a newer caller's struct: a zero tail is fine, a set byte is refused */
+    struct newer { size_t struct_size; int64_t a; int64_t b; int64_t c; } nw = { sizeof nw, 5, 6, 0 };
+    CHECK_OK(emt_copy_versioned(&dst, sizeof dst, &nw, "params"));
+    CHECK_EQ_INT(dst.b, 6);
+    nw.c = 1;
+    CHECK_ERR(emt_copy_versioned(&dst, sizeof dst, &nw, "params"), ENTMTP_ERR_INVALID_ARGUMENT, "newer field");
     CHECK(emt_malloc(SIZE_MAX / 2, 4) == NULL);
     return emt_test_finish("test_common");
 }

@@ -31,7 +31,7 @@ static void check_against_compile(emt_dynamic_tree *dt, int32_t n, const char *c
     int32_t *ranks = NULL, *lens = NULL, n_paths = 0;
     CHECK_OK(emt_parse_choices_json(choices, &ranks, &lens, &n_paths));
     emt_tree ref;
-    CHECK_OK(emt_tree_compile("ref", ranks, lens, n_paths, K, ENTMTP_MAX_HEADS, 64, &ref));
+    CHECK_OK(emt_tree_compile("ref", ranks, lens, n_paths, K, EMT_MAX_HEADS, 64, &ref));
     same_tree(t, &ref);
     emt_tree_destroy(&ref);
     free(ranks);

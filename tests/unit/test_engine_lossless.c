@@ -3,6 +3,7 @@
  * switches tree every step), with Medusa and with Hydra heads, on tiny random
  * models written as GGUF and as safetensors. Also: GGUF (permuted Q/K) and
  * safetensors copies of one model give the same logits. */
+#define ENTMTP_EXPERIMENTAL_API /* entmtp_session_features, entmtp_session_logits */
 #include "check.h"
 #include "tiny_model.h"
 
@@ -45,6 +46,25 @@ static entmtp_status rotate_select(void *user, const entmtp_features *f, int32_t
     (void)f;
     *out = (*counter)++ % n_trees;
     return ENTMTP_OK;
+}
+
+/* The EntMTP paper's path value s = max(p0, g_1..g_D), g_d = p0 * p_1 * ..
+ * * p_d, equals p0 at every step (every p_d <= 1): the paper's threshold
+ * policies see the base model's confidence only (docs/policies.md). */
+static void check_path_value(entmtp_model *m, entmtp_heads *h, entmtp_bank *b) {
+    entmtp_session *s = NULL;
+    CHECK_OK(entmtp_session_create(m, h, b, NULL, &s));
+    if (!s) return;
+    CHECK_OK(entmtp_session_prefill(s, prompt, N_PROMPT));
+    int32_t steps = 0, s_above_p0 = 0;
+    for (; steps < 24; steps++) {
+        entmtp_step_result r = { sizeof r };
+        if (entmtp_step(s, 0, &r) != ENTMTP_OK) break;
+        s_above_p0 += r.s != r.p0;
+    }
+    CHECK_EQ_INT(steps, 24);
+    CHECK_EQ_INT(s_above_p0, 0);
+    entmtp_session_free(s);
 }
 
 static void check_model(const char *model_path, const char *heads_path, const char *label) {
@@ -94,6 +114,7 @@ static void check_model(const char *model_path, const char *heads_path, const ch
     }
     /* multi-token acceptance must actually happen, or KV commit is untested */
     CHECK(best_mean > 1.05);
+    check_path_value(m, h, bank);
 
     /* the expected-throughput and dynamic-tree policies are reachable by name
      * (no public enum value yet) */
@@ -108,8 +129,8 @@ static void check_model(const char *model_path, const char *heads_path, const ch
         int32_t counter = 0;
         if (kinds[i] == ENTMTP_POLICY_LADDER) {
             pc.n_thresholds = 2;
-            pc.thresholds[0] = 0.05f;
-            pc.thresholds[1] = 0.3f;
+            static const float thresholds[2] = { 0.05f, 0.3f };
+            pc.thresholds = thresholds;
         } else if (kinds[i] == ENTMTP_POLICY_HYSTERESIS) {
             pc.tau_on = 0.2f;
             pc.tau_off = 0.1f;

@@ -2,6 +2,7 @@
  * heads' rows; this must give exactly the top-k ids and probabilities of the
  * per-head path (one product per head), and so the same drafts, features and
  * emitted tokens, step by step. One- and two-layer heads, odd hidden size. */
+#define ENTMTP_EXPERIMENTAL_API /* entmtp_session_features, entmtp_session_logits */
 #include "check.h"
 #include "engine/engine.h"
 #include "tiny_model.h"
@@ -59,7 +60,9 @@ static void compare(const char *model_path, const char *heads_path, int32_t n_he
         entmtp_features fa = { sizeof fa }, fb = { sizeof fb };
         CHECK_OK(entmtp_session_features(batched, &fa));
         CHECK_OK(entmtp_session_features(single, &fb));
-        CHECK(!memcmp(fa.head_p, fb.head_p, sizeof fa.head_p));
+        CHECK_EQ_INT(fa.n_heads, n_heads);
+        CHECK_EQ_INT(fb.n_heads, n_heads);
+        CHECK(!memcmp(fa.head_p, fb.head_p, (size_t)n_heads * sizeof *fa.head_p));
         CHECK_EQ_INT(ra.n_tokens, rb.n_tokens);
         CHECK_EQ_INT(ra.accept_length, rb.accept_length);
         CHECK(ra.n_tokens == rb.n_tokens && !memcmp(ra.tokens, rb.tokens, (size_t)ra.n_tokens * sizeof *ra.tokens));

@@ -6,10 +6,10 @@
 
 int main(void) {
     entmtp_policy_config c = entmtp_policy_default_config(ENTMTP_POLICY_LADDER);
+    float th[20] = { 0.1f, 0.3f, 0.6f };
+    int32_t trees[4];
     c.n_thresholds = 3;
-    c.thresholds[0] = 0.1f;
-    c.thresholds[1] = 0.3f;
-    c.thresholds[2] = 0.6f;
+    c.thresholds = th;
     entmtp_policy *p = NULL;
     CHECK_OK(entmtp_policy_create(&c, &p));
     CHECK_EQ_INT(pick(p, 0.0f, 4), 0);
@@ -25,32 +25,42 @@ int main(void) {
     entmtp_features f = feat_s(NAN);
     int32_t k;
     CHECK_ERR(entmtp_policy_select(p, &f, 4, &k), ENTMTP_ERR_INVALID_ARGUMENT, "features.s");
+    /* the policy copied the thresholds: the caller's array may change */
+    th[0] = 0.9f;
+    CHECK_EQ_INT(pick(p, 0.2f, 4), 1);
     entmtp_policy_free(p);
     /* custom bin -> tree mapping */
     c.n_thresholds = 1;
-    c.thresholds[0] = 0.5f;
-    c.ladder_trees[0] = 3;
-    c.ladder_trees[1] = 1;
+    th[0] = 0.5f;
+    trees[0] = 3;
+    trees[1] = 1;
+    c.ladder_trees = trees;
     CHECK_OK(entmtp_policy_create(&c, &p));
     CHECK_EQ_INT(pick(p, 0.2f, 4), 3);
     CHECK_EQ_INT(pick(p, 0.7f, 4), 1);
     entmtp_policy_free(p);
     /* no thresholds: one bin */
     c.n_thresholds = 0;
-    c.ladder_trees[0] = 0;
+    trees[0] = 0;
     CHECK_OK(entmtp_policy_create(&c, &p));
     CHECK_EQ_INT(pick(p, 0.9f, 1), 0);
     entmtp_policy_free(p);
     /* invalid configs */
     c.n_thresholds = 2;
-    c.thresholds[0] = 0.5f;
-    c.thresholds[1] = 0.2f;
+    th[0] = 0.5f;
+    th[1] = 0.2f;
     CHECK_ERR(entmtp_policy_create(&c, &p), ENTMTP_ERR_INVALID_CONFIG, "thresholds[1] = 0.2 is not above thresholds[0] = 0.5");
-    c.thresholds[1] = 0.5f;
+    th[1] = 0.5f;
     CHECK_ERR(entmtp_policy_create(&c, &p), ENTMTP_ERR_INVALID_CONFIG, "not above");
-    c.thresholds[1] = NAN;
+    th[1] = NAN;
     CHECK_ERR(entmtp_policy_create(&c, &p), ENTMTP_ERR_INVALID_CONFIG, "not finite");
-    c.n_thresholds = ENTMTP_MAX_LADDER;
+    c.n_thresholds = entmtp_limit(ENTMTP_LIMIT_MAX_LADDER);
+    CHECK(c.n_thresholds > 1 && c.n_thresholds <= 20);
+    for (int32_t i = 0; i < c.n_thresholds; i++) th[i] = 0.01f * (float)(i + 1);
     CHECK_ERR(entmtp_policy_create(&c, &p), ENTMTP_ERR_INVALID_CONFIG, "n_thresholds");
+    /* thresholds given by count but no array */
+    c.n_thresholds = 2;
+    c.thresholds = NULL;
+    CHECK_ERR(entmtp_policy_create(&c, &p), ENTMTP_ERR_INVALID_CONFIG, "thresholds is NULL");
     return emt_test_finish("test_policy_ladder");
 }

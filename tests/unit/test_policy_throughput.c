@@ -75,7 +75,7 @@ int main(void) {
     CHECK_OK(entmtp_bank_add_tree_json(b, "a", "[[0]]", NULL));
     CHECK_OK(entmtp_bank_add_tree_json(b, "b", "[[0],[0,0]]", NULL));
     CHECK_OK(entmtp_bank_set_policy_config(b, &c));
-    entmtp_policy_config back;
+    entmtp_policy_config back = { sizeof back };
     CHECK_OK(entmtp_bank_policy_config(b, kind, &back));
     CHECK_EQ_INT(back.kind, EMT_POLICY_THROUGHPUT);
     const char *path = ENTMTP_TEST_TMP_DIR "/throughput.bank.json";
@@ -84,7 +84,9 @@ int main(void) {
     b = NULL;
     CHECK_OK(entmtp_bank_load(path, NULL, &b));
     CHECK_OK(entmtp_bank_policy_config(b, kind, &back));
-    CHECK_EQ_INT(emt_bank_default_policy(b), EMT_POLICY_THROUGHPUT);
+    entmtp_policy_kind default_kind = ENTMTP_POLICY_STATIC;
+    CHECK_OK(entmtp_bank_default_policy(b, &default_kind));
+    CHECK_EQ_INT(default_kind, EMT_POLICY_THROUGHPUT);
     entmtp_bank_free(b);
     return emt_test_finish("test_policy_throughput");
 }

@@ -54,7 +54,7 @@ int main(void) {
     entmtp_bank *b = NULL;
     CHECK_OK(entmtp_bank_load(bank, NULL, &b));
     CHECK(b && entmtp_bank_size(b) >= 1);
-    entmtp_policy_config pc;
+    entmtp_policy_config pc = { sizeof pc };
     if (b) CHECK_OK(entmtp_bank_policy_config(b, ENTMTP_POLICY_STATIC, &pc));
     entmtp_bank_free(b);
     cJSON *j = read_json(bank);
@@ -140,10 +140,31 @@ int main(void) {
     }
     cJSON_Delete(j);
 
+    /* --prompt-file in plain text, one prompt per line: by the .txt name, or
+     * by content when the name says nothing; a plot script that cannot be
+     * found leaves the bank written and says how to plot it */
+    static const char *text_names[] = { "search_cli_prompts.txt", "search_cli_prompts" };
+    for (int k = 0; k < 2; k++) {
+        char text_prompts[512];
+        snprintf(text_prompts, sizeof text_prompts, "%s/%s", ENTMTP_TEST_TMP_DIR, text_names[k]);
+        f = fopen(text_prompts, "w");
+        fprintf(f, "the the the\n\n{not json, just a prompt}\r\nhello world\n");
+        fclose(f);
+        snprintf(args, sizeof args, "search --model %s --heads %s --prompt-file %s --budget 3 --max-tokens 6 "
+                                    "--no-calibrate --plot-script /nonexistent/plot.py --out %s",
+                 model, hydra, text_prompts, bank);
+        out = emt_cli_run(args, &rc);
+        CHECK_EQ_INT(rc, 0);
+        if (rc) fprintf(stderr, "%s\n", out);
+        CHECK(strstr(out, "3 prompts from") != NULL);
+        CHECK(strstr(out, "no plot: /nonexistent/plot.py not found") != NULL);
+        free(out);
+    }
+
     /* bad input: clear messages, non-zero exits */
     snprintf(args, sizeof args, "search --model %s --heads %s --prompt-file %s --out %s", model, hydra, bad_prompts, bank);
     out = emt_cli_run(args, &rc);
-    CHECK(rc != 0 && strstr(out, "search_cli_bad.jsonl:2") != NULL);
+    CHECK(rc != 0 && strstr(out, "search_cli_bad.jsonl:2") != NULL && strstr(out, "*.txt") != NULL);
     free(out);
     snprintf(args, sizeof args, "search --model %s --heads %s --prompt-file %s --depth 9 --out %s", model, hydra, prompts, bank);
     out = emt_cli_run(args, &rc);

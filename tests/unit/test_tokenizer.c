@@ -638,30 +638,34 @@ static void test_hf_json(void) {
     CHECK_ERR(emt_tokenizer_from_hf_json("{", NULL, "bad.json", &t), ENTMTP_ERR_FORMAT, "bad.json");
     CHECK_ERR(emt_tokenizer_from_hf_json("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", NULL, "u.json", &t),
               ENTMTP_ERR_UNSUPPORTED, "'Unigram'");
-    CHECK_ERR(emt_tokenizer_from_hf_json(
-                  "{\"pre_tokenizer\":{\"type\":\"Metaspace\",\"split\":true},\"model\":{\"type\":\"BPE\","
-                  "\"vocab\":{\"a\":0},\"merges\":[]}}", NULL, "m.json", &t),
-              ENTMTP_ERR_UNSUPPORTED, "m.json: Metaspace with split = true");
-    CHECK_ERR(emt_tokenizer_from_hf_json(
-                  "{\"pre_tokenizer\":{\"type\":\"Whitespace\"},\"model\":{\"type\":\"BPE\","
-                  "\"vocab\":{\"a\":0},\"merges\":[]}}", NULL, "w.json", &t),
-              ENTMTP_ERR_UNSUPPORTED, "pre-tokenizer 'Whitespace'");
-    CHECK_ERR(emt_tokenizer_from_hf_json(
-                  "{\"normalizer\":{\"type\":\"NFC\"},\"pre_tokenizer\":{\"type\":\"ByteLevel\"},"
-                  "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}", NULL, "n.json", &t),
-              ENTMTP_ERR_UNSUPPORTED, "normalizer 'NFC'");
-    CHECK_ERR(emt_tokenizer_from_hf_json(
-                  "{\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":"
-                  "{\"a\":0,\"b\":1},\"merges\":[\"a b\"]}}", NULL, "x.json", &t),
-              ENTMTP_ERR_FORMAT, "x.json: merge 0 ('a b'): the concatenation 'ab'");
-    CHECK_ERR(emt_tokenizer_from_hf_json(
-                  "{\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":"
-                  "{\"a\":0,\"b\":0},\"merges\":[]}}", NULL, "d.json", &t),
-              ENTMTP_ERR_FORMAT, "id 0 is given to both");
-    CHECK_ERR(emt_tokenizer_from_hf_json(
-                  "{\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":"
-                  "{\"a\":0},\"merges\":[]}}", "{\"eos_token\":\"</s>\"}", "e.json", &t),
-              ENTMTP_ERR_FORMAT, "eos_token '</s>'");
+    /* malformed or unsupported tokenizer.json files: one row each */
+    static const struct {
+        const char *json, *config, *name;
+        entmtp_status status;
+        const char *message;
+    } bad_files[] = {
+        { "{\"pre_tokenizer\":{\"type\":\"Metaspace\",\"split\":true},\"model\":{\"type\":\"BPE\","
+          "\"vocab\":{\"a\":0},\"merges\":[]}}", NULL, "m.json",
+          ENTMTP_ERR_UNSUPPORTED, "m.json: Metaspace with split = true" },
+        { "{\"pre_tokenizer\":{\"type\":\"Whitespace\"},\"model\":{\"type\":\"BPE\","
+          "\"vocab\":{\"a\":0},\"merges\":[]}}", NULL, "w.json",
+          ENTMTP_ERR_UNSUPPORTED, "pre-tokenizer 'Whitespace'" },
+        { "{\"normalizer\":{\"type\":\"NFC\"},\"pre_tokenizer\":{\"type\":\"ByteLevel\"},"
+          "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}", NULL, "n.json",
+          ENTMTP_ERR_UNSUPPORTED, "normalizer 'NFC'" },
+        { "{\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":"
+          "{\"a\":0,\"b\":1},\"merges\":[\"a b\"]}}", NULL, "x.json",
+          ENTMTP_ERR_FORMAT, "x.json: merge 0 ('a b'): the concatenation 'ab'" },
+        { "{\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":"
+          "{\"a\":0,\"b\":0},\"merges\":[]}}", NULL, "d.json",
+          ENTMTP_ERR_FORMAT, "id 0 is given to both" },
+        { "{\"pre_tokenizer\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":"
+          "{\"a\":0},\"merges\":[]}}", "{\"eos_token\":\"</s>\"}", "e.json",
+          ENTMTP_ERR_FORMAT, "eos_token '</s>'" },
+    };
+    for (size_t i = 0; i < sizeof bad_files / sizeof bad_files[0]; i++)
+        CHECK_ERR(emt_tokenizer_from_hf_json(bad_files[i].json, bad_files[i].config, bad_files[i].name, &t),
+                  bad_files[i].status, bad_files[i].message);
     CHECK_ERR(emt_tokenizer_from_hf_dir(ENTMTP_TEST_TMP_DIR "/no-such-dir", &t), ENTMTP_ERR_NOT_FOUND,
               "tokenizer.json");
     CHECK(t == NULL);

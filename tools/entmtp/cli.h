@@ -15,10 +15,19 @@ int cmd_search(int argc, char **argv);
 int cmd_bench_suite(int argc, char **argv); /* entmtp bench --suite */
 int cmd_serve(int argc, char **argv);       /* serve/cmd_serve.c, with libmicrohttpd */
 
-/* Heads shipped for a model: <dir>/<model stem>.{hydra,medusa}.safetensors
- * in $ENTMTP_HEADS_DIR, the install's and the source tree's heads/. Writes
+/* paths.c: files found at run time. Heads shipped for a model:
+ * <dir>/<model stem>.{hydra,medusa}.safetensors in $ENTMTP_HEADS_DIR,
+ * <prefix>/share/entmtp/heads beside the executable, the configured install
+ * directory (and the source tree's heads/ for the binary in its build tree). Writes
  * the path and returns 1 when found. */
 int find_shipped_heads(const char *model_path, char *out, size_t cap);
+/* A plotting script (plot_bench.py, ...): `explicit_path` (--plot-script)
+ * when given, else $ENTMTP_SCRIPTS_DIR, <prefix>/share/entmtp/scripts beside
+ * the executable, the configured install directory. 1 when found. */
+int cli_find_plot_script(const char *script, const char *explicit_path, char *out, size_t cap);
+/* Run `python3 SCRIPT DATA IMAGE` (no shell). When the script is missing or
+ * fails, says where the data is and how to plot it; returns 1 then. */
+int cli_plot(const char *cmd, const char *script, const char *explicit_path, const char *data, const char *image);
 
 /* Option values (args.c): print "entmtp <cmd>: <option>: ..." and return 0
  * on a bad value, else store it and return 1. */

@@ -26,7 +26,8 @@ static void usage(FILE *f) {
             "  --nodes LIST       tree sizes for verify timing (default 1,2,4,8,16,32,64,128)\n"
             "  --reps N           repetitions per verify size (default 5)\n"
             "  --backend B        auto | cpu | cuda;  --threads N   CPU threads\n"
-            "  --json             machine-readable output;  --plot FILE.png  verify-cost plot\n");
+            "  --json             machine-readable output;  --plot FILE.png  verify-cost plot\n"
+            "  --plot-script PY   plotting script (default: plot_bench.py installed with entmtp)\n");
 }
 
 /* Copy bandwidth of the machine's memory (read + write counted), GB/s. */
@@ -76,7 +77,7 @@ static int tree_choices(int32_t n, int32_t *ranks, int32_t *lens, int32_t *n_pat
 
 int cmd_bench(int argc, char **argv) {
     const char *synthetic = NULL, *model_path = NULL, *heads_path = NULL, *tree = NULL;
-    const char *plot = NULL, *prompt = "Write a Python function that returns the n-th Fibonacci number.";
+    const char *plot = NULL, *plot_script = NULL, *prompt = "Write a Python function that returns the n-th Fibonacci number.";
     const char *nodes_list = "1,2,4,8,16,32,64,128";
     emt_dtype synth_type = EMT_F32;
     entmtp_compute_type compute = ENTMTP_COMPUTE_NATIVE;
@@ -97,6 +98,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--tree")) tree = v;
         else if (!strcmp(a, "--prompt")) prompt = v;
         else if (!strcmp(a, "--plot")) plot = v;
+        else if (!strcmp(a, "--plot-script")) plot_script = v;
         else if (!strcmp(a, "--nodes")) nodes_list = v;
         else if (!strcmp(a, "--weights") && (!strcmp(v, "f32") || !strcmp(v, "q4_0"))) synth_type = v[0] == 'q' ? EMT_Q4_0 : EMT_F32;
         else if (!strcmp(a, "--compute")) { if (!cli_arg_compute("bench", v, &compute)) return 2; }
@@ -245,9 +247,7 @@ int cmd_bench(int argc, char **argv) {
         fprintf(f, "}\n");
         if (f != stdout) {
             fclose(f);
-            char cmd[1024];
-            snprintf(cmd, sizeof cmd, "python3 \"%s/scripts/plot_bench.py\" \"%s\" \"%s\"", ENTMTP_SOURCE_ROOT, tmp, plot);
-            if (system(cmd) != 0) fprintf(stderr, "entmtp bench: plotting failed (needs python3 + matplotlib); data in %s\n", tmp);
+            cli_plot("bench", "plot_bench.py", plot_script, tmp, plot);
         }
     }
     if (!json) {

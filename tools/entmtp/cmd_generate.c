@@ -119,34 +119,6 @@ static int parse_float(const char *s, float *out) {
     return 1;
 }
 
-/* Shipped heads: <dir>/<model stem>.{hydra,medusa}.safetensors where the stem
- * is the model file name up to its first '.'. */
-int find_shipped_heads(const char *model_path, char *out, size_t cap) {
-    const char *base = strrchr(model_path, '/');
-    base = base ? base + 1 : model_path;
-    char stem[256];
-    snprintf(stem, sizeof stem, "%s", base);
-    char *dot = strchr(stem, '.');
-    if (dot) *dot = '\0';
-    const char *dirs[3];
-    int nd = 0;
-    const char *env = getenv("ENTMTP_HEADS_DIR");
-    if (env && *env) dirs[nd++] = env;
-#ifdef ENTMTP_HEADS_INSTALL_DIR
-    dirs[nd++] = ENTMTP_HEADS_INSTALL_DIR;
-#endif
-#ifdef ENTMTP_HEADS_SOURCE_DIR
-    dirs[nd++] = ENTMTP_HEADS_SOURCE_DIR;
-#endif
-    const char *kinds[] = { "hydra", "medusa" };
-    for (int d = 0; d < nd; d++)
-        for (int k = 0; k < 2; k++) {
-            snprintf(out, cap, "%s/%s.%s.safetensors", dirs[d], stem, kinds[k]);
-            if (access(out, R_OK) == 0) return 1;
-        }
-    return 0;
-}
-
 int cmd_generate(int argc, char **argv) {
     const char *model_path = NULL, *heads_path = NULL, *bank_path = NULL, *trees = NULL;
     const char *policy_name = NULL, *prompt = NULL, *prompt_file = NULL, *system_prompt = NULL;
@@ -286,7 +258,7 @@ int cmd_generate(int argc, char **argv) {
             }
         }
         entmtp_policy_kind kind = ENTMTP_POLICY_STATIC;
-        entmtp_policy_config pc;
+        entmtp_policy_config pc = { sizeof pc };
         int from_bank = 0;
         if (policy_name) {
             if ((st = entmtp_policy_kind_from_name(policy_name, &kind)) || kind == ENTMTP_POLICY_CUSTOM) {
@@ -295,9 +267,8 @@ int cmd_generate(int argc, char **argv) {
                 goto done;
             }
             from_bank = entmtp_bank_policy_config(bank, kind, &pc) == ENTMTP_OK;
-        } else if (emt_bank_default_policy(bank) >= 0) {
+        } else if (entmtp_bank_default_policy(bank, &kind) == ENTMTP_OK) {
             /* the policy the bank's search calibrated best */
-            kind = (entmtp_policy_kind)emt_bank_default_policy(bank);
             from_bank = entmtp_bank_policy_config(bank, kind, &pc) == ENTMTP_OK;
             policy_name = entmtp_policy_kind_name(kind);
         }
@@ -310,12 +281,17 @@ int cmd_generate(int argc, char **argv) {
             if (tau_off >= 0) pc.tau_off = tau_off;
         }
         if (kind == ENTMTP_POLICY_UCB && ucb_expl >= 0) pc.ucb_exploration = ucb_expl;
+        float threshold_list[64];
         if (kind == ENTMTP_POLICY_LADDER && thresholds) {
             char buf[1024];
             snprintf(buf, sizeof buf, "%s", thresholds);
+            int32_t max_thresholds = entmtp_limit(ENTMTP_LIMIT_MAX_LADDER) - 1;
+            if (max_thresholds > 64) max_thresholds = 64;
             pc.n_thresholds = 0;
+            pc.thresholds = threshold_list;
+            pc.ladder_trees = NULL;
             for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-                if (pc.n_thresholds >= ENTMTP_MAX_LADDER - 1 || !parse_float(tok, &pc.thresholds[pc.n_thresholds])) {
+                if (pc.n_thresholds >= max_thresholds || !parse_float(tok, &threshold_list[pc.n_thresholds])) {
                     fprintf(stderr, "entmtp generate: --thresholds: bad list '%s'\n", thresholds);
                     rc = 2;
                     goto done;

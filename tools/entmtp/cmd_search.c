@@ -23,9 +23,10 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: entmtp search --model PATH --heads PATH --prompt-file F.jsonl --out bank.json [options]\n"
+            "usage: entmtp search --model PATH --heads PATH --prompt-file F.jsonl|F.txt --out bank.json [options]\n"
             "\n"
-            "  --prompt-file F   calibration prompts, JSON Lines {\"prompt\": ...} (tools/prompts/make_prompts.py)\n"
+            "  --prompt-file F   calibration prompts: JSON Lines {\"prompt\": ...} (tools/prompts/make_prompts.py)\n"
+            "                    or plain text, one prompt per line (*.txt, or any file not starting with '{')\n"
             "  --prompts N       use the first N prompts (default 100)\n"
             "  --budget NODES    largest tree, root included (default 32)\n"
             "  --depth D         deepest path (default: min(4, heads))\n"
@@ -36,6 +37,7 @@ static void usage(FILE *f) {
             "  --builder B       greedy (Algorithm 1, default) | accuracy (Medusa's, cheaper)\n"
             "  --no-calibrate    skip the policy threshold sweeps\n"
             "  --plot F.png      frontier plot (default: the bank path with .png)\n"
+            "  --plot-script PY  plotting script (default: plot_search.py installed with entmtp)\n"
             "  --backend B --threads N\n"
             "\n"
             "Paper settings are the defaults; on a CPU use small ones, e.g.\n"
@@ -138,7 +140,7 @@ static int annotate_bank(const char *path, cJSON *search) {
 
 int cmd_search(int argc, char **argv) {
     const char *model_path = NULL, *heads_path = NULL, *prompt_file = NULL, *out_path = NULL;
-    const char *plot = NULL, *builder = "greedy";
+    const char *plot = NULL, *plot_script = NULL, *builder = "greedy";
     long n_prompts = 100, budget = 32, depth = 0, max_tokens = 256, threads = 0;
     float temperature = 0.7f, epsilon = 0.09f, delta = 0.3f;
     unsigned long long seed = 0x5eed;
@@ -155,6 +157,7 @@ int cmd_search(int argc, char **argv) {
         else if (!strcmp(a, "--prompt-file")) prompt_file = v;
         else if (!strcmp(a, "--out")) out_path = v;
         else if (!strcmp(a, "--plot")) plot = v;
+        else if (!strcmp(a, "--plot-script")) plot_script = v;
         else if (!strcmp(a, "--builder")) builder = v;
         else if (!strcmp(a, "--prompts") || !strcmp(a, "--budget") || !strcmp(a, "--depth") ||
                  !strcmp(a, "--max-tokens") || !strcmp(a, "--threads")) {
@@ -349,11 +352,15 @@ int cmd_search(int argc, char **argv) {
                 knob[n_cand++] = qs[q];
             }
         int32_t K = best_idx + 1 < 4 ? best_idx + 1 : 4;
+        float ladder_thresholds[4][3]; /* one ladder per alpha; K <= 4 */
+        int32_t ladder_trees[4][4];
         for (size_t ai = 0; K >= 3 && ai < sizeof alphas / sizeof alphas[0]; ai++) {
             entmtp_policy_config pc = ladder;
             pc.n_thresholds = K - 1;
-            for (int32_t b = 0; b < K; b++) pc.ladder_trees[b] = best_idx - (K - 1) + b;
-            for (int32_t b = 1; b < K; b++) pc.thresholds[b - 1] = quantile(rr.s, rr.n_s, alphas[ai] * b / K);
+            for (int32_t b = 0; b < K; b++) ladder_trees[ai][b] = best_idx - (K - 1) + b;
+            for (int32_t b = 1; b < K; b++) ladder_thresholds[ai][b - 1] = quantile(rr.s, rr.n_s, alphas[ai] * b / K);
+            pc.thresholds = ladder_thresholds[ai];
+            pc.ladder_trees = ladder_trees[ai];
             int distinct = 1;
             for (int32_t b = 1; b < K - 1; b++) distinct &= pc.thresholds[b] > pc.thresholds[b - 1];
             if (!distinct) continue; /* s too concentrated for distinct thresholds */
@@ -479,10 +486,7 @@ int cmd_search(int argc, char **argv) {
         strncat(plot_path, ".png", sizeof plot_path - strlen(plot_path) - 1);
         plot = plot_path;
     }
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "python3 \"%s/scripts/plot_search.py\" \"%s\" \"%s\"", ENTMTP_SOURCE_ROOT, out_path, plot);
-    if (system(cmd) != 0) fprintf(stderr, "entmtp search: plotting failed (needs python3 + matplotlib)\n");
-    else fprintf(stderr, "entmtp search: plot %s\n", plot);
+    cli_plot("search", "plot_search.py", plot_script, out_path, plot); /* the bank stands without it */
     rc = 0;
 done:
     cJSON_Delete(sweeps);

@@ -34,8 +34,10 @@ static void usage(FILE *f) {
             "  --temperature T    default 0.7 (typical acceptance; 0 = greedy)\n"
             "  --epsilon E --delta D --seed S\n"
             "  --every-tree       also a static row for every bank tree (the best static tree, measured)\n"
+            "  --static-trees A,B also a static row for each named bank tree\n"
             "  --no-default-trees skip the Medusa and Hydra default-tree rows\n"
             "  --json F           all figures;  --plot F.png  bar chart;  --markdown F  the table\n"
+            "  --plot-script PY   plotting script (default: plot_suite.py installed with entmtp)\n"
             "  --backend B --threads N\n");
 }
 
@@ -96,6 +98,18 @@ static int same_continuations(const prompt_set *ps, const run_result *a, const r
     return 1;
 }
 
+/* Whether `name` is one of the comma-separated names in `list` (NULL: none). */
+static int cli_name_in_list(const char *name, const char *list) {
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        p = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
 /* A session over `heads` and `bank` with policy settings `pc`. */
 static int session_with(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, const entmtp_session_params *sp,
                         const entmtp_policy_config *pc, entmtp_session **s, entmtp_policy **pol) {
@@ -116,7 +130,7 @@ static void free_session(entmtp_session **s, entmtp_policy **pol) {
 
 int cmd_bench_suite(int argc, char **argv) {
     const char *model_path = NULL, *medusa_path = NULL, *hydra_path = NULL;
-    const char *json_path = NULL, *plot_path = NULL, *md_path = NULL;
+    const char *json_path = NULL, *plot_path = NULL, *plot_script = NULL, *md_path = NULL;
     task tasks[MAX_TASKS];
     int n_tasks = 0;
     long n_prompts = 100, max_tokens = 256, threads = 0;
@@ -124,6 +138,7 @@ int cmd_bench_suite(int argc, char **argv) {
     unsigned long long seed = 0x5eed;
     entmtp_backend backend = ENTMTP_BACKEND_AUTO;
     int every_tree = 0, default_trees = 1;
+    const char *static_trees = NULL; /* comma-separated tree names */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -137,7 +152,9 @@ int cmd_bench_suite(int argc, char **argv) {
         else if (!strcmp(a, "--hydra-heads")) hydra_path = v;
         else if (!strcmp(a, "--json")) json_path = v;
         else if (!strcmp(a, "--plot")) plot_path = v;
+        else if (!strcmp(a, "--plot-script")) plot_script = v;
         else if (!strcmp(a, "--markdown")) md_path = v;
+        else if (!strcmp(a, "--static-trees")) static_trees = v;
         else if (!strcmp(a, "--task")) {
             const char *eq = strchr(v, '=');
             if (!eq || eq == v || eq - v >= (long)sizeof tasks[0].name || strlen(eq + 1) >= sizeof tasks[0].spec ||
@@ -256,7 +273,7 @@ int cmd_bench_suite(int argc, char **argv) {
             const entmtp_policy_kind kinds[] = { ENTMTP_POLICY_STATIC, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_LADDER,
                                                  ENTMTP_POLICY_UCB, EMT_POLICY_THROUGHPUT, EMT_POLICY_DYNAMIC };
             for (int k = 0; k < 6; k++) {
-                entmtp_policy_config pc;
+                entmtp_policy_config pc = { sizeof pc };
                 if (entmtp_bank_policy_config(bank, kinds[k], &pc)) {
                     if (kinds[k] != EMT_POLICY_THROUGHPUT && kinds[k] != EMT_POLICY_DYNAMIC) {
                         fprintf(stderr, "entmtp bench --suite: %s holds no %s settings; row skipped\n", t->bank,
@@ -267,11 +284,12 @@ int cmd_bench_suite(int argc, char **argv) {
                 }
                 if (session_with(model, bh, bank, &tsp, &pc, &sess[R_STATIC + k], &pols[R_STATIC + k])) goto done;
             }
-            for (int32_t k = 0; every_tree && k < entmtp_bank_size(bank) && k < MAX_TREE_ROWS; k++) {
+            for (int32_t k = 0; k < entmtp_bank_size(bank) && k < MAX_TREE_ROWS; k++) {
                 entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
                 pc.static_tree = k;
                 entmtp_tree_info ti_ = { sizeof ti_ };
                 entmtp_bank_tree_info(bank, k, &ti_);
+                if (!every_tree && !cli_name_in_list(ti_.name, static_trees)) continue;
                 row *r = &R[R_TREE0 + k];
                 snprintf(r->name, sizeof r->name, "static tree %.40s", ti_.name);
                 snprintf(r->key, sizeof r->key, "static_%.40s", ti_.name);
@@ -377,11 +395,7 @@ int cmd_bench_suite(int argc, char **argv) {
         if (f) bad |= fclose(f) != 0;
         cJSON_free(text);
         if (bad) { fprintf(stderr, "entmtp bench --suite: cannot write %s\n", json_path); goto done; }
-        if (plot_path) {
-            char cmd[8192];
-            snprintf(cmd, sizeof cmd, "python3 \"%s/scripts/plot_suite.py\" \"%s\" \"%s\"", ENTMTP_SOURCE_ROOT, json_path, plot_path);
-            if (system(cmd) != 0) fprintf(stderr, "entmtp bench --suite: plotting failed (needs python3 + matplotlib)\n");
-        }
+        if (plot_path) cli_plot("bench --suite", "plot_suite.py", plot_script, json_path, plot_path);
     } else if (plot_path) {
         fprintf(stderr, "entmtp bench --suite: --plot needs --json (the plot reads it)\n");
     }

@@ -63,8 +63,76 @@ void prompt_set_free(prompt_set *ps) {
     memset(ps, 0, sizeof *ps);
 }
 
-static char *dup_or(const cJSON *v, const char *fallback) {
-    return emt_strdup(cJSON_IsString(v) ? v->valuestring : fallback);
+/* --prompt-file formats: JSON Lines ({"prompt": ..., "id": ..., "task": ...}
+ * per line, as tools/prompts/make_prompts.py writes) or plain text (one
+ * prompt per line). A .jsonl/.json name means JSON Lines, .txt plain text;
+ * otherwise the first non-blank line decides ('{' starts JSON Lines). */
+typedef enum { PROMPTS_JSONL, PROMPTS_TEXT } prompt_format;
+
+static const char *skip_blank(const char *p) {
+    while (*p == ' ' || *p == '\t' || *p == '\r') p++;
+    return p;
+}
+
+static int has_suffix(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+static prompt_format detect_format(const char *path, const char *text) {
+    if (has_suffix(path, ".jsonl") || has_suffix(path, ".json")) return PROMPTS_JSONL;
+    if (has_suffix(path, ".txt")) return PROMPTS_TEXT;
+    const char *p = text;
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+    return *p == '{' ? PROMPTS_JSONL : PROMPTS_TEXT;
+}
+
+/* One line's prompt, id and task (each malloc'ed); 0 on success. */
+static int parse_line(const char *path, int line_no, const char *line, prompt_format format, char **prompt,
+                      char **id, char **task) {
+    char fallback[32];
+    snprintf(fallback, sizeof fallback, "line-%d", line_no);
+    if (format == PROMPTS_TEXT) {
+        size_t n = strlen(line);
+        while (n && (line[n - 1] == '\r' || line[n - 1] == ' ' || line[n - 1] == '\t')) n--;
+        *prompt = strndup(line, n);
+        *id = strdup(fallback);
+        *task = strdup("");
+        return !*prompt || !*id || !*task;
+    }
+    cJSON *o = cJSON_Parse(line);
+    const cJSON *text = cJSON_GetObjectItemCaseSensitive(o, "prompt");
+    if (!cJSON_IsObject(o) || !cJSON_IsString(text)) {
+        fprintf(stderr,
+                "entmtp: %s:%d: expected a JSON object with a string \"prompt\" (JSON Lines, as "
+                "tools/prompts/make_prompts.py writes); for plain text, one prompt per line, name the file *.txt\n",
+                path, line_no);
+        cJSON_Delete(o);
+        return 1;
+    }
+    const cJSON *jid = cJSON_GetObjectItemCaseSensitive(o, "id"), *jtask = cJSON_GetObjectItemCaseSensitive(o, "task");
+    *prompt = strdup(text->valuestring);
+    *id = strdup(cJSON_IsString(jid) ? jid->valuestring : fallback);
+    *task = strdup(cJSON_IsString(jtask) ? jtask->valuestring : "");
+    cJSON_Delete(o);
+    return !*prompt || !*id || !*task;
+}
+
+/* Room for one more prompt in `out`; 0 on success. */
+static int grow(prompt_set *out, int32_t *cap) {
+    if (out->n < *cap) return 0;
+    int32_t ncap = *cap ? 2 * *cap : 64;
+    int32_t **t = realloc(out->tokens, (size_t)ncap * sizeof *t);
+    if (t) out->tokens = t;
+    int32_t *l = realloc(out->lens, (size_t)ncap * sizeof *l);
+    if (l) out->lens = l;
+    char **ids = realloc(out->ids, (size_t)ncap * sizeof *ids);
+    if (ids) out->ids = ids;
+    char **tasks = realloc(out->tasks, (size_t)ncap * sizeof *tasks);
+    if (tasks) out->tasks = tasks;
+    if (!t || !l || !ids || !tasks) return 1;
+    *cap = ncap;
+    return 0;
 }
 
 int prompt_set_load(entmtp_model *model, const char *path, int32_t limit, prompt_set *out) {
@@ -72,54 +140,28 @@ int prompt_set_load(entmtp_model *model, const char *path, int32_t limit, prompt
     char *text = NULL;
     entmtp_status st = emt_read_file(path, &text, NULL);
     if (st) return cli_fail(path, st);
+    prompt_format format = detect_format(path, text);
     int32_t cap = 0, line_no = 0, rc = 0;
     for (char *line = text, *next; line && *line && (!limit || out->n < limit); line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = '\0';
         line_no++;
-        const char *p = line;
-        while (*p == ' ' || *p == '\t' || *p == '\r') p++;
+        const char *p = skip_blank(line);
         if (!*p) continue;
-        cJSON *o = cJSON_Parse(p);
-        const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(o, "prompt");
-        if (!cJSON_IsObject(o) || !cJSON_IsString(prompt)) {
-            fprintf(stderr, "entmtp: %s:%d: expected a JSON object with a string \"prompt\" "
-                            "(one per line, as tools/prompts/make_prompts.py writes)\n", path, line_no);
-            cJSON_Delete(o);
-            rc = 1;
-            break;
-        }
-        if (out->n == cap) {
-            cap = cap ? 2 * cap : 64;
-            int32_t **t = realloc(out->tokens, (size_t)cap * sizeof *t);
-            if (t) out->tokens = t;
-            int32_t *l = realloc(out->lens, (size_t)cap * sizeof *l);
-            if (l) out->lens = l;
-            char **ids = realloc(out->ids, (size_t)cap * sizeof *ids);
-            if (ids) out->ids = ids;
-            char **tasks = realloc(out->tasks, (size_t)cap * sizeof *tasks);
-            if (tasks) out->tasks = tasks;
-            if (!t || !l || !ids || !tasks) {
-                cJSON_Delete(o);
-                rc = cli_fail(path, ENTMTP_ERR_OUT_OF_MEMORY);
-                break;
-            }
-        }
-        char fallback[32];
-        snprintf(fallback, sizeof fallback, "line-%d", line_no);
+        char *prompt = NULL;
+        if (grow(out, &cap)) { rc = cli_fail(path, ENTMTP_ERR_OUT_OF_MEMORY); break; }
         int32_t i = out->n;
-        out->ids[i] = dup_or(cJSON_GetObjectItemCaseSensitive(o, "id"), fallback);
-        out->tasks[i] = dup_or(cJSON_GetObjectItemCaseSensitive(o, "task"), "");
+        out->ids[i] = out->tasks[i] = NULL;
         out->tokens[i] = NULL;
-        out->n++;
-        int bad = !out->ids[i] || !out->tasks[i] ||
-                  chat_tokens(model, NULL, prompt->valuestring, 0, &out->tokens[i], &out->lens[i]);
-        cJSON_Delete(o);
-        if (bad) {
-            fprintf(stderr, "entmtp: %s:%d: prompt could not be prepared\n", path, line_no);
+        out->n++; /* owned from here on: prompt_set_free releases it */
+        if (parse_line(path, line_no, p, format, &prompt, &out->ids[i], &out->tasks[i]) ||
+            chat_tokens(model, NULL, prompt, 0, &out->tokens[i], &out->lens[i])) {
+            if (prompt) fprintf(stderr, "entmtp: %s:%d: prompt could not be prepared\n", path, line_no);
+            free(prompt);
             rc = 1;
             break;
         }
+        free(prompt);
     }
     free(text);
     if (!rc && out->n == 0) {

@@ -23,7 +23,9 @@ typedef struct prompt_set {
     char **tasks;
 } prompt_set;
 
-/* Loads at most `limit` prompts (0 = all). On error prints a message naming
+/* Loads at most `limit` prompts (0 = all) from JSON Lines ({"prompt": ...})
+ * or plain text (one prompt per line): .jsonl/.json and .txt decide, else the
+ * first non-blank line ('{' = JSON Lines). On error prints a message naming
  * the file and line and returns non-zero. */
 int prompt_set_load(entmtp_model *model, const char *path, int32_t limit, prompt_set *out);
 void prompt_set_free(prompt_set *ps);

@@ -32,9 +32,10 @@ from .session import Session, SessionStats, StepResult
 #: Header version the bindings were generated from (ENTMTP_VERSION_*).
 HEADER_VERSION = (lib.ENTMTP_VERSION_MAJOR, lib.ENTMTP_VERSION_MINOR, lib.ENTMTP_VERSION_PATCH)
 ABI_VERSION = lib.ENTMTP_ABI_VERSION
-MAX_HEADS = lib.ENTMTP_MAX_HEADS
-MAX_LADDER = lib.ENTMTP_MAX_LADDER
-MAX_STOP_TOKENS = lib.ENTMTP_MAX_STOP_TOKENS
+# limits of the library actually loaded (entmtp_limit), not compile-time constants
+MAX_HEADS = lib.entmtp_limit(lib.ENTMTP_LIMIT_MAX_HEADS)
+MAX_LADDER = lib.entmtp_limit(lib.ENTMTP_LIMIT_MAX_LADDER)
+MAX_STOP_TOKENS = lib.entmtp_limit(lib.ENTMTP_LIMIT_MAX_STOP_TOKENS)
 __version__ = "%d.%d.%d" % HEADER_VERSION
 
 

@@ -2,13 +2,10 @@
  * Regenerate with `python3 bindings/python/gen_cdef.py`; CI runs it with --check. */
 
 #define ENTMTP_VERSION_MAJOR 0
-#define ENTMTP_VERSION_MINOR 1
+#define ENTMTP_VERSION_MINOR 2
 #define ENTMTP_VERSION_PATCH 0
-#define ENTMTP_VERSION_NUMBER 100
-#define ENTMTP_ABI_VERSION 0
-#define ENTMTP_MAX_HEADS 16
-#define ENTMTP_MAX_LADDER 16
-#define ENTMTP_MAX_STOP_TOKENS 8
+#define ENTMTP_VERSION_NUMBER 200
+#define ENTMTP_ABI_VERSION 1
 
 unsigned entmtp_version_number(void);
 const char *entmtp_version_string(void);
@@ -29,12 +26,24 @@ typedef enum entmtp_status {
     ENTMTP_ERR_CALLBACK = 12,
     ENTMTP_ERR_STATE = 13,
     ENTMTP_ERR_NOT_FOUND = 14,
-    ENTMTP_ERR_BUFFER_TOO_SMALL = 15
+    ENTMTP_ERR_BUFFER_TOO_SMALL = 15,
+    ENTMTP_STOPPED = 16
 } entmtp_status;
 
 const char *entmtp_status_string(entmtp_status status);
 const char *entmtp_last_error(void);
 void entmtp_clear_error(void);
+entmtp_status entmtp_set_error(entmtp_status status, const char *message);
+
+typedef enum entmtp_limit_kind {
+    ENTMTP_LIMIT_MAX_HEADS = 0,
+    ENTMTP_LIMIT_MAX_LADDER = 1,
+    ENTMTP_LIMIT_MAX_STOP_TOKENS = 2,
+    ENTMTP_LIMIT_MAX_TREE_NODES = 3,
+    ENTMTP_LIMIT_MAX_TOPK = 4
+} entmtp_limit_kind;
+
+int32_t entmtp_limit(entmtp_limit_kind kind);
 typedef struct entmtp_model entmtp_model;
 
 typedef enum entmtp_backend {
@@ -42,6 +51,11 @@ typedef enum entmtp_backend {
     ENTMTP_BACKEND_CPU = 1,
     ENTMTP_BACKEND_CUDA = 2
 } entmtp_backend;
+
+typedef enum entmtp_compute_type {
+    ENTMTP_COMPUTE_NATIVE = 0,
+    ENTMTP_COMPUTE_F32 = 1
+} entmtp_compute_type;
 
 typedef int (*entmtp_progress_fn)(float fraction, const char *what, void *user_data);
 
@@ -52,9 +66,10 @@ typedef struct entmtp_model_params {
     int32_t device;
     entmtp_progress_fn progress;
     void *progress_user_data;
+    entmtp_compute_type compute_type;
 } entmtp_model_params;
 
-entmtp_model_params entmtp_model_default_params(void);
+entmtp_status entmtp_model_params_init(entmtp_model_params *params, size_t size);
 entmtp_status entmtp_model_load(const char *path, const entmtp_model_params *params, entmtp_model **out_model);
 void entmtp_model_free(entmtp_model *model);
 
@@ -112,7 +127,7 @@ typedef struct entmtp_bank_params {
     int32_t max_nodes;
 } entmtp_bank_params;
 
-entmtp_bank_params entmtp_bank_default_params(void);
+entmtp_status entmtp_bank_params_init(entmtp_bank_params *params, size_t size);
 entmtp_status entmtp_bank_create(const entmtp_bank_params *params, entmtp_bank **out_bank);
 void entmtp_bank_free(entmtp_bank *bank);
 entmtp_status entmtp_bank_add_tree(entmtp_bank *bank, const char *name, const int32_t *ranks, const int32_t *path_lengths, int32_t n_paths, int32_t *out_index);
@@ -158,8 +173,8 @@ typedef struct entmtp_features {
     size_t struct_size;
     float p0;
     int32_t n_heads;
-    float head_p[16];
-    float g[16];
+    const float *head_p;
+    const float *g;
     float s;
     float entropy;
     int32_t last_accept_length;
@@ -193,8 +208,8 @@ typedef struct entmtp_policy_config {
     entmtp_policy_kind kind;
     int32_t static_tree;
     int32_t n_thresholds;
-    float thresholds[15];
-    int32_t ladder_trees[16];
+    const float *thresholds;
+    const int32_t *ladder_trees;
     float tau_on;
     float tau_off;
     int32_t conservative_tree;
@@ -208,7 +223,7 @@ typedef struct entmtp_policy_config {
 } entmtp_policy_config;
 
 typedef struct entmtp_policy entmtp_policy;
-entmtp_policy_config entmtp_policy_default_config(entmtp_policy_kind kind);
+entmtp_status entmtp_policy_config_init(entmtp_policy_config *config, size_t size, entmtp_policy_kind kind);
 entmtp_status entmtp_policy_create(const entmtp_policy_config *config, entmtp_policy **out_policy);
 void entmtp_policy_free(entmtp_policy *policy);
 entmtp_status entmtp_policy_validate(const entmtp_policy *policy, int32_t n_trees);
@@ -220,6 +235,7 @@ const char *entmtp_policy_kind_name(entmtp_policy_kind kind);
 entmtp_status entmtp_policy_kind_from_name(const char *name, entmtp_policy_kind *out_kind);
 entmtp_status entmtp_bank_policy_config(const entmtp_bank *bank, entmtp_policy_kind kind, entmtp_policy_config *out);
 entmtp_status entmtp_bank_set_policy_config(entmtp_bank *bank, const entmtp_policy_config *config);
+entmtp_status entmtp_bank_default_policy(const entmtp_bank *bank, entmtp_policy_kind *out_kind);
 typedef struct entmtp_session entmtp_session;
 
 typedef struct entmtp_session_params {
@@ -231,11 +247,11 @@ typedef struct entmtp_session_params {
     uint64_t seed;
     float ema_decay;
     int32_t n_stop_tokens;
-    int32_t stop_tokens[8];
+    const int32_t *stop_tokens;
 } entmtp_session_params;
 
-entmtp_session_params entmtp_session_default_params(void);
-entmtp_status entmtp_session_create(entmtp_model *model, entmtp_heads *heads, entmtp_bank *bank, const entmtp_session_params *params, entmtp_session **out_session);
+entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size);
+entmtp_status entmtp_session_create(const entmtp_model *model, const entmtp_heads *heads, const entmtp_bank *bank, const entmtp_session_params *params, entmtp_session **out_session);
 void entmtp_session_free(entmtp_session *session);
 entmtp_status entmtp_policy_set(entmtp_session *session, entmtp_policy *policy);
 entmtp_status entmtp_session_prefill(entmtp_session *session, const int32_t *tokens, int32_t n_tokens);
@@ -275,4 +291,4 @@ entmtp_status entmtp_session_get_stats(const entmtp_session *session, entmtp_ses
 int64_t entmtp_session_tree_usage(const entmtp_session *session, int32_t index);
 void entmtp_session_reset(entmtp_session *session);
 entmtp_status entmtp_session_logits(const entmtp_session *session, const float **logits, int32_t *n_vocab);
-entmtp_status entmtp_session_features(entmtp_session *session, entmtp_features *out);
+entmtp_status entmtp_session_features(const entmtp_session *session, entmtp_features *out);

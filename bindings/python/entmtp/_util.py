@@ -29,6 +29,21 @@ def new_struct(ctype):
     return p
 
 
+def default_struct(ctype, init, *args):
+    """A versioned struct filled with the library's defaults by its
+    entmtp_*_init(ptr, sizeof, ...) function."""
+    from .errors import check
+    p = ffi.new(ctype + " *")
+    check(init(p, ffi.sizeof(ctype), *args))
+    return p
+
+
+def float_array(values):
+    """(cdata float[], n) from an iterable of numbers (the cdata keeps it alive)."""
+    vals = [float(v) for v in values]
+    return ffi.new("float[]", vals) if vals else ffi.NULL, len(vals)
+
+
 def int32_array(values, what):
     """(cdata int32_t[], n, keepalive) from a list/tuple/iterable or a numpy array.
     Values outside int32_t are an OutOfRangeError (never silently wrapped)."""

@@ -5,7 +5,7 @@ from typing import Any, Optional
 
 from ._ffi import ffi, lib
 from ._handle import Handle
-from ._util import INT32_MAX, INT32_MIN, copy_array, cstr, fspath, new_struct, text
+from ._util import INT32_MAX, INT32_MIN, copy_array, cstr, default_struct, fspath, new_struct, text
 from .errors import InvalidArgumentError, InvalidTreeError, NotFoundError, OutOfRangeError, check
 
 
@@ -51,7 +51,7 @@ def builtin_tree_names():
 
 
 def _params(max_depth, topk, max_nodes):
-    p = ffi.new("entmtp_bank_params *", lib.entmtp_bank_default_params())
+    p = default_struct("entmtp_bank_params", lib.entmtp_bank_params_init)
     if max_depth is not None:
         p.max_depth = max_depth
     if topk is not None:
@@ -198,7 +198,8 @@ class Bank(Handle):
         if not isinstance(policy, Policy):
             raise InvalidArgumentError(lib.ENTMTP_ERR_INVALID_ARGUMENT,
                                        "set_policy_config: expected an entmtp.Policy")
-        check(lib.entmtp_bank_set_policy_config(self._ptr, policy._config))
+        cfg, _keep = policy._c_config()
+        check(lib.entmtp_bank_set_policy_config(self._ptr, cfg))
 
     def policy(self, kind):
         """A new Policy from the settings of `kind` stored in the bank

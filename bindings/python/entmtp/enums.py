@@ -12,8 +12,8 @@ def _from_prefix(name, prefix, extra=()):
 
 
 #: entmtp_status: OK, ERR_INVALID_ARGUMENT, ... (names without the ENTMTP_ prefix)
-Status = _from_prefix("Status", "ENTMTP_ERR_", extra=("OK",))
-Status.__doc__ = "entmtp_status codes (ERR_* without the ENTMTP_ prefix, and OK)."
+Status = _from_prefix("Status", "ENTMTP_ERR_", extra=("OK", "STOPPED"))
+Status.__doc__ = "entmtp_status codes (ERR_* without the ENTMTP_ prefix, OK and STOPPED)."
 #: entmtp_backend: AUTO, CPU, CUDA
 Backend = _from_prefix("Backend", "ENTMTP_BACKEND_")
 #: entmtp_heads_kind: MEDUSA, HYDRA

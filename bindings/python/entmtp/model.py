@@ -4,7 +4,7 @@ import dataclasses
 from ._ffi import ffi, lib
 from ._handle import Handle
 from ._callbacks import ProgressCallbacks, call_error
-from ._util import fspath, int32_array, new_struct, text
+from ._util import default_struct, fspath, int32_array, new_struct, text
 from .enums import Backend, HeadsKind, _coerce
 from .errors import BufferTooSmallError, check, make_error
 
@@ -50,7 +50,7 @@ class Model(Handle):
     """
 
     def __init__(self, path, backend="auto", threads=0, device=0, progress=None):
-        params = ffi.new("entmtp_model_params *", lib.entmtp_model_default_params())
+        params = default_struct("entmtp_model_params", lib.entmtp_model_params_init)
         params.backend = _coerce(Backend, backend, "backend")
         params.n_threads = threads
         params.device = device

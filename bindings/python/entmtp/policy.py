@@ -6,18 +6,19 @@ from typing import List
 from ._ffi import ffi, lib
 from ._handle import Handle
 from ._callbacks import PolicyCallbacks, call_error
-from ._util import new_struct, text
+from ._util import default_struct, float_array, int32_array, new_struct, text
 from .enums import PolicyKind, _coerce
 from .errors import InvalidArgumentError, InvalidConfigError, check
 
-MAX_HEADS = lib.ENTMTP_MAX_HEADS
-MAX_LADDER = lib.ENTMTP_MAX_LADDER
+MAX_HEADS = lib.entmtp_limit(lib.ENTMTP_LIMIT_MAX_HEADS)
+MAX_LADDER = lib.entmtp_limit(lib.ENTMTP_LIMIT_MAX_LADDER)
 
 
 @dataclasses.dataclass
 class Features:
     """entmtp_features: what a policy sees at each step. n_heads is
-    len(head_p); head_p and g hold at most ENTMTP_MAX_HEADS values."""
+    len(head_p); head_p and g hold at most entmtp_limit(ENTMTP_LIMIT_MAX_HEADS)
+    values."""
     s: float = 0.0
     p0: float = 0.0
     head_p: List[float] = dataclasses.field(default_factory=list)
@@ -34,25 +35,29 @@ class Features:
     @classmethod
     def _from_c(cls, f):
         n = max(0, min(f.n_heads, MAX_HEADS))
-        return cls(s=f.s, p0=f.p0, head_p=list(f.head_p)[:n], g=list(f.g)[:n], entropy=f.entropy,
+        head_p = list(ffi.unpack(f.head_p, n)) if n and f.head_p != ffi.NULL else []
+        g = list(ffi.unpack(f.g, n)) if n and f.g != ffi.NULL else []
+        return cls(s=f.s, p0=f.p0, head_p=head_p, g=g, entropy=f.entropy,
                    last_accept_length=f.last_accept_length, accept_length_ema=f.accept_length_ema,
                    step=f.step)
 
     def _to_c(self):
-        if len(self.head_p) > MAX_HEADS or len(self.g) > MAX_HEADS:
+        """(cdata entmtp_features *, keepalive): the struct points into the
+        arrays held by keepalive."""
+        if len(self.head_p) > MAX_HEADS or len(self.g) != len(self.head_p):
             raise InvalidArgumentError(lib.ENTMTP_ERR_INVALID_ARGUMENT,
-                                       "features: at most %d heads" % MAX_HEADS)
+                                       "features: head_p and g need the same length, at most %d" % MAX_HEADS)
         f = new_struct("entmtp_features")
         f.s, f.p0, f.entropy = self.s, self.p0, self.entropy
-        f.n_heads = len(self.head_p)
-        for i, v in enumerate(self.head_p):
-            f.head_p[i] = v
-        for i, v in enumerate(self.g):
-            f.g[i] = v
+        head_p, n = float_array(self.head_p)
+        g, _ = float_array(self.g)
+        f.n_heads = n
+        f.head_p = head_p
+        f.g = g
         f.last_accept_length = self.last_accept_length
         f.accept_length_ema = self.accept_length_ema
         f.step = self.step
-        return f
+        return f, (head_p, g)
 
 
 @dataclasses.dataclass
@@ -88,6 +93,45 @@ def kind_name(kind):
     return ffi.string(p).decode() if p != ffi.NULL else None
 
 
+def _config_dict(c):
+    """The settings of a policy config's kind as a dict (arrays copied)."""
+    k = PolicyKind(c.kind)
+    if k == PolicyKind.STATIC:
+        return {"kind": "static", "static_tree": c.static_tree}
+    if k == PolicyKind.LADDER:
+        n = c.n_thresholds
+        thresholds = list(ffi.unpack(c.thresholds, n)) if n and c.thresholds != ffi.NULL else []
+        trees = (list(ffi.unpack(c.ladder_trees, n + 1)) if c.ladder_trees != ffi.NULL
+                 else list(range(n + 1)))
+        return {"kind": "ladder", "thresholds": thresholds, "ladder_trees": trees}
+    if k == PolicyKind.HYSTERESIS:
+        return {"kind": "hysteresis", "tau_on": c.tau_on, "tau_off": c.tau_off,
+                "conservative_tree": c.conservative_tree, "aggressive_tree": c.aggressive_tree}
+    if k == PolicyKind.UCB:
+        return {"kind": "ucb", "ucb_exploration": c.ucb_exploration,
+                "ucb_length_penalty": c.ucb_length_penalty}
+    return {"kind": "custom"}
+
+
+def _config_to_c(d):
+    """(cdata entmtp_policy_config *, keepalive) from a _config_dict (not custom)."""
+    kind = PolicyKind[d["kind"].upper()]
+    cfg = default_struct("entmtp_policy_config", lib.entmtp_policy_config_init, kind)
+    keep = []
+    for name, value in d.items():
+        if name == "thresholds":
+            arr, cfg.n_thresholds = float_array(value)
+            cfg.thresholds = arr
+            keep.append(arr)
+        elif name == "ladder_trees":
+            arr, _n, _keep = int32_array(value, "ladder_trees")
+            cfg.ladder_trees = arr
+            keep.append(arr)
+        elif name != "kind":
+            setattr(cfg, name, value)
+    return cfg, keep
+
+
 class Policy(Handle):
     """A tree-scheduling policy. Build one with the class methods static(),
     ladder(), hysteresis(), ucb(), custom() or from_bank(); or generically
@@ -97,7 +141,8 @@ class Policy(Handle):
 
     def __init__(self, kind, **fields):
         kind = _coerce(PolicyKind, kind, "policy kind")
-        cfg = ffi.new("entmtp_policy_config *", lib.entmtp_policy_default_config(kind))
+        cfg = default_struct("entmtp_policy_config", lib.entmtp_policy_config_init, kind)
+        keep = []  # arrays cfg points into: alive until entmtp_policy_create copied them
         self._callbacks = None
         self._cb_handle = None
         if kind == PolicyKind.CUSTOM:
@@ -120,26 +165,29 @@ class Policy(Handle):
             thresholds = list(thresholds)
             if len(thresholds) > MAX_LADDER - 1:
                 raise InvalidConfigError(lib.ENTMTP_ERR_INVALID_CONFIG,
-                                         "ladder: %d thresholds; at most %d (ENTMTP_MAX_LADDER - 1)"
+                                         "ladder: %d thresholds; at most %d (entmtp_limit(ENTMTP_LIMIT_MAX_LADDER) - 1)"
                                          % (len(thresholds), MAX_LADDER - 1))
-            cfg.n_thresholds = len(thresholds)
-            for i, t in enumerate(thresholds):
-                cfg.thresholds[i] = t
+            arr, n = float_array(thresholds)
+            keep.append(arr)
+            cfg.n_thresholds = n
+            cfg.thresholds = arr
         trees = fields.pop("ladder_trees", None)
         if trees is not None:
             trees = list(trees)
             if len(trees) > MAX_LADDER:
                 raise InvalidConfigError(lib.ENTMTP_ERR_INVALID_CONFIG,
-                                         "ladder: %d trees; at most %d (ENTMTP_MAX_LADDER)"
+                                         "ladder: %d trees; at most %d (entmtp_limit(ENTMTP_LIMIT_MAX_LADDER))"
                                          % (len(trees), MAX_LADDER))
-            if thresholds is not None and len(trees) != len(thresholds) + 1:
+            if len(trees) != cfg.n_thresholds + 1:
                 raise InvalidConfigError(lib.ENTMTP_ERR_INVALID_CONFIG,
                                          "ladder: %d thresholds need %d trees, got %d"
-                                         % (len(thresholds), len(thresholds) + 1, len(trees)))
-            for i, t in enumerate(trees):
-                cfg.ladder_trees[i] = t
+                                         % (cfg.n_thresholds, cfg.n_thresholds + 1, len(trees)))
+            arr, _n, _keep = int32_array(trees, "ladder_trees")
+            keep.append(arr)
+            cfg.ladder_trees = arr
         for name, value in fields.items():
-            if name in ("struct_size", "kind", "select", "observe", "reset", "user_data", "n_thresholds") \
+            if name in ("struct_size", "kind", "select", "observe", "reset", "user_data", "n_thresholds",
+                        "thresholds", "ladder_trees") \
                     or not hasattr(cfg, name):
                 raise InvalidConfigError(lib.ENTMTP_ERR_INVALID_CONFIG,
                                          "%s policy: unknown or read-only field '%s'" % (kind.name.lower(), name))
@@ -149,7 +197,7 @@ class Policy(Handle):
     def _create(self, cfg):
         out = ffi.new("entmtp_policy **")
         check(lib.entmtp_policy_create(cfg, out))
-        self._config = cfg
+        self._config = _config_dict(cfg)  # read now: cfg's arrays are not ours to keep
         self._own(out[0], lib.entmtp_policy_free)
 
     # -- constructors
@@ -211,21 +259,11 @@ class Policy(Handle):
     @property
     def config(self):
         """The settings of this policy's kind, as a dict."""
-        c = self._config
-        k = PolicyKind(c.kind)
-        if k == PolicyKind.STATIC:
-            return {"kind": "static", "static_tree": c.static_tree}
-        if k == PolicyKind.LADDER:
-            n = c.n_thresholds
-            return {"kind": "ladder", "thresholds": list(c.thresholds)[:n],
-                    "ladder_trees": list(c.ladder_trees)[:n + 1]}
-        if k == PolicyKind.HYSTERESIS:
-            return {"kind": "hysteresis", "tau_on": c.tau_on, "tau_off": c.tau_off,
-                    "conservative_tree": c.conservative_tree, "aggressive_tree": c.aggressive_tree}
-        if k == PolicyKind.UCB:
-            return {"kind": "ucb", "ucb_exploration": c.ucb_exploration,
-                    "ucb_length_penalty": c.ucb_length_penalty}
-        return {"kind": "custom"}
+        return dict(self._config)
+
+    def _c_config(self):
+        """(cdata entmtp_policy_config *, keepalive) of this policy's settings."""
+        return _config_to_c(self._config)
 
     # -- operations
     def _raise(self, st, what):
@@ -246,7 +284,7 @@ class Policy(Handle):
             else:
                 raise InvalidArgumentError(lib.ENTMTP_ERR_INVALID_ARGUMENT,
                                            "select: features must be a Features or a float s")
-        f = features._to_c()
+        f, _keep = features._to_c()
         out = ffi.new("int32_t *")
         st = lib.entmtp_policy_select(self._ptr, f, n_trees, out)
         self._raise(st, "the custom policy's select callback")

@@ -5,9 +5,9 @@ from typing import List
 from ._ffi import ffi, lib
 from ._handle import Handle, _Attachment
 from ._callbacks import TokenCallbacks, call_error
-from ._util import copy_array, int32_array, new_struct
+from ._util import copy_array, default_struct, int32_array, new_struct
 from .bank import Bank
-from .errors import InvalidArgumentError, InvalidConfigError, check
+from .errors import InvalidArgumentError, InvalidConfigError, OutOfRangeError, check
 from .model import Heads, Model
 from .policy import Features, Policy
 
@@ -62,21 +62,18 @@ class Session(Handle):
             raise TypeError("Session: heads must be an entmtp.Heads or None")
         if bank is not None and not isinstance(bank, Bank):
             raise TypeError("Session: bank must be an entmtp.Bank or None")
-        p = ffi.new("entmtp_session_params *", lib.entmtp_session_default_params())
+        p = default_struct("entmtp_session_params", lib.entmtp_session_params_init)
         for name, value in (("kv_capacity", kv_capacity), ("temperature", temperature),
                             ("epsilon", epsilon), ("delta", delta), ("seed", seed),
                             ("ema_decay", ema_decay)):
             if value is not None:
                 setattr(p, name, value)
         if stop_tokens is not None:
-            stop_tokens = list(stop_tokens)
-            if len(stop_tokens) > lib.ENTMTP_MAX_STOP_TOKENS:
-                raise InvalidConfigError(lib.ENTMTP_ERR_INVALID_CONFIG,
-                                         "session params: %d stop tokens; at most %d (ENTMTP_MAX_STOP_TOKENS)"
-                                         % (len(stop_tokens), lib.ENTMTP_MAX_STOP_TOKENS))
-            p.n_stop_tokens = len(stop_tokens)
-            for i, t in enumerate(stop_tokens):
-                p.stop_tokens[i] = t
+            # the library copies the ids and checks their count against
+            # entmtp_limit(ENTMTP_LIMIT_MAX_STOP_TOKENS)
+            stop_arr, n_stop, _keep = int32_array(stop_tokens, "stop_tokens")
+            p.n_stop_tokens = n_stop
+            p.stop_tokens = stop_arr
         out = ffi.new("entmtp_session **")
         check(lib.entmtp_session_create(model._ptr, heads._ptr if heads is not None else ffi.NULL,
                                         bank._ptr if bank is not None else ffi.NULL, p, out))
@@ -168,6 +165,8 @@ class Session(Handle):
         handle = ffi.new_handle(state)
         st = lib.entmtp_generate(self._ptr, max_tokens, int(bool(autoregressive)),
                                  lib._entmtp_py_tokens, handle)
+        if st == lib.ENTMTP_STOPPED:  # on_tokens asked to stop: not an error
+            st = lib.ENTMTP_OK
         tok_err = call_error(state, st, "on_tokens") if state.pending is not None else None
         if tok_err is not None:
             pol = self._policy_state()
@@ -211,7 +210,11 @@ class Session(Handle):
             if self.bank is None:
                 raise InvalidArgumentError(lib.ENTMTP_ERR_INVALID_ARGUMENT, "the session has no bank")
             index = self.bank.find(index)
-        return int(lib.entmtp_session_tree_usage(ptr, index))
+        n = int(lib.entmtp_session_tree_usage(ptr, index))
+        if n < 0:
+            raise OutOfRangeError(lib.ENTMTP_ERR_OUT_OF_RANGE,
+                                  "tree_usage: index %d is outside the bank" % index)
+        return n
 
     def reset(self):
         """Forget all tokens and KV; reset the attached policy and statistics."""

@@ -17,8 +17,10 @@ def test_version_matches_header():
     major, minor, patch = entmtp.HEADER_VERSION
     assert entmtp.version_number() == major * 10000 + minor * 100 + patch
     assert entmtp.__version__ == entmtp.version()
-    assert entmtp.ABI_VERSION == 0
-    assert (entmtp.MAX_HEADS, entmtp.MAX_LADDER, entmtp.MAX_STOP_TOKENS) == (16, 16, 8)
+    assert entmtp.ABI_VERSION == 1
+    # run-time limits of the loaded library (entmtp_limit), no longer header constants
+    assert (entmtp.MAX_HEADS, entmtp.MAX_LADDER, entmtp.MAX_STOP_TOKENS) == (16, 16, 64)
+    assert entmtp.lib.entmtp_limit(entmtp.lib.ENTMTP_LIMIT_MAX_TREE_NODES) >= 256
 
 
 def test_status_strings_and_enums():
@@ -26,14 +28,14 @@ def test_status_strings_and_enums():
     assert entmtp.Status.FORMAT == entmtp.lib.ENTMTP_ERR_FORMAT
     assert entmtp.status_string(entmtp.Status.FORMAT).startswith("ENTMTP_ERR_FORMAT")
     assert entmtp.status_string(0).startswith("ENTMTP_OK")
-    assert [s.name for s in entmtp.Status][-1] == "BUFFER_TOO_SMALL"
+    assert [s.name for s in entmtp.Status][-2:] == ["BUFFER_TOO_SMALL", "STOPPED"]
     assert entmtp.Backend.CPU == 1 and entmtp.HeadsKind.HYDRA == 2
     assert entmtp.PolicyKind.CUSTOM == 4
 
 
 def test_every_status_has_its_exception_class():
     for s in entmtp.Status:
-        if s == entmtp.Status.OK:
+        if s in (entmtp.Status.OK, entmtp.Status.STOPPED):  # not errors
             continue
         cls = entmtp.error_class(s)
         assert cls is not entmtp.EntmtpError, s
@@ -83,8 +85,8 @@ def test_gen_cdef_check_detects_a_changed_header(tmp_path):
     with open(os.path.join(root, "include", "entmtp.h")) as f:
         text = f.read()
     hdr = tmp_path / "entmtp.h"
-    hdr.write_text(text.replace("#define ENTMTP_MAX_STOP_TOKENS 8",
-                                "#define ENTMTP_MAX_STOP_TOKENS 8\n#define ENTMTP_NEW_LIMIT (4 << 2)"))
+    hdr.write_text(text.replace("#define ENTMTP_ABI_VERSION 1",
+                                "#define ENTMTP_ABI_VERSION 1\n#define ENTMTP_NEW_LIMIT (4 << 2)"))
     out = tmp_path / "_cdef.h"
     r = subprocess.run([sys.executable, GEN, "--header", str(hdr), "--output", str(out)],
                        capture_output=True, text=True)

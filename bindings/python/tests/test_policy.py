@@ -245,7 +245,9 @@ def test_custom_config_errors():
 
 def test_features_limits():
     with pytest.raises(entmtp.InvalidArgumentError, match="at most 16"):
-        Policy.static().select(Features(head_p=[0.5] * 17), 1)
+        Policy.static().select(Features(head_p=[0.5] * 17, g=[0.5] * 17), 1)
+    with pytest.raises(entmtp.InvalidArgumentError, match="same length"):
+        Policy.static().select(Features(head_p=[0.5], g=[]), 1)
     with pytest.raises(entmtp.InvalidArgumentError):
         Policy.static().select("0.5", 1)
 

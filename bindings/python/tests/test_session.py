@@ -82,6 +82,8 @@ def test_step_by_step_equals_generate(model, medusa, bank2):
             assert 0.0 <= r.p0 <= 1.0 and r.entropy >= 0.0 and r.seconds >= 0.0 and not r.stopped
         assert any(r.n_tokens > 1 for r in steps)
         assert s.tree_usage(1) == len(steps) and s.tree_usage("chain_2") == 0
+        with pytest.raises(entmtp.OutOfRangeError, match="index 2"):
+            s.tree_usage(2)
         assert s.tree_usage() == [0, len(steps)]
         assert s.step(max_tokens=1).n_tokens == 1
         f = s.features()
@@ -230,8 +232,8 @@ def test_session_errors(model, medusa, bank2, tiny, tmp_path):
             s.set_policy("static")
     with pytest.raises(entmtp.InvalidConfigError, match="temperature"):
         Session(model, temperature=-1.0)
-    with pytest.raises(entmtp.InvalidConfigError, match="at most 8"):
-        Session(model, stop_tokens=list(range(9)))
+    with pytest.raises(entmtp.InvalidConfigError, match="n_stop_tokens"):
+        Session(model, stop_tokens=list(range(entmtp.MAX_STOP_TOKENS + 1)))
     with pytest.raises(entmtp.OutOfRangeError, match="stop_tokens"):
         Session(model, stop_tokens=[5000])
     with Session(model) as s:

@@ -71,7 +71,7 @@ entmtp_status emt_backend_cpu_create_variant(emt_cpu_variant v, emt_backend **ou
 }
 
 entmtp_status emt_backend_cpu_create(emt_backend **out) {
-    emt_cpu_variant v;
+    emt_cpu_variant v = EMT_CPU_BASELINE;
     entmtp_status st = emt_cpu_variant_selected(&v);
     if (st) return st;
     return emt_backend_cpu_create_variant(v, out);

@@ -4,6 +4,7 @@
  * table from cpuid at load. The same source in every variant: the compiler
  * flags decide which #ifdef __AVX2__ / __AVX512VNNI__ paths exist. Device
  * memory is host memory. */
+#include "accept/accept.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_variants.h"
 #include "backend/cpu/pool.h"
@@ -580,19 +581,7 @@ static void topk_task(void *ctx, int32_t r) {
     const float *x = j->logits + (size_t)r * vocab;
     int32_t *ids = j->top_ids + (size_t)r * k;
     float *vals = j->top_probs + (size_t)r * k;
-    int32_t n = 0;
-    for (int32_t i = 0; i < vocab; i++) {
-        float v = x[i];
-        if (n == k && !(v > vals[k - 1])) continue;
-        int32_t pos = n < k ? n++ : k - 1;
-        while (pos > 0 && v > vals[pos - 1]) {
-            vals[pos] = vals[pos - 1];
-            ids[pos] = ids[pos - 1];
-            pos--;
-        }
-        vals[pos] = v;
-        ids[pos] = i;
-    }
+    emt_topk(x, vocab, k, ids, vals); /* the scalar insertion top-k of accept.c */
     double mx = vals[0], z = 0.0, sxz = 0.0;
     for (int32_t i = 0; i < vocab; i++) {
         double e = exp((double)x[i] - mx);

@@ -108,6 +108,24 @@ static int completion_prompt(const cJSON *p, serve_request *r, serve_error *e) {
     return 1;
 }
 
+/* {"entmtp": {"autoregressive": bool, "policy": "static|ladder|hysteresis|ucb"}} */
+static int get_knobs(const serve_model *sm, const cJSON *o, serve_request *r, serve_error *e) {
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "entmtp");
+    if (!x || cJSON_IsNull(x)) return 1;
+    if (!cJSON_IsObject(x)) return serve_fail(e, 400, "entmtp", NULL, "entmtp: must be an object");
+    const cJSON *ar = cJSON_GetObjectItemCaseSensitive(x, "autoregressive");
+    if (ar && !cJSON_IsBool(ar))
+        return serve_fail(e, 400, "entmtp.autoregressive", NULL, "entmtp.autoregressive: must be true or false");
+    r->autoregressive = cJSON_IsTrue(ar);
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(x, "policy");
+    if (!p || cJSON_IsNull(p)) return 1;
+    if (!cJSON_IsString(p) || entmtp_policy_kind_from_name(p->valuestring, &r->policy) || r->policy == ENTMTP_POLICY_CUSTOM)
+        return serve_fail(e, 400, "entmtp.policy", NULL, "entmtp.policy: must be static, ladder, hysteresis or ucb");
+    if (!sm->bank) return serve_fail(e, 400, "entmtp.policy", NULL, "entmtp.policy: the server runs without heads (plain AR)");
+    r->has_policy = 1;
+    return 1;
+}
+
 int serve_parse_request(const serve_model *sm, int chat, const char *body, size_t len,
                         serve_request *r, serve_error *e) {
     memset(r, 0, sizeof *r);
@@ -138,7 +156,7 @@ int serve_parse_request(const serve_model *sm, int chat, const char *body, size_
     long n = 1, max_tokens = 0, seed = 0x5eed;
     const char *max_field = cJSON_GetObjectItemCaseSensitive(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     if (!get_int(o, "n", 1, 1, &n, e) || !get_int(o, max_field, 1, sm->ctx, &max_tokens, e) ||
-        !get_int(o, "seed", 0, 9007199254740991L, &seed, e) || !get_stop(o, r, e)) {
+        !get_int(o, "seed", 0, 9007199254740991L, &seed, e) || !get_stop(o, r, e) || !get_knobs(sm, o, r, e)) {
         ok = 0;
         goto done;
     }
@@ -209,7 +227,7 @@ static void add_summary(cJSON *o, const serve_job *j) {
     entmtp_session_stats st = { sizeof st };
     entmtp_session_get_stats(j->session, &st);
     cJSON *x = cJSON_AddObjectToObject(o, "entmtp");
-    cJSON_AddStringToObject(x, "mode", j->sm->heads ? "entmtp" : "ar");
+    cJSON_AddStringToObject(x, "mode", j->autoregressive ? "ar" : "entmtp");
     cJSON_AddStringToObject(x, "policy", j->policy ? entmtp_policy_kind_name(entmtp_policy_get_kind(j->policy)) : "none");
     cJSON_AddNumberToObject(x, "steps", (double)st.n_steps);
     cJSON_AddNumberToObject(x, "mean_accept_length", st.mean_accept_length);

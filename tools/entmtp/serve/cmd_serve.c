@@ -34,7 +34,8 @@ static void usage(FILE *f) {
             "  --temperature T       temperature when a request gives none (default 0, greedy)\n"
             "  --max-body BYTES      largest request body (default 1048576)\n"
             "  --threads N           CPU threads per generation (default: all cores)\n"
-            "  --backend B           auto | cpu | cuda (default auto)\n");
+            "  --backend B           auto | cpu | cuda (default auto)\n"
+            "  --compute C           native (weights in their file type, default) | f32\n");
 }
 
 typedef struct serve_options {
@@ -43,6 +44,7 @@ typedef struct serve_options {
     long static_tree, port, parallel, queue, ctx, max_tokens, max_body, threads;
     float temperature;
     entmtp_backend backend;
+    entmtp_compute_type compute;
 } serve_options;
 
 /* 0 ok, else the exit code */
@@ -79,6 +81,7 @@ static int parse_options(int argc, char **argv, serve_options *o) {
             }
         if (!known && !strcmp(a, "--temperature")) known = cli_arg_float("serve", a, v, 0, &o->temperature) ? 1 : -1;
         if (!known && !strcmp(a, "--backend")) known = cli_arg_backend("serve", v, &o->backend) ? 1 : -1;
+        if (!known && !strcmp(a, "--compute")) known = cli_arg_compute("serve", v, &o->compute) ? 1 : -1;
         if (known < 0) return 2;
         if (!known) { fprintf(stderr, "entmtp serve: unknown option '%s'\n", a); usage(stderr); return 2; }
         i++;
@@ -124,10 +127,7 @@ static int load_drafting(const serve_options *o, serve_model *sm) {
         fprintf(stderr, "entmtp serve: --policy: '%s' is not static, ladder, hysteresis or ucb\n", o->policy);
         return 0;
     }
-    if (entmtp_bank_policy_config(sm->bank, kind, &sm->policy) != ENTMTP_OK) {
-        sm->policy = entmtp_policy_default_config(kind);
-        if (kind == ENTMTP_POLICY_HYSTERESIS) sm->policy.aggressive_tree = entmtp_bank_size(sm->bank) - 1;
-    }
+    sm->policy = serve_policy_config(sm->bank, kind);
     if (o->static_tree >= 0) sm->policy.static_tree = (int32_t)o->static_tree;
     entmtp_policy *check = NULL;
     if ((st = entmtp_policy_create(&sm->policy, &check)) || (st = entmtp_policy_validate(check, entmtp_bank_size(sm->bank)))) {
@@ -163,6 +163,7 @@ int cmd_serve(int argc, char **argv) {
     entmtp_model_params mp = entmtp_model_default_params();
     mp.backend = o.backend;
     mp.n_threads = (int32_t)o.threads;
+    mp.compute_type = o.compute;
     entmtp_status st = entmtp_model_load(o.model, &mp, &sm.model);
     if (st) { cli_fail(o.model, st); goto done; }
     entmtp_model_info mi = { sizeof mi };

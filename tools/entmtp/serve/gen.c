@@ -42,6 +42,15 @@ void serve_job_free(serve_job *j) {
     free(j);
 }
 
+entmtp_policy_config serve_policy_config(const entmtp_bank *bank, entmtp_policy_kind kind) {
+    entmtp_policy_config pc;
+    if (entmtp_bank_policy_config(bank, kind, &pc) != ENTMTP_OK) {
+        pc = entmtp_policy_default_config(kind);
+        if (kind == ENTMTP_POLICY_HYSTERESIS) pc.aggressive_tree = entmtp_bank_size(bank) - 1;
+    }
+    return pc;
+}
+
 int serve_job_start(const serve_model *sm, const serve_request *req, serve_job **out, serve_error *err) {
     *out = NULL;
     serve_job *j = calloc(1, sizeof *j);
@@ -79,8 +88,10 @@ int serve_job_start(const serve_model *sm, const serve_request *req, serve_job *
     sp.temperature = req->temperature;
     sp.seed = req->seed;
     if (!st) st = entmtp_session_create(sm->model, sm->heads, sm->bank, &sp, &j->session);
-    if (!st && sm->heads) {
-        st = entmtp_policy_create(&sm->policy, &j->policy);
+    j->autoregressive = req->autoregressive || !sm->heads;
+    if (!st && !j->autoregressive) {
+        entmtp_policy_config pc = req->has_policy ? serve_policy_config(sm->bank, req->policy) : sm->policy;
+        st = entmtp_policy_create(&pc, &j->policy);
         if (!st) st = entmtp_policy_set(j->session, j->policy);
     }
     if (!st) st = entmtp_session_prefill(j->session, ptoks, n_prompt);
@@ -138,7 +149,7 @@ int serve_job_step(serve_job *j, const char **delta, size_t *delta_len, serve_er
     if (j->finish) return 1;
     entmtp_step_result r = { sizeof r };
     int32_t left = j->max_tokens - j->n_gen;
-    entmtp_status st = j->sm->heads ? entmtp_step(j->session, left, &r) : entmtp_step_ar(j->session, &r);
+    entmtp_status st = j->autoregressive ? entmtp_step_ar(j->session, &r) : entmtp_step(j->session, left, &r);
     if (st != ENTMTP_OK && st != ENTMTP_ERR_KV_FULL) return library_fail(err, "step", st);
     for (int32_t i = 0; i < r.n_tokens && j->n_gen < j->max_tokens; i++) j->gen[j->n_gen++] = r.tokens[i];
     j->last = (serve_step){ j->last.index + 1, r.tree_index, r.n_nodes, r.accept_length, r.n_tokens, r.seconds };

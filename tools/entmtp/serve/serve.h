@@ -51,6 +51,10 @@ typedef struct serve_request {
     unsigned long long seed;
     char *stop[SERVE_MAX_STOP];
     int n_stop;
+    /* the "entmtp" object of a request: decoding knobs beyond OpenAI's */
+    int autoregressive;       /* plain AR for this request */
+    int has_policy;
+    entmtp_policy_kind policy;
 } serve_request;
 
 void serve_request_clear(serve_request *r);
@@ -75,9 +79,13 @@ typedef struct serve_job {
     size_t text_len;
     size_t sent;         /* bytes of text already handed out */
     const char *finish;  /* NULL while running, else "stop" or "length" */
+    int autoregressive;
     serve_step last;
 } serve_job;
 
+/* The settings of a policy kind: the bank's calibrated ones when it has
+ * them, else the library defaults (hysteresis spanning the whole bank). */
+entmtp_policy_config serve_policy_config(const entmtp_bank *bank, entmtp_policy_kind kind);
 /* Tokenizes, checks limits, creates the session and prefills. */
 int serve_job_start(const serve_model *sm, const serve_request *req, serve_job **out, serve_error *err);
 /* One decoding step; delta and delta_len receive the text that became final. */

@@ -5,7 +5,7 @@ use std::ptr::{self, NonNull};
 
 use crate::error::{check, Error, Result, Status};
 use crate::policy::{Policy, PolicyKind};
-use crate::{cstring, path_cstring, sys, to_i32, versioned};
+use crate::{cstring, defaults, path_cstring, sys, to_i32, versioned};
 
 /// Names of the library's built-in trees ("medusa_vicuna_7b_stage2",
 /// "mc_sim_7b_63", "hydra_default", "chain_1".."chain_5", "ar").
@@ -34,7 +34,7 @@ pub struct BankParams {
 
 impl Default for BankParams {
     fn default() -> Self {
-        let p = unsafe { sys::entmtp_bank_default_params() };
+        let p = defaults!(sys::entmtp_bank_params, sys::entmtp_bank_params_init);
         BankParams {
             max_depth: p.max_depth.max(0) as usize,
             topk: p.topk.max(0) as usize,
@@ -45,7 +45,7 @@ impl Default for BankParams {
 
 impl BankParams {
     fn to_c(self) -> Result<sys::entmtp_bank_params> {
-        let mut p = unsafe { sys::entmtp_bank_default_params() };
+        let mut p = defaults!(sys::entmtp_bank_params, sys::entmtp_bank_params_init);
         p.max_depth = to_i32(self.max_depth, "max_depth")?;
         p.topk = to_i32(self.topk, "topk")?;
         p.max_nodes = to_i32(self.max_nodes, "max_nodes")?;

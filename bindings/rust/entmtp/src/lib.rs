@@ -56,12 +56,33 @@ pub const HEADER_VERSION: (u32, u32, u32) = (
 );
 /// The ABI major version (the number in libentmtp.so.N).
 pub const ABI_VERSION: u32 = sys::ENTMTP_ABI_VERSION;
-/// Drafting depth limit (heads per model).
-pub const MAX_HEADS: usize = sys::ENTMTP_MAX_HEADS as usize;
-/// Trees in a threshold ladder.
-pub const MAX_LADDER: usize = sys::ENTMTP_MAX_LADDER as usize;
-/// Stop tokens of a session.
-pub const MAX_STOP_TOKENS: usize = sys::ENTMTP_MAX_STOP_TOKENS as usize;
+/// A limit of the library actually loaded (`entmtp_limit`); they are run-time
+/// values, not part of the ABI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// Drafting depth (heads per model, tree depth).
+    MaxHeads,
+    /// Trees in a threshold ladder (thresholds + 1).
+    MaxLadder,
+    /// Stop tokens of a session.
+    MaxStopTokens,
+    /// Nodes of a bank tree (`BankParams::max_nodes`).
+    MaxTreeNodes,
+    /// Candidates per head (`BankParams::topk`).
+    MaxTopk,
+}
+
+/// The value of `limit` in the loaded library.
+pub fn limit(limit: Limit) -> usize {
+    let kind = match limit {
+        Limit::MaxHeads => sys::ENTMTP_LIMIT_MAX_HEADS,
+        Limit::MaxLadder => sys::ENTMTP_LIMIT_MAX_LADDER,
+        Limit::MaxStopTokens => sys::ENTMTP_LIMIT_MAX_STOP_TOKENS,
+        Limit::MaxTreeNodes => sys::ENTMTP_LIMIT_MAX_TREE_NODES,
+        Limit::MaxTopk => sys::ENTMTP_LIMIT_MAX_TOPK,
+    };
+    unsafe { sys::entmtp_limit(kind) }.max(0) as usize
+}
 
 /// "MAJOR.MINOR.PATCH" of the library actually loaded.
 pub fn version() -> &'static str {
@@ -110,6 +131,20 @@ pub(crate) fn c_chars(a: &[std::os::raw::c_char]) -> String {
     let bytes: Vec<u8> = a.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
     String::from_utf8_lossy(&bytes).into_owned()
 }
+
+/// A versioned struct holding the library's defaults, from its
+/// `entmtp_*_init(ptr, size, ...)` initialiser.
+macro_rules! defaults {
+    ($t:ty, $init:expr $(, $arg:expr)*) => {{
+        // SAFETY: all-zero bytes are a valid value of these C structs; the
+        // initialiser writes size_of::<$t>() bytes and cannot fail for them.
+        let mut v: $t = unsafe { std::mem::zeroed() };
+        let st = unsafe { $init(&mut v, std::mem::size_of::<$t>() $(, $arg)*) };
+        debug_assert_eq!(st, sys::ENTMTP_OK);
+        v
+    }};
+}
+pub(crate) use defaults;
 
 /// A zeroed versioned struct with `struct_size` set. Only for the plain-data
 /// `entmtp_*` structs (integers, floats, pointers that may be NULL).

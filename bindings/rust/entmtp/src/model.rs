@@ -6,7 +6,7 @@ use std::path::Path;
 use std::ptr::{self, NonNull};
 
 use crate::error::{callback_error, check, panic_message, Error, Pending, Result, Status};
-use crate::{c_chars, cstring, path_cstring, sys, to_i32, versioned};
+use crate::{c_chars, cstring, defaults, path_cstring, sys, to_i32, versioned};
 
 /// Where the model runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -51,7 +51,7 @@ pub struct LoadOptions {
 impl Default for LoadOptions {
     fn default() -> Self {
         // SAFETY: plain function returning a struct.
-        let p = unsafe { sys::entmtp_model_default_params() };
+        let p = defaults!(sys::entmtp_model_params, sys::entmtp_model_params_init);
         LoadOptions {
             backend: Backend::from_code(p.backend),
             threads: p.n_threads.max(0) as usize,
@@ -145,7 +145,7 @@ impl Model {
 
     fn load_impl(path: &Path, options: &LoadOptions, progress: Option<ProgressFn<'_>>) -> Result<Model> {
         let cpath = path_cstring(path)?;
-        let mut p = unsafe { sys::entmtp_model_default_params() };
+        let mut p = defaults!(sys::entmtp_model_params, sys::entmtp_model_params_init);
         p.backend = options.backend.code();
         p.n_threads = to_i32(options.threads, "threads")?;
         p.device = to_i32(options.device, "device")?;

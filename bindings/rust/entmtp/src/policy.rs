@@ -6,7 +6,7 @@ use std::ptr::{self, NonNull};
 
 use crate::bank::Bank;
 use crate::error::{callback_error, check, panic_message, Error, Pending, Result, Status};
-use crate::{cstring, sys, to_i32, versioned, MAX_HEADS, MAX_LADDER};
+use crate::{cstring, defaults, limit, sys, to_i32, versioned, Limit};
 
 /// The kind of a policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,16 +67,14 @@ impl PolicyKind {
 }
 
 /// `entmtp_features`: what a policy sees at each step.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Features {
     /// Base model top-1 probability.
     pub p0: f32,
-    /// Valid entries in `head_p` and `g`.
-    pub n_heads: usize,
-    /// Top-1 probability of head d.
-    pub head_p: [f32; MAX_HEADS],
-    /// g_d = p0 * p1 * ... * pd.
-    pub g: [f32; MAX_HEADS],
+    /// Top-1 probability of head d (one entry per head).
+    pub head_p: Vec<f32>,
+    /// g_d = p0 * p1 * ... * pd (as many entries as `head_p`).
+    pub g: Vec<f32>,
     /// max(p0, g_1..g_D): the value thresholds apply to.
     pub s: f32,
     /// Base distribution entropy, nats.
@@ -98,22 +96,35 @@ impl Features {
         }
     }
 
-    /// The valid head probabilities.
-    pub fn head_p(&self) -> &[f32] {
-        &self.head_p[..self.n_heads.min(MAX_HEADS)]
+    /// Heads the features describe.
+    pub fn n_heads(&self) -> usize {
+        self.head_p.len()
     }
 
-    /// The valid path values g.
+    /// The head probabilities.
+    pub fn head_p(&self) -> &[f32] {
+        &self.head_p
+    }
+
+    /// The path values g.
     pub fn g(&self) -> &[f32] {
-        &self.g[..self.n_heads.min(MAX_HEADS)]
+        &self.g
     }
 
     pub(crate) fn from_c(f: &sys::entmtp_features) -> Features {
+        let n = f.n_heads.max(0) as usize;
+        let copy = |p: *const f32| {
+            if n == 0 || p.is_null() {
+                Vec::new()
+            } else {
+                // SAFETY: the library's features hold n_heads values at each array.
+                unsafe { std::slice::from_raw_parts(p, n) }.to_vec()
+            }
+        };
         Features {
             p0: f.p0,
-            n_heads: f.n_heads.clamp(0, MAX_HEADS as i32) as usize,
-            head_p: f.head_p,
-            g: f.g,
+            head_p: copy(f.head_p),
+            g: copy(f.g),
             s: f.s,
             entropy: f.entropy,
             last_accept_length: f.last_accept_length,
@@ -122,18 +133,24 @@ impl Features {
         }
     }
 
-    fn to_c(self) -> Result<sys::entmtp_features> {
-        if self.n_heads > MAX_HEADS {
+    /// The C struct, pointing into `self`'s vectors (valid while `self` is).
+    fn to_c(&self) -> Result<sys::entmtp_features> {
+        let max = limit(Limit::MaxHeads);
+        if self.head_p.len() > max || self.g.len() != self.head_p.len() {
             return Err(Error::new(
                 Status::InvalidArgument,
-                format!("features: n_heads = {} exceeds {MAX_HEADS}", self.n_heads),
+                format!(
+                    "features: {} head_p and {} g values; they need the same count, at most {max}",
+                    self.head_p.len(),
+                    self.g.len()
+                ),
             ));
         }
         let mut f = versioned!(sys::entmtp_features);
         f.p0 = self.p0;
-        f.n_heads = self.n_heads as i32;
-        f.head_p = self.head_p;
-        f.g = self.g;
+        f.n_heads = self.head_p.len() as i32;
+        f.head_p = if self.head_p.is_empty() { std::ptr::null() } else { self.head_p.as_ptr() };
+        f.g = if self.g.is_empty() { std::ptr::null() } else { self.g.as_ptr() };
         f.s = self.s;
         f.entropy = self.entropy;
         f.last_accept_length = self.last_accept_length;
@@ -282,7 +299,9 @@ unsafe extern "C" fn reset_trampoline(user_data: *mut c_void) {
 /// session's lifetime.
 pub struct Policy {
     raw: NonNull<sys::entmtp_policy>,
-    config: sys::entmtp_policy_config,
+    config: sys::entmtp_policy_config, // its arrays point into the vectors below
+    thresholds: Vec<f32>,
+    ladder_trees: Vec<i32>,
     callbacks: *mut Callbacks, // Box::into_raw; null unless custom
 }
 
@@ -292,6 +311,19 @@ unsafe impl Send for Policy {}
 
 impl Policy {
     fn create(config: sys::entmtp_policy_config, callbacks: *mut Callbacks) -> Result<Policy> {
+        Policy::create_with_arrays(config, Vec::new(), Vec::new(), callbacks)
+    }
+
+    /// Create from `config` with a ladder's arrays; the config kept by the
+    /// Policy points into its own copies (a Vec's buffer does not move).
+    fn create_with_arrays(
+        mut config: sys::entmtp_policy_config,
+        thresholds: Vec<f32>,
+        ladder_trees: Vec<i32>,
+        callbacks: *mut Callbacks,
+    ) -> Result<Policy> {
+        config.thresholds = if thresholds.is_empty() { ptr::null() } else { thresholds.as_ptr() };
+        config.ladder_trees = if ladder_trees.is_empty() { ptr::null() } else { ladder_trees.as_ptr() };
         let mut out = ptr::null_mut();
         let st = unsafe { sys::entmtp_policy_create(&config, &mut out) };
         if st != sys::ENTMTP_OK || out.is_null() {
@@ -304,12 +336,14 @@ impl Policy {
         Ok(Policy {
             raw: NonNull::new(out).unwrap(),
             config,
+            thresholds,
+            ladder_trees,
             callbacks,
         })
     }
 
     fn default_config(kind: PolicyKind) -> sys::entmtp_policy_config {
-        unsafe { sys::entmtp_policy_default_config(kind.code()) }
+        defaults!(sys::entmtp_policy_config, sys::entmtp_policy_config_init, kind.code())
     }
 
     /// Always tree `tree`.
@@ -323,18 +357,15 @@ impl Policy {
     /// number of thresholds t with s > t; tree = `trees[b]` (default b).
     pub fn ladder(thresholds: &[f32], trees: Option<&[usize]>) -> Result<Policy> {
         let mut c = Policy::default_config(PolicyKind::Ladder);
-        if thresholds.len() > MAX_LADDER - 1 {
+        let max = limit(Limit::MaxLadder).saturating_sub(1);
+        if thresholds.len() > max {
             return Err(Error::new(
                 Status::InvalidConfig,
-                format!(
-                    "ladder: {} thresholds; at most {} (ENTMTP_MAX_LADDER - 1)",
-                    thresholds.len(),
-                    MAX_LADDER - 1
-                ),
+                format!("ladder: {} thresholds; at most {max} (entmtp_limit)", thresholds.len()),
             ));
         }
         c.n_thresholds = thresholds.len() as i32;
-        c.thresholds[..thresholds.len()].copy_from_slice(thresholds);
+        let mut ladder_trees: Vec<i32> = (0..=thresholds.len() as i32).collect();
         if let Some(trees) = trees {
             if trees.len() != thresholds.len() + 1 {
                 return Err(Error::new(
@@ -348,10 +379,10 @@ impl Policy {
                 ));
             }
             for (b, &t) in trees.iter().enumerate() {
-                c.ladder_trees[b] = to_i32(t, "ladder tree")?;
+                ladder_trees[b] = to_i32(t, "ladder tree")?;
             }
         }
-        Policy::create(c, ptr::null_mut())
+        Policy::create_with_arrays(c, thresholds.to_vec(), ladder_trees, ptr::null_mut())
     }
 
     /// EntMTP-tau: tree 1 (aggressive) when s > tau_on, back to tree 0
@@ -404,7 +435,22 @@ impl Policy {
     pub fn from_bank(bank: &Bank, kind: PolicyKind) -> Result<Policy> {
         let mut c = versioned!(sys::entmtp_policy_config);
         check(unsafe { sys::entmtp_bank_policy_config(bank.as_ptr(), kind.code(), &mut c) })?;
-        Policy::create(c, ptr::null_mut())
+        // copy the bank's arrays: the Policy must not point into the bank
+        let n = c.n_thresholds.max(0) as usize;
+        let (thresholds, ladder_trees) = if c.kind == sys::ENTMTP_POLICY_LADDER && !c.ladder_trees.is_null() {
+            // SAFETY: a ladder config from the bank holds n thresholds and n + 1 trees.
+            unsafe {
+                let th = if n == 0 || c.thresholds.is_null() {
+                    Vec::new()
+                } else {
+                    std::slice::from_raw_parts(c.thresholds, n).to_vec()
+                };
+                (th, std::slice::from_raw_parts(c.ladder_trees, n + 1).to_vec())
+            }
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        Policy::create_with_arrays(c, thresholds, ladder_trees, ptr::null_mut())
     }
 
     pub(crate) fn config_ptr(&self) -> *const sys::entmtp_policy_config {
@@ -421,9 +467,20 @@ impl Policy {
         PolicyKind::from_code(unsafe { sys::entmtp_policy_get_kind(self.raw.as_ptr()) }).unwrap_or(PolicyKind::Static)
     }
 
-    /// The configuration it was created with (`entmtp_policy_config`).
+    /// The configuration it was created with (`entmtp_policy_config`; its
+    /// arrays point into this Policy).
     pub fn config(&self) -> &sys::entmtp_policy_config {
         &self.config
+    }
+
+    /// A ladder's thresholds (empty for other kinds).
+    pub fn thresholds(&self) -> &[f32] {
+        &self.thresholds
+    }
+
+    /// A ladder's tree per bin (empty for other kinds).
+    pub fn ladder_trees(&self) -> &[i32] {
+        &self.ladder_trees
     }
 
     /// Check every tree index the policy can return against `n_trees`.

@@ -8,7 +8,7 @@ use crate::bank::Bank;
 use crate::error::{callback_error, check, panic_message, Error, Pending, Result, Status};
 use crate::model::{Heads, Model};
 use crate::policy::{Features, Policy};
-use crate::{sys, to_i32, versioned, MAX_STOP_TOKENS};
+use crate::{defaults, sys, to_i32, versioned};
 
 /// `entmtp_session_params`. `Default` is the library's defaults.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,7 +31,7 @@ pub struct SessionOptions {
 
 impl Default for SessionOptions {
     fn default() -> Self {
-        let p = unsafe { sys::entmtp_session_default_params() };
+        let p = defaults!(sys::entmtp_session_params, sys::entmtp_session_params_init);
         SessionOptions {
             kv_capacity: p.kv_capacity.max(0) as usize,
             temperature: p.temperature,
@@ -39,18 +39,16 @@ impl Default for SessionOptions {
             delta: p.delta,
             seed: p.seed,
             ema_decay: p.ema_decay,
-            stop_tokens: if p.n_stop_tokens < 0 {
-                None
-            } else {
-                Some(p.stop_tokens[..p.n_stop_tokens as usize].to_vec())
-            },
+            stop_tokens: if p.n_stop_tokens < 0 { None } else { Some(Vec::new()) },
         }
     }
 }
 
 impl SessionOptions {
+    /// The C params; `stop_tokens` points into `self` (the library copies it
+    /// and checks its count against `entmtp_limit`).
     fn to_c(&self) -> Result<sys::entmtp_session_params> {
-        let mut p = unsafe { sys::entmtp_session_default_params() };
+        let mut p = defaults!(sys::entmtp_session_params, sys::entmtp_session_params_init);
         p.kv_capacity = to_i32(self.kv_capacity, "kv_capacity")?;
         p.temperature = self.temperature;
         p.epsilon = self.epsilon;
@@ -60,14 +58,8 @@ impl SessionOptions {
         match &self.stop_tokens {
             None => p.n_stop_tokens = -1,
             Some(t) => {
-                if t.len() > MAX_STOP_TOKENS {
-                    return Err(Error::new(
-                        Status::InvalidConfig,
-                        format!("session params: {} stop tokens; at most {MAX_STOP_TOKENS}", t.len()),
-                    ));
-                }
-                p.n_stop_tokens = t.len() as i32;
-                p.stop_tokens[..t.len()].copy_from_slice(t);
+                p.n_stop_tokens = to_i32(t.len(), "stop_tokens")?;
+                p.stop_tokens = if t.is_empty() { std::ptr::null() } else { t.as_ptr() };
             }
         }
         Ok(p)
@@ -332,6 +324,8 @@ impl<'a> Session<'a> {
             )
         };
         let TokenState { tokens, pending, .. } = state;
+        // on_tokens asking to stop is not an error
+        let st = if st == sys::ENTMTP_STOPPED { sys::ENTMTP_OK } else { st };
         if let Some(p) = pending {
             if let Some(pol) = self.policy.as_mut() {
                 pol.take_pending(); // the on_tokens failure wins

@@ -20,11 +20,14 @@ fn version_matches_header() {
     let (ma, mi, pa) = entmtp::HEADER_VERSION;
     assert_eq!(entmtp::version(), format!("{ma}.{mi}.{pa}"));
     assert_eq!(entmtp::version_number(), ma * 10000 + mi * 100 + pa);
-    assert_eq!(entmtp::ABI_VERSION, 0);
+    assert_eq!(entmtp::ABI_VERSION, 1);
+    // run-time limits of the loaded library (entmtp_limit), not ABI constants
+    use entmtp::{limit, Limit};
     assert_eq!(
-        (entmtp::MAX_HEADS, entmtp::MAX_LADDER, entmtp::MAX_STOP_TOKENS),
-        (16, 16, 8)
+        (limit(Limit::MaxHeads), limit(Limit::MaxLadder), limit(Limit::MaxStopTokens)),
+        (16, 16, 64)
     );
+    assert!(limit(Limit::MaxTreeNodes) >= 256 && limit(Limit::MaxTopk) >= 10);
 }
 
 #[test]
@@ -207,8 +210,11 @@ fn bank_files_and_stored_policies() {
     assert_eq!(h.kind(), PolicyKind::Hysteresis);
     assert!((h.config().tau_on - 0.3).abs() < 1e-6 && (h.config().tau_off - 0.1).abs() < 1e-6);
     let l = Policy::from_bank(&c, PolicyKind::Ladder).unwrap();
-    assert_eq!(&l.config().ladder_trees[..2], &[1, 0]);
+    assert_eq!(l.ladder_trees(), &[1, 0]);
     assert_eq!(c.policy(PolicyKind::Ucb).unwrap_err().status(), Status::NotFound);
+    drop(c); // the policy keeps its own copy of the bank's arrays
+    assert_eq!(l.ladder_trees(), &[1, 0]);
+    assert_eq!(l.thresholds(), &[0.2]);
     // errors
     let mut d = Bank::new().unwrap();
     d.add_builtin("chain_1").unwrap();
@@ -408,7 +414,7 @@ struct Recorder {
 
 impl CustomPolicy for Recorder {
     fn select(&mut self, f: &Features, n: usize) -> Result<usize, Box<dyn std::error::Error + Send + Sync>> {
-        self.selects.lock().unwrap().push((*f, n));
+        self.selects.lock().unwrap().push((f.clone(), n));
         if f.s < 0.0 {
             return Err("negative s".into());
         }
@@ -441,13 +447,12 @@ fn custom_policy_sees_features_and_outcomes() {
         last_accept_length: 3,
         accept_length_ema: 2.5,
         step: 7,
-        n_heads: 2,
         ..Features::default()
     };
-    f.head_p[..2].copy_from_slice(&[0.8, 0.6]);
-    f.g[..2].copy_from_slice(&[0.72, 0.432]);
+    f.head_p = vec![0.8, 0.6];
+    f.g = vec![0.72, 0.432];
     assert_eq!(p.select(&f, 4).unwrap(), 1);
-    let (got, n) = selects.lock().unwrap()[0];
+    let (got, n) = selects.lock().unwrap()[0].clone();
     assert_eq!(n, 4);
     assert_eq!(got, f);
     assert_eq!(got.head_p(), [0.8, 0.6]);
@@ -551,7 +556,9 @@ fn custom_policy_state_lives_with_the_policy() {
 #[test]
 fn custom_config_without_select_is_invalid() {
     // the safe API cannot build one; check the library's validation through sys
-    let c = unsafe { sys::entmtp_policy_default_config(sys::ENTMTP_POLICY_CUSTOM) };
+    let mut c: sys::entmtp_policy_config = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<sys::entmtp_policy_config>();
+    assert_eq!(unsafe { sys::entmtp_policy_config_init(&mut c, size, sys::ENTMTP_POLICY_CUSTOM) }, sys::ENTMTP_OK);
     let mut out = std::ptr::null_mut();
     let st = unsafe { sys::entmtp_policy_create(&c, &mut out) };
     assert_eq!(st, sys::ENTMTP_ERR_INVALID_CONFIG);
@@ -562,7 +569,8 @@ fn custom_config_without_select_is_invalid() {
 #[test]
 fn features_limits() {
     let f = Features {
-        n_heads: 17,
+        head_p: vec![0.5; 17],
+        g: vec![0.5; 17],
         ..Features::default()
     };
     assert_eq!(

@@ -295,7 +295,7 @@ fn step_by_step_equals_generate() {
     assert_eq!(s.tree_usages(), [0, steps.len() as u64]);
     assert_eq!(s.step(1).unwrap().tokens.len(), 1);
     let f = s.features().unwrap();
-    assert_eq!(f.n_heads, 4);
+    assert_eq!(f.n_heads(), 4);
     assert_eq!(f.step, steps.len() as i64);
     assert!((0.0..=1.0).contains(&f.s));
     assert_eq!(f.head_p().len(), 4);
@@ -496,7 +496,7 @@ fn session_errors() {
     );
     assert_eq!(
         bad(SessionOptions {
-            stop_tokens: Some((0..9).collect()),
+            stop_tokens: Some((0..entmtp::limit(entmtp::Limit::MaxStopTokens) as i32 + 1).collect()),
             ..SessionOptions::default()
         }),
         Status::InvalidConfig
@@ -536,7 +536,7 @@ struct Counting {
 
 impl CustomPolicy for Counting {
     fn select(&mut self, f: &Features, n: usize) -> Result<usize, Box<dyn std::error::Error + Send + Sync>> {
-        assert_eq!((n, f.n_heads), (2, 4));
+        assert_eq!((n, f.n_heads()), (2, 4));
         self.selects += 1;
         self.log.lock().unwrap().0 = self.selects;
         Ok(1)
@@ -581,7 +581,8 @@ fn custom_policy_in_a_session() {
     assert_eq!(
         pol.select(
             &Features {
-                n_heads: 4,
+                head_p: vec![0.0; 4],
+                g: vec![0.0; 4],
                 ..Features::default()
             },
             2

@@ -1,0 +1,150 @@
+/* End to end on the CUDA backend: greedy tokens of EntMTP with every built-in
+ * tree and every policy, with Medusa and with Hydra heads, on the tiny
+ * models, equal the CPU backend's greedy AR tokens; and the CUDA backend's
+ * own AR run equals them too. Runs on a GPU or, in CI, on the CPU CUDA
+ * harness (docs/cuda-harness.md); SKIPPED when neither is there. */
+#include "backend/backend.h"
+#include "check.h"
+#include "tiny_model.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#define N_GEN 16
+static const int32_t prompt[] = { 3, 1, 4, 1, 5, 9, 2, 6 };
+#define N_PROMPT ((int32_t)(sizeof prompt / sizeof prompt[0]))
+#define N_TOKENS (N_PROMPT + N_GEN)
+
+/* the tokens of one greedy run (AR when pol is NULL and ar is set) */
+static void generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_policy *pol, int ar, int32_t *out) {
+    memset(out, 0xff, N_TOKENS * sizeof *out);
+    entmtp_session_params sp = entmtp_session_default_params();
+    sp.kv_capacity = 128;
+    sp.n_stop_tokens = 0;
+    entmtp_session *s = NULL;
+    CHECK_OK(entmtp_session_create(m, h, b, &sp, &s));
+    if (!s) return;
+    if (pol) CHECK_OK(entmtp_policy_set(s, pol));
+    CHECK_OK(entmtp_session_prefill(s, prompt, N_PROMPT));
+    CHECK_OK(entmtp_generate(s, N_GEN, ar, NULL, NULL));
+    const int32_t *toks;
+    int32_t n = 0;
+    CHECK_OK(entmtp_session_tokens(s, &toks, &n));
+    CHECK_EQ_INT(n, N_TOKENS);
+    if (n == N_TOKENS) memcpy(out, toks, sizeof(int32_t) * N_TOKENS);
+    entmtp_policy_set(s, NULL);
+    entmtp_session_free(s);
+}
+
+static entmtp_status rotate_select(void *user, const entmtp_features *f, int32_t n_trees, int32_t *out) {
+    int32_t *counter = user;
+    (void)f;
+    *out = (*counter)++ % n_trees;
+    return ENTMTP_OK;
+}
+
+static void compare(const int32_t *ref, const int32_t *got, const char *label, const char *what) {
+    if (!memcmp(ref, got, sizeof(int32_t) * N_TOKENS)) return;
+    int32_t i = 0;
+    while (ref[i] == got[i]) i++;
+    fprintf(stderr, "%s: %s: CUDA token %d is %d, CPU AR says %d\n", label, what, i, got[i], ref[i]);
+    emt_test_failures++;
+}
+
+/* One model + heads: CPU AR is the reference for every CUDA run. */
+static void check_heads(const char *gguf, const char *heads, const char *label) {
+    entmtp_model *m[2] = { NULL, NULL };
+    entmtp_heads *h[2] = { NULL, NULL };
+    for (int k = 0; k < 2; k++) {
+        entmtp_model_params mp = entmtp_model_default_params();
+        mp.backend = k ? ENTMTP_BACKEND_CUDA : ENTMTP_BACKEND_CPU;
+        mp.n_threads = 1;
+        CHECK_OK(entmtp_model_load(gguf, &mp, &m[k]));
+        if (m[k]) CHECK_OK(entmtp_heads_load(m[k], heads, &h[k]));
+    }
+    entmtp_heads_info hi = { sizeof hi };
+    entmtp_bank *b = NULL;
+    entmtp_bank_params bp = entmtp_bank_default_params();
+    if (h[0] && entmtp_heads_get_info(h[0], &hi) == ENTMTP_OK) bp.max_depth = hi.n_heads;
+    CHECK_OK(entmtp_bank_create(&bp, &b));
+    for (int32_t i = 0; b && entmtp_builtin_tree_name(i); i++) {
+        entmtp_status st = entmtp_bank_add_builtin(b, entmtp_builtin_tree_name(i), NULL);
+        if (st != ENTMTP_ERR_INVALID_TREE) CHECK_OK(st); /* deeper than these heads: skipped */
+    }
+    int32_t n_trees = b ? entmtp_bank_size(b) : 0;
+    CHECK(n_trees >= 5);
+    if (m[0] && m[1] && h[0] && h[1] && n_trees > 0) {
+        int32_t ref[N_TOKENS], got[N_TOKENS];
+        char what[96];
+        generate(m[0], h[0], b, NULL, 1, ref);
+        generate(m[1], h[1], b, NULL, 1, got);
+        compare(ref, got, label, "AR");
+        for (int32_t t = 0; t < n_trees; t++) {
+            entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
+            pc.static_tree = t;
+            entmtp_policy *pol = NULL;
+            CHECK_OK(entmtp_policy_create(&pc, &pol));
+            generate(m[1], h[1], b, pol, 0, got);
+            entmtp_tree_info ti = { sizeof ti };
+            entmtp_bank_tree_info(b, t, &ti);
+            snprintf(what, sizeof what, "tree %s", ti.name);
+            compare(ref, got, label, what);
+            entmtp_policy_free(pol);
+        }
+        entmtp_policy_kind kinds[] = { ENTMTP_POLICY_LADDER, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_UCB,
+                                       ENTMTP_POLICY_CUSTOM };
+        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+            entmtp_policy_config pc = entmtp_policy_default_config(kinds[i]);
+            int32_t counter = 0;
+            if (kinds[i] == ENTMTP_POLICY_LADDER) {
+                pc.n_thresholds = 2;
+                static const float thresholds[2] = { 0.05f, 0.3f };
+                pc.thresholds = thresholds;
+            } else if (kinds[i] == ENTMTP_POLICY_HYSTERESIS) {
+                pc.tau_on = 0.2f;
+                pc.tau_off = 0.1f;
+                pc.aggressive_tree = n_trees - 1;
+            } else if (kinds[i] == ENTMTP_POLICY_CUSTOM) {
+                pc.select = rotate_select; /* a different tree every step */
+                pc.user_data = &counter;
+            }
+            entmtp_policy *pol = NULL;
+            CHECK_OK(entmtp_policy_create(&pc, &pol));
+            generate(m[1], h[1], b, pol, 0, got);
+            snprintf(what, sizeof what, "policy %s", entmtp_policy_kind_name(kinds[i]));
+            compare(ref, got, label, what);
+            entmtp_policy_free(pol);
+        }
+        printf("%s: CUDA == CPU AR for AR, %d trees and 4 policies\n", label, n_trees);
+    }
+    entmtp_bank_free(b);
+    for (int k = 0; k < 2; k++) {
+        entmtp_heads_free(h[k]);
+        entmtp_model_free(m[k]);
+    }
+}
+
+int main(void) {
+    emt_backend *gpu = NULL;
+    if (emt_backend_cuda_create(0, &gpu) != ENTMTP_OK) {
+        printf("SKIP: %s\n", entmtp_last_error());
+        return 77;
+    }
+    gpu->ops->destroy(gpu);
+    emt_tiny_config c = emt_tiny_default_config();
+    c.vocab = 32;
+    char gguf[512], medusa[512], hydra[512];
+    /* per process: the GPU and the harness runs of this test may overlap */
+    snprintf(gguf, sizeof gguf, "%s/cuda_lossless_tiny_%d.gguf", ENTMTP_TEST_TMP_DIR, (int)getpid());
+    snprintf(medusa, sizeof medusa, "%s/cuda_lossless_medusa_%d.safetensors", ENTMTP_TEST_TMP_DIR, (int)getpid());
+    snprintf(hydra, sizeof hydra, "%s/cuda_lossless_hydra_%d.safetensors", ENTMTP_TEST_TMP_DIR, (int)getpid());
+    CHECK_OK(emt_tiny_write_gguf(gguf, &c, EMT_F32));
+    CHECK_OK(emt_tiny_write_medusa_heads(medusa, c.hidden, c.vocab, 5, 1, 0, 3));
+    CHECK_OK(emt_tiny_write_hydra_heads(hydra, c.hidden, c.vocab, 5, 2, 0, 12));
+    check_heads(gguf, medusa, "medusa");
+    check_heads(gguf, hydra, "hydra");
+    remove(gguf);
+    remove(medusa);
+    remove(hydra);
+    return emt_test_finish("test_cuda_lossless");
+}

@@ -744,8 +744,10 @@ const char *emt_model_describe(const entmtp_model *m, char *buf, size_t cap) {
     size_t n = 0;
     if (c->embed_scale) n += (size_t)snprintf(buf + n, cap - n, "embed-scale ");
     if (n < cap && c->local_period)
-        n += (size_t)snprintf(buf + n, cap - n, "local/global-layers(1 global in %d%s) ", c->local_period,
-                              c->rope_theta_local ? ", local rope base 10000" : "");
+        n += (size_t)snprintf(buf + n, cap - n, "local/global-layers(1 global in %d) ", c->local_period);
+    if (n < cap && c->rope_theta_local)
+        n += (size_t)snprintf(buf + n, cap - n, "local-rope-base=%g ", (double)c->rope_theta_local);
+    if (n < cap && c->q_scale) n += (size_t)snprintf(buf + n, cap - n, "query-scale*%g ", (double)c->q_scale);
     if (n < cap && c->post_norms) n += (size_t)snprintf(buf + n, cap - n, "post-norms ");
     if (n < cap && c->attn_softcap) n += (size_t)snprintf(buf + n, cap - n, "attn-softcap=%g ", (double)c->attn_softcap);
     if (n < cap && c->final_softcap) n += (size_t)snprintf(buf + n, cap - n, "final-softcap=%g ", (double)c->final_softcap);

@@ -4,8 +4,8 @@ comparison with llama.cpp (scripts/record-model-fixtures.sh records
 llama.cpp's tokens and logits; tests/python/run_arch_check.sh compares
 EntMTP's with them).
 
-  arch_models.py write ARCH TYPE OUT.gguf TOKENIZER.gguf
-      ARCH: llama3 | qwen2 | qwen3 | phi3; TYPE: f32 | q8_0
+  arch_models.py write ARCH TYPE OUT.gguf TOKENIZER.gguf [CHAT_TEMPLATE]
+      ARCH: llama3 | qwen2 | qwen3 | phi3 | gemma2 | gemma3; TYPE: f32 | q8_0
   arch_models.py write-hf ARCH MODEL.gguf OUTDIR
       the same F32 model as a Hugging Face directory (config.json,
       model.safetensors, tokenizer.json); ARCH "mistral" converts the phi3
@@ -97,7 +97,7 @@ def copy_tokenizer(w, tok_path, pre):
     return len(strings("tokenizer.ggml.tokens"))
 
 
-def write(name, qtype, out, tok_path):
+def write(name, qtype, out, tok_path, chat_template=None):
     spec = ARCHS[name]
     rng = np.random.Generator(np.random.PCG64(zlib.crc32(name.encode())))  # stable per name
     hd = spec["head_dim"]
@@ -107,6 +107,8 @@ def write(name, qtype, out, tok_path):
     # attributes, which look up tokens this vocabulary does not have)
     w.add_name(f"entmtp-random-{name.replace('phi3', 'ph3')}")
     vocab = copy_tokenizer(w, tok_path, spec["pre"])
+    if chat_template is not None:
+        w.add_chat_template(chat_template)
     w.add_context_length(CTX)
     w.add_embedding_length(HIDDEN)
     n_layers = spec.get("layers", LAYERS)
@@ -339,8 +341,8 @@ def main():
         write_medusa2_heads(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 3 and sys.argv[1] == "heads":
         write_medusa_heads(sys.argv[2])
-    elif len(sys.argv) == 6 and sys.argv[1] == "write":
-        write(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5])
+    elif len(sys.argv) in (6, 7) and sys.argv[1] == "write":
+        write(*sys.argv[2:])
     elif len(sys.argv) == 7 and sys.argv[1] == "compare":
         sys.exit(0 if compare(*sys.argv[2:6], float(sys.argv[6])) else 1)
     else:

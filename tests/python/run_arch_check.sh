@@ -14,7 +14,8 @@
 #     greedy AR (48 tokens, the heads' default tree and one wide tree), F32
 #     and Q8_0 native;
 #  4. `entmtp info` names the architecture and its features, and an
-#     unsupported architecture is an error naming it.
+#     unsupported architecture is an error naming it;
+#  5. an unrecognised chat template is announced and the plain prompt used.
 set -euo pipefail
 cli=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -86,6 +87,17 @@ PY
 if "$cli" info --model "$tmp/mamba.gguf" > /dev/null 2> "$tmp/err.txt" \
    || ! grep -q "architecture .mamba. is not supported" "$tmp/err.txt"; then
   echo "an unsupported architecture was not reported by name:"; cat "$tmp/err.txt"; fail=1
+fi
+
+# a chat template the library does not recognise: the CLI says so and uses
+# the plain prompt (docs/models.md), never silently
+python3 "$py" write qwen2 f32 "$tmp/tmpl.gguf" "$vocab" "{{ messages | tojson }}"
+"$cli" generate --model "$tmp/tmpl.gguf" --prompt "Hi" --max-tokens 2 --ar --threads 2 --json \
+  > "$tmp/t.json" 2> "$tmp/t.err"
+"$cli" generate --model "$tmp/tmpl.gguf" --raw --prompt "Hi" --max-tokens 2 --ar --threads 2 --json > "$tmp/r.json"
+if ! grep -q "chat template not recognised.*using the plain prompt" "$tmp/t.err" \
+   || [ "$(field "$tmp/t.json" prompt_ids)" != "$(field "$tmp/r.json" prompt_ids)" ]; then
+  echo "unrecognised chat template: no announcement, or not the plain prompt:"; cat "$tmp/t.err"; fail=1
 fi
 
 # GGUF against Hugging Face directories of the same weights

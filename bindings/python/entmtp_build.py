@@ -1,19 +1,15 @@
 """CFFI build script (out-of-line API mode) for the `entmtp._entmtp` extension.
 
-Used by setup.py through `cffi_modules`; can also be run directly
-(`python3 entmtp_build.py`) to compile the extension in place.
+bindings/python/CMakeLists.txt (run by scikit-build-core from pyproject.toml)
+calls `python entmtp_build.py --emit OUT.c` to write the extension's C source
+and compiles it against include/entmtp.h, linked to an installed libentmtp or
+to the one it builds into the package.
 
-The declarations come from entmtp/_cdef.h, generated from include/entmtp.h by
-gen_cdef.py, plus the `extern "Python"` callbacks below. The compiler and
-linker flags come from `pkg-config --cflags --libs entmtp`, so the installed
-library must be visible to pkg-config (PKG_CONFIG_PATH=PREFIX/lib/pkgconfig).
-The library directory is also recorded as the extension's run path, so the
-module finds libentmtp.so.N without LD_LIBRARY_PATH; set ENTMTP_NO_RPATH=1 to
-leave it out (for packagers who install the library system-wide).
+The declarations come from src/entmtp/_cdef.h, generated from
+include/entmtp.h by gen_cdef.py, plus the `extern "Python"` callbacks below.
 """
 import os
-import shlex
-import subprocess
+import sys
 
 from cffi import FFI
 
@@ -29,52 +25,17 @@ extern "Python" int _entmtp_py_progress(float, const char *, void *);
 """
 
 
-def pkg_config(*args):
-    cmd = [os.environ.get("PKG_CONFIG", "pkg-config")] + list(args) + ["entmtp"]
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True)
-    except OSError as e:
-        raise RuntimeError("entmtp: cannot run pkg-config (%s); install pkg-config" % e)
-    if res.returncode != 0:
-        raise RuntimeError(
-            "entmtp: `%s` failed: %s\nInstall the EntMTP C library first "
-            "(cmake --install BUILD --prefix P) and set PKG_CONFIG_PATH=P/lib/pkgconfig."
-            % (" ".join(cmd), res.stderr.strip()))
-    return shlex.split(res.stdout)
-
-
-def build_flags():
-    flags = {"include_dirs": [], "library_dirs": [], "libraries": [], "define_macros": [],
-             "extra_compile_args": [], "extra_link_args": [], "runtime_library_dirs": []}
-    for f in pkg_config("--cflags"):
-        if f.startswith("-I"):
-            flags["include_dirs"].append(os.path.normpath(f[2:]))
-        elif f.startswith("-D"):
-            name, _, value = f[2:].partition("=")
-            flags["define_macros"].append((name, value or None))
-        else:
-            flags["extra_compile_args"].append(f)
-    for f in pkg_config("--libs"):
-        if f.startswith("-L"):
-            flags["library_dirs"].append(os.path.normpath(f[2:]))
-        elif f.startswith("-l"):
-            flags["libraries"].append(f[2:])
-        else:
-            flags["extra_link_args"].append(f)
-    if os.environ.get("ENTMTP_NO_RPATH", "") not in ("1", "yes", "true"):
-        flags["runtime_library_dirs"] = [os.path.abspath(d) for d in flags["library_dirs"]]
-    return flags
-
-
 def read_cdef():
-    with open(os.path.join(HERE, "entmtp", "_cdef.h"), encoding="utf-8") as f:
+    with open(os.path.join(HERE, "src", "entmtp", "_cdef.h"), encoding="utf-8") as f:
         return f.read() + CALLBACKS
 
 
 ffibuilder = FFI()
 ffibuilder.cdef(read_cdef())
 # the bindings expose the EXPERIMENTAL section (marked so in their docs)
-ffibuilder.set_source("entmtp._entmtp", "#define ENTMTP_EXPERIMENTAL_API\n#include <entmtp.h>\n", **build_flags())
+ffibuilder.set_source("entmtp._entmtp", "#define ENTMTP_EXPERIMENTAL_API\n#include <entmtp.h>\n")
 
 if __name__ == "__main__":
-    ffibuilder.compile(tmpdir=HERE, verbose=True)
+    if len(sys.argv) != 3 or sys.argv[1] != "--emit":
+        sys.exit("usage: entmtp_build.py --emit OUT.c")
+    ffibuilder.emit_c_code(sys.argv[2])

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate the CFFI cdef of EntMTP from the public header.
 
-    python3 bindings/python/gen_cdef.py            # rewrite entmtp/_cdef.h
+    python3 bindings/python/gen_cdef.py            # rewrite src/entmtp/_cdef.h
     python3 bindings/python/gen_cdef.py --check    # exit 1 if it is stale
 
 include/entmtp.h is the single source of truth. The header is run through the
@@ -38,7 +38,7 @@ from pycparser import c_ast, c_parser
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 DEFAULT_HEADER = os.path.join(ROOT, "include", "entmtp.h")
-DEFAULT_OUTPUT = os.path.join(HERE, "entmtp", "_cdef.h")
+DEFAULT_OUTPUT = os.path.join(HERE, "src", "entmtp", "_cdef.h")
 
 # Types CFFI knows natively; pycparser only needs to know they are type names.
 STD_TYPES = [

@@ -12,6 +12,7 @@
 #define TOPK 10
 #define TREES 8
 #define STEPS 20000
+#define ROUNDS 20
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static float uniform(void) {
@@ -61,20 +62,27 @@ int main(void) {
     for (int i = 0; i < 16; i++) random_topk(qs[i]);
     const int32_t row[HEADS + 1] = { 0, 1, -1, -1, -1 };
     double sink = 0;
+    /* rounds of STEPS/ROUNDS steps: the machine may be shared, so the fastest
+     * round is the cost and the median says how much others took */
     for (int dynamic = 0; dynamic < 2; dynamic++) {
-        double t0 = emt_now();
-        for (int s = 0; s < STEPS; s++) {
-            const float *qq = qs[s & 15];
-            emt_outlook_compute(&o, bank, qq, TOPK, HEADS, TOPK, dynamic);
-            int32_t k = s % TREES;
-            const emt_tree *t = emt_outlook_tree(&o, bank, k, dynamic);
-            emt_outlook_observe(&o, t, k, qq, TOPK, HEADS, TOPK, row, 1, 0.01);
-            sink += o.expected_accept[k];
+        double us[ROUNDS];
+        for (int round = 0; round < ROUNDS; round++) {
+            double t0 = emt_now();
+            for (int s = 0; s < STEPS / ROUNDS; s++) {
+                const float *qq = qs[s & 15];
+                emt_outlook_compute(&o, bank, qq, TOPK, HEADS, TOPK, dynamic);
+                int32_t k = s % TREES;
+                const emt_tree *t = emt_outlook_tree(&o, bank, k, dynamic);
+                emt_outlook_observe(&o, t, k, qq, TOPK, HEADS, TOPK, row, 1, 0.01);
+                sink += o.expected_accept[k];
+            }
+            us[round] = (emt_now() - t0) / (STEPS / ROUNDS) * 1e6;
+            for (int j = round; j > 0 && us[j] < us[j - 1]; j--) { double x = us[j]; us[j] = us[j - 1]; us[j - 1] = x; }
         }
-        double us = (emt_now() - t0) / STEPS * 1e6;
-        printf("%-10s %d trees of 8..64 nodes, %d heads, top-%d: %.2f us per step (features, costs, %s, calibration update)\n",
-               dynamic ? "dynamic" : "throughput", TREES, HEADS, TOPK, us,
-               dynamic ? "best-first selection + tree build" : "per-tree expected accept");
+        printf("%-10s %d trees of 8..64 nodes, %d heads, top-%d: %.2f us per step (fastest of %d rounds; median %.2f): %s\n",
+               dynamic ? "dynamic" : "throughput", TREES, HEADS, TOPK, us[0], ROUNDS, us[ROUNDS / 2],
+               dynamic ? "calibrated table, best-first selection to 64 nodes, tree build, calibration and cost update"
+                       : "per-tree expected accept, cost estimates, calibration and cost update");
     }
     emt_outlook_free(&o);
     entmtp_bank_free(bank);

@@ -94,6 +94,8 @@ int main(void) {
         { "{\"trees\":[{\"name\":\"a\",\"choices\":[[0]]}],\"policy\":{\"ladder\":{\"thresholds\":[0.5,0.1]}}}", "policy.ladder" },
         { "{\"trees\":[{\"name\":\"a\",\"choices\":[[0]]}],\"policy\":{\"hysteresis\":{\"tau_on\":0.1,\"tau_off\":0.5}}}", "tau_off" },
         { "{\"trees\":[{\"name\":\"a\",\"choices\":[[0]]}],\"policy\":{\"default\":\"ucb\"}}", "policy.default" },
+        { "{\"trees\":[{\"name\":\"a\",\"choices\":[[0]]}],\"policy\":{\"dynamic\":[]}}", "policy.dynamic must be an object" },
+        { "{\"trees\":[{\"name\":\"a\",\"choices\":[[0]]}],\"policy\":{\"default\":\"throughput\"}}", "policy.default" },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_file(path2, cases[i].text);

@@ -5,6 +5,7 @@
 #include "entmtp.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* Each subcommand gets argv starting at its own name; returns the exit code. */
 int cmd_tree(int argc, char **argv);
@@ -37,6 +38,56 @@ int cli_arg_seed(const char *cmd, const char *v, unsigned long long *out);
 int cli_arg_backend(const char *cmd, const char *v, entmtp_backend *out);
 /* --compute native | f32 */
 int cli_arg_compute(const char *cmd, const char *v, entmtp_compute_type *out);
+
+/* One table-driven parser for every command: each option names where its
+ * value goes and how it is checked. */
+typedef enum cli_value_kind {
+    CLI_FLAG,    /* no value: *(int *)out = 1 */
+    CLI_STRING,  /* *(const char **)out = the value */
+    CLI_LONG,    /* *(long *)out, an integer in [lo, hi] */
+    CLI_FLOAT,   /* *(float *)out, a finite number >= lo (lo = -INFINITY: any) */
+    CLI_SEED,    /* *(unsigned long long *)out */
+    CLI_BACKEND, /* *(entmtp_backend *)out: auto | cpu | cuda */
+    CLI_COMPUTE, /* *(entmtp_compute_type *)out: native | f32 */
+    CLI_CALL     /* call(cmd, value, out): 1 on success, else it printed why */
+} cli_value_kind;
+
+typedef struct cli_option {
+    const char *name; /* "--model" */
+    cli_value_kind kind;
+    void *out;
+    double lo, hi;
+    int (*call)(const char *cmd, const char *value, void *out);
+} cli_option;
+
+/* Parse argv[1..] against `opts`: 0 when parsed, 1 when --help printed the
+ * usage (exit 0), 2 on a bad option or value (a message was printed). */
+int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, size_t n_opts, void (*usage)(FILE *));
+#define CLI_TABLE(opts) (opts), sizeof(opts) / sizeof((opts)[0])
+
+/* Settings of commands that decode a prompt set (search, bench --suite), and
+ * their options, spliced into a command's table with CLI_RUN_OPTIONS(&rs). */
+typedef struct cli_run_settings {
+    long n_prompts, max_tokens, threads;
+    float temperature, epsilon, delta;
+    unsigned long long seed;
+    entmtp_backend backend;
+} cli_run_settings;
+#define CLI_RUN_DEFAULTS { 100, 256, 0, 0.7f, 0.09f, 0.3f, 0x5eed, ENTMTP_BACKEND_AUTO }
+#define CLI_RUN_OPTIONS(rs)                                              \
+    { "--prompts", CLI_LONG, &(rs)->n_prompts, 0, 1000000, NULL },       \
+    { "--max-tokens", CLI_LONG, &(rs)->max_tokens, 0, 1000000, NULL },   \
+    { "--threads", CLI_LONG, &(rs)->threads, 0, 1000000, NULL },         \
+    { "--temperature", CLI_FLOAT, &(rs)->temperature, 0, 0, NULL },      \
+    { "--epsilon", CLI_FLOAT, &(rs)->epsilon, 0, 0, NULL },              \
+    { "--delta", CLI_FLOAT, &(rs)->delta, 0, 0, NULL },                  \
+    { "--seed", CLI_SEED, &(rs)->seed, 0, 0, NULL },                     \
+    { "--backend", CLI_BACKEND, &(rs)->backend, 0, 0, NULL }
+
+/* --plot IMAGE and --plot-script PY (see cli_plot), the same in every command */
+#define CLI_PLOT_OPTIONS(image, script)                  \
+    { "--plot", CLI_STRING, (image), 0, 0, NULL },       \
+    { "--plot-script", CLI_STRING, (script), 0, 0, NULL }
 
 /* Print "entmtp: <what>: <library message>" to stderr; returns 1. */
 int cli_fail(const char *what, entmtp_status st);

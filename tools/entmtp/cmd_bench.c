@@ -84,33 +84,31 @@ int cmd_bench(int argc, char **argv) {
     long context = 256, tokens = 32, reps = 5, threads = 0;
     int json = 0;
     entmtp_backend backend = ENTMTP_BACKEND_AUTO;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--suite")) return cmd_bench_suite(argc, argv);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (!v) { fprintf(stderr, "entmtp bench: %s needs a value\n", a); return 2; }
-        i++;
-        if (!strcmp(a, "--synthetic")) synthetic = v;
-        else if (!strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--heads")) heads_path = v;
-        else if (!strcmp(a, "--tree")) tree = v;
-        else if (!strcmp(a, "--prompt")) prompt = v;
-        else if (!strcmp(a, "--plot")) plot = v;
-        else if (!strcmp(a, "--plot-script")) plot_script = v;
-        else if (!strcmp(a, "--nodes")) nodes_list = v;
-        else if (!strcmp(a, "--weights") && (!strcmp(v, "f32") || !strcmp(v, "q4_0"))) synth_type = v[0] == 'q' ? EMT_Q4_0 : EMT_F32;
-        else if (!strcmp(a, "--compute")) { if (!cli_arg_compute("bench", v, &compute)) return 2; }
-        else if (!strcmp(a, "--context") || !strcmp(a, "--tokens") || !strcmp(a, "--reps") || !strcmp(a, "--threads")) {
-            char *end;
-            long x = strtol(v, &end, 10);
-            if (!*v || *end || x < 0 || x > 1000000) { fprintf(stderr, "entmtp bench: %s: bad value '%s'\n", a, v); return 2; }
-            *(!strcmp(a, "--context") ? &context : !strcmp(a, "--tokens") ? &tokens : !strcmp(a, "--reps") ? &reps : &threads) = x;
-        } else if (!strcmp(a, "--backend")) {
-            if (!cli_arg_backend("bench", v, &backend)) return 2;
-        } else { fprintf(stderr, "entmtp bench: unknown option '%s'\n", a); usage(stderr); return 2; }
+    const char *weights = "f32";
+    const cli_option opts[] = {
+        { "--synthetic", CLI_STRING, &synthetic },
+        { "--model", CLI_STRING, &model_path },
+        { "--heads", CLI_STRING, &heads_path },
+        { "--tree", CLI_STRING, &tree },
+        { "--prompt", CLI_STRING, &prompt },
+        CLI_PLOT_OPTIONS(&plot, &plot_script),
+        { "--nodes", CLI_STRING, &nodes_list },
+        { "--weights", CLI_STRING, &weights },
+        { "--compute", CLI_COMPUTE, &compute },
+        { "--context", CLI_LONG, &context, 0, 1000000 },
+        { "--tokens", CLI_LONG, &tokens, 0, 1000000 },
+        { "--reps", CLI_LONG, &reps, 0, 1000000 },
+        { "--threads", CLI_LONG, &threads, 0, 1000000 },
+        { "--backend", CLI_BACKEND, &backend },
+        { "--json", CLI_FLAG, &json },
+    };
+    int parsed = cli_parse("bench", argc, argv, CLI_TABLE(opts), usage);
+    if (parsed) return parsed == 1 ? 0 : parsed;
+    if (strcmp(weights, "f32") && strcmp(weights, "q4_0")) {
+        fprintf(stderr, "entmtp bench: --weights: '%s' is not f32 or q4_0\n", weights);
+        return 2;
     }
+    synth_type = weights[0] == 'q' ? EMT_Q4_0 : EMT_F32;
     if (!!synthetic == !!model_path) { fprintf(stderr, "entmtp bench: give exactly one of --synthetic or --model\n"); return 2; }
     if (context < 1 || tokens < 1 || reps < 1) { fprintf(stderr, "entmtp bench: --context, --tokens and --reps must be positive\n"); return 2; }
 

@@ -40,18 +40,13 @@ static void tensor_summary(const char *path) {
     emt_st_close(st);
 }
 
+static void usage(FILE *f) { fprintf(f, "usage: entmtp info --model PATH\n"); }
+
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--model") && i + 1 < argc) path = argv[++i];
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: entmtp info --model PATH\n");
-            return 0;
-        } else {
-            fprintf(stderr, "entmtp info: unknown option '%s'\n", argv[i]);
-            return 2;
-        }
-    }
+    const cli_option opts[] = { { "--model", CLI_STRING, &path } };
+    int rc = cli_parse("info", argc, argv, CLI_TABLE(opts), usage);
+    if (rc) return rc == 1 ? 0 : rc;
     if (!path) { fprintf(stderr, "entmtp info: --model is required\n"); return 2; }
     entmtp_model_params mp = entmtp_model_default_params();
     mp.backend = ENTMTP_BACKEND_CPU;

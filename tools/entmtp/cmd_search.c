@@ -141,38 +141,30 @@ static int annotate_bank(const char *path, cJSON *search) {
 int cmd_search(int argc, char **argv) {
     const char *model_path = NULL, *heads_path = NULL, *prompt_file = NULL, *out_path = NULL;
     const char *plot = NULL, *plot_script = NULL, *builder = "greedy";
-    long n_prompts = 100, budget = 32, depth = 0, max_tokens = 256, threads = 0;
-    float temperature = 0.7f, epsilon = 0.09f, delta = 0.3f;
-    unsigned long long seed = 0x5eed;
+    long budget = 32, depth = 0;
     int calibrate = 1;
-    entmtp_backend backend = ENTMTP_BACKEND_AUTO;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        if (!strcmp(a, "--no-calibrate")) { calibrate = 0; continue; }
-        if (!v) { fprintf(stderr, "entmtp search: %s needs a value\n", a); return 2; }
-        i++;
-        if (!strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--heads")) heads_path = v;
-        else if (!strcmp(a, "--prompt-file")) prompt_file = v;
-        else if (!strcmp(a, "--out")) out_path = v;
-        else if (!strcmp(a, "--plot")) plot = v;
-        else if (!strcmp(a, "--plot-script")) plot_script = v;
-        else if (!strcmp(a, "--builder")) builder = v;
-        else if (!strcmp(a, "--prompts") || !strcmp(a, "--budget") || !strcmp(a, "--depth") ||
-                 !strcmp(a, "--max-tokens") || !strcmp(a, "--threads")) {
-            long *dst = !strcmp(a, "--prompts") ? &n_prompts : !strcmp(a, "--budget") ? &budget : !strcmp(a, "--depth") ? &depth
-              : !strcmp(a, "--max-tokens") ? &max_tokens : &threads;
-            if (!cli_arg_long("search", a, v, 0, 1000000, dst)) return 2;
-        } else if (!strcmp(a, "--temperature") || !strcmp(a, "--epsilon") || !strcmp(a, "--delta")) {
-            float *dst = !strcmp(a, "--temperature") ? &temperature : !strcmp(a, "--epsilon") ? &epsilon : &delta;
-            if (!cli_arg_float("search", a, v, 0, dst)) return 2;
-        } else if (!strcmp(a, "--seed")) {
-            if (!cli_arg_seed("search", v, &seed)) return 2;
-        } else if (!strcmp(a, "--backend")) {
-            if (!cli_arg_backend("search", v, &backend)) return 2;
-        } else { fprintf(stderr, "entmtp search: unknown option '%s'\n", a); usage(stderr); return 2; }
-    }
+    int no_calibrate = 0;
+    cli_run_settings rs = CLI_RUN_DEFAULTS;
+    const cli_option opts[] = {
+        { "--model", CLI_STRING, &model_path },
+        { "--heads", CLI_STRING, &heads_path },
+        { "--prompt-file", CLI_STRING, &prompt_file },
+        { "--out", CLI_STRING, &out_path },
+        CLI_PLOT_OPTIONS(&plot, &plot_script),
+        { "--builder", CLI_STRING, &builder },
+        { "--no-calibrate", CLI_FLAG, &no_calibrate },
+        { "--budget", CLI_LONG, &budget, 0, 1000000 },
+        { "--depth", CLI_LONG, &depth, 0, 1000000 },
+        CLI_RUN_OPTIONS(&rs),
+    };
+    int parsed = cli_parse("search", argc, argv, CLI_TABLE(opts), usage);
+    if (parsed) return parsed == 1 ? 0 : parsed;
+    /* the run settings under the names the steps below use */
+    const long n_prompts = rs.n_prompts, max_tokens = rs.max_tokens, threads = rs.threads;
+    const float temperature = rs.temperature, epsilon = rs.epsilon, delta = rs.delta;
+    const unsigned long long seed = rs.seed;
+    const entmtp_backend backend = rs.backend;
+    calibrate = !no_calibrate;
     if (!model_path || !prompt_file || !out_path) {
         fprintf(stderr, "entmtp search: --model, --prompt-file and --out are required\n");
         usage(stderr);

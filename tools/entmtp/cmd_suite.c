@@ -128,60 +128,65 @@ static void free_session(entmtp_session **s, entmtp_policy **pol) {
     *pol = NULL;
 }
 
+typedef struct task_list {
+    task *tasks; /* MAX_TASKS */
+    int n;
+} task_list;
+
+/* --task NAME=PROMPTS[,BANK.json] */
+static int add_task(const char *cmd, const char *v, void *out) {
+    task_list *tl = out;
+    const char *eq = strchr(v, '=');
+    if (!eq || eq == v || eq - v >= (long)sizeof tl->tasks[0].name || strlen(eq + 1) >= sizeof tl->tasks[0].spec ||
+        tl->n == MAX_TASKS) {
+        fprintf(stderr, "entmtp %s: --task '%s': expected NAME=PROMPTS.jsonl[,BANK.json] (at most %d tasks)\n", cmd, v,
+                MAX_TASKS);
+        return 0;
+    }
+    task *t = &tl->tasks[tl->n++];
+    memset(t, 0, sizeof *t);
+    memcpy(t->name, v, (size_t)(eq - v));
+    char *rest = t->spec;
+    memcpy(rest, eq + 1, strlen(eq + 1) + 1);
+    char *comma = strchr(rest, ',');
+    if (comma) { *comma = '\0'; t->bank = comma + 1; }
+    t->prompts = rest;
+    return 1;
+}
+
 int cmd_bench_suite(int argc, char **argv) {
     const char *model_path = NULL, *medusa_path = NULL, *hydra_path = NULL;
     const char *json_path = NULL, *plot_path = NULL, *plot_script = NULL, *md_path = NULL;
     task tasks[MAX_TASKS];
     int n_tasks = 0;
-    long n_prompts = 100, max_tokens = 256, threads = 0;
-    float temperature = 0.7f, epsilon = 0.09f, delta = 0.3f;
-    unsigned long long seed = 0x5eed;
-    entmtp_backend backend = ENTMTP_BACKEND_AUTO;
     int every_tree = 0, default_trees = 1;
     const char *static_trees = NULL; /* comma-separated tree names */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        if (!strcmp(a, "--suite")) continue;
-        if (!strcmp(a, "--every-tree")) { every_tree = 1; continue; }
-        if (!strcmp(a, "--no-default-trees")) { default_trees = 0; continue; }
-        if (!v) { fprintf(stderr, "entmtp bench --suite: %s needs a value\n", a); return 2; }
-        i++;
-        if (!strcmp(a, "--model")) model_path = v;
-        else if (!strcmp(a, "--medusa-heads")) medusa_path = v;
-        else if (!strcmp(a, "--hydra-heads")) hydra_path = v;
-        else if (!strcmp(a, "--json")) json_path = v;
-        else if (!strcmp(a, "--plot")) plot_path = v;
-        else if (!strcmp(a, "--plot-script")) plot_script = v;
-        else if (!strcmp(a, "--markdown")) md_path = v;
-        else if (!strcmp(a, "--static-trees")) static_trees = v;
-        else if (!strcmp(a, "--task")) {
-            const char *eq = strchr(v, '=');
-            if (!eq || eq == v || eq - v >= (long)sizeof tasks[0].name || strlen(eq + 1) >= sizeof tasks[0].spec ||
-                n_tasks == MAX_TASKS) {
-                fprintf(stderr, "entmtp bench --suite: --task '%s': expected NAME=PROMPTS.jsonl[,BANK.json] (at most %d tasks)\n", v, MAX_TASKS);
-                return 2;
-            }
-            task *t = &tasks[n_tasks++];
-            memset(t, 0, sizeof *t);
-            memcpy(t->name, v, (size_t)(eq - v));
-            char *rest = t->spec;
-            memcpy(rest, eq + 1, strlen(eq + 1) + 1);
-            char *comma = strchr(rest, ',');
-            if (comma) { *comma = '\0'; t->bank = comma + 1; }
-            t->prompts = rest;
-        } else if (!strcmp(a, "--prompts") || !strcmp(a, "--max-tokens") || !strcmp(a, "--threads")) {
-            long *dst = !strcmp(a, "--prompts") ? &n_prompts : !strcmp(a, "--max-tokens") ? &max_tokens : &threads;
-            if (!cli_arg_long("bench --suite", a, v, 0, 1000000, dst)) return 2;
-        } else if (!strcmp(a, "--temperature") || !strcmp(a, "--epsilon") || !strcmp(a, "--delta")) {
-            float *dst = !strcmp(a, "--temperature") ? &temperature : !strcmp(a, "--epsilon") ? &epsilon : &delta;
-            if (!cli_arg_float("bench --suite", a, v, 0, dst)) return 2;
-        } else if (!strcmp(a, "--seed")) {
-            if (!cli_arg_seed("bench --suite", v, &seed)) return 2;
-        } else if (!strcmp(a, "--backend")) {
-            if (!cli_arg_backend("bench --suite", v, &backend)) return 2;
-        } else { fprintf(stderr, "entmtp bench --suite: unknown option '%s'\n", a); usage(stderr); return 2; }
-    }
+    int suite = 0, no_default_trees = 0;
+    task_list tl = { tasks, 0 };
+    cli_run_settings rs = CLI_RUN_DEFAULTS;
+    const cli_option opts[] = {
+        { "--suite", CLI_FLAG, &suite },
+        { "--every-tree", CLI_FLAG, &every_tree },
+        { "--no-default-trees", CLI_FLAG, &no_default_trees },
+        { "--model", CLI_STRING, &model_path },
+        { "--medusa-heads", CLI_STRING, &medusa_path },
+        { "--hydra-heads", CLI_STRING, &hydra_path },
+        { "--json", CLI_STRING, &json_path },
+        CLI_PLOT_OPTIONS(&plot_path, &plot_script),
+        { "--markdown", CLI_STRING, &md_path },
+        { "--static-trees", CLI_STRING, &static_trees },
+        { "--task", CLI_CALL, &tl, 0, 0, add_task },
+        CLI_RUN_OPTIONS(&rs),
+    };
+    int parsed = cli_parse("bench --suite", argc, argv, CLI_TABLE(opts), usage);
+    if (parsed) return parsed == 1 ? 0 : parsed;
+    /* the run settings under the names the steps below use */
+    const long n_prompts = rs.n_prompts, max_tokens = rs.max_tokens, threads = rs.threads;
+    const float temperature = rs.temperature, epsilon = rs.epsilon, delta = rs.delta;
+    const unsigned long long seed = rs.seed;
+    const entmtp_backend backend = rs.backend;
+    default_trees = !no_default_trees;
+    n_tasks = tl.n;
     if (!model_path || !medusa_path || !hydra_path || n_tasks == 0 || n_prompts < 1 || max_tokens < 1) {
         fprintf(stderr, "entmtp bench --suite: --model, --medusa-heads, --hydra-heads and at least one --task are required\n");
         usage(stderr);

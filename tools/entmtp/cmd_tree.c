@@ -2,6 +2,8 @@
  * the public Medusa reference (generate_medusa_buffers). */
 #include "cli.h"
 
+#include "common/common.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,30 +36,25 @@ static void draw(const entmtp_tree_buffers *b, int32_t node, int32_t depth) {
 int cmd_tree(int argc, char **argv) {
     const char *choices = NULL, *builtin = NULL;
     long topk = 10;
-    int json = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        if (!strcmp(a, "--list")) {
-            for (int32_t k = 0; entmtp_builtin_tree_name(k); k++) printf("%s\n", entmtp_builtin_tree_name(k));
-            return 0;
-        }
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (i + 1 >= argc) { fprintf(stderr, "entmtp tree: %s needs a value\n", a); return 2; }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--choices")) choices = v;
-        else if (!strcmp(a, "--builtin")) builtin = v;
-        else if (!strcmp(a, "--topk")) {
-            char *end;
-            topk = strtol(v, &end, 10);
-            if (!*v || *end || topk < 1 || topk > 64) { fprintf(stderr, "entmtp tree: --topk: '%s' is not in [1, 64]\n", v); return 2; }
-        } else { fprintf(stderr, "entmtp tree: unknown option '%s'\n", a); usage(stderr); return 2; }
+    int json = 0, list = 0;
+    const cli_option opts[] = {
+        { "--choices", CLI_STRING, &choices },
+        { "--builtin", CLI_STRING, &builtin },
+        { "--topk", CLI_LONG, &topk, 1, 64 },
+        { "--json", CLI_FLAG, &json },
+        { "--list", CLI_FLAG, &list },
+    };
+    int rc = cli_parse("tree", argc, argv, CLI_TABLE(opts), usage);
+    if (rc) return rc == 1 ? 0 : rc;
+    if (list) {
+        for (int32_t k = 0; entmtp_builtin_tree_name(k); k++) printf("%s\n", entmtp_builtin_tree_name(k));
+        return 0;
     }
     if (!!choices == !!builtin) { fprintf(stderr, "entmtp tree: give exactly one of --choices or --builtin\n"); return 2; }
 
     entmtp_bank_params bp = entmtp_bank_default_params();
     bp.topk = (int32_t)topk;
-    bp.max_nodes = 4096;
+    bp.max_nodes = entmtp_limit(ENTMTP_LIMIT_MAX_TREE_NODES);
     entmtp_bank *bank = NULL;
     entmtp_status st = entmtp_bank_create(&bp, &bank);
     if (st) return cli_fail("bank", st);
@@ -65,27 +62,13 @@ int cmd_tree(int argc, char **argv) {
     if (builtin) {
         st = entmtp_bank_add_builtin(bank, builtin, &idx);
     } else {
-        FILE *f = fopen(choices, "rb");
-        if (!f) { perror(choices); entmtp_bank_free(bank); return 1; }
-        size_t cap = 1 << 16, len = 0, got;
-        char *text = malloc(cap + 1);
-        while (text && (got = fread(text + len, 1, cap - len, f)) > 0) {
-            len += got;
-            if (len == cap) {
-                char *nb = realloc(text, 2 * cap + 1);
-                if (!nb) { free(text); text = NULL; break; }
-                text = nb;
-                cap *= 2;
-            }
-        }
-        fclose(f);
-        if (!text) { entmtp_bank_free(bank); fprintf(stderr, "entmtp tree: out of memory\n"); return 1; }
-        text[len] = '\0';
-        st = entmtp_bank_add_tree_json(bank, choices, text, &idx);
+        char *text = NULL;
+        if (!(st = emt_read_file(choices, &text, NULL)))
+            st = entmtp_bank_add_tree_json(bank, choices, text, &idx);
         free(text);
     }
     if (st) {
-        int rc = cli_fail(builtin ? builtin : choices, st);
+        rc = cli_fail(builtin ? builtin : choices, st);
         entmtp_bank_free(bank);
         return rc;
     }

@@ -4,8 +4,8 @@ try:
 except ImportError as e:  # pragma: no cover - a broken install
     raise ImportError(
         "entmtp: the compiled extension entmtp._entmtp cannot be loaded (%s). Install the "
-        "package with `pip install bindings/python` after installing the C library, with "
-        "PKG_CONFIG_PATH pointing at its lib/pkgconfig." % e) from e
+        "package with `pip install ./bindings/python` (it builds the C library when no "
+        "installed one is found), and import it from outside bindings/python/src." % e) from e
 
 try:
     import numpy as np

@@ -1,13 +1,13 @@
 """Decoding sessions."""
 import dataclasses
-from typing import List
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 from ._ffi import ffi, lib
 from ._handle import Handle, _Attachment
 from ._callbacks import TokenCallbacks, call_error
 from ._util import copy_array, default_struct, int32_array, new_struct
 from .bank import Bank
-from .errors import InvalidArgumentError, InvalidConfigError, OutOfRangeError, check
+from .errors import InvalidArgumentError, InvalidConfigError, OutOfRangeError, UnsupportedError, check
 from .model import Heads, Model
 from .policy import Features, Policy
 
@@ -94,7 +94,7 @@ class Session(Handle):
             self._policy = self._attachment = None
         return self._policy
 
-    def set_policy(self, policy):
+    def set_policy(self, policy: Optional[Policy]) -> None:
         """Attach a Policy (validated against the bank, and reset), or None
         for the default static policy on tree 0."""
         if policy is not None and not isinstance(policy, Policy):
@@ -126,7 +126,7 @@ class Session(Handle):
             raise err
 
     # -- decoding
-    def prefill(self, tokens):
+    def prefill(self, tokens: Sequence[int]) -> None:
         """Append prompt tokens (a list or 1-D integer numpy array) and run them."""
         arr, n, _keep = int32_array(tokens, "tokens")
         check(lib.entmtp_session_prefill(self._ptr, arr, n))
@@ -137,7 +137,7 @@ class Session(Handle):
                           tree_index=r.tree_index, n_nodes=r.n_nodes, accept_length=r.accept_length,
                           s=r.s, p0=r.p0, entropy=r.entropy, seconds=r.seconds, stopped=bool(r.stopped))
 
-    def step(self, max_tokens=0):
+    def step(self, max_tokens: int = 0) -> StepResult:
         """One draft-verify-accept step; at most max_tokens tokens (0: no limit).
         On KVFullError the tokens that fit were committed: the error's
         `.result` is their StepResult."""
@@ -147,7 +147,7 @@ class Session(Handle):
         self._raise_policy(st, {"result": res})
         return res
 
-    def step_ar(self):
+    def step_ar(self) -> StepResult:
         """One plain autoregressive step (one token)."""
         r = new_struct("entmtp_step_result")
         st = lib.entmtp_step_ar(self._ptr, r)
@@ -155,7 +155,8 @@ class Session(Handle):
         self._raise_policy(st, {"result": res})
         return res
 
-    def generate(self, max_tokens, autoregressive=False, on_tokens=None):
+    def generate(self, max_tokens: int, autoregressive: bool = False,
+                 on_tokens: Optional[Callable[[List[int]], Any]] = None) -> List[int]:
         """Step until a stop token, max_tokens tokens, a full KV cache or
         on_tokens(batch: list[int]) returns a true value. Returns the emitted
         tokens. An error carries the tokens emitted before it as `.tokens`
@@ -177,8 +178,47 @@ class Session(Handle):
         self._raise_policy(st, {"tokens": state.tokens})
         return state.tokens
 
+    def stream(self, prompt: Union[str, Sequence[int]], max_tokens: int = 256, *, chat: Optional[bool] = None,
+               system_prompt: Optional[str] = None, autoregressive: bool = False) -> Iterator[str]:
+        """Prefill `prompt`, then yield the generated text one decoding step at
+        a time: `for piece in session.stream("Hello"): print(piece, end="")`.
+
+        A str prompt goes through the model's chat template when it has one
+        (chat=None), always (chat=True) or never (chat=False); a list of ids is
+        prefilled as it is. A piece never ends inside a UTF-8 character (the
+        rest follows with the next step) and the stop token is not text.
+        Stops at a stop token or after max_tokens tokens; leaving the loop
+        early leaves the session where it stopped. Without heads and a bank,
+        or with autoregressive=True, every step is plain autoregressive."""
+        model = self.model
+        if isinstance(prompt, str):
+            text_ = prompt
+            if chat is not False:
+                try:
+                    text_ = model.chat_prompt(prompt, system_prompt)
+                except UnsupportedError:
+                    if chat:
+                        raise
+            prompt = model.tokenize(text_, parse_special=True)
+        self.prefill(prompt)
+        ar = autoregressive or self.heads is None or self.bank is None
+        generated: List[int] = []
+        sent = 0
+        while len(generated) < max_tokens:
+            r = self.step_ar() if ar else self.step(max_tokens - len(generated))
+            generated.extend(r.tokens)
+            done = r.stopped or len(generated) >= max_tokens
+            shown = generated[:-1] if r.stopped and model.is_eog(generated[-1]) else generated
+            data = model.detokenize_bytes(shown)
+            end = len(data) if done else len(data) - _incomplete_utf8_tail(data)
+            if end > sent:
+                yield data[sent:end].decode("utf-8", "replace")
+                sent = end
+            if done:
+                return
+
     # -- state
-    def tokens(self):
+    def tokens(self) -> List[int]:
         """All tokens of the session (prompt then generated)."""
         pp = ffi.new("const int32_t **")
         n = ffi.new("int32_t *")
@@ -191,7 +231,7 @@ class Session(Handle):
         check(lib.entmtp_session_tokens(self._ptr, pp, n))
         return n[0]
 
-    def stats(self):
+    def stats(self) -> SessionStats:
         p = new_struct("entmtp_session_stats")
         check(lib.entmtp_session_get_stats(self._ptr, p))
         return SessionStats(n_prompt_tokens=p.n_prompt_tokens, n_generated=p.n_generated,
@@ -216,7 +256,7 @@ class Session(Handle):
                                   "tree_usage: index %d is outside the bank" % index)
         return n
 
-    def reset(self):
+    def reset(self) -> None:
         """Forget all tokens and KV; reset the attached policy and statistics."""
         lib.entmtp_session_reset(self._ptr)
         self._raise_policy(lib.ENTMTP_OK)
@@ -240,3 +280,14 @@ class Session(Handle):
             return "<entmtp.Session closed>"
         return "<entmtp.Session %d tokens, %s>" % (
             len(self), "speculative" if self.heads is not None and self.bank is not None else "autoregressive")
+
+
+def _incomplete_utf8_tail(data: bytes) -> int:
+    """Bytes at the end of `data` that begin a UTF-8 character not complete yet."""
+    for k in range(1, min(4, len(data)) + 1):
+        c = data[-k]
+        if c & 0xC0 == 0x80:
+            continue  # a continuation byte: look further back
+        want = 4 if c >= 0xF0 else 3 if c >= 0xE0 else 2 if c >= 0xC0 else 1
+        return k if want > k else 0
+    return 0

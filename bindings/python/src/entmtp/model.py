@@ -1,5 +1,7 @@
 """Model and Heads."""
 import dataclasses
+import os
+from typing import List, Optional, Sequence, Union
 
 from ._ffi import ffi, lib
 from ._handle import Handle
@@ -94,10 +96,10 @@ class Model(Handle):
         return self._info
 
     @property
-    def vocab_size(self):
+    def vocab_size(self) -> int:
         return self.info.vocab_size
 
-    def tokenize(self, text_, add_bos=False, parse_special=False):
+    def tokenize(self, text_: Union[str, bytes], add_bos: bool = False, parse_special: bool = False) -> List[int]:
         """Text (str or UTF-8 bytes) -> list of token ids."""
         data = text(text_)
         cap = len(data) + 8
@@ -126,27 +128,27 @@ class Model(Handle):
             return ffi.buffer(buf, n[0])[:]
         raise make_error(lib.ENTMTP_ERR_BUFFER_TOO_SMALL, "text size kept growing")
 
-    def detokenize_bytes(self, tokens):
+    def detokenize_bytes(self, tokens: Sequence[int]) -> bytes:
         """Tokens -> the raw UTF-8 bytes (a partial character stays partial)."""
         arr, n, _keep = int32_array(tokens, "tokens")
         return self._text_call(lambda *a: lib.entmtp_detokenize(self._ptr, arr, n, *a))
 
-    def detokenize(self, tokens, errors="replace"):
+    def detokenize(self, tokens: Sequence[int], errors: str = "replace") -> str:
         """Tokens -> str (invalid UTF-8 handled with `errors`)."""
         return self.detokenize_bytes(tokens).decode("utf-8", errors)
 
-    def chat_prompt(self, user_message, system_prompt=None):
+    def chat_prompt(self, user_message: str, system_prompt: Optional[str] = None) -> str:
         """A single-turn chat prompt in the model's chat template."""
         sys_arg = text(system_prompt) if system_prompt is not None else ffi.NULL
         user = text(user_message)
         return self._text_call(lambda *a: lib.entmtp_chat_prompt(self._ptr, sys_arg, user, *a)).decode(
             "utf-8", "replace")
 
-    def is_eog(self, token):
+    def is_eog(self, token: int) -> bool:
         """True when `token` ends generation (eos, eot, im_end...)."""
         return bool(lib.entmtp_token_is_eog(self._ptr, token))
 
-    def load_heads(self, path):
+    def load_heads(self, path: Union[str, "os.PathLike[str]"]) -> "Heads":
         """Heads.load(self, path)."""
         return Heads(self, path)
 
@@ -188,7 +190,7 @@ class Heads(Handle):
         return self._info
 
     @property
-    def n_heads(self):
+    def n_heads(self) -> int:
         return self.info.n_heads
 
     def __repr__(self):

@@ -470,6 +470,13 @@ typedef struct entmtp_session_params {
     float ema_decay;          /* accept_length_ema = d*ema + (1-d)*last; default 0.8 */
     int32_t n_stop_tokens;    /* -1 = the model's end-of-generation tokens */
     const int32_t *stop_tokens; /* n_stop_tokens ids (copied by entmtp_session_create) */
+    /* 1: the session's step-cost model keeps the bank's timings and never
+     * learns from the clock, so a sampled run (temperature > 0) with the same
+     * seed repeats exactly under every policy. 0 (default): the throughput
+     * and dynamic policies follow measured step times, which makes the tree
+     * sequence, and so the sampled text, depend on machine timing. Greedy
+     * output equals greedy AR either way. */
+    int32_t reproducible;
 } entmtp_session_params;
 
 ENTMTP_API entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size);

@@ -56,6 +56,7 @@ static const emt_tree g_ar_tree = {
 static const entmtp_session_params g_session_defaults = {
     .struct_size = sizeof g_session_defaults, .kv_capacity = 0, .temperature = 0.0f, .epsilon = 0.09f,
     .delta = 0.3f, .seed = 0x5eed, .ema_decay = 0.8f, .n_stop_tokens = -1, .stop_tokens = NULL,
+    .reproducible = 0,
 };
 
 ENTMTP_API entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size) {
@@ -121,6 +122,9 @@ static entmtp_status check_params(const entmtp_session_params *p, const entmtp_m
     if (!isfinite(p->ema_decay) || p->ema_decay < 0 || p->ema_decay > 1)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: ema_decay = %g must be in [0, 1]",
                         (double)p->ema_decay);
+    if (p->reproducible != 0 && p->reproducible != 1)
+        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: reproducible = %d must be 0 or 1",
+                        p->reproducible);
     if (p->n_stop_tokens < -1 || p->n_stop_tokens > EMT_MAX_STOP_TOKENS)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: n_stop_tokens = %d is outside [-1, %d]",
                         p->n_stop_tokens, EMT_MAX_STOP_TOKENS);
@@ -713,7 +717,10 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
     S->stats.tokens_per_second = S->stats.decode_seconds > 0 ? (double)S->stats.n_generated / S->stats.decode_seconds : 0;
     if (res.tree_index >= 0) {
         S->usage[res.tree_index]++;
-        emt_outlook_observe(&S->outlook, t, res.tree_index, S->chain_p, S->topk, n_heads, S->topk, row, acc, dt);
+        /* a reproducible session keeps the bank's step costs: the clock would make
+         * the tree sequence, and so sampled text, depend on machine timing */
+        emt_outlook_observe(&S->outlook, t, res.tree_index, S->chain_p, S->topk, n_heads, S->topk, row, acc,
+                            S->p.reproducible ? 0.0 : dt);
         if (S->policy) {
             entmtp_outcome o = { sizeof o, res.tree_index, t->n_nodes, t->depth, res.accept_length, dt };
             if ((st = entmtp_policy_observe(S->policy, &o))) goto out;

@@ -279,7 +279,6 @@ static const kv *find(const emt_gguf *g, const char *key) {
     return NULL;
 }
 
-int emt_gguf_has_key(const emt_gguf *g, const char *key) { return find(g, key) != NULL; }
 
 static entmtp_status to_i64(emt_gguf_type t, const uint8_t *p, int64_t *out, int *ok) {
     *ok = 1;
@@ -394,7 +393,6 @@ entmtp_status emt_gguf_arr_f32(const emt_gguf *g, const char *key, int64_t i, fl
 
 int64_t emt_gguf_n_kv(const emt_gguf *g) { return g->n_kv; }
 const char *emt_gguf_kv_key(const emt_gguf *g, int64_t i) { return i >= 0 && i < g->n_kv ? g->kvs[i].key : NULL; }
-emt_gguf_type emt_gguf_kv_type(const emt_gguf *g, int64_t i) { return g->kvs[i].type; }
 int64_t emt_gguf_n_tensors(const emt_gguf *g) { return g->n_tensors; }
 const emt_tensor *emt_gguf_tensor(const emt_gguf *g, int64_t i) {
     return i >= 0 && i < g->n_tensors ? &g->tensors[i] : NULL;

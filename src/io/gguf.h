@@ -21,7 +21,6 @@ const char *emt_gguf_path(const emt_gguf *g);
 /* Metadata. Getters coerce between integer types when the value fits and
  * return ENTMTP_ERR_NOT_FOUND (key absent) or ENTMTP_ERR_FORMAT (wrong type,
  * message names file and key). */
-int emt_gguf_has_key(const emt_gguf *g, const char *key);
 entmtp_status emt_gguf_get_i64(const emt_gguf *g, const char *key, int64_t *out);
 entmtp_status emt_gguf_get_f32(const emt_gguf *g, const char *key, float *out);
 entmtp_status emt_gguf_get_bool(const emt_gguf *g, const char *key, int *out);
@@ -39,7 +38,6 @@ entmtp_status emt_gguf_arr_f32(const emt_gguf *g, const char *key, int64_t i, fl
 
 int64_t emt_gguf_n_kv(const emt_gguf *g);
 const char *emt_gguf_kv_key(const emt_gguf *g, int64_t i); /* NUL-terminated copy */
-emt_gguf_type emt_gguf_kv_type(const emt_gguf *g, int64_t i);
 
 int64_t emt_gguf_n_tensors(const emt_gguf *g);
 const emt_tensor *emt_gguf_tensor(const emt_gguf *g, int64_t i);

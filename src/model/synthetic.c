@@ -144,34 +144,3 @@ entmtp_status emt_model_create_synthetic(const emt_model_config *c, uint64_t see
     *out = m;
     return ENTMTP_OK;
 }
-
-entmtp_status emt_heads_create_synthetic(entmtp_model *model, int32_t n_heads, uint64_t seed,
-                                         entmtp_heads **out) {
-    *out = NULL;
-    if (n_heads < 1 || n_heads > EMT_MAX_HEADS)
-        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "synthetic heads: n_heads = %d outside [1, %d]", n_heads, EMT_MAX_HEADS);
-    entmtp_heads *h = emt_calloc(1, sizeof *h);
-    if (!h) return ENTMTP_ERR_OUT_OF_MEMORY;
-    h->model = model;
-    h->kind = ENTMTP_HEADS_MEDUSA;
-    h->n_heads = n_heads;
-    h->n_layers = 1;
-    h->shares_lm_head = 1;
-    h->path = emt_strdup("synthetic");
-    h->heads = emt_calloc((size_t)n_heads, sizeof *h->heads);
-    rng r = { seed };
-    const int64_t H = model->cfg.hidden;
-    int ok = h->heads && h->path;
-    for (int32_t i = 0; ok && i < n_heads; i++) {
-        h->heads[i].layers = emt_calloc(1, sizeof *h->heads[i].layers);
-        ok = h->heads[i].layers != NULL;
-        if (!ok) break;
-        h->heads[i].n_layers = 1;
-        h->heads[i].layers[0].n_in = (int32_t)H;
-        ok = (h->heads[i].layers[0].w = random_tensor(model->be, H * H, 0.1f / sqrtf((float)H), 0, &r)) &&
-             (h->heads[i].layers[0].b = random_tensor(model->be, H, 0.01f, 0, &r));
-    }
-    if (!ok) { entmtp_heads_free(h); return ENTMTP_ERR_OUT_OF_MEMORY; }
-    *out = h;
-    return ENTMTP_OK;
-}

@@ -12,8 +12,5 @@ entmtp_status emt_synthetic_config(const char *name, emt_model_config *out);
  * random values; F32 on a backend without Q4_0 kernels). */
 entmtp_status emt_model_create_synthetic(const emt_model_config *c, uint64_t seed, emt_dtype wt,
                                          const entmtp_model_params *params, entmtp_model **out);
-/* Medusa-shaped heads (one ResBlock each, sharing the model's lm_head). */
-entmtp_status emt_heads_create_synthetic(entmtp_model *model, int32_t n_heads, uint64_t seed,
-                                         entmtp_heads **out);
 
 #endif

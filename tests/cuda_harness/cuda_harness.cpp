@@ -5,6 +5,7 @@
 #include "cuda_runtime.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,9 @@ static const unsigned kMaxGridX = 2147483647u, kMaxGridYZ = 65535;
 static const size_t kSharedPerBlock = 48 * 1024;     // without opting in
 static const size_t kSharedPerBlockOptin = 166912;   // sm_80's opt-in maximum (sm_90: 232448)
 static const size_t kFiberStack = 64 * 1024;
+#ifdef EMT_ASAN
+static const size_t kFiberTopFrames = 20 * 1024; // stagger (< 16 KiB) + the fiber's entry frames
+#endif
 
 namespace emt_harness {
 
@@ -114,6 +118,7 @@ void *scheduler_sp = nullptr;
 ucontext_t scheduler_uc;
 #endif
 #ifdef EMT_ASAN
+void *scheduler_fake_stack = nullptr;
 const void *scheduler_stack_bottom = nullptr;
 size_t scheduler_stack_size = 0;
 #endif
@@ -241,53 +246,71 @@ void prepare_fiber(thread_state *t) {
 #endif
 }
 
-// scheduler -> fiber t, until t blocks or exits
-void resume(thread_state *t) {
-    if (t->phase == NOT_STARTED) {
-        t->stack = free_stacks.back();
-        free_stacks.pop_back();
-        t->phase = RUNNABLE;
-        prepare_fiber(t);
-    }
-    current = t;
-#ifdef EMT_ASAN
-    void *fake = nullptr;
-    __sanitizer_start_switch_fiber(&fake, t->stack, kFiberStack);
-#endif
-#if defined(__x86_64__)
-    emt_fiber_switch(&scheduler_sp, t->sp);
-#else
-    swapcontext(&scheduler_uc, &t->uc);
-#endif
-#ifdef EMT_ASAN
-    __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
-#endif
-    current = nullptr;
-    if (t->phase == EXITED) free_stacks.push_back(t->stack);
+unsigned block_threads = 0;     // threads in the running block
+char *stack_to_release = nullptr; // of a fiber that exited: freed once off it
+
+// The next lane of t's warp that can run, in lane order; none after a fault.
+thread_state *next_in_warp(const thread_state *t) {
+    if (block_failed) return nullptr;
+    unsigned first = t->warp * 32, end = block_threads - first < 32 ? block_threads : first + 32;
+    for (unsigned i = first + t->lane + 1; i < end; i++)
+        if (threads[i].phase == RUNNABLE || threads[i].phase == NOT_STARTED) return &threads[i];
+    return nullptr;
 }
 
-// fiber -> scheduler; returns when the scheduler resumes this fiber
-void yield(thread_state *t, bool exiting) {
+// Runs `to` (the scheduler when null) in place of `from` (the scheduler when
+// null); returns when something switches back to `from`. A lane that stops
+// hands over straight to the next lane of its warp: one switch per lane.
+void transfer(thread_state *from, thread_state *to, bool from_exits) {
+    if (to && to->phase == NOT_STARTED) {
+        to->stack = free_stacks.back();
+        free_stacks.pop_back();
+        to->phase = RUNNABLE;
 #ifdef EMT_ASAN
-    __sanitizer_start_switch_fiber(exiting ? nullptr : &t->fake_stack, scheduler_stack_bottom, scheduler_stack_size);
-#else
-    (void)exiting;
+        // the frames an exited fiber never returned from stay poisoned
+        ASAN_UNPOISON_MEMORY_REGION(to->stack + kFiberStack - kFiberTopFrames, kFiberTopFrames);
+#endif
+        prepare_fiber(to);
+    }
+    if (from_exits) stack_to_release = from->stack;
+    current = to;
+#ifdef EMT_ASAN
+    void **save_fake = from ? (from_exits ? nullptr : &from->fake_stack) : &scheduler_fake_stack;
+    if (to)
+        __sanitizer_start_switch_fiber(save_fake, to->stack, kFiberStack);
+    else
+        __sanitizer_start_switch_fiber(save_fake, scheduler_stack_bottom, scheduler_stack_size);
 #endif
 #if defined(__x86_64__)
-    emt_fiber_switch(&t->sp, scheduler_sp);
+    emt_fiber_switch(from ? &from->sp : &scheduler_sp, to ? to->sp : scheduler_sp);
 #else
-    swapcontext(&t->uc, &scheduler_uc);
+    swapcontext(from ? &from->uc : &scheduler_uc, to ? &to->uc : &scheduler_uc);
 #endif
 #ifdef EMT_ASAN
-    __sanitizer_finish_switch_fiber(t->fake_stack, &scheduler_stack_bottom, &scheduler_stack_size);
+    __sanitizer_finish_switch_fiber(from ? from->fake_stack : scheduler_fake_stack, nullptr, nullptr);
 #endif
+    current = from;
+    if (stack_to_release) {
+        free_stacks.push_back(stack_to_release);
+        stack_to_release = nullptr;
+    }
 }
+
+// scheduler -> fiber t (and the lanes after it), until control comes back
+void resume(thread_state *t) { transfer(nullptr, t, false); }
+
+// fiber t stops (waits or exits): the next lane of its warp, or the scheduler
+void yield(thread_state *t, bool exiting) { transfer(t, next_in_warp(t), exiting); }
 
 void fiber_main(void) {
     thread_state *t = current;
 #ifdef EMT_ASAN
-    __sanitizer_finish_switch_fiber(nullptr, &scheduler_stack_bottom, &scheduler_stack_size);
+    __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
 #endif
+    if (stack_to_release) {
+        free_stacks.push_back(stack_to_release);
+        stack_to_release = nullptr;
+    }
     running->body();
     t->phase = EXITED;
     yield(t, true);
@@ -438,6 +461,7 @@ void run_warp(thread_state *w, unsigned n_lanes) {
 }
 
 void run_block(unsigned n) {
+    block_threads = n;
     for (unsigned i = 0; i < n; i++) {
         thread_state &t = threads[i];
         t.idx = uint3{ i % block_dim.x, i / block_dim.x % block_dim.y, i / (block_dim.x * block_dim.y) };
@@ -480,12 +504,23 @@ void clean_stacks(void) {
 #ifdef EMT_ASAN
     if (stack_pool) ASAN_UNPOISON_MEMORY_REGION(stack_pool, stack_pool_count * kFiberStack);
 #endif
+    stack_to_release = nullptr;
     free_stacks.clear();
     for (size_t i = stack_pool_count; i-- > 0;) free_stacks.push_back(stack_pool + i * kFiberStack);
 }
 
 void execute(const kernel_call &k) {
     unsigned n = k.block.x * k.block.y * k.block.z;
+#ifdef EMT_ASAN
+    // the stack the scheduler runs on, for ASan's fiber switches back to it
+    pthread_attr_t attr;
+    if (!pthread_getattr_np(pthread_self(), &attr)) {
+        void *bottom = nullptr;
+        pthread_attr_getstack(&attr, &bottom, &scheduler_stack_size);
+        scheduler_stack_bottom = bottom;
+        pthread_attr_destroy(&attr);
+    }
+#endif
     ensure_stacks(n);
     if (threads.size() < n) threads.resize(n);
     running = &k;
@@ -568,8 +603,8 @@ void check_pointer_arg(const char *kernel, const char *file, int line, int index
     std::lock_guard<std::recursive_mutex> g(api_lock);
     if (!p || is_device(p, 0)) return;
     fail(cudaErrorIllegalAddress, true,
-         "kernel %s (launched at %s:%d): argument %d is %s pointer %p, not device memory from cudaMalloc", kernel, file,
-         line, index, is_pinned(p, 0) ? "a pinned host" : "a host", p);
+         "kernel %s (launched at %s:%d): argument %d is %s pointer %p, not live device memory from cudaMalloc", kernel, file,
+         line, index, is_pinned(p, 0) ? "a pinned host" : "a host (or freed)", p);
 }
 
 void enqueue_launch(kernel_call &&call, cudaStream_t stream) {

@@ -251,7 +251,12 @@ static void test_faults(void) {
 
     float host[64];
     EMT_LAUNCH(add_one_kernel, 1, 64, 0, 0, (int *)host, 64);
-    expect_fault("host pointer argument", "not device memory");
+    expect_fault("host pointer argument", "not live device memory");
+
+    int *freed = device_array<int>(64);
+    cudaFree(freed);
+    EMT_LAUNCH(add_one_kernel, 1, 64, 0, 0, freed, 64);
+    expect_fault("freed pointer argument", "not live device memory");
 
     d = device_array<float>(1024);
     EMT_LAUNCH(add_one_kernel, 1, 1025, 0, 0, (int *)d, 64);

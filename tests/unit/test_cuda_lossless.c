@@ -5,6 +5,7 @@
  * harness (docs/cuda-harness.md); SKIPPED when neither is there. */
 #include "backend/backend.h"
 #include "check.h"
+#include "test_policies.h"
 #include "tiny_model.h"
 
 #include <stdio.h>
@@ -34,13 +35,6 @@ static void generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_po
     if (n == N_TOKENS) memcpy(out, toks, sizeof(int32_t) * N_TOKENS);
     entmtp_policy_set(s, NULL);
     entmtp_session_free(s);
-}
-
-static entmtp_status rotate_select(void *user, const entmtp_features *f, int32_t n_trees, int32_t *out) {
-    int32_t *counter = user;
-    (void)f;
-    *out = (*counter)++ % n_trees;
-    return ENTMTP_OK;
 }
 
 static void compare(const int32_t *ref, const int32_t *got, const char *label, const char *what) {
@@ -91,31 +85,17 @@ static void check_heads(const char *gguf, const char *heads, const char *label) 
             compare(ref, got, label, what);
             entmtp_policy_free(pol);
         }
-        entmtp_policy_kind kinds[] = { ENTMTP_POLICY_LADDER, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_UCB,
-                                       ENTMTP_POLICY_CUSTOM };
-        for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-            entmtp_policy_config pc = entmtp_policy_default_config(kinds[i]);
+        for (int i = 0; i < EMT_TEST_N_POLICIES; i++) {
             int32_t counter = 0;
-            if (kinds[i] == ENTMTP_POLICY_LADDER) {
-                pc.n_thresholds = 2;
-                static const float thresholds[2] = { 0.05f, 0.3f };
-                pc.thresholds = thresholds;
-            } else if (kinds[i] == ENTMTP_POLICY_HYSTERESIS) {
-                pc.tau_on = 0.2f;
-                pc.tau_off = 0.1f;
-                pc.aggressive_tree = n_trees - 1;
-            } else if (kinds[i] == ENTMTP_POLICY_CUSTOM) {
-                pc.select = rotate_select; /* a different tree every step */
-                pc.user_data = &counter;
-            }
+            entmtp_policy_config pc = emt_test_policy_config(i, n_trees, &counter);
             entmtp_policy *pol = NULL;
             CHECK_OK(entmtp_policy_create(&pc, &pol));
             generate(m[1], h[1], b, pol, 0, got);
-            snprintf(what, sizeof what, "policy %s", entmtp_policy_kind_name(kinds[i]));
+            snprintf(what, sizeof what, "policy %s", entmtp_policy_kind_name(pc.kind));
             compare(ref, got, label, what);
             entmtp_policy_free(pol);
         }
-        printf("%s: CUDA == CPU AR for AR, %d trees and 4 policies\n", label, n_trees);
+        printf("%s: CUDA == CPU AR for AR, %d trees and %d policies\n", label, n_trees, EMT_TEST_N_POLICIES);
     }
     entmtp_bank_free(b);
     for (int k = 0; k < 2; k++) {

@@ -68,6 +68,9 @@ int main(void) {
     sp.temperature = -1;
     CHECK_ERR(entmtp_session_create(m, h, bank, &sp, &s), ENTMTP_ERR_INVALID_CONFIG, "temperature");
     sp = entmtp_session_default_params();
+    sp.reproducible = 2;
+    CHECK_ERR(entmtp_session_create(m, h, bank, &sp, &s), ENTMTP_ERR_INVALID_CONFIG, "reproducible = 2");
+    sp = entmtp_session_default_params();
     sp.kv_capacity = 24;
     sp.n_stop_tokens = 0;
     CHECK_OK(entmtp_session_create(m, h, bank, &sp, &s));

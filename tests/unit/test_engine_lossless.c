@@ -5,6 +5,7 @@
  * safetensors copies of one model give the same logits. */
 #define ENTMTP_EXPERIMENTAL_API /* entmtp_session_features, entmtp_session_logits */
 #include "check.h"
+#include "test_policies.h"
 #include "tiny_model.h"
 
 #include <stdio.h>
@@ -37,15 +38,6 @@ static void generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_po
     *mean_accept = st.mean_accept_length;
     entmtp_policy_set(s, NULL);
     entmtp_session_free(s);
-}
-
-/* A custom policy that switches tree every step. */
-static entmtp_status rotate_select(void *user, const entmtp_features *f, int32_t n_trees,
-                                   int32_t *out) {
-    int32_t *counter = user;
-    (void)f;
-    *out = (*counter)++ % n_trees;
-    return ENTMTP_OK;
 }
 
 /* The EntMTP paper's path value s = max(p0, g_1..g_D), g_d = p0 * p_1 * ..
@@ -116,38 +108,17 @@ static void check_model(const char *model_path, const char *heads_path, const ch
     CHECK(best_mean > 1.05);
     check_path_value(m, h, bank);
 
-    /* the expected-throughput and dynamic-tree policies are reachable by name
-     * (no public enum value yet) */
-    entmtp_policy_kind throughput;
-    CHECK_OK(entmtp_policy_kind_from_name("throughput", &throughput));
-    entmtp_policy_kind dynamic;
-    CHECK_OK(entmtp_policy_kind_from_name("dynamic", &dynamic));
-    entmtp_policy_kind kinds[] = { ENTMTP_POLICY_LADDER, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_UCB,
-                                   ENTMTP_POLICY_CUSTOM, throughput, dynamic };
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        entmtp_policy_config pc = entmtp_policy_default_config(kinds[i]);
+    for (int i = 0; i < EMT_TEST_N_POLICIES; i++) {
         int32_t counter = 0;
-        if (kinds[i] == ENTMTP_POLICY_LADDER) {
-            pc.n_thresholds = 2;
-            static const float thresholds[2] = { 0.05f, 0.3f };
-            pc.thresholds = thresholds;
-        } else if (kinds[i] == ENTMTP_POLICY_HYSTERESIS) {
-            pc.tau_on = 0.2f;
-            pc.tau_off = 0.1f;
-            pc.conservative_tree = 0;
-            pc.aggressive_tree = n_trees - 1;
-        } else if (kinds[i] == ENTMTP_POLICY_CUSTOM) {
-            pc.select = rotate_select;
-            pc.user_data = &counter;
-        }
+        entmtp_policy_config pc = emt_test_policy_config(i, n_trees, &counter);
         entmtp_policy *pol = NULL;
         CHECK_OK(entmtp_policy_create(&pc, &pol));
         generate(m, h, bank, pol, 0, spec, &n_spec, &mean);
         int same = n_spec == n_ar && !memcmp(spec, ar, (size_t)n_ar * sizeof *ar);
-        if (!same) fprintf(stderr, "%s: policy %s: tokens differ from AR\n", label, entmtp_policy_kind_name(kinds[i]));
+        if (!same) fprintf(stderr, "%s: policy %s: tokens differ from AR\n", label, entmtp_policy_kind_name(pc.kind));
         CHECK(same);
-        printf("%s: policy %-10s mean accept %.3f\n", label, entmtp_policy_kind_name(kinds[i]), mean);
-        if (kinds[i] == ENTMTP_POLICY_CUSTOM) CHECK(counter >= N_GEN / 8);
+        printf("%s: policy %-10s mean accept %.3f\n", label, entmtp_policy_kind_name(pc.kind), mean);
+        if (pc.kind == ENTMTP_POLICY_CUSTOM) CHECK(counter >= N_GEN / 8);
         entmtp_policy_free(pol);
     }
     entmtp_bank_free(bank);

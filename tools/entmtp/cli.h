@@ -84,6 +84,11 @@ typedef struct cli_run_settings {
     { "--seed", CLI_SEED, &(rs)->seed, 0, 0, NULL },                     \
     { "--backend", CLI_BACKEND, &(rs)->backend, 0, 0, NULL }
 
+/* The model for a prompt-set run (its backend and threads), and the session
+ * params (temperature, typical acceptance, seed) of one (prompts.c). */
+int cli_run_load_model(const cli_run_settings *rs, const char *path, entmtp_model **out);
+entmtp_session_params cli_run_session_params(const cli_run_settings *rs);
+
 /* --plot IMAGE and --plot-script PY (see cli_plot), the same in every command */
 #define CLI_PLOT_OPTIONS(image, script)                  \
     { "--plot", CLI_STRING, (image), 0, 0, NULL },       \

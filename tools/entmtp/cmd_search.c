@@ -138,363 +138,436 @@ static int annotate_bank(const char *path, cJSON *search) {
 
 /* ---------------------------------------------------------------- main */
 
-int cmd_search(int argc, char **argv) {
-    const char *model_path = NULL, *heads_path = NULL, *prompt_file = NULL, *out_path = NULL;
-    const char *plot = NULL, *plot_script = NULL, *builder = "greedy";
-    long budget = 32, depth = 0;
-    int calibrate = 1;
-    int no_calibrate = 0;
-    cli_run_settings rs = CLI_RUN_DEFAULTS;
+typedef struct search_options {
+    const char *model_path, *heads_path, *prompt_file, *out_path, *plot, *plot_script, *builder;
+    long budget, depth;
+    int no_calibrate;
+    cli_run_settings rs;
+} search_options;
+
+static int parse_options(int argc, char **argv, search_options *o) {
+    *o = (search_options){ .builder = "greedy", .budget = 32, .rs = CLI_RUN_DEFAULTS };
     const cli_option opts[] = {
-        { "--model", CLI_STRING, &model_path },
-        { "--heads", CLI_STRING, &heads_path },
-        { "--prompt-file", CLI_STRING, &prompt_file },
-        { "--out", CLI_STRING, &out_path },
-        CLI_PLOT_OPTIONS(&plot, &plot_script),
-        { "--builder", CLI_STRING, &builder },
-        { "--no-calibrate", CLI_FLAG, &no_calibrate },
-        { "--budget", CLI_LONG, &budget, 0, 1000000 },
-        { "--depth", CLI_LONG, &depth, 0, 1000000 },
-        CLI_RUN_OPTIONS(&rs),
+        { "--model", CLI_STRING, &o->model_path },
+        { "--heads", CLI_STRING, &o->heads_path },
+        { "--prompt-file", CLI_STRING, &o->prompt_file },
+        { "--out", CLI_STRING, &o->out_path },
+        CLI_PLOT_OPTIONS(&o->plot, &o->plot_script),
+        { "--builder", CLI_STRING, &o->builder },
+        { "--no-calibrate", CLI_FLAG, &o->no_calibrate },
+        { "--budget", CLI_LONG, &o->budget, 0, 1000000 },
+        { "--depth", CLI_LONG, &o->depth, 0, 1000000 },
+        CLI_RUN_OPTIONS(&o->rs),
     };
-    int parsed = cli_parse("search", argc, argv, CLI_TABLE(opts), usage);
-    if (parsed) return parsed == 1 ? 0 : parsed;
-    /* the run settings under the names the steps below use */
-    const long n_prompts = rs.n_prompts, max_tokens = rs.max_tokens, threads = rs.threads;
-    const float temperature = rs.temperature, epsilon = rs.epsilon, delta = rs.delta;
-    const unsigned long long seed = rs.seed;
-    const entmtp_backend backend = rs.backend;
-    calibrate = !no_calibrate;
-    if (!model_path || !prompt_file || !out_path) {
+    int rc = cli_parse("search", argc, argv, CLI_TABLE(opts), usage);
+    if (rc) return rc;
+    if (!o->model_path || !o->prompt_file || !o->out_path) {
         fprintf(stderr, "entmtp search: --model, --prompt-file and --out are required\n");
         usage(stderr);
         return 2;
     }
-    if (strcmp(builder, "greedy") && strcmp(builder, "accuracy")) {
-        fprintf(stderr, "entmtp search: --builder: '%s' is not greedy or accuracy\n", builder);
+    if (strcmp(o->builder, "greedy") && strcmp(o->builder, "accuracy")) {
+        fprintf(stderr, "entmtp search: --builder: '%s' is not greedy or accuracy\n", o->builder);
         return 2;
     }
-    if (budget < 2 || budget > EMT_GROW_MAX_NODES / 2 || n_prompts < 1 || max_tokens < 1) {
+    if (o->budget < 2 || o->budget > EMT_GROW_MAX_NODES / 2 || o->rs.n_prompts < 1 || o->rs.max_tokens < 1) {
         fprintf(stderr, "entmtp search: need 2 <= --budget <= %d, --prompts >= 1, --max-tokens >= 1\n", EMT_GROW_MAX_NODES / 2);
         return 2;
     }
+    return 0;
+}
 
-    int rc = 1;
+/* Everything one search holds, released by search_job_free. */
+typedef struct search_job {
+    const search_options *o;
+    entmtp_model *model;
+    entmtp_heads *heads;
+    entmtp_heads_info hi;
+    const char *heads_path;
+    entmtp_bank *eval_bank, *bank;
+    entmtp_session *s, *fs; /* over the frontier trees; over the bank (calibration) */
+    entmtp_policy *pol;
+    entmtp_session_params sp;
+    run_options ro;
+    prompt_set ps;
+    emt_frontier fr;
+    double t_stage1;
+    eval_row *rows; /* root-only tree, then the frontier */
+    int32_t n_rows;
+    run_result rr, *timing, *cal;
+    double ar_tps;
+    int32_t best, n_kept;
+    /* policies stored in the bank, and the figures of the calibration */
+    entmtp_policy_config stat, hyst, ladder;
+    float ladder_thresholds[3];
+    int32_t ladder_trees[4];
+    double best_tps, hyst_tps, ladder_tps;
+    int have_hyst, have_ladder;
+    cJSON *sweeps;
+    progress_state prog;
+    char shipped[4096];
+} search_job;
+
+static void search_job_free(search_job *j) {
+    cJSON_Delete(j->sweeps);
+    run_result_free(&j->rr);
+    free(j->timing); /* timing and calibration runs keep neither s nor tokens */
+    free(j->cal);
+    free(j->rows);
+    emt_frontier_free(&j->fr);
+    prompt_set_free(&j->ps);
+    entmtp_session_free(j->fs);
+    entmtp_session_free(j->s);
+    entmtp_policy_free(j->pol);
+    entmtp_bank_free(j->bank);
+    entmtp_bank_free(j->eval_bank);
+    entmtp_heads_free(j->heads);
+    entmtp_model_free(j->model);
+}
+
+/* Model, heads (given or shipped), prompts. */
+static int load_inputs(search_job *j) {
+    const search_options *o = j->o;
+    if (cli_run_load_model(&o->rs, o->model_path, &j->model)) return 1;
     entmtp_status st;
-    entmtp_model *model = NULL;
-    entmtp_heads *heads = NULL;
-    entmtp_bank *eval_bank = NULL, *bank = NULL;
-    entmtp_session *s = NULL, *fs = NULL;
-    entmtp_policy *pol = NULL;
-    prompt_set ps = { 0 };
-    emt_frontier fr = { 0 };
-    eval_row *rows = NULL;
-    run_result rr = { 0 }, *timing = NULL, *cal = NULL;
-    cJSON *search = NULL, *sweeps = NULL;
-    char shipped[4096], plot_path[4096];
-    progress_state prog = { emt_now(), { "", -1 } };
+    j->heads_path = o->heads_path;
+    if (!j->heads_path && find_shipped_heads(o->model_path, j->shipped, sizeof j->shipped)) j->heads_path = j->shipped;
+    if (!j->heads_path) { fprintf(stderr, "entmtp search: no --heads given and none shipped for this model\n"); return 1; }
+    if ((st = entmtp_heads_load(j->model, j->heads_path, &j->heads))) return cli_fail(j->heads_path, st);
+    j->hi = (entmtp_heads_info){ sizeof j->hi };
+    entmtp_heads_get_info(j->heads, &j->hi);
+    if (prompt_set_load(j->model, o->prompt_file, (int32_t)o->rs.n_prompts, &j->ps)) return 1;
+    j->sp = cli_run_session_params(&o->rs);
+    j->ro = (run_options){ (int32_t)o->rs.max_tokens, 0, 0, 0, NULL };
+    return 0;
+}
 
-    entmtp_model_params mp = entmtp_model_default_params();
-    mp.backend = backend;
-    mp.n_threads = (int32_t)threads;
-    if ((st = entmtp_model_load(model_path, &mp, &model))) return cli_fail(model_path, st);
-    if (!heads_path && find_shipped_heads(model_path, shipped, sizeof shipped)) heads_path = shipped;
-    if (!heads_path) { fprintf(stderr, "entmtp search: no --heads given and none shipped for this model\n"); goto done; }
-    if ((st = entmtp_heads_load(model, heads_path, &heads))) { rc = cli_fail(heads_path, st); goto done; }
-    entmtp_heads_info hi = { sizeof hi };
-    entmtp_heads_get_info(heads, &hi);
-    if (depth == 0) depth = hi.n_heads < 4 ? hi.n_heads : 4;
-    if (depth < 1 || depth > hi.n_heads) {
-        fprintf(stderr, "entmtp search: --depth %ld: the heads draft at most %d tokens\n", depth, hi.n_heads);
-        goto done;
-    }
-    if (prompt_set_load(model, prompt_file, (int32_t)n_prompts, &ps)) goto done;
-    fprintf(stderr, "entmtp search: %d prompts from %s; %s heads (%d); budget %ld nodes, depth %ld, %ld tokens per "
-                    "rollout, temperature %g\n", ps.n, prompt_file, hi.kind == ENTMTP_HEADS_HYDRA ? "Hydra" : "Medusa",
-            hi.n_heads, budget, depth, max_tokens, (double)temperature);
+/* Stage 1: the acceptance frontier (Algorithm 1, or Medusa's accuracy builder). */
+static int run_stage1(search_job *j, long depth) {
+    const search_options *o = j->o;
+    emt_search_config cfg = { (int32_t)o->budget, (int32_t)depth, 10, (int32_t)o->rs.max_tokens, j->sp, search_progress, &j->prog };
+    emt_prompts ep = { j->ps.n, j->ps.tokens, j->ps.lens };
+    double t0 = emt_now();
+    entmtp_status st = !strcmp(o->builder, "greedy") ? emt_search_acceptance(j->model, j->heads, &ep, &cfg, &j->fr)
+                                                     : emt_search_accuracy(j->model, j->heads, &ep, &cfg, &j->fr);
+    if (st) return cli_fail("stage 1", st);
+    j->t_stage1 = emt_now() - t0;
+    fprintf(stderr, "entmtp search: stage 1 (%s) done in %.1f min: %d trees\n", o->builder, j->t_stage1 / 60.0, j->fr.n);
+    return 0;
+}
 
-    entmtp_session_params sp = entmtp_session_default_params();
-    sp.temperature = temperature;
-    sp.epsilon = epsilon;
-    sp.delta = delta;
-    sp.seed = seed;
-
-    /* ---- stage 1: acceptance frontier */
-    emt_search_config cfg = { (int32_t)budget, (int32_t)depth, 10, (int32_t)max_tokens, sp, search_progress, &prog };
-    emt_prompts ep = { ps.n, ps.tokens, ps.lens };
-    double t_stage1 = emt_now();
-    if (!strcmp(builder, "greedy")) st = emt_search_acceptance(model, heads, &ep, &cfg, &fr);
-    else st = emt_search_accuracy(model, heads, &ep, &cfg, &fr);
-    if (st) { rc = cli_fail("stage 1", st); goto done; }
-    t_stage1 = emt_now() - t_stage1;
-    fprintf(stderr, "entmtp search: stage 1 (%s) done in %.1f min: %d trees\n", builder, t_stage1 / 60.0, fr.n);
-
-    /* ---- debias + stage 2: every tree (and the root-only one) re-run with
-     * its own proposals, timed end to end with prefill */
-    int32_t n_rows = fr.n + 1;
-    rows = calloc((size_t)n_rows, sizeof *rows);
-    entmtp_bank_params bp = entmtp_bank_default_params();
-    bp.max_depth = (int32_t)depth;
-    if (!rows || (st = entmtp_bank_create(&bp, &eval_bank))) { rc = cli_fail("bank", st ? st : ENTMTP_ERR_OUT_OF_MEMORY); goto done; }
-    for (int32_t i = 0; i < n_rows; i++) {
-        eval_row *r = &rows[i];
+/* The frontier trees (and the root-only one) as a bank to time. */
+static int frontier_bank(search_job *j, const entmtp_bank_params *bp) {
+    j->n_rows = j->fr.n + 1;
+    j->rows = calloc((size_t)j->n_rows, sizeof *j->rows);
+    entmtp_status st = j->rows ? entmtp_bank_create(bp, &j->eval_bank) : ENTMTP_ERR_OUT_OF_MEMORY;
+    if (st) return cli_fail("bank", st);
+    for (int32_t i = 0; i < j->n_rows; i++) {
+        eval_row *r = &j->rows[i];
         if (i == 0) {
             r->nodes = 1;
             r->biased = 1.0;
-            st = entmtp_bank_add_tree_json(eval_bank, "n01d0", "[]", NULL);
             snprintf(r->name, sizeof r->name, "n01d0");
+            st = entmtp_bank_add_tree_json(j->eval_bank, r->name, "[]", NULL);
         } else {
-            const emt_frontier_tree *t = &fr.trees[i - 1];
+            const emt_frontier_tree *t = &j->fr.trees[i - 1];
             r->nodes = t->n_nodes;
             r->depth = t->depth;
             r->biased = t->accept;
             snprintf(r->name, sizeof r->name, "n%02dd%d", t->n_nodes, t->depth);
-            st = entmtp_bank_add_tree(eval_bank, r->name, t->ranks, t->lens, t->n_paths, NULL);
+            st = entmtp_bank_add_tree(j->eval_bank, r->name, t->ranks, t->lens, t->n_paths, NULL);
         }
-        if (st) { rc = cli_fail(r->name, st); goto done; }
+        if (st) return cli_fail(r->name, st);
     }
-    if ((st = entmtp_session_create(model, heads, eval_bank, &sp, &s))) { rc = cli_fail("session", st); goto done; }
-    run_options ro = { (int32_t)max_tokens, 0, 0, 0, NULL };
-    /* one warm-up generation, excluded from every figure */
-    prompt_set first = ps;
-    first.n = 1;
-    if (set_static(s, n_rows - 1, &pol) || run_prompt_set(s, &first, &ro, &rr)) goto done;
-    run_result_free(&rr);
-    /* every tree and AR on each prompt in turn: drift on a shared machine
-     * hits them alike */
-    run_options ar_opt = ro;
-    ar_opt.autoregressive = 1;
-    timing = calloc((size_t)n_rows + 1, sizeof *timing);
-    if (!timing) { rc = cli_fail("search", ENTMTP_ERR_OUT_OF_MEMORY); goto done; }
-    for (int32_t p = 0; p < ps.n; p++) {
-        if (run_prompt(s, &ps, p, &ar_opt, &timing[n_rows])) goto done;
-        for (int32_t i = 0; i < n_rows; i++)
-            if (set_static(s, i, &pol) || run_prompt(s, &ps, p, &ro, &timing[i])) goto done;
-        search_progress((float)(p + 1) / (float)ps.n, "timing the frontier trees", &prog);
-    }
-    double ar_tps = run_tokens_per_second(&timing[n_rows]);
-    fprintf(stderr, "entmtp search: AR %.2f tokens/s\n", ar_tps);
-    for (int32_t i = 0; i < n_rows; i++) {
-        rows[i].self = run_accept_length(&timing[i]);
-        rows[i].tps = run_tokens_per_second(&timing[i]);
-        fprintf(stderr, "entmtp search: %-7s accept %.3f (%s %.3f), %.2f tokens/s\n", rows[i].name, rows[i].self,
-                builder, rows[i].biased, rows[i].tps);
-    }
-    {
-        int32_t *nodes = malloc((size_t)n_rows * sizeof *nodes);
-        double *tps = malloc((size_t)n_rows * sizeof *tps);
-        uint8_t *keep = malloc((size_t)n_rows);
-        if (!nodes || !tps || !keep) { free(nodes); free(tps); free(keep); rc = cli_fail("search", ENTMTP_ERR_OUT_OF_MEMORY); goto done; }
-        for (int32_t i = 0; i < n_rows; i++) { nodes[i] = rows[i].nodes; tps[i] = rows[i].tps; }
-        emt_pareto_max(n_rows, nodes, tps, keep);
-        for (int32_t i = 0; i < n_rows; i++) rows[i].keep = keep[i];
-        free(nodes); free(tps); free(keep);
-    }
+    return 0;
+}
 
-    /* ---- the bank: the throughput-Pareto trees, smallest first */
-    if ((st = entmtp_bank_create(&bp, &bank))) { rc = cli_fail("bank", st); goto done; }
-    int32_t best = -1, n_kept = 0;
-    for (int32_t i = 0; i < n_rows; i++) {
-        if (!rows[i].keep) continue;
+/* Debias + stage 2: every tree re-run with its own proposals and timed end to
+ * end with prefill, beside AR, prompt by prompt (drift on a shared machine
+ * hits them alike); the throughput-Pareto rows are kept. */
+static int time_frontier(search_job *j) {
+    entmtp_status st;
+    if ((st = entmtp_session_create(j->model, j->heads, j->eval_bank, &j->sp, &j->s))) return cli_fail("session", st);
+    prompt_set first = j->ps; /* one warm-up generation, excluded from every figure */
+    first.n = 1;
+    if (set_static(j->s, j->n_rows - 1, &j->pol) || run_prompt_set(j->s, &first, &j->ro, &j->rr)) return 1;
+    run_result_free(&j->rr);
+    run_options ar_opt = j->ro;
+    ar_opt.autoregressive = 1;
+    j->timing = calloc((size_t)j->n_rows + 1, sizeof *j->timing);
+    if (!j->timing) return cli_fail("search", ENTMTP_ERR_OUT_OF_MEMORY);
+    for (int32_t p = 0; p < j->ps.n; p++) {
+        if (run_prompt(j->s, &j->ps, p, &ar_opt, &j->timing[j->n_rows])) return 1;
+        for (int32_t i = 0; i < j->n_rows; i++)
+            if (set_static(j->s, i, &j->pol) || run_prompt(j->s, &j->ps, p, &j->ro, &j->timing[i])) return 1;
+        search_progress((float)(p + 1) / (float)j->ps.n, "timing the frontier trees", &j->prog);
+    }
+    j->ar_tps = run_tokens_per_second(&j->timing[j->n_rows]);
+    fprintf(stderr, "entmtp search: AR %.2f tokens/s\n", j->ar_tps);
+    for (int32_t i = 0; i < j->n_rows; i++) {
+        eval_row *r = &j->rows[i];
+        r->self = run_accept_length(&j->timing[i]);
+        r->tps = run_tokens_per_second(&j->timing[i]);
+        fprintf(stderr, "entmtp search: %-7s accept %.3f (%s %.3f), %.2f tokens/s\n", r->name, r->self, j->o->builder,
+                r->biased, r->tps);
+    }
+    int32_t *nodes = malloc((size_t)j->n_rows * sizeof *nodes);
+    double *tps = malloc((size_t)j->n_rows * sizeof *tps);
+    uint8_t *keep = malloc((size_t)j->n_rows);
+    int ok = nodes && tps && keep;
+    if (ok) {
+        for (int32_t i = 0; i < j->n_rows; i++) { nodes[i] = j->rows[i].nodes; tps[i] = j->rows[i].tps; }
+        emt_pareto_max(j->n_rows, nodes, tps, keep);
+        for (int32_t i = 0; i < j->n_rows; i++) j->rows[i].keep = keep[i];
+    }
+    free(nodes);
+    free(tps);
+    free(keep);
+    return ok ? 0 : cli_fail("search", ENTMTP_ERR_OUT_OF_MEMORY);
+}
+
+/* The bank: the throughput-Pareto trees, smallest first; static on the fastest. */
+static int pareto_bank(search_job *j, const entmtp_bank_params *bp) {
+    entmtp_status st;
+    if ((st = entmtp_bank_create(bp, &j->bank))) return cli_fail("bank", st);
+    j->best = -1;
+    for (int32_t i = 0; i < j->n_rows; i++) {
+        if (!j->rows[i].keep) continue;
         int32_t idx;
-        if (i == 0) st = entmtp_bank_add_tree_json(bank, rows[i].name, "[]", &idx);
-        else st = entmtp_bank_add_tree(bank, rows[i].name, fr.trees[i - 1].ranks, fr.trees[i - 1].lens,
-                                       fr.trees[i - 1].n_paths, &idx);
-        if (!st) st = entmtp_bank_set_figures(bank, idx, (float)rows[i].self, (float)rows[i].tps);
-        if (st) { rc = cli_fail(rows[i].name, st); goto done; }
-        if (best < 0 || rows[i].tps > rows[best].tps) best = i;
-        n_kept++;
+        const emt_frontier_tree *t = i ? &j->fr.trees[i - 1] : NULL;
+        st = t ? entmtp_bank_add_tree(j->bank, j->rows[i].name, t->ranks, t->lens, t->n_paths, &idx)
+               : entmtp_bank_add_tree_json(j->bank, j->rows[i].name, "[]", &idx);
+        if (!st) st = entmtp_bank_set_figures(j->bank, idx, (float)j->rows[i].self, (float)j->rows[i].tps);
+        if (st) return cli_fail(j->rows[i].name, st);
+        if (j->best < 0 || j->rows[i].tps > j->rows[j->best].tps) j->best = i;
+        j->n_kept++;
     }
     int32_t best_idx = 0;
-    entmtp_bank_find(bank, rows[best].name, &best_idx);
-    entmtp_policy_config stat = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
-    stat.static_tree = best_idx;
-    double best_tps = rows[best].tps;
-    sweeps = cJSON_CreateArray();
-    entmtp_policy_config hyst = entmtp_policy_default_config(ENTMTP_POLICY_HYSTERESIS);
-    entmtp_policy_config ladder = entmtp_policy_default_config(ENTMTP_POLICY_LADDER);
-    double hyst_tps = 0, ladder_tps = 0;
-    int have_hyst = 0, have_ladder = 0;
-    if (calibrate && best_idx > 0) {
-        /* s as the aggressive tree sees it: the grid for the thresholds */
-        if ((st = entmtp_session_create(model, heads, bank, &sp, &fs))) { rc = cli_fail("session", st); goto done; }
-        run_options so = ro;
-        so.keep_s = 1;
-        so.label = "collecting s";
-        if (run_with(fs, &pol, &stat, &ps, &so, &rr)) goto done;
-        qsort(rr.s, (size_t)rr.n_s, sizeof *rr.s, cmp_float);
-        /* the candidates: static (the reference), hysteresis with the best
-         * static tree as aggressive and each smaller bank tree (up to 3) as
-         * conservative, tau at a quantile of s; the ladder over the (up to)
-         * four bank trees ending at the static one, thresholds at the
-         * alpha*b/K quantiles of s. One dimension swept per shape. */
-        const double qs[] = { 0.1, 0.25, 0.5, 0.75, 0.9 }, alphas[] = { 0.25, 0.5, 0.75, 1.0 };
-        entmtp_policy_config cand[1 + 3 * 5 + 4];
-        double knob[1 + 3 * 5 + 4];
-        int n_cand = 0;
-        cand[n_cand] = stat;
-        knob[n_cand++] = 0;
-        for (int32_t c = 0; c < best_idx && c < 3; c++)
-            for (size_t q = 0; q < sizeof qs / sizeof qs[0]; q++) {
-                entmtp_policy_config pc = hyst;
-                pc.conservative_tree = c;
-                pc.aggressive_tree = best_idx;
-                pc.tau_on = pc.tau_off = quantile(rr.s, rr.n_s, qs[q]);
-                cand[n_cand] = pc;
-                knob[n_cand++] = qs[q];
-            }
-        int32_t K = best_idx + 1 < 4 ? best_idx + 1 : 4;
-        float ladder_thresholds[4][3]; /* one ladder per alpha; K <= 4 */
-        int32_t ladder_trees[4][4];
-        for (size_t ai = 0; K >= 3 && ai < sizeof alphas / sizeof alphas[0]; ai++) {
-            entmtp_policy_config pc = ladder;
-            pc.n_thresholds = K - 1;
-            for (int32_t b = 0; b < K; b++) ladder_trees[ai][b] = best_idx - (K - 1) + b;
-            for (int32_t b = 1; b < K; b++) ladder_thresholds[ai][b - 1] = quantile(rr.s, rr.n_s, alphas[ai] * b / K);
-            pc.thresholds = ladder_thresholds[ai];
-            pc.ladder_trees = ladder_trees[ai];
-            int distinct = 1;
-            for (int32_t b = 1; b < K - 1; b++) distinct &= pc.thresholds[b] > pc.thresholds[b - 1];
-            if (!distinct) continue; /* s too concentrated for distinct thresholds */
-            cand[n_cand] = pc;
-            knob[n_cand++] = alphas[ai];
-        }
-        run_result_free(&rr);
-        cal = calloc((size_t)n_cand, sizeof *cal);
-        if (!cal) { rc = cli_fail("search", ENTMTP_ERR_OUT_OF_MEMORY); goto done; }
-        for (int32_t p = 0; p < ps.n; p++) {
-            for (int k = 0; k < n_cand; k++) {
-                entmtp_policy_set(fs, NULL);
-                entmtp_policy_free(pol);
-                pol = NULL;
-                if ((st = entmtp_policy_create(&cand[k], &pol)) || (st = entmtp_policy_set(fs, pol))) {
-                    rc = cli_fail("policy", st);
-                    goto done;
-                }
-                if (run_prompt(fs, &ps, p, &ro, &cal[k])) goto done;
-            }
-            search_progress((float)(p + 1) / (float)ps.n, "calibrating the policies", &prog);
-        }
-        /* static's figure in this run is the reference the policies must beat */
-        best_tps = run_tokens_per_second(&cal[0]);
-        for (int k = 1; k < n_cand; k++) {
-            const entmtp_policy_config *pc = &cand[k];
-            double tps = run_tokens_per_second(&cal[k]);
-            int is_hyst = pc->kind == ENTMTP_POLICY_HYSTERESIS;
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "policy", is_hyst ? "hysteresis" : "ladder");
-            if (is_hyst) {
-                cJSON_AddNumberToObject(o, "conservative_tree", pc->conservative_tree);
-                cJSON_AddNumberToObject(o, "aggressive_tree", pc->aggressive_tree);
-                cJSON_AddNumberToObject(o, "quantile", knob[k]);
-                cJSON_AddNumberToObject(o, "tau", pc->tau_on);
-            } else {
-                cJSON_AddNumberToObject(o, "alpha", knob[k]);
-                cJSON_AddItemToObject(o, "thresholds", cJSON_CreateFloatArray(pc->thresholds, pc->n_thresholds));
-            }
-            cJSON_AddNumberToObject(o, "tokens_per_second", tps);
-            cJSON_AddNumberToObject(o, "mean_accept_length", run_accept_length(&cal[k]));
-            cJSON_AddItemToArray(sweeps, o);
-            entmtp_tree_info ci = { sizeof ci };
-            entmtp_bank_tree_info(bank, is_hyst ? pc->conservative_tree : pc->ladder_trees[0], &ci);
-            fprintf(stderr, "entmtp search: %s from %s, %s %.3g: %.2f tokens/s (static %.2f)\n", is_hyst ? "hysteresis" : "ladder",
-                    ci.name, is_hyst ? "tau" : "alpha", is_hyst ? (double)pc->tau_on : knob[k], tps, best_tps);
-            if (is_hyst && (!have_hyst || tps > hyst_tps)) { hyst = *pc; hyst_tps = tps; have_hyst = 1; }
-            if (!is_hyst && (!have_ladder || tps > ladder_tps)) { ladder = *pc; ladder_tps = tps; have_ladder = 1; }
-        }
-    }
-    /* the bank's default policy is the first one stored: the calibration's best */
-    entmtp_policy_config ucb = entmtp_policy_default_config(ENTMTP_POLICY_UCB);
-    const entmtp_policy_config *order[4] = { &stat, have_hyst ? &hyst : NULL, have_ladder ? &ladder : NULL, &ucb };
-    if (have_hyst && hyst_tps > best_tps && (!have_ladder || hyst_tps >= ladder_tps)) { order[0] = &hyst; order[1] = &stat; }
-    else if (have_ladder && ladder_tps > best_tps && (!have_hyst || ladder_tps > hyst_tps)) { order[0] = &ladder; order[2] = &stat; }
-    for (int k = 0; k < 4; k++) {
-        if (!order[k]) continue;
-        if ((st = entmtp_bank_set_policy_config(bank, order[k]))) {
-            rc = cli_fail(entmtp_policy_kind_name(order[k]->kind), st);
-            goto done;
-        }
-    }
-    if ((st = entmtp_bank_save(bank, out_path))) { rc = cli_fail(out_path, st); goto done; }
+    entmtp_bank_find(j->bank, j->rows[j->best].name, &best_idx);
+    j->stat = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
+    j->stat.static_tree = best_idx;
+    j->best_tps = j->rows[j->best].tps;
+    j->hyst = entmtp_policy_default_config(ENTMTP_POLICY_HYSTERESIS);
+    j->ladder = entmtp_policy_default_config(ENTMTP_POLICY_LADDER);
+    return 0;
+}
 
-    /* ---- the record of how the bank was made */
-    search = cJSON_CreateObject();
+/* One calibration sweep entry: the record and the best of its shape. */
+static void record_candidate(search_job *j, const entmtp_policy_config *pc, double knob, const run_result *r) {
+    double tps = run_tokens_per_second(r);
+    int is_hyst = pc->kind == ENTMTP_POLICY_HYSTERESIS;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "policy", is_hyst ? "hysteresis" : "ladder");
+    if (is_hyst) {
+        cJSON_AddNumberToObject(o, "conservative_tree", pc->conservative_tree);
+        cJSON_AddNumberToObject(o, "aggressive_tree", pc->aggressive_tree);
+        cJSON_AddNumberToObject(o, "quantile", knob);
+        cJSON_AddNumberToObject(o, "tau", pc->tau_on);
+    } else {
+        cJSON_AddNumberToObject(o, "alpha", knob);
+        cJSON_AddItemToObject(o, "thresholds", cJSON_CreateFloatArray(pc->thresholds, pc->n_thresholds));
+    }
+    cJSON_AddNumberToObject(o, "tokens_per_second", tps);
+    cJSON_AddNumberToObject(o, "mean_accept_length", run_accept_length(r));
+    cJSON_AddItemToArray(j->sweeps, o);
+    entmtp_tree_info ci = { sizeof ci };
+    entmtp_bank_tree_info(j->bank, is_hyst ? pc->conservative_tree : pc->ladder_trees[0], &ci);
+    fprintf(stderr, "entmtp search: %s from %s, %s %.3g: %.2f tokens/s (static %.2f)\n", is_hyst ? "hysteresis" : "ladder",
+            ci.name, is_hyst ? "tau" : "alpha", is_hyst ? (double)pc->tau_on : knob, tps, j->best_tps);
+    if (is_hyst && (!j->have_hyst || tps > j->hyst_tps)) { j->hyst = *pc; j->hyst_tps = tps; j->have_hyst = 1; }
+    if (!is_hyst && (!j->have_ladder || tps > j->ladder_tps)) {
+        j->ladder = *pc; /* keep its arrays: the candidates' go away */
+        memcpy(j->ladder_thresholds, pc->thresholds, (size_t)pc->n_thresholds * sizeof *pc->thresholds);
+        memcpy(j->ladder_trees, pc->ladder_trees, (size_t)(pc->n_thresholds + 1) * sizeof *pc->ladder_trees);
+        j->ladder.thresholds = j->ladder_thresholds;
+        j->ladder.ladder_trees = j->ladder_trees;
+        j->ladder_tps = tps;
+        j->have_ladder = 1;
+    }
+}
+
+/* Policy calibration: s as the fastest static tree sees it gives the grid.
+ * Candidates: static (the in-run reference), hysteresis with the best static
+ * tree as aggressive and each smaller bank tree (up to 3) as conservative,
+ * tau at a quantile of s; the ladder over the (up to) four bank trees ending
+ * at the static one, thresholds at the alpha*b/K quantiles of s. One
+ * dimension swept per shape, every candidate on each prompt in turn. */
+static int calibrate_policies(search_job *j) {
+    int32_t best_idx = j->stat.static_tree;
+    entmtp_status st;
+    if ((st = entmtp_session_create(j->model, j->heads, j->bank, &j->sp, &j->fs))) return cli_fail("session", st);
+    run_options so = j->ro;
+    so.keep_s = 1;
+    so.label = "collecting s";
+    if (run_with(j->fs, &j->pol, &j->stat, &j->ps, &so, &j->rr)) return 1;
+    qsort(j->rr.s, (size_t)j->rr.n_s, sizeof *j->rr.s, cmp_float);
+    const double qs[] = { 0.1, 0.25, 0.5, 0.75, 0.9 }, alphas[] = { 0.25, 0.5, 0.75, 1.0 };
+    entmtp_policy_config cand[1 + 3 * 5 + 4];
+    double knob[1 + 3 * 5 + 4];
+    int n_cand = 0;
+    cand[n_cand] = j->stat;
+    knob[n_cand++] = 0;
+    for (int32_t c = 0; c < best_idx && c < 3; c++)
+        for (size_t q = 0; q < sizeof qs / sizeof qs[0]; q++) {
+            entmtp_policy_config pc = j->hyst;
+            pc.conservative_tree = c;
+            pc.aggressive_tree = best_idx;
+            pc.tau_on = pc.tau_off = quantile(j->rr.s, j->rr.n_s, qs[q]);
+            cand[n_cand] = pc;
+            knob[n_cand++] = qs[q];
+        }
+    int32_t K = best_idx + 1 < 4 ? best_idx + 1 : 4;
+    float ladder_thresholds[4][3]; /* one ladder per alpha; K <= 4 */
+    int32_t ladder_trees[4][4];
+    for (size_t ai = 0; K >= 3 && ai < sizeof alphas / sizeof alphas[0]; ai++) {
+        entmtp_policy_config pc = j->ladder;
+        pc.n_thresholds = K - 1;
+        for (int32_t b = 0; b < K; b++) ladder_trees[ai][b] = best_idx - (K - 1) + b;
+        for (int32_t b = 1; b < K; b++) ladder_thresholds[ai][b - 1] = quantile(j->rr.s, j->rr.n_s, alphas[ai] * b / K);
+        pc.thresholds = ladder_thresholds[ai];
+        pc.ladder_trees = ladder_trees[ai];
+        int distinct = 1;
+        for (int32_t b = 1; b < K - 1; b++) distinct &= pc.thresholds[b] > pc.thresholds[b - 1];
+        if (!distinct) continue; /* s too concentrated for distinct thresholds */
+        cand[n_cand] = pc;
+        knob[n_cand++] = alphas[ai];
+    }
+    run_result_free(&j->rr);
+    j->cal = calloc((size_t)n_cand, sizeof *j->cal);
+    if (!j->cal) return cli_fail("search", ENTMTP_ERR_OUT_OF_MEMORY);
+    for (int32_t p = 0; p < j->ps.n; p++) {
+        for (int k = 0; k < n_cand; k++) {
+            entmtp_policy_set(j->fs, NULL);
+            entmtp_policy_free(j->pol);
+            j->pol = NULL;
+            if ((st = entmtp_policy_create(&cand[k], &j->pol)) || (st = entmtp_policy_set(j->fs, j->pol)))
+                return cli_fail("policy", st);
+            if (run_prompt(j->fs, &j->ps, p, &j->ro, &j->cal[k])) return 1;
+        }
+        search_progress((float)(p + 1) / (float)j->ps.n, "calibrating the policies", &j->prog);
+    }
+    /* static's figure in this run is the reference the policies must beat */
+    j->best_tps = run_tokens_per_second(&j->cal[0]);
+    for (int k = 1; k < n_cand; k++) record_candidate(j, &cand[k], knob[k], &j->cal[k]);
+    return 0;
+}
+
+/* The policies into the bank, the calibration's best first (the default). */
+static int store_policies(search_job *j) {
+    entmtp_policy_config ucb = entmtp_policy_default_config(ENTMTP_POLICY_UCB);
+    const entmtp_policy_config *order[4] = { &j->stat, j->have_hyst ? &j->hyst : NULL, j->have_ladder ? &j->ladder : NULL, &ucb };
+    if (j->have_hyst && j->hyst_tps > j->best_tps && (!j->have_ladder || j->hyst_tps >= j->ladder_tps)) {
+        order[0] = &j->hyst;
+        order[1] = &j->stat;
+    } else if (j->have_ladder && j->ladder_tps > j->best_tps && (!j->have_hyst || j->ladder_tps > j->hyst_tps)) {
+        order[0] = &j->ladder;
+        order[2] = &j->stat;
+    }
+    entmtp_status st;
+    for (int k = 0; k < 4; k++)
+        if (order[k] && (st = entmtp_bank_set_policy_config(j->bank, order[k])))
+            return cli_fail(entmtp_policy_kind_name(order[k]->kind), st);
+    if ((st = entmtp_bank_save(j->bank, j->o->out_path))) return cli_fail(j->o->out_path, st);
+    return 0;
+}
+
+/* The record of how the bank was made, added to the bank file as "search". */
+static int write_record(search_job *j, long depth) {
+    const search_options *o = j->o;
+    cJSON *search = cJSON_CreateObject();
     cJSON *settings = cJSON_AddObjectToObject(search, "settings");
-    cJSON_AddStringToObject(settings, "model", model_path);
-    cJSON_AddStringToObject(settings, "heads", heads_path);
-    cJSON_AddStringToObject(settings, "heads_kind", hi.kind == ENTMTP_HEADS_HYDRA ? "hydra" : "medusa");
-    cJSON_AddStringToObject(settings, "prompt_file", prompt_file);
-    cJSON_AddNumberToObject(settings, "prompts", ps.n);
-    cJSON_AddStringToObject(settings, "builder", builder);
-    cJSON_AddNumberToObject(settings, "budget", (double)budget);
+    cJSON_AddStringToObject(settings, "model", o->model_path);
+    cJSON_AddStringToObject(settings, "heads", j->heads_path);
+    cJSON_AddStringToObject(settings, "heads_kind", j->hi.kind == ENTMTP_HEADS_HYDRA ? "hydra" : "medusa");
+    cJSON_AddStringToObject(settings, "prompt_file", o->prompt_file);
+    cJSON_AddNumberToObject(settings, "prompts", j->ps.n);
+    cJSON_AddStringToObject(settings, "builder", o->builder);
+    cJSON_AddNumberToObject(settings, "budget", (double)o->budget);
     cJSON_AddNumberToObject(settings, "depth", (double)depth);
-    cJSON_AddNumberToObject(settings, "max_tokens", (double)max_tokens);
-    cJSON_AddNumberToObject(settings, "temperature", temperature);
-    cJSON_AddNumberToObject(settings, "epsilon", epsilon);
-    cJSON_AddNumberToObject(settings, "delta", delta);
-    cJSON_AddNumberToObject(settings, "seed", (double)seed);
+    cJSON_AddNumberToObject(settings, "max_tokens", (double)o->rs.max_tokens);
+    cJSON_AddNumberToObject(settings, "temperature", o->rs.temperature);
+    cJSON_AddNumberToObject(settings, "epsilon", o->rs.epsilon);
+    cJSON_AddNumberToObject(settings, "delta", o->rs.delta);
+    cJSON_AddNumberToObject(settings, "seed", (double)o->rs.seed);
     entmtp_model_info mi = { sizeof mi };
-    entmtp_model_get_info(model, &mi);
+    entmtp_model_get_info(j->model, &mi);
     cJSON_AddStringToObject(settings, "backend", mi.backend == ENTMTP_BACKEND_CUDA ? "cuda" : "cpu");
-    cJSON_AddNumberToObject(search, "stage1_seconds", t_stage1);
-    cJSON_AddNumberToObject(search, "probe_steps", (double)fr.probe_steps);
-    cJSON_AddNumberToObject(search, "ar_tokens_per_second", ar_tps);
-    if (fr.accuracy) {
+    cJSON_AddNumberToObject(search, "stage1_seconds", j->t_stage1);
+    cJSON_AddNumberToObject(search, "probe_steps", (double)j->fr.probe_steps);
+    cJSON_AddNumberToObject(search, "ar_tokens_per_second", j->ar_tps);
+    if (j->fr.accuracy) {
         cJSON *acc = cJSON_AddArrayToObject(search, "head_accuracy"); /* [level][rank] */
-        for (int32_t d = 0; d < fr.accuracy_levels; d++)
-            cJSON_AddItemToArray(acc, cJSON_CreateDoubleArray(fr.accuracy + (size_t)d * fr.accuracy_topk, fr.accuracy_topk));
+        for (int32_t d = 0; d < j->fr.accuracy_levels; d++)
+            cJSON_AddItemToArray(acc, cJSON_CreateDoubleArray(j->fr.accuracy + (size_t)d * j->fr.accuracy_topk,
+                                                              j->fr.accuracy_topk));
     }
     cJSON *trees = cJSON_AddArrayToObject(search, "frontier");
-    for (int32_t i = 0; i < n_rows; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "name", rows[i].name);
-        cJSON_AddNumberToObject(o, "nodes", rows[i].nodes);
-        cJSON_AddNumberToObject(o, "depth", rows[i].depth);
-        cJSON_AddNumberToObject(o, "biased_accept_length", rows[i].biased);
-        cJSON_AddNumberToObject(o, "self_accept_length", rows[i].self);
-        cJSON_AddNumberToObject(o, "bias", rows[i].self > 0 ? (rows[i].biased - rows[i].self) / rows[i].self : 0);
-        cJSON_AddNumberToObject(o, "tokens_per_second", rows[i].tps);
-        cJSON_AddBoolToObject(o, "pareto", rows[i].keep);
-        if (i > 0) cJSON_AddItemToObject(o, "choices", choices_json(fr.trees[i - 1].ranks, fr.trees[i - 1].lens, fr.trees[i - 1].n_paths));
-        else cJSON_AddItemToObject(o, "choices", cJSON_CreateArray());
-        cJSON_AddItemToArray(trees, o);
+    for (int32_t i = 0; i < j->n_rows; i++) {
+        const eval_row *r = &j->rows[i];
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "name", r->name);
+        cJSON_AddNumberToObject(t, "nodes", r->nodes);
+        cJSON_AddNumberToObject(t, "depth", r->depth);
+        cJSON_AddNumberToObject(t, "biased_accept_length", r->biased);
+        cJSON_AddNumberToObject(t, "self_accept_length", r->self);
+        cJSON_AddNumberToObject(t, "bias", r->self > 0 ? (r->biased - r->self) / r->self : 0);
+        cJSON_AddNumberToObject(t, "tokens_per_second", r->tps);
+        cJSON_AddBoolToObject(t, "pareto", r->keep);
+        const emt_frontier_tree *ft = i ? &j->fr.trees[i - 1] : NULL;
+        cJSON_AddItemToObject(t, "choices", ft ? choices_json(ft->ranks, ft->lens, ft->n_paths) : cJSON_CreateArray());
+        cJSON_AddItemToArray(trees, t);
     }
     cJSON *jcal = cJSON_AddObjectToObject(search, "calibration");
-    cJSON_AddNumberToObject(jcal, "static_tokens_per_second", best_tps);
-    if (have_hyst) cJSON_AddNumberToObject(jcal, "hysteresis_tokens_per_second", hyst_tps);
-    if (have_ladder) cJSON_AddNumberToObject(jcal, "ladder_tokens_per_second", ladder_tps);
-    cJSON_AddItemToObject(jcal, "sweeps", sweeps);
-    sweeps = NULL;
-    if (annotate_bank(out_path, search)) { search = NULL; goto done; }
-    search = NULL;
+    cJSON_AddNumberToObject(jcal, "static_tokens_per_second", j->best_tps);
+    if (j->have_hyst) cJSON_AddNumberToObject(jcal, "hysteresis_tokens_per_second", j->hyst_tps);
+    if (j->have_ladder) cJSON_AddNumberToObject(jcal, "ladder_tokens_per_second", j->ladder_tps);
+    cJSON_AddItemToObject(jcal, "sweeps", j->sweeps);
+    j->sweeps = NULL;
+    if (annotate_bank(o->out_path, search)) return 1; /* annotate_bank owns `search` */
     fprintf(stderr, "entmtp search: wrote %s: %d trees (Pareto over %d), static %s at %.2f tokens/s (AR %.2f)%s\n",
-            out_path, n_kept, n_rows, rows[best].name, best_tps, ar_tps,
-            have_hyst ? "; hysteresis calibrated" : "");
+            o->out_path, j->n_kept, j->n_rows, j->rows[j->best].name, j->best_tps, j->ar_tps,
+            j->have_hyst ? "; hysteresis calibrated" : "");
+    return 0;
+}
 
+/* The frontier plot (default: the bank path with .png); the bank stands without it. */
+static void plot_frontier(const search_options *o) {
+    char plot_path[4096];
+    const char *plot = o->plot;
     if (!plot) {
-        snprintf(plot_path, sizeof plot_path, "%s", out_path);
+        snprintf(plot_path, sizeof plot_path, "%s", o->out_path);
         char *dot = strrchr(plot_path, '.');
         if (dot && !strchr(dot, '/')) *dot = '\0';
         strncat(plot_path, ".png", sizeof plot_path - strlen(plot_path) - 1);
         plot = plot_path;
     }
-    cli_plot("search", "plot_search.py", plot_script, out_path, plot); /* the bank stands without it */
-    rc = 0;
+    cli_plot("search", "plot_search.py", o->plot_script, o->out_path, plot);
+}
+
+int cmd_search(int argc, char **argv) {
+    search_options o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc) return rc == 1 ? 0 : rc;
+    search_job j = { .o = &o, .prog = { emt_now(), { "", -1 } }, .sweeps = cJSON_CreateArray() };
+    if ((rc = load_inputs(&j))) goto done;
+    long depth = o.depth ? o.depth : (j.hi.n_heads < 4 ? j.hi.n_heads : 4);
+    if (depth < 1 || depth > j.hi.n_heads) {
+        fprintf(stderr, "entmtp search: --depth %ld: the heads draft at most %d tokens\n", depth, j.hi.n_heads);
+        rc = 1;
+        goto done;
+    }
+    fprintf(stderr, "entmtp search: %d prompts from %s; %s heads (%d); budget %ld nodes, depth %ld, %ld tokens per "
+                    "rollout, temperature %g\n", j.ps.n, o.prompt_file, j.hi.kind == ENTMTP_HEADS_HYDRA ? "Hydra" : "Medusa",
+            j.hi.n_heads, o.budget, depth, o.rs.max_tokens, (double)o.rs.temperature);
+    entmtp_bank_params bp = entmtp_bank_default_params();
+    bp.max_depth = (int32_t)depth;
+    if ((rc = run_stage1(&j, depth)) || (rc = frontier_bank(&j, &bp)) || (rc = time_frontier(&j)) ||
+        (rc = pareto_bank(&j, &bp)))
+        goto done;
+    if (!o.no_calibrate && j.stat.static_tree > 0 && (rc = calibrate_policies(&j))) goto done;
+    if ((rc = store_policies(&j)) || (rc = write_record(&j, depth))) goto done;
+    plot_frontier(&o);
 done:
-    cJSON_Delete(sweeps);
-    cJSON_Delete(search);
-    run_result_free(&rr);
-    free(timing); /* timing and calibration runs keep neither s nor tokens */
-    free(cal);
-    free(rows);
-    emt_frontier_free(&fr);
-    prompt_set_free(&ps);
-    entmtp_session_free(fs);
-    entmtp_session_free(s);
-    entmtp_policy_free(pol);
-    entmtp_bank_free(bank);
-    entmtp_bank_free(eval_bank);
-    entmtp_heads_free(heads);
-    entmtp_model_free(model);
+    search_job_free(&j);
     return rc;
 }

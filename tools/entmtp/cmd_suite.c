@@ -154,270 +154,323 @@ static int add_task(const char *cmd, const char *v, void *out) {
     return 1;
 }
 
-int cmd_bench_suite(int argc, char **argv) {
-    const char *model_path = NULL, *medusa_path = NULL, *hydra_path = NULL;
-    const char *json_path = NULL, *plot_path = NULL, *plot_script = NULL, *md_path = NULL;
+typedef struct suite_options {
+    const char *model_path, *medusa_path, *hydra_path, *json_path, *plot_path, *plot_script, *md_path;
+    const char *static_trees; /* comma-separated tree names */
     task tasks[MAX_TASKS];
-    int n_tasks = 0;
-    int every_tree = 0, default_trees = 1;
-    const char *static_trees = NULL; /* comma-separated tree names */
-    int suite = 0, no_default_trees = 0;
-    task_list tl = { tasks, 0 };
-    cli_run_settings rs = CLI_RUN_DEFAULTS;
+    int n_tasks, every_tree, no_default_trees;
+    cli_run_settings rs;
+} suite_options;
+
+static int parse_options(int argc, char **argv, suite_options *o) {
+    memset(o, 0, sizeof *o);
+    o->rs = (cli_run_settings)CLI_RUN_DEFAULTS;
+    int suite = 0;
+    task_list tl = { o->tasks, 0 };
     const cli_option opts[] = {
         { "--suite", CLI_FLAG, &suite },
-        { "--every-tree", CLI_FLAG, &every_tree },
-        { "--no-default-trees", CLI_FLAG, &no_default_trees },
-        { "--model", CLI_STRING, &model_path },
-        { "--medusa-heads", CLI_STRING, &medusa_path },
-        { "--hydra-heads", CLI_STRING, &hydra_path },
-        { "--json", CLI_STRING, &json_path },
-        CLI_PLOT_OPTIONS(&plot_path, &plot_script),
-        { "--markdown", CLI_STRING, &md_path },
-        { "--static-trees", CLI_STRING, &static_trees },
+        { "--every-tree", CLI_FLAG, &o->every_tree },
+        { "--no-default-trees", CLI_FLAG, &o->no_default_trees },
+        { "--model", CLI_STRING, &o->model_path },
+        { "--medusa-heads", CLI_STRING, &o->medusa_path },
+        { "--hydra-heads", CLI_STRING, &o->hydra_path },
+        { "--json", CLI_STRING, &o->json_path },
+        CLI_PLOT_OPTIONS(&o->plot_path, &o->plot_script),
+        { "--markdown", CLI_STRING, &o->md_path },
+        { "--static-trees", CLI_STRING, &o->static_trees },
         { "--task", CLI_CALL, &tl, 0, 0, add_task },
-        CLI_RUN_OPTIONS(&rs),
+        CLI_RUN_OPTIONS(&o->rs),
     };
-    int parsed = cli_parse("bench --suite", argc, argv, CLI_TABLE(opts), usage);
-    if (parsed) return parsed == 1 ? 0 : parsed;
-    /* the run settings under the names the steps below use */
-    const long n_prompts = rs.n_prompts, max_tokens = rs.max_tokens, threads = rs.threads;
-    const float temperature = rs.temperature, epsilon = rs.epsilon, delta = rs.delta;
-    const unsigned long long seed = rs.seed;
-    const entmtp_backend backend = rs.backend;
-    default_trees = !no_default_trees;
-    n_tasks = tl.n;
-    if (!model_path || !medusa_path || !hydra_path || n_tasks == 0 || n_prompts < 1 || max_tokens < 1) {
+    int rc = cli_parse("bench --suite", argc, argv, CLI_TABLE(opts), usage);
+    if (rc) return rc;
+    o->n_tasks = tl.n;
+    if (!o->model_path || !o->medusa_path || !o->hydra_path || o->n_tasks == 0 || o->rs.n_prompts < 1 ||
+        o->rs.max_tokens < 1) {
         fprintf(stderr, "entmtp bench --suite: --model, --medusa-heads, --hydra-heads and at least one --task are required\n");
         usage(stderr);
         return 2;
     }
+    return 0;
+}
 
-    int rc = 1;
-    entmtp_status st;
-    entmtp_model *model = NULL;
-    entmtp_heads *medusa = NULL, *hydra = NULL;
-    entmtp_bank *defaults = NULL, *bank = NULL;
-    entmtp_session *scorer = NULL;
-    prompt_set ps = { 0 };
-    entmtp_session *sess[N_ROWS] = { 0 };
-    entmtp_policy *pols[N_ROWS] = { 0 };
+/* The model, both heads, the published default trees and the scorer, shared
+ * by every task; the rows' sessions and results of the task being run. */
+typedef struct suite_job {
+    const suite_options *o;
+    entmtp_model *model;
+    entmtp_model_info mi;
+    entmtp_heads *medusa, *hydra;
+    entmtp_bank *defaults, *bank;
+    int default_ok[2]; /* Medusa, Hydra: heads deep enough for their default tree */
+    entmtp_session *scorer;
+    entmtp_session_params sp;
+    prompt_set ps;
+    entmtp_session *sess[N_ROWS];
+    entmtp_policy *pols[N_ROWS];
     run_result res[N_ROWS];
-    memset(res, 0, sizeof res);
-    cJSON *out = cJSON_CreateObject(), *jtasks = cJSON_AddArrayToObject(out, "tasks");
-    FILE *md = NULL;
     row rows[MAX_TASKS][N_ROWS];
-    memset(rows, 0, sizeof rows);
+} suite_job;
 
-    entmtp_model_params mp = entmtp_model_default_params();
-    mp.backend = backend;
-    mp.n_threads = (int32_t)threads;
-    if ((st = entmtp_model_load(model_path, &mp, &model))) { rc = cli_fail(model_path, st); goto done; }
-    if ((st = entmtp_heads_load(model, medusa_path, &medusa))) { rc = cli_fail(medusa_path, st); goto done; }
-    if ((st = entmtp_heads_load(model, hydra_path, &hydra))) { rc = cli_fail(hydra_path, st); goto done; }
+static void release_task(suite_job *j) {
+    for (int k = 0; k < N_ROWS; k++) {
+        free_session(&j->sess[k], &j->pols[k]);
+        run_result_free(&j->res[k]);
+    }
+    entmtp_bank_free(j->bank);
+    j->bank = NULL;
+    prompt_set_free(&j->ps);
+}
+
+static void suite_job_free(suite_job *j) {
+    release_task(j);
+    entmtp_session_free(j->scorer);
+    entmtp_bank_free(j->defaults);
+    entmtp_heads_free(j->medusa);
+    entmtp_heads_free(j->hydra);
+    entmtp_model_free(j->model);
+}
+
+static int load_shared(suite_job *j) {
+    const suite_options *o = j->o;
+    if (cli_run_load_model(&o->rs, o->model_path, &j->model)) return 1;
+    entmtp_status st;
+    if ((st = entmtp_heads_load(j->model, o->medusa_path, &j->medusa))) return cli_fail(o->medusa_path, st);
+    if ((st = entmtp_heads_load(j->model, o->hydra_path, &j->hydra))) return cli_fail(o->hydra_path, st);
     entmtp_bank_params bp = entmtp_bank_default_params();
     bp.max_depth = 4;
-    if ((st = entmtp_bank_create(&bp, &defaults)) || (st = entmtp_bank_add_builtin(defaults, "medusa_vicuna_7b_stage2", NULL)) ||
-        (st = entmtp_bank_add_builtin(defaults, "hydra_default", NULL))) { rc = cli_fail("default trees", st); goto done; }
+    if ((st = entmtp_bank_create(&bp, &j->defaults)) ||
+        (st = entmtp_bank_add_builtin(j->defaults, "medusa_vicuna_7b_stage2", NULL)) ||
+        (st = entmtp_bank_add_builtin(j->defaults, "hydra_default", NULL)))
+        return cli_fail("default trees", st);
     /* the published default trees are 4 deep: rows whose heads draft fewer tokens are skipped */
-    int default_ok[2];
     for (int h = 0; h < 2; h++) {
         entmtp_heads_info hi = { sizeof hi };
-        entmtp_heads_get_info(h ? hydra : medusa, &hi);
-        default_ok[h] = hi.n_heads >= 4 && default_trees;
-        if (!default_ok[h] && default_trees)
+        entmtp_heads_get_info(h ? j->hydra : j->medusa, &hi);
+        j->default_ok[h] = hi.n_heads >= 4 && !o->no_default_trees;
+        if (!j->default_ok[h] && !o->no_default_trees)
             fprintf(stderr, "entmtp bench --suite: %s draft %d tokens; the default tree needs 4: row skipped\n",
-                    h ? hydra_path : medusa_path, hi.n_heads);
+                    h ? o->hydra_path : o->medusa_path, hi.n_heads);
     }
-    entmtp_session_params sp = entmtp_session_default_params();
-    sp.temperature = temperature;
-    sp.epsilon = epsilon;
-    sp.delta = delta;
-    sp.seed = seed;
+    j->sp = cli_run_session_params(&o->rs);
     entmtp_session_params scp = entmtp_session_default_params();
-    if ((st = emt_session_create_sized(model, NULL, NULL, &scp, 64, 0, 1, &scorer))) { rc = cli_fail("scorer", st); goto done; }
-    entmtp_model_info mi = { sizeof mi };
-    entmtp_model_get_info(model, &mi);
-    run_options ro = { (int32_t)max_tokens, 0, 0, 0, NULL };
+    if ((st = emt_session_create_sized(j->model, NULL, NULL, &scp, 64, 0, 1, &j->scorer))) return cli_fail("scorer", st);
+    j->mi = (entmtp_model_info){ sizeof j->mi };
+    entmtp_model_get_info(j->model, &j->mi);
+    return 0;
+}
 
-    for (int ti = 0; ti < n_tasks; ti++) {
-        task *t = &tasks[ti];
-        row *R = rows[ti];
-        for (int k = 0; k < R_TREE0; k++) R[k].method = row_names[k];
-        if (prompt_set_load(model, t->prompts, (int32_t)n_prompts, &ps)) goto done;
-        fprintf(stderr, "entmtp bench --suite: task %s: %d prompts, %ld tokens each, temperature %g\n", t->name, ps.n,
-                max_tokens, (double)temperature);
-        /* one session per row, all alive, so the rows run interleaved prompt by
-         * prompt: timing drift on a shared machine then hits them alike */
-        entmtp_session_params tsp = sp;
-        int32_t longest = 0;
-        for (int32_t p = 0; p < ps.n; p++) if (ps.lens[p] > longest) longest = ps.lens[p];
-        tsp.kv_capacity = longest + (int32_t)max_tokens + 8 < mi.context_length ? longest + (int32_t)max_tokens + 8
-                                                                                 : mi.context_length;
-        if ((st = entmtp_session_create(model, NULL, NULL, &tsp, &sess[R_AR]))) { rc = cli_fail("session", st); goto done; }
-        for (int h = 0; h < 2; h++) {
-            if (!default_ok[h]) continue;
-            entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
-            pc.static_tree = h;
-            if ((st = entmtp_policy_create(&pc, &pols[R_MEDUSA + h])) ||
-                (st = entmtp_session_create(model, h ? hydra : medusa, defaults, &tsp, &sess[R_MEDUSA + h])) ||
-                (st = entmtp_policy_set(sess[R_MEDUSA + h], pols[R_MEDUSA + h]))) { rc = cli_fail("session", st); goto done; }
-        }
-        /* the task's bank with each of its policies, on the heads it was searched with */
-        if (t->bank) {
-            if ((st = entmtp_bank_load(t->bank, NULL, &bank))) { rc = cli_fail(t->bank, st); goto done; }
-            entmtp_heads *bh = hydra;
-            char *text = NULL;
-            if (!emt_read_file(t->bank, &text, NULL)) {
-                cJSON *bj = cJSON_Parse(text);
-                const cJSON *kind = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(bj, "search"), "settings"), "heads_kind");
-                if (cJSON_IsString(kind) && !strcmp(kind->valuestring, "medusa")) bh = medusa;
-                cJSON_Delete(bj);
-                free(text);
-            }
-            const entmtp_policy_kind kinds[] = { ENTMTP_POLICY_STATIC, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_LADDER,
-                                                 ENTMTP_POLICY_UCB, EMT_POLICY_THROUGHPUT, EMT_POLICY_DYNAMIC };
-            for (int k = 0; k < 6; k++) {
-                entmtp_policy_config pc = { sizeof pc };
-                if (entmtp_bank_policy_config(bank, kinds[k], &pc)) {
-                    if (kinds[k] != EMT_POLICY_THROUGHPUT && kinds[k] != EMT_POLICY_DYNAMIC) {
-                        fprintf(stderr, "entmtp bench --suite: %s holds no %s settings; row skipped\n", t->bank,
-                                entmtp_policy_kind_name(kinds[k]));
-                        continue;
-                    }
-                    pc = entmtp_policy_default_config(kinds[k]); /* they have no settings to calibrate */
-                }
-                if (session_with(model, bh, bank, &tsp, &pc, &sess[R_STATIC + k], &pols[R_STATIC + k])) goto done;
-            }
-            for (int32_t k = 0; k < entmtp_bank_size(bank) && k < MAX_TREE_ROWS; k++) {
-                entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
-                pc.static_tree = k;
-                entmtp_tree_info ti_ = { sizeof ti_ };
-                entmtp_bank_tree_info(bank, k, &ti_);
-                if (!every_tree && !cli_name_in_list(ti_.name, static_trees)) continue;
-                row *r = &R[R_TREE0 + k];
-                snprintf(r->name, sizeof r->name, "static tree %.40s", ti_.name);
-                snprintf(r->key, sizeof r->key, "static_%.40s", ti_.name);
-                r->method = r->name;
-                if (session_with(model, bh, bank, &tsp, &pc, &sess[R_TREE0 + k], &pols[R_TREE0 + k])) goto done;
-            }
-        }
-        run_options ar = ro;
-        ar.autoregressive = 1;
-        ro.keep_tokens = ar.keep_tokens = 1;
-        for (int k = 0; k < N_ROWS; k++)
-            if (sess[k] && run_result_init(&res[k], &ps, k == R_AR ? &ar : &ro)) goto done;
-        /* warm-up: one generation per row, not timed */
-        for (int k = 0; k < N_ROWS; k++) {
-            run_result wr = { 0 };
-            if (!sess[k]) continue;
-            int bad = run_result_init(&wr, &ps, &ro) || run_prompt(sess[k], &ps, 0, k == R_AR ? &ar : &ro, &wr);
-            run_result_free(&wr);
-            if (bad) goto done;
-        }
-        char label[160];
-        snprintf(label, sizeof label, "bench --suite, task %.60s", t->name);
-        for (int32_t p = 0; p < ps.n; p++) {
-            for (int k = 0; k < N_ROWS; k++)
-                if (sess[k] && run_prompt(sess[k], &ps, p, k == R_AR ? &ar : &ro, &res[k])) goto done;
-            cli_progress_long((float)(p + 1) / (float)ps.n, label);
-        }
-        for (int k = 0; k < N_ROWS; k++) {
-            if (!sess[k]) continue;
-            row *r = &R[k];
-            if (perplexity(scorer, &ps, &res[k], &r->ppl)) goto done;
-            r->tps = run_tokens_per_second(&res[k]);
-            r->accept = run_accept_length(&res[k]);
-            r->tokens = res[k].tokens;
-            r->steps = res[k].steps;
-            r->ran = 1;
-            r->same_as_ar = same_continuations(&ps, &res[R_AR], &res[k]);
-        }
-        for (int k = 0; k < N_ROWS; k++) {
-            free_session(&sess[k], &pols[k]);
-            run_result_free(&res[k]);
-        }
-        entmtp_bank_free(bank);
-        bank = NULL;
-        cJSON *jt = cJSON_CreateObject();
-        cJSON_AddStringToObject(jt, "task", t->name);
-        cJSON_AddStringToObject(jt, "prompts_file", t->prompts);
-        if (t->bank) cJSON_AddStringToObject(jt, "bank", t->bank);
-        cJSON_AddNumberToObject(jt, "prompts", ps.n);
-        cJSON *jr = cJSON_AddArrayToObject(jt, "rows");
-        for (int k = 0; k < N_ROWS; k++) {
-            if (!R[k].ran) continue;
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "key", k < R_TREE0 ? row_keys[k] : R[k].key);
-            cJSON_AddStringToObject(o, "method", R[k].method);
-            cJSON_AddNumberToObject(o, "tokens_per_second", R[k].tps);
-            cJSON_AddNumberToObject(o, "speedup", R[R_AR].tps > 0 ? R[k].tps / R[R_AR].tps : 0);
-            cJSON_AddNumberToObject(o, "mean_accept_length", R[k].accept);
-            cJSON_AddNumberToObject(o, "perplexity", R[k].ppl);
-            cJSON_AddNumberToObject(o, "tokens", (double)R[k].tokens);
-            cJSON_AddNumberToObject(o, "steps", (double)R[k].steps);
-            cJSON_AddBoolToObject(o, "same_tokens_as_ar", R[k].same_as_ar);
-            cJSON_AddItemToArray(jr, o);
-        }
-        cJSON_AddItemToArray(jtasks, jt);
-        if (temperature == 0)
-            for (int k = 1; k < N_ROWS; k++)
-                if (R[k].ran && !R[k].same_as_ar)
-                    fprintf(stderr, "entmtp bench --suite: task %s: %s emitted other tokens than greedy AR\n", t->name, R[k].method);
-        prompt_set_free(&ps);
+/* The heads a bank was searched with (its "search" record), Hydra by default. */
+static entmtp_heads *bank_heads(const suite_job *j, const char *bank_path) {
+    entmtp_heads *bh = j->hydra;
+    char *text = NULL;
+    if (!emt_read_file(bank_path, &text, NULL)) {
+        cJSON *bj = cJSON_Parse(text);
+        const cJSON *kind = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(bj, "search"), "settings"), "heads_kind");
+        if (cJSON_IsString(kind) && !strcmp(kind->valuestring, "medusa")) bh = j->medusa;
+        cJSON_Delete(bj);
+        free(text);
     }
+    return bh;
+}
 
-    cJSON *cfg = cJSON_AddObjectToObject(out, "settings");
-    cJSON_AddStringToObject(cfg, "model", model_path);
-    cJSON_AddStringToObject(cfg, "medusa_heads", medusa_path);
-    cJSON_AddStringToObject(cfg, "hydra_heads", hydra_path);
-    cJSON_AddNumberToObject(cfg, "max_tokens", (double)max_tokens);
-    cJSON_AddNumberToObject(cfg, "temperature", temperature);
-    cJSON_AddNumberToObject(cfg, "epsilon", epsilon);
-    cJSON_AddNumberToObject(cfg, "delta", delta);
-    cJSON_AddNumberToObject(cfg, "seed", (double)seed);
-    cJSON_AddStringToObject(cfg, "backend", mi.backend == ENTMTP_BACKEND_CUDA ? "cuda" : "cpu");
+/* The task's bank with each of its policies (and static rows per tree when
+ * asked), on the heads it was searched with. */
+static int open_bank_rows(suite_job *j, const task *t, row *R, const entmtp_session_params *tsp) {
+    entmtp_status st;
+    if ((st = entmtp_bank_load(t->bank, NULL, &j->bank))) return cli_fail(t->bank, st);
+    entmtp_heads *bh = bank_heads(j, t->bank);
+    const entmtp_policy_kind kinds[] = { ENTMTP_POLICY_STATIC, ENTMTP_POLICY_HYSTERESIS, ENTMTP_POLICY_LADDER,
+                                         ENTMTP_POLICY_UCB, EMT_POLICY_THROUGHPUT, EMT_POLICY_DYNAMIC };
+    for (int k = 0; k < 6; k++) {
+        entmtp_policy_config pc = { sizeof pc };
+        if (entmtp_bank_policy_config(j->bank, kinds[k], &pc)) {
+            if (kinds[k] != EMT_POLICY_THROUGHPUT && kinds[k] != EMT_POLICY_DYNAMIC) {
+                fprintf(stderr, "entmtp bench --suite: %s holds no %s settings; row skipped\n", t->bank,
+                        entmtp_policy_kind_name(kinds[k]));
+                continue;
+            }
+            pc = entmtp_policy_default_config(kinds[k]); /* they have no settings to calibrate */
+        }
+        if (session_with(j->model, bh, j->bank, tsp, &pc, &j->sess[R_STATIC + k], &j->pols[R_STATIC + k])) return 1;
+    }
+    for (int32_t k = 0; k < entmtp_bank_size(j->bank) && k < MAX_TREE_ROWS; k++) {
+        entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
+        pc.static_tree = k;
+        entmtp_tree_info ti = { sizeof ti };
+        entmtp_bank_tree_info(j->bank, k, &ti);
+        if (!j->o->every_tree && !cli_name_in_list(ti.name, j->o->static_trees)) continue;
+        row *r = &R[R_TREE0 + k];
+        snprintf(r->name, sizeof r->name, "static tree %.40s", ti.name);
+        snprintf(r->key, sizeof r->key, "static_%.40s", ti.name);
+        r->method = r->name;
+        if (session_with(j->model, bh, j->bank, tsp, &pc, &j->sess[R_TREE0 + k], &j->pols[R_TREE0 + k])) return 1;
+    }
+    return 0;
+}
 
-    /* the table, as the paper prints it */
-    md = md_path ? fopen(md_path, "w") : NULL;
-    if (md_path && !md) { fprintf(stderr, "entmtp bench --suite: cannot write %s\n", md_path); goto done; }
+/* One session per row, all alive, so the rows run interleaved prompt by
+ * prompt: timing drift on a shared machine then hits them alike. */
+static int open_rows(suite_job *j, const task *t, row *R) {
+    entmtp_session_params tsp = j->sp;
+    int32_t longest = 0, max_tokens = (int32_t)j->o->rs.max_tokens;
+    for (int32_t p = 0; p < j->ps.n; p++) if (j->ps.lens[p] > longest) longest = j->ps.lens[p];
+    tsp.kv_capacity = longest + max_tokens + 8 < j->mi.context_length ? longest + max_tokens + 8 : j->mi.context_length;
+    entmtp_status st;
+    if ((st = entmtp_session_create(j->model, NULL, NULL, &tsp, &j->sess[R_AR]))) return cli_fail("session", st);
+    for (int h = 0; h < 2; h++) {
+        if (!j->default_ok[h]) continue;
+        entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
+        pc.static_tree = h;
+        if (session_with(j->model, h ? j->hydra : j->medusa, j->defaults, &tsp, &pc, &j->sess[R_MEDUSA + h],
+                         &j->pols[R_MEDUSA + h]))
+            return 1;
+    }
+    return t->bank ? open_bank_rows(j, t, R, &tsp) : 0;
+}
+
+/* A warm-up generation per row, then every prompt through every row; the
+ * rows' figures, perplexity and whether they emitted AR's tokens. */
+static int run_rows(suite_job *j, const task *t, row *R) {
+    run_options ro = { (int32_t)j->o->rs.max_tokens, 0, 0, 0, NULL };
+    ro.keep_tokens = 1;
+    run_options ar = ro;
+    ar.autoregressive = 1;
+    for (int k = 0; k < N_ROWS; k++)
+        if (j->sess[k] && run_result_init(&j->res[k], &j->ps, k == R_AR ? &ar : &ro)) return 1;
+    for (int k = 0; k < N_ROWS; k++) {
+        run_result wr = { 0 };
+        if (!j->sess[k]) continue;
+        int bad = run_result_init(&wr, &j->ps, &ro) || run_prompt(j->sess[k], &j->ps, 0, k == R_AR ? &ar : &ro, &wr);
+        run_result_free(&wr);
+        if (bad) return 1;
+    }
+    char label[160];
+    snprintf(label, sizeof label, "bench --suite, task %.60s", t->name);
+    for (int32_t p = 0; p < j->ps.n; p++) {
+        for (int k = 0; k < N_ROWS; k++)
+            if (j->sess[k] && run_prompt(j->sess[k], &j->ps, p, k == R_AR ? &ar : &ro, &j->res[k])) return 1;
+        cli_progress_long((float)(p + 1) / (float)j->ps.n, label);
+    }
+    for (int k = 0; k < N_ROWS; k++) {
+        if (!j->sess[k]) continue;
+        row *r = &R[k];
+        if (perplexity(j->scorer, &j->ps, &j->res[k], &r->ppl)) return 1;
+        r->tps = run_tokens_per_second(&j->res[k]);
+        r->accept = run_accept_length(&j->res[k]);
+        r->tokens = j->res[k].tokens;
+        r->steps = j->res[k].steps;
+        r->ran = 1;
+        r->same_as_ar = same_continuations(&j->ps, &j->res[R_AR], &j->res[k]);
+    }
+    return 0;
+}
+
+static cJSON *task_json(const task *t, const row *R, int32_t n_prompts) {
+    cJSON *jt = cJSON_CreateObject();
+    cJSON_AddStringToObject(jt, "task", t->name);
+    cJSON_AddStringToObject(jt, "prompts_file", t->prompts);
+    if (t->bank) cJSON_AddStringToObject(jt, "bank", t->bank);
+    cJSON_AddNumberToObject(jt, "prompts", n_prompts);
+    cJSON *jr = cJSON_AddArrayToObject(jt, "rows");
+    for (int k = 0; k < N_ROWS; k++) {
+        if (!R[k].ran) continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "key", k < R_TREE0 ? row_keys[k] : R[k].key);
+        cJSON_AddStringToObject(o, "method", R[k].method);
+        cJSON_AddNumberToObject(o, "tokens_per_second", R[k].tps);
+        cJSON_AddNumberToObject(o, "speedup", R[R_AR].tps > 0 ? R[k].tps / R[R_AR].tps : 0);
+        cJSON_AddNumberToObject(o, "mean_accept_length", R[k].accept);
+        cJSON_AddNumberToObject(o, "perplexity", R[k].ppl);
+        cJSON_AddNumberToObject(o, "tokens", (double)R[k].tokens);
+        cJSON_AddNumberToObject(o, "steps", (double)R[k].steps);
+        cJSON_AddBoolToObject(o, "same_tokens_as_ar", R[k].same_as_ar);
+        cJSON_AddItemToArray(jr, o);
+    }
+    return jt;
+}
+
+/* One task: its prompts, its rows run, its JSON record appended to `jtasks`. */
+static int run_task(suite_job *j, int ti, cJSON *jtasks) {
+    const task *t = &j->o->tasks[ti];
+    row *R = j->rows[ti];
+    for (int k = 0; k < R_TREE0; k++) R[k].method = row_names[k];
+    if (prompt_set_load(j->model, t->prompts, (int32_t)j->o->rs.n_prompts, &j->ps)) return 1;
+    fprintf(stderr, "entmtp bench --suite: task %s: %d prompts, %ld tokens each, temperature %g\n", t->name, j->ps.n,
+            j->o->rs.max_tokens, (double)j->o->rs.temperature);
+    if (open_rows(j, t, R) || run_rows(j, t, R)) return 1;
+    cJSON_AddItemToArray(jtasks, task_json(t, R, j->ps.n));
+    if (j->o->rs.temperature == 0)
+        for (int k = 1; k < N_ROWS; k++)
+            if (R[k].ran && !R[k].same_as_ar)
+                fprintf(stderr, "entmtp bench --suite: task %s: %s emitted other tokens than greedy AR\n", t->name, R[k].method);
+    release_task(j);
+    return 0;
+}
+
+/* The table as the paper prints it, on stdout and in --markdown. */
+static int print_tables(const suite_job *j) {
+    const suite_options *o = j->o;
+    FILE *md = o->md_path ? fopen(o->md_path, "w") : NULL;
+    if (o->md_path && !md) { fprintf(stderr, "entmtp bench --suite: cannot write %s\n", o->md_path); return 1; }
     FILE *outs[2] = { stdout, md };
     for (int f = 0; f < 2; f++) {
         if (!outs[f]) continue;
         fprintf(outs[f], "| task | method | tokens/s | speedup | mean accept length | perplexity |\n|---|---|---|---|---|---|\n");
-        for (int ti = 0; ti < n_tasks; ti++)
+        for (int ti = 0; ti < o->n_tasks; ti++)
             for (int k = 0; k < N_ROWS; k++) {
-                const row *r = &rows[ti][k];
+                const row *r = &j->rows[ti][k];
                 if (!r->ran) continue;
-                fprintf(outs[f], "| %s | %s | %.2f | %.2fx | %.3f | %.4f |\n", tasks[ti].name, r->method, r->tps,
-                        rows[ti][R_AR].tps > 0 ? r->tps / rows[ti][R_AR].tps : 0.0, r->accept, r->ppl);
+                fprintf(outs[f], "| %s | %s | %.2f | %.2fx | %.3f | %.4f |\n", o->tasks[ti].name, r->method, r->tps,
+                        j->rows[ti][R_AR].tps > 0 ? r->tps / j->rows[ti][R_AR].tps : 0.0, r->accept, r->ppl);
             }
     }
-    if (json_path) {
-        char *text = cJSON_Print(out);
-        FILE *f = text ? fopen(json_path, "w") : NULL;
-        int bad = !f || fputs(text, f) == EOF;
-        if (f) bad |= fclose(f) != 0;
-        cJSON_free(text);
-        if (bad) { fprintf(stderr, "entmtp bench --suite: cannot write %s\n", json_path); goto done; }
-        if (plot_path) cli_plot("bench --suite", "plot_suite.py", plot_script, json_path, plot_path);
-    } else if (plot_path) {
-        fprintf(stderr, "entmtp bench --suite: --plot needs --json (the plot reads it)\n");
-    }
-    rc = 0;
-done:
-    for (int k = 0; k < N_ROWS; k++) {
-        free_session(&sess[k], &pols[k]);
-        run_result_free(&res[k]);
-    }
     if (md) fclose(md);
+    return 0;
+}
+
+/* --json (all figures and settings) and its --plot. */
+static int write_json(const suite_job *j, cJSON *out) {
+    const suite_options *o = j->o;
+    cJSON *cfg = cJSON_AddObjectToObject(out, "settings");
+    cJSON_AddStringToObject(cfg, "model", o->model_path);
+    cJSON_AddStringToObject(cfg, "medusa_heads", o->medusa_path);
+    cJSON_AddStringToObject(cfg, "hydra_heads", o->hydra_path);
+    cJSON_AddNumberToObject(cfg, "max_tokens", (double)o->rs.max_tokens);
+    cJSON_AddNumberToObject(cfg, "temperature", o->rs.temperature);
+    cJSON_AddNumberToObject(cfg, "epsilon", o->rs.epsilon);
+    cJSON_AddNumberToObject(cfg, "delta", o->rs.delta);
+    cJSON_AddNumberToObject(cfg, "seed", (double)o->rs.seed);
+    cJSON_AddStringToObject(cfg, "backend", j->mi.backend == ENTMTP_BACKEND_CUDA ? "cuda" : "cpu");
+    if (!o->json_path) {
+        if (o->plot_path) fprintf(stderr, "entmtp bench --suite: --plot needs --json (the plot reads it)\n");
+        return 0;
+    }
+    char *text = cJSON_Print(out);
+    FILE *f = text ? fopen(o->json_path, "w") : NULL;
+    int bad = !f || fputs(text, f) == EOF;
+    if (f) bad |= fclose(f) != 0;
+    cJSON_free(text);
+    if (bad) { fprintf(stderr, "entmtp bench --suite: cannot write %s\n", o->json_path); return 1; }
+    if (o->plot_path) cli_plot("bench --suite", "plot_suite.py", o->plot_script, o->json_path, o->plot_path);
+    return 0;
+}
+
+int cmd_bench_suite(int argc, char **argv) {
+    suite_options *o = calloc(1, sizeof *o); /* tasks hold 1 kB specs: off the stack */
+    suite_job *j = calloc(1, sizeof *j);
+    int rc = (o && j) ? parse_options(argc, argv, o) : cli_fail("bench --suite", ENTMTP_ERR_OUT_OF_MEMORY);
+    cJSON *out = cJSON_CreateObject(), *jtasks = cJSON_AddArrayToObject(out, "tasks");
+    if (rc) {
+        rc = rc == 1 && o && j ? 0 : rc;
+    } else {
+        j->o = o;
+        rc = load_shared(j);
+        for (int ti = 0; !rc && ti < o->n_tasks; ti++) rc = run_task(j, ti, jtasks);
+        if (!rc) rc = print_tables(j) || write_json(j, out);
+    }
     cJSON_Delete(out);
-    prompt_set_free(&ps);
-    entmtp_session_free(scorer);
-    entmtp_bank_free(bank);
-    entmtp_bank_free(defaults);
-    entmtp_heads_free(medusa);
-    entmtp_heads_free(hydra);
-    entmtp_model_free(model);
+    if (j) suite_job_free(j);
+    free(o);
+    free(j);
     return rc;
 }

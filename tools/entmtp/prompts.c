@@ -49,6 +49,23 @@ int chat_tokens(entmtp_model *model, const char *system_prompt, const char *user
     return 0;
 }
 
+int cli_run_load_model(const cli_run_settings *rs, const char *path, entmtp_model **out) {
+    entmtp_model_params mp = entmtp_model_default_params();
+    mp.backend = rs->backend;
+    mp.n_threads = (int32_t)rs->threads;
+    entmtp_status st = entmtp_model_load(path, &mp, out);
+    return st ? cli_fail(path, st) : 0;
+}
+
+entmtp_session_params cli_run_session_params(const cli_run_settings *rs) {
+    entmtp_session_params sp = entmtp_session_default_params();
+    sp.temperature = rs->temperature;
+    sp.epsilon = rs->epsilon;
+    sp.delta = rs->delta;
+    sp.seed = rs->seed;
+    return sp;
+}
+
 void prompt_set_free(prompt_set *ps) {
     if (!ps) return;
     for (int32_t i = 0; i < ps->n; i++) {

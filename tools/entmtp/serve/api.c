@@ -162,6 +162,7 @@ int serve_parse_request(const serve_model *sm, int chat, const char *body, size_
     }
     r->max_tokens = (int32_t)max_tokens;
     r->seed = (unsigned long long)seed;
+    r->has_seed = cJSON_GetObjectItemCaseSensitive(o, "seed") != NULL;
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "temperature")) && !cJSON_IsNull(v)) {
         if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 2)) {
             ok = serve_fail(e, 400, "temperature", NULL, "temperature: must be a number in [0, 2]");

@@ -49,6 +49,7 @@ typedef struct serve_request {
     int32_t max_tokens; /* 0: the server default */
     float temperature;
     unsigned long long seed;
+    int has_seed; /* the request named a seed: its sampled text must repeat */
     char *stop[SERVE_MAX_STOP];
     int n_stop;
     /* the "entmtp" object of a request: decoding knobs beyond OpenAI's */

@@ -248,6 +248,7 @@ typedef struct entmtp_session_params {
     float ema_decay;
     int32_t n_stop_tokens;
     const int32_t *stop_tokens;
+    int32_t reproducible;
 } entmtp_session_params;
 
 entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size);

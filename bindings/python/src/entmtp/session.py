@@ -51,11 +51,13 @@ class Session(Handle):
     Keyword settings left as None keep the library defaults
     (entmtp_session_default_params): kv_capacity 0 = min(4096, context),
     temperature 0 = greedy (lossless), stop_tokens None = the model's
-    end-of-generation tokens, [] = none.
+    end-of-generation tokens, [] = none. reproducible=True keeps the bank's
+    step costs instead of learning them from the clock, so a sampled run
+    with the same seed repeats exactly under every policy.
     """
 
     def __init__(self, model, heads=None, bank=None, *, kv_capacity=None, temperature=None,
-                 epsilon=None, delta=None, seed=None, ema_decay=None, stop_tokens=None):
+                 epsilon=None, delta=None, seed=None, ema_decay=None, stop_tokens=None, reproducible=None):
         if not isinstance(model, Model):
             raise TypeError("Session: model must be an entmtp.Model")
         if heads is not None and not isinstance(heads, Heads):
@@ -68,6 +70,8 @@ class Session(Handle):
                             ("ema_decay", ema_decay)):
             if value is not None:
                 setattr(p, name, value)
+        if reproducible is not None:
+            p.reproducible = 1 if reproducible else 0
         if stop_tokens is not None:
             # the library copies the ids and checks their count against
             # entmtp_limit(ENTMTP_LIMIT_MAX_STOP_TOKENS)

@@ -1985,12 +1985,13 @@ pub struct entmtp_session_params {
     pub ema_decay: f32,
     pub n_stop_tokens: i32,
     pub stop_tokens: *const i32,
+    pub reproducible: i32,
 }
 #[test]
 fn bindgen_test_layout_entmtp_session_params() {
     assert_eq!(
         ::std::mem::size_of::<entmtp_session_params>(),
-        48usize,
+        56usize,
         concat!("Size of: ", stringify!(entmtp_session_params))
     );
     assert_eq!(
@@ -2151,6 +2152,23 @@ fn bindgen_test_layout_entmtp_session_params() {
         );
     }
     test_field_stop_tokens();
+    fn test_field_reproducible() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_session_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reproducible) as usize - ptr as usize
+            },
+            48usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_session_params),
+                "::",
+                stringify!(reproducible)
+            )
+        );
+    }
+    test_field_reproducible();
 }
 extern "C" {
     pub fn entmtp_session_params_init(params: *mut entmtp_session_params, size: usize) -> entmtp_status;

@@ -27,6 +27,9 @@ pub struct SessionOptions {
     pub ema_decay: f32,
     /// `None` = the model's end-of-generation tokens; `Some(vec![])` = none.
     pub stop_tokens: Option<Vec<i32>>,
+    /// Step costs from the bank only, never the clock: the same seed gives
+    /// the same sampled text under every policy.
+    pub reproducible: bool,
 }
 
 impl Default for SessionOptions {
@@ -40,6 +43,7 @@ impl Default for SessionOptions {
             seed: p.seed,
             ema_decay: p.ema_decay,
             stop_tokens: if p.n_stop_tokens < 0 { None } else { Some(Vec::new()) },
+            reproducible: p.reproducible != 0,
         }
     }
 }
@@ -55,6 +59,7 @@ impl SessionOptions {
         p.delta = self.delta;
         p.seed = self.seed;
         p.ema_decay = self.ema_decay;
+        p.reproducible = i32::from(self.reproducible);
         match &self.stop_tokens {
             None => p.n_stop_tokens = -1,
             Some(t) => {

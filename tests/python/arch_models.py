@@ -306,7 +306,7 @@ def write_medusa_heads(out, n_heads=4):
 
 
 def compare(ours_json, ours_f32, fix_json, fix_f32, bound):
-    ours, fix = json.load(open(ours_json, errors="replace")), json.load(open(fix_json))
+    ours, fix = json.load(open(ours_json, encoding="utf-8")), json.load(open(fix_json))
     ids_ours, ids_ref = ours["prompt_ids"], fix["ids"]
     a = np.fromfile(ours_f32, dtype=np.float32)
     b = np.fromfile(fix_f32, dtype=np.float32)

@@ -29,9 +29,9 @@ py="$here/arch_models.py"
 prompt=$(python3 "$py" prompt)
 python3 "$py" heads "$tmp/heads.safetensors"
 fail=0
-# (errors="replace": the CLI writes generated text bytes as they are, and a
-# random model can emit a token that ends inside a UTF-8 sequence)
-field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1], errors=\"replace\"))[sys.argv[2]])" "$1" "$2"; }
+# (strict UTF-8: a random model emits tokens that end inside a character, and
+# the CLI's JSON must still be valid: such bytes become U+FFFD)
+field() { python3 -c "import json,sys; print(json.load(open(sys.argv[1], encoding=\"utf-8\"))[sys.argv[2]])" "$1" "$2"; }
 for arch in llama3 qwen2 qwen3 phi3 gemma2 gemma3; do
   python3 "$py" write "$arch" f32 "$tmp/$arch.f32.gguf" "$vocab"
   python3 "$py" write "$arch" q8_0 "$tmp/$arch.q8_0.gguf" "$vocab"
@@ -114,7 +114,7 @@ for arch in llama3 qwen2 qwen3 phi3 mistral; do
 import json, sys
 import numpy as np
 g, h = sys.argv[1], sys.argv[2]
-ids_g, ids_h = (json.load(open(p + ".json", errors="replace"))["prompt_ids"] for p in (g, h))
+ids_g, ids_h = (json.load(open(p + ".json", encoding="utf-8"))["prompt_ids"] for p in (g, h))
 d = float(np.max(np.abs(np.fromfile(g + ".f32", np.float32) - np.fromfile(h + ".f32", np.float32))))
 print(json.dumps({"ids_equal": ids_g == ids_h, "max_abs_diff": d}))
 sys.exit(0 if ids_g == ids_h and d <= 1e-5 else 1)

@@ -230,6 +230,15 @@ ENTMTP_API entmtp_status entmtp_detokenize(const entmtp_model *model, const int3
 ENTMTP_API entmtp_status entmtp_chat_prompt(const entmtp_model *model, const char *system_prompt,
                                             const char *user_message, char *text, size_t capacity,
                                             size_t *text_len);
+/* Formats a conversation with the model's chat template: n_messages turns,
+ * roles[i] "system" (first turn only), "user" or "assistant" with its text in
+ * contents[i], the last turn the user's; the text ends where the assistant's
+ * reply begins. Llama 2 and Gemma templates need user and assistant turns to
+ * alternate. Same buffer protocol; ENTMTP_ERR_INVALID_ARGUMENT names the
+ * message at fault. */
+ENTMTP_API entmtp_status entmtp_chat_prompt_messages(const entmtp_model *model, const char *const *roles,
+                                                     const char *const *contents, int32_t n_messages,
+                                                     char *text, size_t capacity, size_t *text_len);
 /* 1 when the token ends generation (eos, eot, im_end...), else 0. */
 ENTMTP_API int entmtp_token_is_eog(const entmtp_model *model, int32_t token);
 

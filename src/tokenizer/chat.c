@@ -1,5 +1,5 @@
-/* Single-turn chat prompts, without a Jinja engine: the template is
- * recognised by its markers and rendered in the matching fixed format. */
+/* Chat prompts, without a Jinja engine: the template is recognised by its
+ * markers and a conversation rendered in the matching fixed format. */
 #include "tokenizer/tokenizer_internal.h"
 
 #include <stdlib.h>
@@ -69,94 +69,168 @@ static char *default_system(const char *tmpl) {
     return NULL;
 }
 
-entmtp_status emt_chat_prompt(const emt_tokenizer *t, const char *system_prompt, const char *user,
-                              char *text, size_t capacity, size_t *len_out) {
-    if (!t) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: tokenizer is NULL");
-    if (!user) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: user message is NULL");
-    if (!len_out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: text_len output is NULL");
-    if (!text && capacity > 0)
-        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: text is NULL with capacity %zu", capacity);
+/* The text of a special token (Llama 2's bos and eos between turns), "" when
+ * the tokenizer has none. */
+static const char *special_text(const emt_tokenizer *t, int32_t id) {
+    return id >= 0 && id < t->n_tokens ? t->text_arena + t->text_off[id] : "";
+}
+
+static int is_role(const char *role, const char *name) { return strcmp(role, name) == 0; }
+
+/* Turn order every family accepts: an optional system turn first, then user
+ * and assistant turns, the last one a user turn (the prompt ends with the
+ * assistant's header). Llama 2 and Gemma also need user and assistant to
+ * alternate (their templates raise an exception otherwise). */
+static entmtp_status check_turns(const char *const *roles, const char *const *contents, int32_t n,
+                                 int alternate, const char *family) {
+    int32_t first = n > 0 && roles[0] && is_role(roles[0], "system");
+    for (int32_t i = 0; i < n; i++) {
+        const char *r = roles[i];
+        if (!r || !contents[i])
+            return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: message %d: %s is NULL", i,
+                            r ? "content" : "role");
+        if (!is_role(r, "system") && !is_role(r, "user") && !is_role(r, "assistant"))
+            return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
+                            "chat prompt: message %d: role '%s' is not system, user or assistant", i, r);
+        if (is_role(r, "system") && i > 0)
+            return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
+                            "chat prompt: message %d: a system message may only come first", i);
+        if (alternate && i >= first && !is_role(r, (i - first) % 2 ? "assistant" : "user"))
+            return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
+                            "chat prompt: message %d: the %s template needs user and assistant turns to "
+                            "alternate, starting with user", i, family);
+    }
+    if (n <= first || !is_role(roles[n - 1], "user"))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: the last of the %d messages must be a user message", n);
+    return ENTMTP_OK;
+}
+
+static entmtp_status detect_format(const emt_tokenizer *t, chat_format *fmt) {
     const char *tmpl = t->chat_template;
-    chat_format fmt;
     if (tmpl) {
-        if (strstr(tmpl, "<|im_start|>")) fmt = CHAT_CHATML;
-        else if (strstr(tmpl, "<|start_header_id|>")) fmt = CHAT_LLAMA3;
-        else if (strstr(tmpl, "[INST]")) fmt = CHAT_LLAMA2;
-        else if (strstr(tmpl, "<|user|>") && strstr(tmpl, "<|end|>")) fmt = CHAT_PHI3;
-        else if (strstr(tmpl, "<start_of_turn>")) fmt = CHAT_GEMMA;
+        if (strstr(tmpl, "<|im_start|>")) *fmt = CHAT_CHATML;
+        else if (strstr(tmpl, "<|start_header_id|>")) *fmt = CHAT_LLAMA3;
+        else if (strstr(tmpl, "[INST]")) *fmt = CHAT_LLAMA2;
+        else if (strstr(tmpl, "<|user|>") && strstr(tmpl, "<|end|>")) *fmt = CHAT_PHI3;
+        else if (strstr(tmpl, "<start_of_turn>")) *fmt = CHAT_GEMMA;
         else
             return emt_fail(ENTMTP_ERR_UNSUPPORTED,
                             "chat template not recognised (supported: ChatML, Llama 3, Llama 2/Mistral, "
                             "Phi-3, Gemma): '%.80s%s'", tmpl, strlen(tmpl) > 80 ? "..." : "");
     } else if (emt_tokenizer_find(t, "<|im_start|>", 12) >= 0) {
-        fmt = CHAT_CHATML;
+        *fmt = CHAT_CHATML;
     } else if (emt_tokenizer_find(t, "<|start_header_id|>", 19) >= 0) {
-        fmt = CHAT_LLAMA3;
+        *fmt = CHAT_LLAMA3;
     } else {
         return emt_fail(ENTMTP_ERR_UNSUPPORTED,
                         "the tokenizer has no chat template and no ChatML or Llama 3 tokens");
     }
-    sbuf b = { 0 };
-    char *dflt = NULL;
+    return ENTMTP_OK;
+}
+
+/* A turn of ChatML, Llama 3 or Phi-3: head role mid content tail */
+typedef struct turn_format {
+    const char *head, *mid, *tail;
+    int trim; /* the template's `| trim` on the content */
+} turn_format;
+
+static const turn_format g_turn_formats[] = {
+    [CHAT_CHATML] = { "<|im_start|>", "\n", "<|im_end|>\n", 0 },
+    [CHAT_LLAMA3] = { "<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>", 1 },
+    [CHAT_PHI3] = { "<|", "|>\n", "<|end|>\n", 0 },
+};
+
+static void turn(sbuf *b, const turn_format *f, const char *role, const char *content) {
+    sb_str(b, f->head);
+    sb_str(b, role);
+    sb_str(b, f->mid);
+    if (!content) return; /* the generation prompt: the header alone */
+    if (f->trim) sb_trimmed(b, content);
+    else sb_str(b, content);
+    sb_str(b, f->tail);
+}
+
+/* Each family's turns as its template writes them (add_generation_prompt
+ * on, the bos token left to the tokenizer). */
+static void render(sbuf *b, const emt_tokenizer *t, chat_format fmt, const char *system,
+                   const char *const *roles, const char *const *contents, int32_t n) {
     switch (fmt) {
     case CHAT_CHATML:
-        if (!system_prompt && tmpl) system_prompt = dflt = default_system(tmpl);
-        if (system_prompt) {
-            sb_str(&b, "<|im_start|>system\n");
-            sb_str(&b, system_prompt);
-            sb_str(&b, "<|im_end|>\n");
-        }
-        sb_str(&b, "<|im_start|>user\n");
-        sb_str(&b, user);
-        sb_str(&b, "<|im_end|>\n<|im_start|>assistant\n");
-        break;
     case CHAT_LLAMA3:
-        if (system_prompt) {
-            sb_str(&b, "<|start_header_id|>system<|end_header_id|>\n\n");
-            sb_trimmed(&b, system_prompt);
-            sb_str(&b, "<|eot_id|>");
-        }
-        sb_str(&b, "<|start_header_id|>user<|end_header_id|>\n\n");
-        sb_trimmed(&b, user);
-        sb_str(&b, "<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-        break;
-    case CHAT_LLAMA2:
-        sb_str(&b, "[INST] ");
-        if (system_prompt) {
-            sb_str(&b, "<<SYS>>\n");
-            sb_str(&b, system_prompt);
-            sb_str(&b, "\n<</SYS>>\n\n");
-        }
-        sb_trimmed(&b, user);
-        sb_str(&b, " [/INST]");
-        break;
     case CHAT_PHI3:
-        if (system_prompt) {
-            sb_str(&b, "<|system|>\n");
-            sb_str(&b, system_prompt);
-            sb_str(&b, "<|end|>\n");
-        }
-        sb_str(&b, "<|user|>\n");
-        sb_str(&b, user);
-        sb_str(&b, "<|end|>\n<|assistant|>\n");
+        if (system) turn(b, &g_turn_formats[fmt], "system", system);
+        for (int32_t i = 0; i < n; i++) turn(b, &g_turn_formats[fmt], roles[i], contents[i]);
+        turn(b, &g_turn_formats[fmt], "assistant", NULL);
         break;
-    case CHAT_GEMMA: /* no system role: Gemma's template prepends it to the user turn */
-        sb_str(&b, "<start_of_turn>user\n");
-        if (system_prompt) {
-            sb_str(&b, system_prompt);
-            sb_str(&b, "\n\n");
+    case CHAT_LLAMA2: /* [INST] user [/INST] assistant </s><s>[INST] user [/INST] */
+        for (int32_t i = 0; i < n; i++) {
+            if (is_role(roles[i], "assistant")) {
+                sb_str(b, " ");
+                sb_trimmed(b, contents[i]);
+                sb_str(b, " ");
+                sb_str(b, special_text(t, t->eos));
+                continue;
+            }
+            if (i > 0) sb_str(b, special_text(t, t->bos));
+            sb_str(b, "[INST] ");
+            if (i == 0 && system) {
+                sb_str(b, "<<SYS>>\n");
+                sb_str(b, system);
+                sb_str(b, "\n<</SYS>>\n\n");
+            }
+            sb_trimmed(b, contents[i]);
+            sb_str(b, " [/INST]");
         }
-        sb_trimmed(&b, user);
-        sb_str(&b, "<end_of_turn>\n<start_of_turn>model\n");
+        break;
+    case CHAT_GEMMA: /* no system role: Gemma's template prepends it to the first user turn */
+        for (int32_t i = 0; i < n; i++) {
+            sb_str(b, is_role(roles[i], "user") ? "<start_of_turn>user\n" : "<start_of_turn>model\n");
+            if (i == 0 && system) {
+                sb_str(b, system);
+                sb_str(b, "\n\n");
+            }
+            sb_trimmed(b, contents[i]);
+            sb_str(b, "<end_of_turn>\n");
+        }
+        sb_str(b, "<start_of_turn>model\n");
         break;
     }
+}
+
+entmtp_status emt_chat_render(const emt_tokenizer *t, const char *const *roles, const char *const *contents,
+                              int32_t n, char *text, size_t capacity, size_t *len_out) {
+    if (!t) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: tokenizer is NULL");
+    if (!len_out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: text_len output is NULL");
+    if (!text && capacity > 0)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: text is NULL with capacity %zu", capacity);
+    if (n > 0 && (!roles || !contents))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: %s is NULL with %d messages",
+                        roles ? "contents" : "roles", n);
+    chat_format fmt = CHAT_CHATML;
+    entmtp_status st = detect_format(t, &fmt);
+    if (st) return st;
+    static const char *const family[] = { "ChatML", "Llama 3", "Llama 2", "Phi-3", "Gemma" };
+    if ((st = check_turns(roles, contents, n, fmt == CHAT_LLAMA2 || fmt == CHAT_GEMMA, family[fmt]))) return st;
+    /* the system turn is rendered apart: Llama 2 and Gemma fold it into the first user turn */
+    const char *system = NULL;
+    char *dflt = NULL;
+    if (is_role(roles[0], "system")) {
+        system = contents[0];
+        roles++;
+        contents++;
+        n--;
+    } else if (fmt == CHAT_CHATML && t->chat_template) {
+        system = dflt = default_system(t->chat_template);
+    }
+    sbuf b = { 0 };
+    render(&b, t, fmt, system, roles, contents, n);
     free(dflt);
     if (b.oom) {
         free(b.p);
         return ENTMTP_ERR_OUT_OF_MEMORY;
     }
     *len_out = b.n;
-    entmtp_status st = ENTMTP_OK;
+    st = ENTMTP_OK;
     if (b.n > capacity)
         st = emt_fail(ENTMTP_ERR_BUFFER_TOO_SMALL,
                       "chat prompt: %zu bytes needed (plus 1 for the NUL), capacity is %zu", b.n,
@@ -167,4 +241,13 @@ entmtp_status emt_chat_prompt(const emt_tokenizer *t, const char *system_prompt,
     if (st == ENTMTP_OK && b.n < capacity) text[b.n] = '\0';
     free(b.p);
     return st;
+}
+
+entmtp_status emt_chat_prompt(const emt_tokenizer *t, const char *system_prompt, const char *user,
+                              char *text, size_t capacity, size_t *len_out) {
+    if (!user) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: user message is NULL");
+    const char *roles[] = { "system", "user" }, *contents[] = { system_prompt, user };
+    int with_system = system_prompt != NULL;
+    return emt_chat_render(t, roles + !with_system, contents + !with_system, 1 + with_system, text, capacity,
+                           len_out);
 }

@@ -1,6 +1,6 @@
 /* Byte-level BPE (GPT-2 family, incl. SmolLM and Llama 3) and SentencePiece
  * BPE (Llama 2) tokenizers, built from GGUF metadata or tokenizer.json, with
- * single-turn chat formatting. */
+ * multi-turn chat formatting. */
 #ifndef EMT_TOKENIZER_H
 #define EMT_TOKENIZER_H
 
@@ -38,6 +38,10 @@ entmtp_status emt_detokenize(const emt_tokenizer *t, const int32_t *tokens, int3
                              size_t capacity, size_t *len_out);
 entmtp_status emt_chat_prompt(const emt_tokenizer *t, const char *system_prompt, const char *user,
                               char *text, size_t capacity, size_t *len_out);
+/* A conversation: roles[i] "system" (first only), "user" or "assistant", the
+ * last turn the user's; the text ends where the assistant's reply begins. */
+entmtp_status emt_chat_render(const emt_tokenizer *t, const char *const *roles, const char *const *contents,
+                              int32_t n, char *text, size_t capacity, size_t *len_out);
 int emt_tokenizer_is_eog(const emt_tokenizer *t, int32_t token);
 int32_t emt_tokenizer_n_vocab(const emt_tokenizer *t);
 int32_t emt_tokenizer_bos(const emt_tokenizer *t);

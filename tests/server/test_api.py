@@ -80,6 +80,17 @@ def main():
             check(r.choices[0].message.content == want and x["mode"] == mode, f"entmtp {knobs}: same greedy text, mode {x['mode']}, policy {x['policy']}")
         check(x["policy"] == "ucb", "the request's policy is the one used")
 
+        # a conversation: the library renders every turn with the template
+        turns = [("user", "What is 2+2?"), ("assistant", "2+2 is 4."), ("user", "And 3+3?")]
+        rendered = ("<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+                    + "".join(f"<|im_start|>{role}\n{text}<|im_end|>\n" for role, text in turns)
+                    + "<|im_start|>assistant\n")
+        want = generate_text(rendered, N, raw=True)
+        r = client.chat.completions.create(model=mid, messages=[{"role": role, "content": text} for role, text in turns],
+                                           max_tokens=N, temperature=0)
+        check(r.choices[0].message.content == want and r.usage.prompt_tokens > 40,
+              f"3-message chat equals generate --raw on the rendered conversation: {want!r}")
+
         raw = "The capital of France is"
         want = generate_text(raw, 12, raw=True)
         r = client.completions.create(model=mid, prompt=raw, max_tokens=12, temperature=0)
@@ -96,7 +107,9 @@ def main():
 
         for kwargs, field in [({"max_tokens": 0}, "max_tokens"), ({"temperature": 5}, "temperature"),
                               ({"max_tokens": 100000}, "max_tokens"),
-                              ({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                              ({"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]},
+                               "messages"),
+                              ({"messages": [{"role": "user", "content": "a"}, {"role": "system", "content": "b"},
                                              {"role": "user", "content": "c"}]}, "messages"),
                               ({"messages": [{"role": "robot", "content": "a"}]}, "messages"),
                               ({"extra_body": {"entmtp": {"policy": "fastest"}}}, "entmtp.policy")]:

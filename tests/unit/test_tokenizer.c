@@ -459,6 +459,14 @@ static void test_spm(void) {
     CHECK(strcmp(buf, "[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]") == 0);
     CHECK_OK(emt_chat_prompt(t, NULL, "Hi", buf, sizeof buf, &len));
     CHECK(strcmp(buf, "[INST] Hi [/INST]") == 0);
+    /* multi-turn: the eos and bos tokens' text between turns, as Llama 2's template writes them */
+    const char *roles[] = { "system", "user", "assistant", "user" }, *contents[] = { "S", " a", "b ", "c" };
+    char turns[128];
+    CHECK_OK(emt_chat_render(t, roles, contents, 4, turns, sizeof turns, &len));
+    CHECK(strcmp(turns, "[INST] <<SYS>>\nS\n<</SYS>>\n\na [/INST] b </s><s>[INST] c [/INST]") == 0);
+    const char *two_users[] = { "user", "user" };
+    CHECK_ERR(emt_chat_render(t, two_users, contents, 2, turns, sizeof turns, &len), ENTMTP_ERR_INVALID_ARGUMENT,
+              "the Llama 2 template needs user and assistant turns to alternate");
     emt_tokenizer_free(t);
 }
 
@@ -485,6 +493,80 @@ static void expect_chat(const char *tmpl, const char *sys, const char *user, con
                 st ? entmtp_last_error() : buf, want);
         emt_test_failures++;
     }
+    emt_tokenizer_free(t);
+}
+
+static void expect_turns(const char *tmpl, int32_t n, const char *const *roles, const char *const *contents,
+                         const char *want, int line) {
+    emt_tokenizer_spec s = base_spec("smollm");
+    s.chat_template = tmpl;
+    emt_tokenizer *t = NULL;
+    CHECK_OK(emt_tokenizer_create(&s, &t));
+    if (!t) return;
+    char buf[1024];
+    size_t len = 0;
+    entmtp_status st = emt_chat_render(t, roles, contents, n, buf, sizeof buf, &len);
+    if (st != ENTMTP_OK || len != strlen(want) || strcmp(buf, want) != 0) {
+        fprintf(stderr, "line %d: chat render status %d:\n  got  [%s]\n  want [%s]\n", line, st,
+                st ? entmtp_last_error() : buf, want);
+        emt_test_failures++;
+    }
+    emt_tokenizer_free(t);
+}
+
+/* Multi-turn conversations in every family (Llama 2's in test_sentencepiece,
+ * whose vocabulary has <s> and </s>) and the turn orders refused. */
+static void test_chat_turns(const char *l3, const char *phi3, const char *gemma) {
+    const char *r3[] = { "user", "assistant", "user" }, *c3[] = { "Hi", " Hello! ", "Bye" };
+    const char *r4[] = { "system", "user", "assistant", "user" }, *c4[] = { "S", "a", "b", "c" };
+    expect_turns(g_smollm_template, 3, r3, c3,
+                 "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+                 "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n Hello! <|im_end|>\n"
+                 "<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n", __LINE__);
+    expect_turns(g_smollm_template, 4, r4, c4,
+                 "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n"
+                 "b<|im_end|>\n<|im_start|>user\nc<|im_end|>\n<|im_start|>assistant\n", __LINE__);
+    expect_turns(l3, 3, r3, c3,
+                 "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant"
+                 "<|end_header_id|>\n\nHello!<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nBye<|eot_id|>"
+                 "<|start_header_id|>assistant<|end_header_id|>\n\n", __LINE__);
+    expect_turns(phi3, 4, r4, c4,
+                 "<|system|>\nS<|end|>\n<|user|>\na<|end|>\n<|assistant|>\nb<|end|>\n<|user|>\nc<|end|>\n"
+                 "<|assistant|>\n", __LINE__);
+    expect_turns(gemma, 4, r4, c4,
+                 "<start_of_turn>user\nS\n\na<end_of_turn>\n<start_of_turn>model\nb<end_of_turn>\n"
+                 "<start_of_turn>user\nc<end_of_turn>\n<start_of_turn>model\n", __LINE__);
+    /* ChatML takes consecutive user turns; Gemma (and Llama 2) need alternation */
+    const char *ruu[] = { "user", "user" }, *cuu[] = { "a", "b" };
+    expect_turns(l3, 2, ruu, cuu,
+                 "<|start_header_id|>user<|end_header_id|>\n\na<|eot_id|><|start_header_id|>user"
+                 "<|end_header_id|>\n\nb<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n", __LINE__);
+    emt_tokenizer_spec s = base_spec("smollm");
+    s.chat_template = gemma;
+    emt_tokenizer *t = NULL;
+    CHECK_OK(emt_tokenizer_create(&s, &t));
+    char buf[256];
+    size_t len = 0;
+    CHECK_ERR(emt_chat_render(t, ruu, cuu, 2, buf, sizeof buf, &len), ENTMTP_ERR_INVALID_ARGUMENT,
+              "message 1: the Gemma template needs user and assistant turns to alternate");
+    emt_tokenizer_free(t);
+    s.chat_template = g_smollm_template;
+    CHECK_OK(emt_tokenizer_create(&s, &t));
+    const char *ends_assistant[] = { "user", "assistant" }, *bad_role[] = { "user", "tool", "user" };
+    const char *late_system[] = { "user", "system", "user" }, *nulls[] = { "a", NULL, "c" };
+    CHECK_ERR(emt_chat_render(t, ends_assistant, cuu, 2, buf, sizeof buf, &len), ENTMTP_ERR_INVALID_ARGUMENT,
+              "the last of the 2 messages must be a user message");
+    CHECK_ERR(emt_chat_render(t, bad_role, c3, 3, buf, sizeof buf, &len), ENTMTP_ERR_INVALID_ARGUMENT,
+              "message 1: role 'tool' is not system, user or assistant");
+    CHECK_ERR(emt_chat_render(t, late_system, c3, 3, buf, sizeof buf, &len), ENTMTP_ERR_INVALID_ARGUMENT,
+              "message 1: a system message may only come first");
+    CHECK_ERR(emt_chat_render(t, r3, nulls, 3, buf, sizeof buf, &len), ENTMTP_ERR_INVALID_ARGUMENT,
+              "message 1: content is NULL");
+    CHECK_ERR(emt_chat_render(t, r4, c4, 1, buf, sizeof buf, &len), ENTMTP_ERR_INVALID_ARGUMENT,
+              "the last of the 1 messages must be a user message");
+    CHECK_ERR(emt_chat_render(t, NULL, NULL, 0, buf, sizeof buf, &len), ENTMTP_ERR_INVALID_ARGUMENT,
+              "the last of the 0 messages");
+    CHECK_ERR(emt_chat_render(t, NULL, c3, 3, buf, sizeof buf, &len), ENTMTP_ERR_INVALID_ARGUMENT, "roles is NULL");
     emt_tokenizer_free(t);
 }
 
@@ -532,6 +614,7 @@ static void test_chat(void) {
     expect_chat(gemma, NULL, " Hi ", "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n", __LINE__);
     expect_chat(gemma, "Sys", "Hi", "<start_of_turn>user\nSys\n\nHi<end_of_turn>\n<start_of_turn>model\n",
                 __LINE__);
+    test_chat_turns(l3, phi3, gemma);
     /* unknown template */
     emt_tokenizer_spec s = base_spec("smollm");
     s.chat_template = "{{ messages }}";

@@ -66,6 +66,19 @@ def test_chat_prompt(model):
     assert model.chat_prompt("x" * 1000).count("x") == 1000
 
 
+def test_chat_messages(model):
+    want = ("<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nyo<|im_end|>\n"
+            "<|im_start|>user\nbye<|im_end|>\n<|im_start|>assistant\n")
+    turns = [("system", "S"), ("user", "hi"), ("assistant", "yo"), ("user", "bye")]
+    assert model.chat_messages(turns) == want
+    assert model.chat_messages([{"role": r, "content": c} for r, c in turns]) == want
+    assert model.chat_messages([("user", "hi")]) == model.chat_prompt("hi")
+    with pytest.raises(entmtp.InvalidArgumentError, match="message 1: role 'tool'"):
+        model.chat_messages([("user", "hi"), ("tool", "x"), ("user", "y")])
+    with pytest.raises(entmtp.InvalidArgumentError, match="last of the 2 messages"):
+        model.chat_messages([("user", "hi"), ("assistant", "yo")])
+
+
 def test_tokenizer_errors(model, tiny):
     with pytest.raises(entmtp.OutOfRangeError):
         model.detokenize([100000])

@@ -52,52 +52,67 @@ static const char *message_text(const cJSON *content, char **owned) {
     return *owned;
 }
 
-/* messages -> the model's chat template. The library formats one system and
- * one user message (entmtp_chat_prompt), so that is what is accepted. */
-static int chat_prompt(const serve_model *sm, const cJSON *msgs, serve_request *r, serve_error *e) {
-    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) < 1)
-        return serve_fail(e, 400, "messages", NULL, "messages: must be a non-empty array");
-    const char *system = NULL, *user = NULL;
-    char *owned[2] = { NULL, NULL };
-    int ok = 1, i = 0;
-    const cJSON *m;
-    cJSON_ArrayForEach(m, msgs) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
-        const char *rs = cJSON_IsString(role) ? role->valuestring : "";
-        int is_system = !strcmp(rs, "system") || !strcmp(rs, "developer");
-        char *own = NULL;
-        const char *text = message_text(cJSON_GetObjectItemCaseSensitive(m, "content"), &own);
-        if (!is_system && strcmp(rs, "user") && strcmp(rs, "assistant"))
-            ok = serve_fail(e, 400, "messages", NULL, "messages[%d].role: '%s' is not system, user or assistant", i, rs);
-        else if (!text)
-            ok = serve_fail(e, 400, "messages", NULL, "messages[%d].content: must be text", i);
-        else if (is_system && !system && !user) { system = text; owned[0] = own; own = NULL; }
-        else if (!strcmp(rs, "user") && !user) { user = text; owned[1] = own; own = NULL; }
-        else
-            ok = serve_fail(e, 400, "messages", NULL,
-                            "messages[%d]: only one system message then one user message are supported "
-                            "(the library's chat template is single-turn)", i);
-        free(own);
-        if (!ok) break;
-        i++;
+/* Without a template in the model the turns' texts are the prompt, joined
+ * by blank lines. */
+static char *joined_text(const char *const *contents, int n) {
+    size_t len = 0;
+    for (int i = 0; i < n; i++) len += strlen(contents[i]) + 2;
+    char *out = malloc(len + 1);
+    if (!out) return NULL;
+    out[0] = '\0';
+    for (int i = 0; i < n; i++) {
+        if (i) strcat(out, "\n\n");
+        strcat(out, contents[i]);
     }
-    if (ok && !user) ok = serve_fail(e, 400, "messages", NULL, "messages: no user message");
+    return out;
+}
+
+/* The library formats the conversation (entmtp_chat_prompt_messages) */
+static int render_chat(const serve_model *sm, const char *const *roles, const char *const *contents, int n,
+                       serve_request *r, serve_error *e) {
     size_t need = 0;
-    entmtp_status st = ok ? entmtp_chat_prompt(sm->model, system, user, NULL, 0, &need) : ENTMTP_OK;
-    if (ok && st == ENTMTP_ERR_UNSUPPORTED) {
-        r->prompt = strdup(user); /* no template in the model: the raw text */
-    } else if (ok && (st == ENTMTP_OK || st == ENTMTP_ERR_BUFFER_TOO_SMALL)) {
-        if ((r->prompt = malloc(need + 1)) && entmtp_chat_prompt(sm->model, system, user, r->prompt, need + 1, &need)) {
+    entmtp_status st = entmtp_chat_prompt_messages(sm->model, roles, contents, n, NULL, 0, &need);
+    if (st == ENTMTP_ERR_UNSUPPORTED) {
+        r->prompt = joined_text(contents, n);
+    } else if (st == ENTMTP_ERR_INVALID_ARGUMENT) {
+        return serve_fail(e, 400, "messages", NULL, "messages: %s", entmtp_last_error());
+    } else if (st == ENTMTP_OK || st == ENTMTP_ERR_BUFFER_TOO_SMALL) {
+        if ((r->prompt = malloc(need + 1)) &&
+            entmtp_chat_prompt_messages(sm->model, roles, contents, n, r->prompt, need + 1, &need)) {
             free(r->prompt);
             r->prompt = NULL;
-            ok = serve_fail(e, 500, NULL, NULL, "chat template: %s", entmtp_last_error());
+            return serve_fail(e, 500, NULL, NULL, "chat template: %s", entmtp_last_error());
         }
-    } else if (ok) {
-        ok = serve_fail(e, 500, NULL, NULL, "chat template: %s", entmtp_last_error());
+    } else {
+        return serve_fail(e, 500, NULL, NULL, "chat template: %s", entmtp_last_error());
     }
-    if (ok && !r->prompt && e->status == 0) ok = serve_fail(e, 500, NULL, NULL, "out of memory");
-    free(owned[0]);
-    free(owned[1]);
+    return r->prompt ? 1 : serve_fail(e, 500, NULL, NULL, "out of memory");
+}
+
+/* messages -> the model's chat template: an optional system (or developer)
+ * message, then user and assistant turns ending with a user turn. */
+static int chat_prompt(const serve_model *sm, const cJSON *msgs, serve_request *r, serve_error *e) {
+    int n = cJSON_IsArray(msgs) ? cJSON_GetArraySize(msgs) : 0;
+    if (n < 1) return serve_fail(e, 400, "messages", NULL, "messages: must be a non-empty array");
+    const char **roles = calloc((size_t)n, sizeof *roles), **contents = calloc((size_t)n, sizeof *contents);
+    char **owned = calloc((size_t)n, sizeof *owned);
+    int ok = roles && contents && owned ? 1 : serve_fail(e, 500, NULL, NULL, "out of memory");
+    for (int i = 0; ok && i < n; i++) {
+        const cJSON *m = cJSON_GetArrayItem(msgs, i);
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        const char *rs = cJSON_IsString(role) ? role->valuestring : "";
+        roles[i] = !strcmp(rs, "developer") ? "system" : rs;
+        contents[i] = message_text(cJSON_GetObjectItemCaseSensitive(m, "content"), &owned[i]);
+        if (strcmp(roles[i], "system") && strcmp(roles[i], "user") && strcmp(roles[i], "assistant"))
+            ok = serve_fail(e, 400, "messages", NULL, "messages[%d].role: '%s' is not system, user or assistant", i, rs);
+        else if (!contents[i])
+            ok = serve_fail(e, 400, "messages", NULL, "messages[%d].content: must be text", i);
+    }
+    if (ok) ok = render_chat(sm, roles, contents, n, r, e);
+    for (int i = 0; owned && i < n; i++) free(owned[i]);
+    free(owned);
+    free(roles);
+    free(contents);
     return ok;
 }
 

@@ -1,7 +1,7 @@
 """Model and Heads."""
 import dataclasses
 import os
-from typing import List, Optional, Sequence, Union
+from typing import List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._ffi import ffi, lib
 from ._handle import Handle
@@ -146,6 +146,17 @@ class Model(Handle):
         user = text(user_message)
         return self._text_call(lambda *a: lib.entmtp_chat_prompt(self._ptr, sys_arg, user, *a)).decode(
             "utf-8", "replace")
+
+    def chat_messages(self, messages: Sequence[Union[Tuple[str, str], Mapping[str, str]]]) -> str:
+        """A conversation in the model's chat template: (role, content) pairs
+        or {"role": ..., "content": ...} dicts, role "system" (first only),
+        "user" or "assistant", the last turn the user's."""
+        pairs = [(m["role"], m["content"]) if isinstance(m, Mapping) else tuple(m) for m in messages]
+        keep = [ffi.new("char[]", text(part)) for pair in pairs for part in pair]
+        roles = ffi.new("char *[]", keep[0::2])
+        contents = ffi.new("char *[]", keep[1::2])
+        return self._text_call(lambda *a: lib.entmtp_chat_prompt_messages(
+            self._ptr, roles, contents, len(pairs), *a)).decode("utf-8", "replace")
 
     def is_eog(self, token: int) -> bool:
         """True when `token` ends generation (eos, eot, im_end...)."""

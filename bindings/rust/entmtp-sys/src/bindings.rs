@@ -606,6 +606,17 @@ extern "C" {
     ) -> entmtp_status;
 }
 extern "C" {
+    pub fn entmtp_chat_prompt_messages(
+        model: *const entmtp_model,
+        roles: *const *const ::std::os::raw::c_char,
+        contents: *const *const ::std::os::raw::c_char,
+        n_messages: i32,
+        text: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        text_len: *mut usize,
+    ) -> entmtp_status;
+}
+extern "C" {
     pub fn entmtp_token_is_eog(model: *const entmtp_model, token: i32) -> ::std::os::raw::c_int;
 }
 #[repr(C)]

@@ -285,6 +285,23 @@ impl Model {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
+    /// A conversation in the model's chat template: `(role, content)` turns,
+    /// role "system" (first only), "user" or "assistant", the last the user's.
+    pub fn chat_prompt_messages(&self, messages: &[(&str, &str)]) -> Result<String> {
+        let mut owned = Vec::with_capacity(2 * messages.len());
+        for (i, (role, content)) in messages.iter().enumerate() {
+            owned.push(cstring(role, &format!("messages[{i}].role"))?);
+            owned.push(cstring(content, &format!("messages[{i}].content"))?);
+        }
+        let roles: Vec<_> = owned.iter().step_by(2).map(|s| s.as_ptr()).collect();
+        let contents: Vec<_> = owned.iter().skip(1).step_by(2).map(|s| s.as_ptr()).collect();
+        let n = to_i32(messages.len(), "chat_prompt_messages: the number of messages")?;
+        let bytes = self.text_call(|buf, cap, len| unsafe {
+            sys::entmtp_chat_prompt_messages(self.raw.as_ptr(), roles.as_ptr(), contents.as_ptr(), n, buf, cap, len)
+        })?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
     /// True when `token` ends generation (eos, eot, im_end...).
     pub fn is_eog(&self, token: i32) -> bool {
         unsafe { sys::entmtp_token_is_eog(self.raw.as_ptr(), token) != 0 }

@@ -107,6 +107,19 @@ fn chat_prompt() {
         m.chat_prompt(&"x".repeat(1000), None).unwrap().matches('x').count(),
         1000
     );
+    assert_eq!(
+        m.chat_prompt_messages(&[("user", "hi"), ("assistant", "yo"), ("user", "bye")])
+            .unwrap(),
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nyo<|im_end|>\n\
+         <|im_start|>user\nbye<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let e = m
+        .chat_prompt_messages(&[("user", "hi"), ("assistant", "yo")])
+        .unwrap_err();
+    assert_eq!(e.status(), Status::InvalidArgument);
+    assert!(e
+        .message()
+        .contains("the last of the 2 messages must be a user message"));
     let n = Model::load(&files().model_notok).unwrap();
     assert_eq!(n.vocab_size(), 32);
     let e = n.tokenize("hello", false, false).unwrap_err();

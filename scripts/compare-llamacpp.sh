@@ -75,4 +75,27 @@ print(f"| tg128 tokens/s (AR) | {med('tg'):.1f} | {med('etg'):.1f} | {ratio('etg
 print(f"| EntMTP Hydra, code prompts, tokens/s | {med('tg'):.1f} (AR) | {med('spec'):.1f} "
       f"(accept {med('accept'):.2f}) | {ratio('spec', 'tg'):.2f}x |")
 json.dump(rows, open(f"{out}/summary.json", "w"), indent=1)
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    sys.exit(0)
+labels = ["pp512", "tg128 (AR)", "EntMTP Hydra\n(code prompts)"]
+llama = [med("pp"), med("tg"), med("tg")]
+ours = [med("epp"), med("etg"), med("spec")]
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
+xs = range(len(labels))
+ax.bar([x - 0.2 for x in xs], llama, 0.4, label="llama.cpp (llama-bench; AR for the last pair)")
+ax.bar([x + 0.2 for x in xs], ours, 0.4, label="entmtp")
+for x, a, b in zip(xs, llama, ours):
+    ax.text(x + 0.2, b, f"{b / a:.2f}x", ha="center", va="bottom", fontsize=9)
+ax.set_xticks(list(xs))
+ax.set_xticklabels(labels)
+ax.set_ylabel("tokens/s (median of rounds)")
+ax.set_title(f"SmolLM2-135M Q4_1, same GGUF and threads, {rounds} alternated rounds", fontsize=9)
+ax.legend(fontsize=8)
+fig.tight_layout()
+fig.savefig(f"{out}/compare.png", dpi=120)
+print(f"plot: {out}/compare.png")
 PY

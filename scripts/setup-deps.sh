@@ -17,5 +17,5 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 PY=${PYTHON:-python3}
-$PY -m pip install -q --disable-pip-version-check numpy gguf cffi pycparser pytest tokenizers openai pillow scikit-build-core 2>&1 \
+$PY -m pip install -q --disable-pip-version-check numpy gguf cffi pycparser pytest tokenizers openai pillow scikit-build-core matplotlib 2>&1 \
   | grep -v "^\[notice\]" || true

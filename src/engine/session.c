@@ -399,10 +399,12 @@ static void run_head(entmtp_session *S, int32_t h, int32_t rows, const float *in
     const emt_head *hd = &S->heads->heads[h];
     const int32_t H = S->model->cfg.hidden, V = S->model->cfg.vocab;
     const float *x = head_body(S, h, rows, in, NULL);
-    if (hd->draft_w) {
+    if (hd->draft_w || (!hd->lm_w && S->heads->draft_shared.data)) {
         /* rank the draft vocabulary only, then map back to token ids */
         int32_t K = S->heads->n_draft;
-        op->matmul(S->ex, hd->draft_w, hd->draft_b, x, rows, H, K, S->s.head_logits, 1);
+        emt_wmat own_draft = { EMT_F32, hd->draft_w, NULL };
+        emt_matmul(op, S->ex, hd->draft_w ? &own_draft : &S->heads->draft_shared, hd->draft_b, x, rows, H, K,
+                   S->s.head_logits, 1);
         op->topk(S->ex, S->s.head_logits, rows, K, S->topk, top_ids, top_p, NULL);
         map_draft_ids(S, top_ids, rows);
         return;
@@ -429,9 +431,9 @@ static void medusa_heads(entmtp_session *S) {
     }
     float *rows = S->s.head_in; /* [n][H]: Medusa uses no Hydra input rows */
     for (int32_t h = 0; h < n; h++) head_body(S, h, 1, S->s.last_hidden, rows + (size_t)h * H);
-    if (S->heads->draft_shared) {
+    if (S->heads->draft_shared.data) {
         int32_t K = S->heads->n_draft;
-        op->matmul(S->ex, S->heads->draft_shared, NULL, rows, n, H, K, S->s.head_logits, 1);
+        emt_matmul(op, S->ex, &S->heads->draft_shared, NULL, rows, n, H, K, S->s.head_logits, 1);
         op->topk(S->ex, S->s.head_logits, n, K, S->topk, S->chain_ids, S->chain_p, NULL);
         map_draft_ids(S, S->chain_ids, n);
         return;

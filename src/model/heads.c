@@ -20,13 +20,13 @@ ENTMTP_API void entmtp_heads_free(entmtp_heads *h) {
                 }
                 free(hd->layers);
             }
-            float *ps[] = { hd->lm_w, hd->lm_b, hd->draft_w == h->draft_shared ? NULL : hd->draft_w, hd->draft_b };
+            float *ps[] = { hd->lm_w, hd->lm_b, hd->draft_w, hd->draft_b };
             for (int k = 0; k < 4; k++)
                 if (ps[k]) be->ops->release(be, ps[k]);
         }
         free(h->heads);
     }
-    if (h->draft_shared) be->ops->release(be, h->draft_shared);
+    if (h->draft_shared.owned) be->ops->release(be, h->draft_shared.owned);
     free(h->path);
     free(h->draft_ids);
     free(h);
@@ -160,17 +160,24 @@ static entmtp_status load_draft_vocab(entmtp_heads *h, const emt_st *st) {
     emt_exec *ex = be->ops->exec_create(be, 1);
     if (!ex) { st_ = ENTMTP_ERR_OUT_OF_MEMORY; goto out; }
     size_t bytes = (size_t)n * (size_t)c->hidden * sizeof(float);
-    if (h->shares_lm_head) {
-        h->draft_shared = be->ops->alloc(be, bytes);
-        if (!h->draft_shared) st_ = ENTMTP_ERR_OUT_OF_MEMORY;
-        else emt_embed(be->ops, ex, &h->model->lm_head, c->hidden, h->draft_ids, n, h->draft_shared);
+    const emt_wmat *lm = &h->model->lm_head;
+    if (h->shares_lm_head && lm->dtype != EMT_F32 && be->ops->host_memory) {
+        /* the rows in the lm_head's own type: a quarter of the F32 bytes for Q8_0 */
+        size_t rb = emt_dtype_nbytes(lm->dtype, c->hidden);
+        uint8_t *rows = be->ops->alloc(be, rb * (size_t)n);
+        if (!rows) st_ = ENTMTP_ERR_OUT_OF_MEMORY;
+        for (int32_t i = 0; rows && i < n; i++)
+            memcpy(rows + (size_t)i * rb, (const uint8_t *)lm->data + (size_t)h->draft_ids[i] * rb, rb);
+        h->draft_shared = (emt_wmat){ lm->dtype, rows, rows };
+    } else if (h->shares_lm_head) {
+        float *rows = be->ops->alloc(be, bytes);
+        if (!rows) st_ = ENTMTP_ERR_OUT_OF_MEMORY;
+        else emt_embed(be->ops, ex, lm, c->hidden, h->draft_ids, n, rows);
+        h->draft_shared = (emt_wmat){ EMT_F32, rows, rows };
     }
     for (int32_t i = 0; i < h->n_heads && !st_; i++) {
         emt_head *hd = &h->heads[i];
-        if (!hd->lm_w) {
-            hd->draft_w = h->draft_shared;
-            continue;
-        }
+        if (!hd->lm_w) continue; /* uses draft_shared */
         hd->draft_w = be->ops->alloc(be, bytes);
         if (!hd->draft_w) { st_ = ENTMTP_ERR_OUT_OF_MEMORY; break; }
         be->ops->copy_rows(ex, hd->draft_w, hd->lm_w, (size_t)c->hidden, all, h->draft_ids, n);

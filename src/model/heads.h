@@ -15,7 +15,7 @@ typedef struct emt_head {
     emt_head_layer *layers;
     float *lm_w, *lm_b;     /* own lm_head [vocab][hidden] (+bias), or NULL = the model's */
     /* with a draft vocabulary: this head's lm_head rows for those ids only
-     * (heads sharing the base lm_head all point at entmtp_heads.draft_shared) */
+     * (NULL for heads sharing the base lm_head: they use entmtp_heads.draft_shared) */
     float *draft_w, *draft_b; /* [n_draft][hidden], [n_draft] or NULL */
 } emt_head;
 
@@ -33,7 +33,9 @@ struct entmtp_heads {
      * unchanged. NULL = the whole vocabulary. */
     int32_t n_draft;
     int32_t *draft_ids;     /* host [n_draft] */
-    float *draft_shared;    /* the base lm_head's rows for them, when shared */
+    /* the base lm_head's rows for them, when shared, in the lm_head's type
+     * (rows of blocks gathered on a host-memory backend, else F32) */
+    emt_wmat draft_shared;
 };
 
 #endif

@@ -119,7 +119,9 @@ entmtp_status emt_model_create_synthetic(const emt_model_config *c, uint64_t see
     if (!m->layers || !m->inv_freq) { entmtp_model_free(m); return ENTMTP_ERR_OUT_OF_MEMORY; }
     emt_rope_inv_freq(c, m->inv_freq);
     /* Q4_0 only where the backend takes it (else F32, as a file would load) */
-    emt_dtype t = wt == EMT_Q4_0 && (be->ops->weight_types & (1u << EMT_Q4_0)) ? EMT_Q4_0 : EMT_F32;
+    emt_dtype t = wt == EMT_Q4_0 && p.compute_type == ENTMTP_COMPUTE_NATIVE &&
+                          (be->ops->weight_types & (1u << EMT_Q4_0)) ? EMT_Q4_0 : EMT_F32;
+    m->compute = p.compute_type;
     int ok = random_mat(be, c->vocab, H, 1.0f, t, &r, &m->tok_embd) &&
              (m->out_norm = random_tensor(be, H, 0.05f, 1.0f, &r)) != NULL;
     for (int32_t l = 0; ok && l < c->n_layers; l++) {

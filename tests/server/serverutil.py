@@ -104,7 +104,12 @@ class Server:
 
 def generate_text(prompt, max_tokens, raw=False):
     """What `entmtp generate` prints for the same prompt (greedy)"""
+    return generate_json(prompt, max_tokens, raw)["text"]
+
+
+def generate_json(prompt, max_tokens, raw=False):
+    """`entmtp generate --json` for the same prompt (greedy)"""
     args = [cli(), "generate", "--model", model(), "--prompt", prompt, "--max-tokens", str(max_tokens),
             "--json", "--threads", "1"] + (["--raw"] if raw else [])
     r = subprocess.run(args, capture_output=True, text=True, check=True)
-    return json.loads(r.stdout)["text"]
+    return json.loads(r.stdout)

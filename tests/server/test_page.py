@@ -109,7 +109,8 @@ def main():
         check(len(bands) >= 2 and [int(b[0]) for b in bands] == list(range(1, len(bands) + 1)),
               f"one coloured band per step ({len(bands)} steps)")
         check(len({b[1] for b in bands}) > 1 and all("tree n" in b[2] for b in bands), f"bands differ in colour and name their tree: {bands[0][2]!r}")
-        check(js("document.querySelectorAll('#tree circle').length") >= 2, "the chosen tree is drawn")
+        drawn = js("[document.querySelectorAll('#tree circle').length, +[...document.querySelectorAll('#reply span')].pop().dataset.nodes]")
+        check(drawn[0] >= 1 and drawn[0] == drawn[1], f"the last step's tree is drawn ({drawn[0]} nodes of {drawn[1]})")
         stats = js("['accept','mean_accept','tps','treename'].map(i => document.getElementById(i).textContent)")
         check(all(s not in ("", "–") for s in stats) and float(stats[2]) > 0, f"live accept length, mean, tokens/s, tree: {stats}")
 

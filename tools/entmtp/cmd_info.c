@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include "io/gguf.h"
+#include "model/model.h"
 #include "io/safetensors.h"
 
 #include <stdio.h>
@@ -63,6 +64,7 @@ int cmd_info(int argc, char **argv) {
     printf("heads: %d (kv %d, head_dim %d)\ncontext_length: %d\nrope_theta: %g\nrms_norm_eps: %g\n",
            mi.n_heads, mi.n_kv_heads, mi.head_dim, mi.context_length, (double)mi.rope_theta,
            (double)mi.rms_norm_eps);
+    printf("kernels: %s\n", emt_model_kernels(m));
     printf("tied_embeddings: %s\nbos: %d\neos: %d\n", mi.tied_embeddings ? "yes" : "no", mi.bos_token,
            mi.eos_token);
     entmtp_model_free(m);

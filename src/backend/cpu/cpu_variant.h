@@ -580,27 +580,38 @@ static inline int32_t hsum_epi32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
-/* 16 bytes of nibbles -> 32 bytes 0..15: low nibbles (elements 0..15) in
- * the low lane, high nibbles (16..31) in the high lane. */
-static inline __m256i q4_nibbles(const uint8_t *qs) {
-    __m128i t = _mm_loadu_si128((const __m128i *)qs);
-    __m256i b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
-    return _mm256_and_si256(b, _mm256_set1_epi8(0x0F));
-}
-
-/* Lane i = sum of the products of bytes 4i..4i+3, unsigned u times signed
- * s. VNNI does it in one instruction; maddubs + madd give the same integers
- * (the products here never saturate 16 bits). */
-static inline __m256i dot_u8s8(__m256i u, __m256i s) {
+/* Lane i = a[2i]*b[2i] + a[2i+1]*b[2i+1] (16-bit signed, 32-bit sums),
+ * added to acc. VNNI does it in one instruction; madd + add give the same
+ * integers (no sum here can overflow 32 bits). */
+static inline __m256i dot_i16(__m256i acc, __m256i a, __m256i b) {
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+    return _mm256_dpwssd_epi32(acc, a, b);
 #else
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
 #endif
+}
+
+/* A weight block's 32 codes as two vectors of 16-bit integers (elements
+ * 0..15, 16..31): Q4 nibbles (minus 8 for Q4_0), or Q8_0 bytes. */
+static inline void weight_codes(emt_dtype t, const uint8_t *w, __m256i *lo, __m256i *hi) {
+    if (t == EMT_Q8_0) {
+        *lo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 2)));
+        *hi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 18)));
+        return;
+    }
+    __m128i q = _mm_loadu_si128((const __m128i *)(w + (t == EMT_Q4_1 ? 4 : 2)));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    *lo = _mm256_cvtepu8_epi16(_mm_and_si128(q, mask));
+    *hi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(q, 4), mask));
+    if (t == EMT_Q4_0) {
+        *lo = _mm256_sub_epi16(*lo, _mm256_set1_epi16(8));
+        *hi = _mm256_sub_epi16(*hi, _mm256_set1_epi16(8));
+    }
 }
 #endif
 
-/* One activation row -> n/32 blocks (emt_quantize_block_ref's integers). */
+/* One activation row -> n/32 blocks of 16-bit codes (emt_quantize_block_ref's
+ * integers). */
 static void quantize_row(const float *x, int32_t n, emt_xq *out) {
     for (int32_t b = 0; b < n / EMT_QK; b++) {
         const float *xb = x + (size_t)b * EMT_QK;
@@ -615,7 +626,7 @@ static void quantize_row(const float *x, int32_t n, emt_xq *out) {
         m = _mm_max_ps(m, _mm_movehl_ps(m, m));
         m = _mm_max_ss(m, _mm_movehdup_ps(m));
         float am = _mm_cvtss_f32(m);
-        float d = am / 127.0f, id = am > 0.0f ? 127.0f / am : 0.0f;
+        float d = am / EMT_XQ_MAX, id = am > 0.0f ? EMT_XQ_MAX / am : 0.0f;
         __m256i q[4], sum = _mm256_setzero_si256();
         for (int k = 0; k < 4; k++) {
             __m256 r = _mm256_round_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id)),
@@ -624,9 +635,10 @@ static void quantize_row(const float *x, int32_t n, emt_xq *out) {
             sum = _mm256_add_epi32(sum, q[k]);
         }
         /* packs interleave 128-bit lanes; the permute puts elements back in order */
-        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-        _mm256_storeu_si256((__m256i *)out[b].q, p);
+        __m256i p0 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);
+        __m256i p1 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xD8);
+        _mm256_storeu_si256((__m256i *)out[b].q, p0);
+        _mm256_storeu_si256((__m256i *)(out[b].q + 16), p1);
         out[b].d = d;
         out[b].s = d * (float)hsum_epi32(sum);
 #else
@@ -635,7 +647,7 @@ static void quantize_row(const float *x, int32_t n, emt_xq *out) {
     }
 }
 
-#define EMT_QROWS 4 /* activation rows that share each decoded weight block */
+#define EMT_QROWS 8 /* activation rows that share each decoded weight block */
 
 /* One quantized weight row against nr (<= EMT_QROWS) activation rows of nb
  * blocks each: out[r] = the row's dot product. Each output is computed by
@@ -647,29 +659,22 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, fl
     const size_t bb = emt_qblock_bytes(t);
     __m256 acc[EMT_QROWS];
     float acc_min[EMT_QROWS];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < nr; r++) {
         acc[r] = _mm256_setzero_ps();
         acc_min[r] = 0.0f;
     }
     for (int32_t b = 0; b < nb; b++, w += bb) {
-        float dw = _cvtsh_ss(emt_rd16(w)), mw = 0.0f;
-        __m256i u, ws = _mm256_setzero_si256();
-        if (t == EMT_Q4_1) {
-            mw = _cvtsh_ss(emt_rd16(w + 2));
-            u = q4_nibbles(w + 4);
-        } else {
-            /* signed weights: |w| as the unsigned operand, w's sign moved onto x */
-            ws = t == EMT_Q4_0 ? _mm256_sub_epi8(q4_nibbles(w + 2), _mm256_set1_epi8(8))
-                               : _mm256_loadu_si256((const __m256i *)(w + 2));
-            u = _mm256_sign_epi8(ws, ws);
-        }
-#pragma GCC unroll 4
+        float dw = _cvtsh_ss(emt_rd16(w)), mw = t == EMT_Q4_1 ? _cvtsh_ss(emt_rd16(w + 2)) : 0.0f;
+        __m256i wlo, whi;
+        weight_codes(t, w, &wlo, &whi);
+#pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
             const emt_xq *xb = x + (size_t)r * nb + b;
-            __m256i xv = _mm256_loadu_si256((const __m256i *)xb->q);
-            if (t != EMT_Q4_1) xv = _mm256_sign_epi8(xv, ws);
-            __m256 p = _mm256_cvtepi32_ps(dot_u8s8(u, xv));
+            __m256i xlo = _mm256_loadu_si256((const __m256i *)xb->q);
+            __m256i xhi = _mm256_loadu_si256((const __m256i *)(xb->q + 16));
+            __m256i isum = dot_i16(dot_i16(_mm256_setzero_si256(), wlo, xlo), whi, xhi);
+            __m256 p = _mm256_cvtepi32_ps(isum);
             acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb->d), p, acc[r]);
             if (t == EMT_Q4_1) acc_min[r] += mw * xb->s;
         }
@@ -702,7 +707,7 @@ hdot_rows(emt_dtype t, const uint16_t *w, const float *x, int32_t n, int nr, flo
     int32_t i = 0;
     for (; i + 8 <= n; i += 8) {
         emt_v8 wv = load8_half(t, w + i);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (int r = 0; r < nr; r++) acc[r] = madd(wv, load8(x + (size_t)r * n + i), acc[r]);
     }
     for (int r = 0; r < nr; r++) {
@@ -743,7 +748,11 @@ qmatmul_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
             case 1: EMT_ROWS_CALL(1); break;
             case 2: EMT_ROWS_CALL(2); break;
             case 3: EMT_ROWS_CALL(3); break;
-            default: EMT_ROWS_CALL(4); break;
+            case 4: EMT_ROWS_CALL(4); break;
+            case 5: EMT_ROWS_CALL(5); break;
+            case 6: EMT_ROWS_CALL(6); break;
+            case 7: EMT_ROWS_CALL(7); break;
+            default: EMT_ROWS_CALL(8); break;
             }
 #undef EMT_ROWS_CALL
             for (int r = 0; r < nr; r++)

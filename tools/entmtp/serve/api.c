@@ -108,7 +108,7 @@ static int completion_prompt(const cJSON *p, serve_request *r, serve_error *e) {
     return 1;
 }
 
-/* {"entmtp": {"autoregressive": bool, "policy": "static|ladder|hysteresis|ucb"}} */
+/* {"entmtp": {"autoregressive": bool, "policy": "<built-in policy kind>"}} */
 static int get_knobs(const serve_model *sm, const cJSON *o, serve_request *r, serve_error *e) {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "entmtp");
     if (!x || cJSON_IsNull(x)) return 1;
@@ -120,7 +120,7 @@ static int get_knobs(const serve_model *sm, const cJSON *o, serve_request *r, se
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(x, "policy");
     if (!p || cJSON_IsNull(p)) return 1;
     if (!cJSON_IsString(p) || entmtp_policy_kind_from_name(p->valuestring, &r->policy) || r->policy == ENTMTP_POLICY_CUSTOM)
-        return serve_fail(e, 400, "entmtp.policy", NULL, "entmtp.policy: must be static, ladder, hysteresis or ucb");
+        return serve_fail(e, 400, "entmtp.policy", NULL, "entmtp.policy: must be a built-in policy kind (static, ladder, hysteresis, ucb, throughput, dynamic)");
     if (!sm->bank) return serve_fail(e, 400, "entmtp.policy", NULL, "entmtp.policy: the server runs without heads (plain AR)");
     r->has_policy = 1;
     return 1;

@@ -25,8 +25,8 @@ static void usage(FILE *f) {
             "  --no-heads            plain AR even when heads are shipped\n"
             "  --bank FILE           bank JSON; default: the one shipped beside the heads\n"
             "  --tree NAME[,NAME..]  built-in trees forming the bank instead\n"
-            "  --policy KIND         static | ladder | hysteresis | ucb (default: the bank's, else\n"
-            "                        static; settings from the bank when it calibrated that kind)\n"
+            "  --policy KIND         static | ladder | hysteresis | ucb | throughput | dynamic (default:\n"
+            "                        the bank's, else static; settings from the bank when it has them)\n"
             "  --static-tree I       tree index for the static policy\n"
             "  --host ADDR           address to listen on (default 127.0.0.1)\n"
             "  --port N              port (default 8080; 0 picks a free one)\n"
@@ -127,7 +127,7 @@ static int load_drafting(const serve_options *o, serve_model *sm) {
     }
     entmtp_policy_kind kind = ENTMTP_POLICY_STATIC;
     if (o->policy && (entmtp_policy_kind_from_name(o->policy, &kind) || kind == ENTMTP_POLICY_CUSTOM)) {
-        fprintf(stderr, "entmtp serve: --policy: '%s' is not static, ladder, hysteresis or ucb\n", o->policy);
+        fprintf(stderr, "entmtp serve: --policy: '%s' is not static, ladder, hysteresis, ucb, throughput or dynamic\n", o->policy);
         return 0;
     }
     if (!o->policy && entmtp_bank_default_policy(sm->bank, &kind) != ENTMTP_OK) kind = ENTMTP_POLICY_STATIC;

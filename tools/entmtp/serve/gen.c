@@ -43,7 +43,7 @@ void serve_job_free(serve_job *j) {
 }
 
 entmtp_policy_config serve_policy_config(const entmtp_bank *bank, entmtp_policy_kind kind) {
-    entmtp_policy_config pc = { sizeof pc }; /* struct_size: what the bank may write */
+    entmtp_policy_config pc = { sizeof pc }; /* the library writes struct_size bytes */
     if (entmtp_bank_policy_config(bank, kind, &pc) != ENTMTP_OK) {
         pc = entmtp_policy_default_config(kind);
         if (kind == ENTMTP_POLICY_HYSTERESIS) pc.aggressive_tree = entmtp_bank_size(bank) - 1;

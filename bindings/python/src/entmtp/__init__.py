@@ -20,7 +20,7 @@ close(), by `with` blocks or by the garbage collector, always in a safe order
 from ._ffi import ffi, lib
 from . import _callbacks  # noqa: F401  (registers the extern "Python" callbacks)
 from .bank import Bank, TreeBuffers, TreeInfo, builtin_tree_names
-from .enums import Backend, HeadsKind, PolicyKind, Status
+from .enums import Backend, Compute, HeadsKind, PolicyKind, Status
 from .errors import (BackendError, BufferTooSmallError, CallbackError, EntmtpError, FormatError,
                      InvalidArgumentError, InvalidConfigError, InvalidTreeError, IoError, KVFullError,
                      MismatchError, NotFoundError, OutOfMemoryError, OutOfRangeError, StateError,
@@ -60,7 +60,7 @@ def clear_error():
 
 
 __all__ = [
-    "ABI_VERSION", "Backend", "BackendError", "Bank", "BufferTooSmallError", "CallbackError",
+    "ABI_VERSION", "Backend", "BackendError", "Compute", "Bank", "BufferTooSmallError", "CallbackError",
     "EntmtpError", "Features", "FormatError", "HEADER_VERSION", "Heads", "HeadsInfo", "HeadsKind",
     "InvalidArgumentError", "InvalidConfigError", "InvalidTreeError", "IoError", "KVFullError",
     "MAX_HEADS", "MAX_LADDER", "MAX_STOP_TOKENS", "MismatchError", "Model", "ModelInfo",

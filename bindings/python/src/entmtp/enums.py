@@ -16,6 +16,8 @@ Status = _from_prefix("Status", "ENTMTP_ERR_", extra=("OK", "STOPPED"))
 Status.__doc__ = "entmtp_status codes (ERR_* without the ENTMTP_ prefix, OK and STOPPED)."
 #: entmtp_backend: AUTO, CPU, CUDA
 Backend = _from_prefix("Backend", "ENTMTP_BACKEND_")
+#: entmtp_compute_type: NATIVE, F32
+Compute = _from_prefix("Compute", "ENTMTP_COMPUTE_")
 #: entmtp_heads_kind: MEDUSA, HYDRA
 HeadsKind = _from_prefix("HeadsKind", "ENTMTP_HEADS_")
 #: entmtp_policy_kind: STATIC, LADDER, HYSTERESIS, UCB, CUSTOM

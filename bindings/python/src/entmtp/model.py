@@ -7,7 +7,7 @@ from ._ffi import ffi, lib
 from ._handle import Handle
 from ._callbacks import ProgressCallbacks, call_error
 from ._util import default_struct, fspath, int32_array, new_struct, text
-from .enums import Backend, HeadsKind, _coerce
+from .enums import Backend, Compute, HeadsKind, _coerce
 from .errors import BufferTooSmallError, check, make_error
 
 
@@ -46,16 +46,19 @@ class Model(Handle):
     """A loaded Llama-family model (GGUF file or Hugging Face directory).
 
     `backend` is "auto", "cpu", "cuda" (or a Backend); `threads` 0 uses all
-    online cores. `progress(fraction, what)` is called during loading; a true
+    online cores. `compute` is "native" (weights in their stored type, the
+    default) or "f32" (every weight converted to F32). `progress(fraction,
+    what)` is called during loading; a true
     return value cancels it (CallbackError), and so does an exception, which
     becomes the CallbackError's __cause__.
     """
 
-    def __init__(self, path, backend="auto", threads=0, device=0, progress=None):
+    def __init__(self, path, backend="auto", threads=0, device=0, progress=None, compute="native"):
         params = default_struct("entmtp_model_params", lib.entmtp_model_params_init)
         params.backend = _coerce(Backend, backend, "backend")
         params.n_threads = threads
         params.device = device
+        params.compute_type = _coerce(Compute, compute, "compute")
         state = handle = None
         if progress is not None:
             state = ProgressCallbacks(progress)

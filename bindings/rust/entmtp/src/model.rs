@@ -46,6 +46,9 @@ pub struct LoadOptions {
     pub threads: usize,
     /// CUDA device ordinal.
     pub device: usize,
+    /// Compute with every weight converted to F32 (`ENTMTP_COMPUTE_F32`)
+    /// instead of in its stored type (`ENTMTP_COMPUTE_NATIVE`, default).
+    pub compute_f32: bool,
 }
 
 impl Default for LoadOptions {
@@ -56,6 +59,7 @@ impl Default for LoadOptions {
             backend: Backend::from_code(p.backend),
             threads: p.n_threads.max(0) as usize,
             device: p.device.max(0) as usize,
+            compute_f32: p.compute_type == sys::ENTMTP_COMPUTE_F32,
         }
     }
 }
@@ -149,6 +153,7 @@ impl Model {
         p.backend = options.backend.code();
         p.n_threads = to_i32(options.threads, "threads")?;
         p.device = to_i32(options.device, "device")?;
+        p.compute_type = if options.compute_f32 { sys::ENTMTP_COMPUTE_F32 } else { sys::ENTMTP_COMPUTE_NATIVE };
         let mut state = progress.map(|f| ProgressState { f, pending: None });
         if let Some(s) = state.as_mut() {
             p.progress = Some(progress_trampoline);

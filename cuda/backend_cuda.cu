@@ -472,6 +472,12 @@ static const emt_backend_ops cuda_ops = {
     0,    /* weight_types: F32 only; the loader converts typed weights */
     NULL, /* matmul_q */
     NULL, /* embed_q */
+    /* optional ops (Gemma) not written yet: loading a model that needs one
+     * fails naming it */
+    NULL, /* scale */
+    NULL, /* geglu */
+    NULL, /* softcap */
+    NULL, /* attention_softcap */
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

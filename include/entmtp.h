@@ -382,7 +382,11 @@ typedef enum entmtp_policy_kind {
     ENTMTP_POLICY_LADDER = 1,     /* K-1 ascending thresholds on s pick one of K trees */
     ENTMTP_POLICY_HYSTERESIS = 2, /* EntMTP-tau: conservative/aggressive with tau_off <= tau_on */
     ENTMTP_POLICY_UCB = 3,        /* UCB1 bandit over the whole bank */
-    ENTMTP_POLICY_CUSTOM = 4      /* caller's callbacks */
+    ENTMTP_POLICY_CUSTOM = 4,     /* caller's callbacks */
+    ENTMTP_POLICY_THROUGHPUT = 5, /* argmax over trees of expected accepted tokens / expected step
+                                   * seconds (calibrated head probabilities, learnt step costs) */
+    ENTMTP_POLICY_DYNAMIC = 6     /* the same over node budgets, drafting each step the best tree
+                                   * of that size built from the heads' probabilities */
 } entmtp_policy_kind;
 
 typedef entmtp_status (*entmtp_policy_select_fn)(void *user_data, const entmtp_features *features,

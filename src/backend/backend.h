@@ -102,6 +102,21 @@ typedef struct emt_backend_ops {
     /* embed from a typed table: rows dequantized to F32 */
     void (*embed_q)(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *tokens,
                     int32_t n_rows, float *out);
+
+    /* ---- Optional ops, needed by some architectures only (Gemma 2/3). A
+     * backend may leave them NULL; loading a model that needs one then fails
+     * with an error naming the op (emt_model_check_ops). ---- */
+    /* x[i] *= s (Gemma's embedding scale, a query scale other than 1/sqrt(head_dim)) */
+    void (*scale)(emt_exec *ex, float *x, int64_t n, float s);
+    /* out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU) */
+    void (*geglu)(emt_exec *ex, const float *gate, const float *up, int64_t n, float *out);
+    /* x[i] = cap * tanh(x[i] / cap) (Gemma 2's final logit soft-capping) */
+    void (*softcap)(emt_exec *ex, float *x, int64_t n, float cap);
+    /* attention() with every score s soft-capped to cap * tanh(s / cap)
+     * before the softmax (Gemma 2) */
+    void (*attention_softcap)(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                              int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
+                              int32_t n_kv_heads, int32_t head_dim, float cap, float *out);
 } emt_backend_ops;
 
 /* matmul / embed on a weight of any dtype the backend took at load. */

@@ -1,5 +1,7 @@
 /* One transformer forward pass over a batch of rows (prompt chunk, tree
- * nodes or a single AR token), through the backend's ops. */
+ * nodes or a single AR token), through the backend's ops. Every supported
+ * architecture is this one pass; the model description (emt_model_config and
+ * the per-layer weights present) switches its optional steps. */
 #include "engine/engine.h"
 
 entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
@@ -14,6 +16,7 @@ entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_s
                         n, kv_start, s->max_rows, kv->rows);
 
     emt_embed(op, ex, &m->tok_embd, H, tokens, n, s->x);
+    if (c->embed_scale) op->scale(ex, s->x, (int64_t)n * H, c->embed_scale);
     for (int32_t l = 0; l < c->n_layers; l++) {
         const emt_layer *L = &m->layers[l];
         float *k_rows = kv->k[l] + (size_t)kv_start * kv_dim;
@@ -22,17 +25,30 @@ entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_s
         emt_matmul(op, ex, &L->wq, L->bq, s->xn, n, H, q_dim, s->q, exact);
         emt_matmul(op, ex, &L->wk, L->bk, s->xn, n, H, kv_dim, k_rows, exact);
         emt_matmul(op, ex, &L->wv, L->bv, s->xn, n, H, kv_dim, v_rows, exact);
-        op->rope(ex, s->q, n, c->n_heads, hd, c->n_rot, positions, m->inv_freq);
-        op->rope(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, positions, m->inv_freq);
-        op->attention(ex, s->q, kv->k[l], kv->v[l], kv_start, n, mask, c->n_heads, c->n_kv_heads,
-                      hd, s->att);
+        if (c->qk_norm) { /* per-head RMSNorm: every head is one row of head_dim */
+            op->rmsnorm(ex, s->q, L->q_norm, n * c->n_heads, hd, c->rms_eps, s->q);
+            op->rmsnorm(ex, k_rows, L->k_norm, n * c->n_kv_heads, hd, c->rms_eps, k_rows);
+        }
+        const float *inv_freq = L->inv_freq ? L->inv_freq : m->inv_freq; /* local or global */
+        op->rope(ex, s->q, n, c->n_heads, hd, c->n_rot, positions, inv_freq);
+        op->rope(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, positions, inv_freq);
+        if (c->q_scale) op->scale(ex, s->q, (int64_t)n * q_dim, c->q_scale);
+        if (c->attn_softcap)
+            op->attention_softcap(ex, s->q, kv->k[l], kv->v[l], kv_start, n, mask, c->n_heads,
+                                  c->n_kv_heads, hd, c->attn_softcap, s->att);
+        else
+            op->attention(ex, s->q, kv->k[l], kv->v[l], kv_start, n, mask, c->n_heads, c->n_kv_heads,
+                          hd, s->att);
         emt_matmul(op, ex, &L->wo, L->bo, s->att, n, q_dim, H, s->tmp, exact);
+        if (c->post_norms) op->rmsnorm(ex, s->tmp, L->post_attn_norm, n, H, c->rms_eps, s->tmp);
         op->add(ex, s->x, s->tmp, (int64_t)n * H);
         op->rmsnorm(ex, s->x, L->ffn_norm, n, H, c->rms_eps, s->xn);
         emt_matmul(op, ex, &L->w_gate, L->b_gate, s->xn, n, H, F, s->gate, exact);
         emt_matmul(op, ex, &L->w_up, L->b_up, s->xn, n, H, F, s->up, exact);
-        op->swiglu(ex, s->gate, s->up, (int64_t)n * F, s->gate);
+        if (c->geglu) op->geglu(ex, s->gate, s->up, (int64_t)n * F, s->gate);
+        else op->swiglu(ex, s->gate, s->up, (int64_t)n * F, s->gate);
         emt_matmul(op, ex, &L->w_down, L->b_down, s->gate, n, F, H, s->tmp, exact);
+        if (c->post_norms) op->rmsnorm(ex, s->tmp, L->post_ffn_norm, n, H, c->rms_eps, s->tmp);
         op->add(ex, s->x, s->tmp, (int64_t)n * H);
     }
     op->rmsnorm(ex, s->x, m->out_norm, n, H, c->rms_eps, s->hidden);
@@ -40,6 +56,7 @@ entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_s
         if (logits_rows > n) logits_rows = n;
         emt_matmul(op, ex, &m->lm_head, NULL, s->hidden + (size_t)(n - logits_rows) * H, logits_rows, H,
                    c->vocab, s->logits, exact);
+        if (c->final_softcap) op->softcap(ex, s->logits, (int64_t)logits_rows * c->vocab, c->final_softcap);
     }
     return ENTMTP_OK;
 }

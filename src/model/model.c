@@ -19,11 +19,16 @@ ENTMTP_API entmtp_status entmtp_model_params_init(entmtp_model_params *params, s
     return emt_init_versioned(params, size, &g_model_defaults, sizeof g_model_defaults, "entmtp_model_params");
 }
 
-void emt_rope_inv_freq(const emt_model_config *c, float *inv_freq) {
+const char emt_supported_gguf_archs[] = "llama, qwen2, qwen3, phi3, gemma2, gemma3";
+const char emt_supported_hf_types[] = "llama, mistral, qwen2, qwen3, phi3";
+
+void emt_rope_inv_freq(const emt_model_config *c, const float *freq_divisors, float *inv_freq) {
     int32_t half = c->n_rot / 2;
     for (int32_t i = 0; i < half; i++) {
         double f = 1.0 / pow((double)c->rope_theta, (double)(2 * i) / (double)c->n_rot);
-        if (c->rope_scaling == 1) {
+        if (c->rope_scaling == 3 && freq_divisors) {
+            f /= freq_divisors[i];
+        } else if (c->rope_scaling == 1) {
             f /= c->rope_factor;
         } else if (c->rope_scaling == 2) { /* Llama 3.1 frequency-dependent scaling */
             double low_wavelen = c->rope_original_ctx / c->rope_low_freq_factor;
@@ -70,9 +75,71 @@ static entmtp_status gguf_f32(const emt_gguf *g, const char *key, int required, 
     return ENTMTP_OK;
 }
 
+/* What each GGUF architecture adds to the Llama layout. */
+typedef struct gguf_arch {
+    const char *name;
+    int gguf_qk_permuted, qk_norm, fused, gemma;
+    int32_t local_period;       /* Gemma: every period-th layer is global */
+    int32_t layers_27b;         /* Gemma: the 27B model's layer count (its own query scale) */
+} gguf_arch;
+
+static const gguf_arch gguf_archs[] = {
+    { "llama", 1, 0, 0, 0, 0, 0 }, /* also Mistral: llama.cpp converts it to 'llama' */
+    { "qwen2", 0, 0, 0, 0, 0, 0 },
+    { "qwen3", 0, 1, 0, 0, 0, 0 },
+    { "phi3", 0, 0, 1, 0, 0, 0 },
+    { "gemma2", 0, 0, 0, 2, 2, 46 },
+    { "gemma3", 0, 1, 0, 3, 6, 62 },
+};
+
+/* Gemma's additions, in llama.cpp's reading of its GGUF keys: embeddings
+ * times sqrt(hidden), GeGLU, post-norms, soft-capping (Gemma 2), local
+ * layers with RoPE base 10000 (Gemma 3), the 27B models' query scale
+ * 1/sqrt(hidden/heads) (GGUF norms already hold 1 + w). */
+static entmtp_status gemma_config(const emt_gguf *g, const gguf_arch *a, emt_model_config *c) {
+    char k[96];
+    entmtp_status st;
+    c->embed_scale = sqrtf((float)c->hidden);
+    c->post_norms = c->geglu = 1;
+    c->local_period = a->local_period;
+    if (a->gemma == 2) {
+        snprintf(k, sizeof k, "%s.attn_logit_softcapping", c->arch);
+        if ((st = gguf_f32(g, k, 0, 0.0f, &c->attn_softcap))) return st;
+        snprintf(k, sizeof k, "%s.final_logit_softcapping", c->arch);
+        if ((st = gguf_f32(g, k, 0, 0.0f, &c->final_softcap))) return st;
+    } else {
+        c->rope_theta_local = 10000.0f;
+    }
+    if (c->n_layers == a->layers_27b)
+        c->q_scale = sqrtf((float)c->head_dim) / sqrtf((float)c->hidden / (float)c->n_heads);
+    if (c->attn_softcap < 0 || c->final_softcap < 0)
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: negative logit soft-capping", emt_gguf_path(g));
+    return ENTMTP_OK;
+}
+
+/* "<arch>.<suffix>", the per-architecture GGUF key. */
+static const char *akey(const emt_model_config *c, const char *suffix, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s.%s", c->arch, suffix);
+    return buf;
+}
+
+/* Tensor names this loader does not read but that would change the model. */
+static entmtp_status reject_unknown_gguf_tensors(const emt_gguf *g, int post_norms) {
+    static const char *unsupported[] = { "rope_factors_long.weight", "rope_factors_short.weight",
+                                         "blk.0.attn_sinks.weight", "blk.0.ffn_gate_inp.weight",
+                                         "blk.0.post_attention_norm.weight" };
+    size_t n = sizeof unsupported / sizeof unsupported[0] - (post_norms ? 1 : 0);
+    for (size_t i = 0; i < n; i++)
+        if (emt_gguf_find_tensor(g, unsupported[i]))
+            return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: tensor '%s' is not supported by this loader",
+                            emt_gguf_path(g), unsupported[i]);
+    return ENTMTP_OK;
+}
+
 static entmtp_status config_from_gguf(const emt_gguf *g, emt_model_config *c) {
     const char *s;
     size_t len;
+    char k[96];
     entmtp_status st = emt_gguf_get_str(g, "general.architecture", &s, &len);
     if (st != ENTMTP_OK)
         return emt_fail(ENTMTP_ERR_FORMAT, "%s: key 'general.architecture' missing or not a string",
@@ -80,60 +147,84 @@ static entmtp_status config_from_gguf(const emt_gguf *g, emt_model_config *c) {
     if (len >= sizeof c->arch) len = sizeof c->arch - 1;
     memcpy(c->arch, s, len);
     c->arch[len] = '\0';
-    if (strcmp(c->arch, "llama") != 0)
-        return emt_fail(ENTMTP_ERR_UNSUPPORTED,
-                        "%s: architecture '%s' is not supported (supported: llama)", emt_gguf_path(g),
-                        c->arch);
+    const gguf_arch *a = NULL;
+    for (size_t i = 0; i < sizeof gguf_archs / sizeof gguf_archs[0]; i++)
+        if (!strcmp(c->arch, gguf_archs[i].name)) a = &gguf_archs[i];
+    if (!a)
+        return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (supported: %s)",
+                        emt_gguf_path(g), c->arch, emt_supported_gguf_archs);
+    c->gguf_qk_permuted = a->gguf_qk_permuted;
+    c->qk_norm = a->qk_norm;
+    c->fused_qkv = c->fused_gate_up = a->fused;
+    if ((st = reject_unknown_gguf_tensors(g, a->gemma != 0))) return st;
     if (emt_gguf_get_str(g, "general.name", &s, &len) == ENTMTP_OK) {
         if (len >= sizeof c->name) len = sizeof c->name - 1;
         memcpy(c->name, s, len);
         c->name[len] = '\0';
     }
-    if ((st = gguf_i32(g, "llama.embedding_length", 1, 0, &c->hidden)) ||
-        (st = gguf_i32(g, "llama.block_count", 1, 0, &c->n_layers)) ||
-        (st = gguf_i32(g, "llama.feed_forward_length", 1, 0, &c->ffn)) ||
-        (st = gguf_i32(g, "llama.attention.head_count", 1, 0, &c->n_heads)) ||
-        (st = gguf_i32(g, "llama.context_length", 1, 0, &c->ctx)))
+    if ((st = gguf_i32(g, akey(c, "embedding_length", k, sizeof k), 1, 0, &c->hidden)) ||
+        (st = gguf_i32(g, akey(c, "block_count", k, sizeof k), 1, 0, &c->n_layers)) ||
+        (st = gguf_i32(g, akey(c, "feed_forward_length", k, sizeof k), 1, 0, &c->ffn)) ||
+        (st = gguf_i32(g, akey(c, "attention.head_count", k, sizeof k), 1, 0, &c->n_heads)) ||
+        (st = gguf_i32(g, akey(c, "context_length", k, sizeof k), 1, 0, &c->ctx)))
         return st;
-    if ((st = gguf_i32(g, "llama.attention.head_count_kv", 0, c->n_heads, &c->n_kv_heads))) return st;
+    if ((st = gguf_i32(g, akey(c, "attention.head_count_kv", k, sizeof k), 0, c->n_heads, &c->n_kv_heads)))
+        return st;
     if (c->n_heads <= 0)
-        return emt_fail(ENTMTP_ERR_FORMAT, "%s: llama.attention.head_count is 0", emt_gguf_path(g));
-    if ((st = gguf_i32(g, "llama.attention.key_length", 0, c->hidden / c->n_heads, &c->head_dim))) return st;
-    if ((st = gguf_i32(g, "llama.rope.dimension_count", 0, c->head_dim, &c->n_rot))) return st;
-    if ((st = gguf_f32(g, "llama.rope.freq_base", 0, 10000.0f, &c->rope_theta))) return st;
-    if ((st = gguf_f32(g, "llama.attention.layer_norm_rms_epsilon", 1, 0, &c->rms_eps))) return st;
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: %s is 0", emt_gguf_path(g),
+                        akey(c, "attention.head_count", k, sizeof k));
+    if ((st = gguf_i32(g, akey(c, "attention.key_length", k, sizeof k), 0, c->hidden / c->n_heads,
+                       &c->head_dim)))
+        return st;
+    int32_t v_len;
+    if ((st = gguf_i32(g, akey(c, "attention.value_length", k, sizeof k), 0, c->head_dim, &v_len)))
+        return st;
+    if (v_len != c->head_dim)
+        return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: %s = %d differs from the key length %d",
+                        emt_gguf_path(g), k, v_len, c->head_dim);
+    if ((st = gguf_i32(g, akey(c, "rope.dimension_count", k, sizeof k), 0, c->head_dim, &c->n_rot))) return st;
+    if ((st = gguf_f32(g, akey(c, "rope.freq_base", k, sizeof k), 0, 10000.0f, &c->rope_theta))) return st;
+    if ((st = gguf_f32(g, akey(c, "attention.layer_norm_rms_epsilon", k, sizeof k), 1, 0, &c->rms_eps)))
+        return st;
+    if ((st = gguf_i32(g, akey(c, "attention.sliding_window", k, sizeof k), 0, 0, &c->sliding_window)))
+        return st;
     int32_t vocab = 0;
-    if ((st = gguf_i32(g, "llama.vocab_size", 0, 0, &vocab))) return st;
+    if ((st = gguf_i32(g, akey(c, "vocab_size", k, sizeof k), 0, 0, &vocab))) return st;
     if (vocab == 0) {
         emt_gguf_type et;
         int64_t n;
         if (emt_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n) == ENTMTP_OK && n <= INT32_MAX)
             vocab = (int32_t)n;
         const emt_tensor *te = emt_gguf_find_tensor(g, "token_embd.weight");
-        if (!vocab && te && te->n_dims == 2 && te->shape[0] <= INT32_MAX) vocab = (int32_t)te->shape[0];
+        if (te && te->n_dims == 2 && te->shape[0] <= INT32_MAX) vocab = (int32_t)te->shape[0];
     }
     c->vocab = vocab;
-    if (emt_gguf_get_str(g, "llama.rope.scaling.type", &s, &len) == ENTMTP_OK) {
+    if (emt_gguf_get_str(g, akey(c, "rope.scaling.type", k, sizeof k), &s, &len) == ENTMTP_OK) {
         if (len == 6 && !memcmp(s, "linear", 6)) {
             c->rope_scaling = 1;
-            if ((st = gguf_f32(g, "llama.rope.scaling.factor", 1, 1.0f, &c->rope_factor))) return st;
+            if ((st = gguf_f32(g, akey(c, "rope.scaling.factor", k, sizeof k), 1, 1.0f, &c->rope_factor)))
+                return st;
         } else if (!(len == 4 && !memcmp(s, "none", 4))) {
-            return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: rope scaling type '%.*s' is not supported",
-                            emt_gguf_path(g), (int)len, s);
+            return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: %s = '%.*s' is not supported (supported: none, linear)",
+                            emt_gguf_path(g), k, (int)len, s);
         }
     }
-    if (emt_gguf_find_tensor(g, "rope_freqs.weight"))
-        return emt_fail(ENTMTP_ERR_UNSUPPORTED,
-                        "%s: tensor 'rope_freqs.weight' (Llama 3.1 rope scaling in GGUF) is not supported",
-                        emt_gguf_path(g));
+    if (emt_gguf_find_tensor(g, "rope_freqs.weight")) {
+        if (c->rope_scaling)
+            return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: tensor 'rope_freqs.weight' together with %s",
+                            emt_gguf_path(g), akey(c, "rope.scaling.type", k, sizeof k));
+        c->rope_scaling = 3;
+    }
     c->tied = emt_gguf_find_tensor(g, "output.weight") == NULL;
-    c->attn_bias = emt_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+    c->attn_bias = emt_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL ||
+                   emt_gguf_find_tensor(g, "blk.0.attn_qkv.bias") != NULL;
+    c->attn_out_bias = emt_gguf_find_tensor(g, "blk.0.attn_output.bias") != NULL;
     c->mlp_bias = emt_gguf_find_tensor(g, "blk.0.ffn_up.bias") != NULL;
     int32_t v;
     c->bos = gguf_i32(g, "tokenizer.ggml.bos_token_id", 0, -1, &v) == ENTMTP_OK ? v : -1;
     c->eos = gguf_i32(g, "tokenizer.ggml.eos_token_id", 0, -1, &v) == ENTMTP_OK ? v : -1;
     entmtp_clear_error();
-    return ENTMTP_OK;
+    return a->gemma ? gemma_config(g, a, c) : ENTMTP_OK;
 }
 
 /* -------------------------------------------------------- config: HF json */
@@ -177,13 +268,26 @@ static entmtp_status config_from_hf(const char *dir, emt_model_config *c) {
     }
     const cJSON *mt = cJSON_GetObjectItemCaseSensitive(root, "model_type");
     const char *model_type = cJSON_IsString(mt) ? mt->valuestring : "";
-    if (strcmp(model_type, "llama") != 0 && strcmp(model_type, "mistral") != 0) {
-        st = emt_fail(ENTMTP_ERR_UNSUPPORTED,
-                      "%s: model_type '%s' is not supported (supported: llama, mistral)", path,
-                      model_type);
+    int llama_like = !strcmp(model_type, "llama") || !strcmp(model_type, "mistral");
+    int qwen = !strcmp(model_type, "qwen2") || !strcmp(model_type, "qwen3");
+    int phi3 = !strcmp(model_type, "phi3");
+    if (!llama_like && !qwen && !phi3) {
+        st = emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: model_type '%s' is not supported (supported: %s)", path,
+                      model_type, emt_supported_hf_types);
         goto done;
     }
-    snprintf(c->arch, sizeof c->arch, "llama");
+    snprintf(c->arch, sizeof c->arch, "%s", model_type);
+    c->qk_norm = !strcmp(model_type, "qwen3");
+    c->fused_qkv = c->fused_gate_up = phi3;
+    if (phi3) {
+        float partial = 1.0f;
+        if ((st = json_float(root, path, "partial_rotary_factor", 1.0f, &partial))) goto done;
+        if (partial != 1.0f) {
+            st = emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: partial_rotary_factor = %g is not supported", path,
+                          (double)partial);
+            goto done;
+        }
+    }
     const char *base = strrchr(dir, '/');
     snprintf(c->name, sizeof c->name, "%s", base && base[1] ? base + 1 : dir);
     if ((st = json_int(root, path, "hidden_size", 1, 0, &c->hidden)) ||
@@ -202,11 +306,16 @@ static entmtp_status config_from_hf(const char *dir, emt_model_config *c) {
         goto done;
     const cJSON *tie = cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings");
     c->tied = cJSON_IsTrue(tie);
-    c->attn_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "attention_bias"));
+    /* Qwen2 always has Q/K/V biases (no o_proj bias); Llama's attention_bias
+     * covers all four projections */
+    c->attn_bias = !strcmp(model_type, "qwen2") ||
+                   cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "attention_bias"));
+    c->attn_out_bias = llama_like && c->attn_bias;
     c->mlp_bias = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "mlp_bias"));
     const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
-    if (cJSON_IsNumber(sw) && sw->valuedouble >= 1 && sw->valuedouble < c->ctx)
-        c->ctx = (int32_t)sw->valuedouble; /* exact within the window; longer contexts unsupported */
+    int sw_used = !qwen || cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "use_sliding_window"));
+    if (sw_used && cJSON_IsNumber(sw) && sw->valuedouble >= 1 && sw->valuedouble <= INT32_MAX)
+        c->sliding_window = (int32_t)sw->valuedouble;
     const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
     if (rs && !cJSON_IsNull(rs)) {
         const cJSON *ty = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
@@ -259,6 +368,7 @@ static entmtp_status validate_config(const char *path, const emt_model_config *c
     REQ(c->n_rot > 0 && c->n_rot <= c->head_dim && c->n_rot % 2 == 0,
         "%s: rope dimension %d out of range", path, c->n_rot);
     REQ(c->ctx > 0, "%s: context length %d out of range", path, c->ctx);
+    REQ(c->sliding_window >= 0, "%s: sliding window %d out of range", path, c->sliding_window);
     REQ(c->rope_theta > 0 && isfinite(c->rope_theta), "%s: rope theta %g invalid", path, (double)c->rope_theta);
     REQ(c->rms_eps > 0 && isfinite(c->rms_eps), "%s: rms eps %g invalid", path, (double)c->rms_eps);
 #undef REQ
@@ -267,10 +377,30 @@ static entmtp_status validate_config(const char *path, const emt_model_config *c
 
 /* ---------------------------------------------------------------- weights */
 
+/* Points wq/wk/wv (w_gate/w_up) at the row blocks of the fused tensors:
+ * views in the same dtype that own nothing. */
+static void split_fused(const emt_model_config *c, emt_layer *L) {
+    size_t row, q_rows = (size_t)c->n_heads * c->head_dim, kv_rows = (size_t)c->n_kv_heads * c->head_dim;
+    const uint8_t *qkv = L->w_qkv.data, *gate_up = L->w_gate_up.data;
+    if (qkv) {
+        row = emt_dtype_nbytes(L->w_qkv.dtype, c->hidden);
+        L->wq = (emt_wmat){ L->w_qkv.dtype, qkv, NULL };
+        L->wk = (emt_wmat){ L->w_qkv.dtype, qkv + q_rows * row, NULL };
+        L->wv = (emt_wmat){ L->w_qkv.dtype, qkv + (q_rows + kv_rows) * row, NULL };
+    }
+    if (gate_up) {
+        row = emt_dtype_nbytes(L->w_gate_up.dtype, c->hidden);
+        L->w_gate = (emt_wmat){ L->w_gate_up.dtype, gate_up, NULL };
+        L->w_up = (emt_wmat){ L->w_gate_up.dtype, gate_up + (size_t)c->ffn * row, NULL };
+    }
+}
+
 static entmtp_status load_layers(entmtp_model *m, emt_weights *w) {
     const emt_model_config *c = &m->cfg;
     int gguf = w->gguf != NULL;
     int64_t q_rows = (int64_t)c->n_heads * c->head_dim, kv_rows = (int64_t)c->n_kv_heads * c->head_dim;
+    int32_t q_perm = gguf && c->gguf_qk_permuted ? c->n_heads : 0;
+    int32_t k_perm = gguf && c->gguf_qk_permuted ? c->n_kv_heads : 0;
     entmtp_status st;
     char name[256];
 #define NAME(gname, hname)                                                                      \
@@ -289,21 +419,47 @@ static entmtp_status load_layers(entmtp_model *m, emt_weights *w) {
     for (int32_t l = 0; l < c->n_layers; l++) {
         emt_layer *L = &m->layers[l];
         LOAD(attn_norm, "attn_norm.weight", "input_layernorm.weight", c->hidden, 0, 0, 0);
-        LOAD_MAT(wq, "attn_q.weight", "self_attn.q_proj.weight", q_rows, c->hidden, gguf ? c->n_heads : 0);
-        LOAD_MAT(wk, "attn_k.weight", "self_attn.k_proj.weight", kv_rows, c->hidden, gguf ? c->n_kv_heads : 0);
-        LOAD_MAT(wv, "attn_v.weight", "self_attn.v_proj.weight", kv_rows, c->hidden, 0);
-        LOAD_MAT(wo, "attn_output.weight", "self_attn.o_proj.weight", c->hidden, q_rows, 0);
-        LOAD(ffn_norm, "ffn_norm.weight", "post_attention_layernorm.weight", c->hidden, 0, 0, 0);
-        LOAD_MAT(w_gate, "ffn_gate.weight", "mlp.gate_proj.weight", c->ffn, c->hidden, 0);
-        LOAD_MAT(w_up, "ffn_up.weight", "mlp.up_proj.weight", c->ffn, c->hidden, 0);
-        LOAD_MAT(w_down, "ffn_down.weight", "mlp.down_proj.weight", c->hidden, c->ffn, 0);
-        if (c->attn_bias) {
-            LOAD(bq, "attn_q.bias", "self_attn.q_proj.bias", q_rows, 0, gguf ? c->n_heads : 0, 0);
-            LOAD(bk, "attn_k.bias", "self_attn.k_proj.bias", kv_rows, 0, gguf ? c->n_kv_heads : 0, 0);
-            LOAD(bv, "attn_v.bias", "self_attn.v_proj.bias", kv_rows, 0, 0, 0);
-            LOAD(bo, "attn_output.bias", "self_attn.o_proj.bias", c->hidden, 0, 0, 1);
+        if (c->fused_qkv) {
+            LOAD_MAT(w_qkv, "attn_qkv.weight", "self_attn.qkv_proj.weight", q_rows + 2 * kv_rows, c->hidden, 0);
+        } else {
+            LOAD_MAT(wq, "attn_q.weight", "self_attn.q_proj.weight", q_rows, c->hidden, q_perm);
+            LOAD_MAT(wk, "attn_k.weight", "self_attn.k_proj.weight", kv_rows, c->hidden, k_perm);
+            LOAD_MAT(wv, "attn_v.weight", "self_attn.v_proj.weight", kv_rows, c->hidden, 0);
         }
-        if (c->mlp_bias) {
+        LOAD_MAT(wo, "attn_output.weight", "self_attn.o_proj.weight", c->hidden, q_rows, 0);
+        if (c->qk_norm) {
+            LOAD(q_norm, "attn_q_norm.weight", "self_attn.q_norm.weight", c->head_dim, 0, 0, 0);
+            LOAD(k_norm, "attn_k_norm.weight", "self_attn.k_norm.weight", c->head_dim, 0, 0, 0);
+        }
+        if (c->post_norms) { /* GGUF only (Gemma) */
+            LOAD(post_attn_norm, "post_attention_norm.weight", "-", c->hidden, 0, 0, 0);
+            LOAD(post_ffn_norm, "post_ffw_norm.weight", "-", c->hidden, 0, 0, 0);
+        }
+        L->inv_freq = c->local_period && l % c->local_period != c->local_period - 1 && m->inv_freq_local
+                          ? m->inv_freq_local
+                          : m->inv_freq;
+        LOAD(ffn_norm, "ffn_norm.weight", "post_attention_layernorm.weight", c->hidden, 0, 0, 0);
+        if (c->fused_gate_up) {
+            LOAD_MAT(w_gate_up, "ffn_up.weight", "mlp.gate_up_proj.weight", 2 * (int64_t)c->ffn, c->hidden, 0);
+        } else {
+            LOAD_MAT(w_gate, "ffn_gate.weight", "mlp.gate_proj.weight", c->ffn, c->hidden, 0);
+            LOAD_MAT(w_up, "ffn_up.weight", "mlp.up_proj.weight", c->ffn, c->hidden, 0);
+        }
+        LOAD_MAT(w_down, "ffn_down.weight", "mlp.down_proj.weight", c->hidden, c->ffn, 0);
+        split_fused(c, L);
+        if (c->attn_bias && c->fused_qkv) {
+            return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: biases on a fused QKV projection are not supported",
+                            w->path);
+        } else if (c->attn_bias) {
+            LOAD(bq, "attn_q.bias", "self_attn.q_proj.bias", q_rows, 0, q_perm, 0);
+            LOAD(bk, "attn_k.bias", "self_attn.k_proj.bias", kv_rows, 0, k_perm, 0);
+            LOAD(bv, "attn_v.bias", "self_attn.v_proj.bias", kv_rows, 0, 0, 0);
+        }
+        if (c->attn_out_bias) LOAD(bo, "attn_output.bias", "self_attn.o_proj.bias", c->hidden, 0, 0, 0);
+        if (c->mlp_bias && c->fused_gate_up) {
+            return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: biases on a fused gate/up projection are not supported",
+                            w->path);
+        } else if (c->mlp_bias) {
             LOAD(b_gate, "ffn_gate.bias", "mlp.gate_proj.bias", c->ffn, 0, 0, 0);
             LOAD(b_up, "ffn_up.bias", "mlp.up_proj.bias", c->ffn, 0, 0, 0);
             LOAD(b_down, "ffn_down.bias", "mlp.down_proj.bias", c->hidden, 0, 0, 0);
@@ -330,9 +486,13 @@ ENTMTP_API void entmtp_model_free(entmtp_model *m) {
         if (m->layers) {
             for (int32_t l = 0; l < m->cfg.n_layers; l++) {
                 emt_layer *L = &m->layers[l];
-                float *ps[] = { L->attn_norm, L->bq, L->bk, L->bv, L->bo, L->ffn_norm, L->b_gate, L->b_up, L->b_down };
+                float *ps[] = { L->attn_norm, L->bq, L->bk, L->bv, L->bo, L->q_norm, L->k_norm,
+                                L->post_attn_norm, L->post_ffn_norm, L->ffn_norm, L->b_gate, L->b_up,
+                                L->b_down };
                 for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) release(m, ps[i]);
-                emt_wmat *ws[] = { &L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down };
+                /* fused views own nothing: released through w_qkv / w_gate_up */
+                emt_wmat *ws[] = { &L->wq, &L->wk, &L->wv, &L->w_qkv, &L->wo, &L->w_gate, &L->w_up,
+                                   &L->w_gate_up, &L->w_down };
                 for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) release_mat(m, ws[i]);
             }
         }
@@ -343,11 +503,50 @@ ENTMTP_API void entmtp_model_free(entmtp_model *m) {
     }
     free(m->layers);
     free(m->inv_freq);
+    free(m->inv_freq_local);
     emt_gguf_close(m->gguf); /* after the weights that point into it */
     emt_st_close(m->st);
     emt_tokenizer_free(m->tokenizer);
     free(m->path);
     free(m);
+}
+
+/* inv_freq for the config; with rope_scaling == 3, divided by the GGUF
+ * tensor rope_freqs.weight (one divisor per frequency). */
+static entmtp_status rope_frequencies(const emt_weights *w, const emt_model_config *c, float *inv_freq) {
+    if (c->rope_scaling != 3) {
+        emt_rope_inv_freq(c, NULL, inv_freq);
+        return ENTMTP_OK;
+    }
+    const emt_tensor *t = emt_weights_find(w, "rope_freqs.weight");
+    int32_t half = c->n_rot / 2;
+    if (!t || t->n_dims != 1 || t->shape[0] != half)
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' must have shape [%d] (rope dimension / 2)",
+                        w->path, half);
+    float *div = emt_malloc((size_t)half, sizeof(float));
+    if (!div) return ENTMTP_ERR_OUT_OF_MEMORY;
+    entmtp_status st = emt_tensor_to_f32(t, 0, half, div);
+    for (int32_t i = 0; st == ENTMTP_OK && i < half; i++)
+        if (!(div[i] > 0) || !isfinite(div[i]))
+            st = emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor 'rope_freqs.weight' element %d = %g is not a positive number",
+                          w->path, i, (double)div[i]);
+    if (st == ENTMTP_OK) emt_rope_inv_freq(c, div, inv_freq);
+    free(div);
+    return st;
+}
+
+entmtp_status emt_model_check_ops(const entmtp_model *m) {
+    const emt_model_config *c = &m->cfg;
+    const emt_backend_ops *op = m->be->ops;
+    const char *missing = (c->embed_scale || c->q_scale) && !op->scale ? "scale"
+                          : c->geglu && !op->geglu                     ? "geglu"
+                          : c->final_softcap && !op->softcap           ? "softcap"
+                          : c->attn_softcap && !op->attention_softcap  ? "attention_softcap"
+                                                                       : NULL;
+    if (missing)
+        return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: architecture '%s' needs the backend op '%s', which the %s backend does not have",
+                        m->path, c->arch, missing, op->name);
+    return ENTMTP_OK;
 }
 
 static size_t mat_bytes(const emt_wmat *w, int32_t rows, int32_t cols) {
@@ -468,7 +667,11 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
         if ((st = config_from_gguf(w.gguf, &m->cfg))) goto fail;
     }
     if ((st = validate_config(path, &m->cfg))) goto fail;
+    /* Sliding-window attention equals full attention while every position is
+     * inside the window: the context is capped to it (longer ones unsupported). */
+    if (m->cfg.sliding_window > 0 && m->cfg.sliding_window < m->cfg.ctx) m->cfg.ctx = m->cfg.sliding_window;
     if ((st = create_backend(&p, m))) goto fail;
+    if ((st = emt_model_check_ops(m))) goto fail;
     w.be = m->be;
     w.native = p.compute_type == ENTMTP_COMPUTE_NATIVE;
     {
@@ -482,7 +685,17 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
     m->layers = emt_calloc((size_t)c->n_layers, sizeof *m->layers);
     m->inv_freq = emt_calloc((size_t)c->n_rot / 2, sizeof(float));
     if (!m->layers || !m->inv_freq) { st = ENTMTP_ERR_OUT_OF_MEMORY; goto fail; }
-    emt_rope_inv_freq(c, m->inv_freq);
+    if ((st = rope_frequencies(&w, c, m->inv_freq))) goto fail;
+    if (c->rope_theta_local > 0) { /* local layers: their own base, no scaling */
+        emt_model_config local = *c;
+        local.rope_theta = c->rope_theta_local;
+        local.rope_scaling = 0;
+        if (!(m->inv_freq_local = emt_calloc((size_t)c->n_rot / 2, sizeof(float)))) {
+            st = ENTMTP_ERR_OUT_OF_MEMORY;
+            goto fail;
+        }
+        emt_rope_inv_freq(&local, NULL, m->inv_freq_local);
+    }
     int gguf = w.gguf != NULL;
     if ((st = emt_weights_load_mat(&w, gguf ? "token_embd.weight" : "model.embed_tokens.weight",
                                    c->vocab, c->hidden, 0, &m->tok_embd)))
@@ -519,6 +732,36 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
 fail:
     entmtp_model_free(m);
     return st;
+}
+
+const char *emt_model_describe(const entmtp_model *m, char *buf, size_t cap) {
+    const emt_model_config *c = &m->cfg;
+    static const char *rope[] = { "rope", "rope(linear scaling)", "rope(llama3 scaling)",
+                                  "rope(llama3 scaling, rope_freqs)" };
+    char window[48] = "";
+    if (c->sliding_window)
+        snprintf(window, sizeof window, " sliding-window=%d(context capped)", c->sliding_window);
+    size_t n = 0;
+    if (c->embed_scale) n += (size_t)snprintf(buf + n, cap - n, "embed-scale ");
+    if (n < cap && c->local_period)
+        n += (size_t)snprintf(buf + n, cap - n, "local/global-layers(1 global in %d) ", c->local_period);
+    if (n < cap && c->rope_theta_local)
+        n += (size_t)snprintf(buf + n, cap - n, "local-rope-base=%g ", (double)c->rope_theta_local);
+    if (n < cap && c->q_scale) n += (size_t)snprintf(buf + n, cap - n, "query-scale*%g ", (double)c->q_scale);
+    if (n < cap && c->post_norms) n += (size_t)snprintf(buf + n, cap - n, "post-norms ");
+    if (n < cap && c->attn_softcap) n += (size_t)snprintf(buf + n, cap - n, "attn-softcap=%g ", (double)c->attn_softcap);
+    if (n < cap && c->final_softcap) n += (size_t)snprintf(buf + n, cap - n, "final-softcap=%g ", (double)c->final_softcap);
+    if (n >= cap) return buf;
+    buf += n;
+    cap -= n;
+    snprintf(buf, cap, "rmsnorm %s%s%s%s%s%s%s %s%s%s %s%s", rope[c->rope_scaling & 3],
+             c->attn_bias ? " qkv-bias" : "", c->attn_out_bias ? " o-bias" : "",
+             c->qk_norm ? " qk-norm" : "", c->fused_qkv ? " fused-qkv" : "",
+             c->n_kv_heads < c->n_heads ? " gqa" : "", window, c->geglu ? "geglu" : "swiglu",
+             c->fused_gate_up ? "(fused gate/up)" : "",
+             c->mlp_bias ? " mlp-bias" : "", c->tied ? "tied-lm_head" : "untied-lm_head",
+             c->gguf_qk_permuted ? " (GGUF Q/K un-permuted at load)" : "");
+    return buf - n;
 }
 
 ENTMTP_API entmtp_status entmtp_model_get_info(const entmtp_model *m, entmtp_model_info *out) {

@@ -1,6 +1,8 @@
-/* A loaded Llama-family model: config, weights on the backend (matrices in
- * their stored dtype where the backend takes it, else F32; norms and biases
- * F32), the tokenizer, and the RoPE frequencies. Immutable after loading. */
+/* A loaded decoder-only transformer: one description (config + per-layer
+ * flags) that covers the Llama, Qwen2/3, Mistral, Phi-3 and Gemma 2/3
+ * families, weights on the backend (matrices in their stored dtype where the
+ * backend takes it, else F32; norms and biases F32), the tokenizer, and the
+ * RoPE frequencies. Immutable after loading. */
 #ifndef EMT_MODEL_H
 #define EMT_MODEL_H
 
@@ -17,7 +19,22 @@ typedef struct emt_model_config {
     float rope_theta, rms_eps;
     int tied;
     int attn_bias, mlp_bias;
-    /* rope scaling: 0 none, 1 linear, 2 llama3 */
+    int attn_out_bias;  /* o_proj bias (Llama with attention_bias); Qwen2 has Q/K/V bias only */
+    int qk_norm;        /* per-head RMSNorm on Q and K before RoPE (Qwen3) */
+    int fused_qkv;      /* one [q+2kv][hidden] tensor (Phi-3); split into views at load */
+    int fused_gate_up;  /* one [2*ffn][hidden] tensor, gate rows first (Phi-3) */
+    int gguf_qk_permuted; /* GGUF Q/K rows in llama.cpp's interleaved-RoPE order (llama) */
+    int32_t sliding_window; /* 0: none; else the context is capped to it (exact inside it) */
+    /* Gemma 2/3 */
+    float embed_scale;    /* 0: none; else the embeddings are multiplied by it (sqrt(hidden)) */
+    float q_scale;        /* 0: none; else Q is multiplied by it on top of 1/sqrt(head_dim) */
+    int post_norms;       /* RMSNorm on the attention and FFN outputs before each residual add */
+    int geglu;            /* FFN activation gelu_tanh(gate) * up instead of silu(gate) * up */
+    float attn_softcap, final_softcap; /* 0: none; else scores / logits -> cap * tanh(x / cap) */
+    int32_t local_period; /* > 0: layer l is local (sliding window) unless l % period == period - 1 */
+    float rope_theta_local; /* local layers' RoPE base (no scaling); 0: same as global */
+    /* rope scaling: 0 none, 1 linear, 2 llama3 (from parameters), 3 per-frequency
+     * divisors read from the GGUF tensor rope_freqs.weight (llama.cpp's Llama 3) */
     int rope_scaling;
     float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int32_t rope_original_ctx;
@@ -26,7 +43,11 @@ typedef struct emt_model_config {
 
 typedef struct emt_layer {
     float *attn_norm;
-    emt_wmat wq, wk, wv, wo;
+    emt_wmat wq, wk, wv, wo;  /* views into w_qkv when fused (their owned is NULL) */
+    emt_wmat w_qkv, w_gate_up; /* the fused tensors (Phi-3), else empty */
+    float *q_norm, *k_norm;  /* [head_dim] with qk_norm, else NULL */
+    float *post_attn_norm, *post_ffn_norm; /* [hidden] with post_norms, else NULL */
+    const float *inv_freq;   /* host: the model's global or local RoPE frequencies */
     float *bq, *bk, *bv, *bo; /* NULL without attention_bias */
     float *ffn_norm;
     emt_wmat w_gate, w_up, w_down;
@@ -48,6 +69,7 @@ struct entmtp_model {
     char kernels[160]; /* emt_model_kernels' text */
     emt_layer *layers;
     float *inv_freq;   /* host, n_rot/2 */
+    float *inv_freq_local; /* host, n_rot/2, for local layers with their own base; else NULL */
     emt_tokenizer *tokenizer; /* NULL when the file has none */
     int64_t n_params;
     char *path;
@@ -62,8 +84,23 @@ size_t emt_model_streamed_bytes(const entmtp_model *m);
  * per model. */
 const char *emt_model_kernels(entmtp_model *m);
 
-/* Compute inv_freq for the config (with scaling). */
-void emt_rope_inv_freq(const emt_model_config *c, float *inv_freq);
+
+/* ENTMTP_ERR_UNSUPPORTED naming the first optional backend op the model's
+ * description needs and the backend lacks. */
+entmtp_status emt_model_check_ops(const entmtp_model *m);
+
+/* Compute inv_freq for the config (with scaling). `freq_divisors` (n_rot/2,
+ * rope_scaling == 3) or NULL. */
+void emt_rope_inv_freq(const emt_model_config *c, const float *freq_divisors, float *inv_freq);
+
+/* Architectures this build loads, as named by GGUF general.architecture, and
+ * the Hugging Face model_type values (", "-separated, for messages). */
+extern const char emt_supported_gguf_archs[];
+extern const char emt_supported_hf_types[];
+
+/* One line naming the description's features ("qkv-bias qk-norm ..."), for
+ * `entmtp info`; returns buf. */
+const char *emt_model_describe(const entmtp_model *m, char *buf, size_t cap);
 
 /* Load one 2-D or 1-D tensor as F32 onto the backend, checking its shape
  * (outermost first). Used for model and head weights. */

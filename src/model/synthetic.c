@@ -117,7 +117,7 @@ entmtp_status emt_model_create_synthetic(const emt_model_config *c, uint64_t see
     m->layers = emt_calloc((size_t)c->n_layers, sizeof *m->layers);
     m->inv_freq = emt_calloc((size_t)c->n_rot / 2, sizeof(float));
     if (!m->layers || !m->inv_freq) { entmtp_model_free(m); return ENTMTP_ERR_OUT_OF_MEMORY; }
-    emt_rope_inv_freq(c, m->inv_freq);
+    emt_rope_inv_freq(c, NULL, m->inv_freq);
     /* Q4_0 only where the backend takes it (else F32, as a file would load) */
     emt_dtype t = wt == EMT_Q4_0 && p.compute_type == ENTMTP_COMPUTE_NATIVE &&
                           (be->ops->weight_types & (1u << EMT_Q4_0)) ? EMT_Q4_0 : EMT_F32;

@@ -9,11 +9,11 @@
 #include "common/common.h"
 
 /* argmax over trees of expected accepted tokens / expected step seconds */
-#define EMT_POLICY_THROUGHPUT ((entmtp_policy_kind)5)
+#define EMT_POLICY_THROUGHPUT ENTMTP_POLICY_THROUGHPUT
 /* the same choice over node budgets N (one per bank tree, N = its node
  * count), where the tree of budget N is built each step from the heads'
  * probabilities (engine/dynamic_tree.c) instead of the bank's fixed shape */
-#define EMT_POLICY_DYNAMIC ((entmtp_policy_kind)6)
+#define EMT_POLICY_DYNAMIC ENTMTP_POLICY_DYNAMIC
 #define EMT_POLICY_KIND_COUNT 7 /* kinds 0..6; CUSTOM (4) is never stored in a bank */
 
 /* What the session knows about each tree at this step (n_trees entries). */

@@ -4,7 +4,7 @@
 
 #include <stdlib.h>
 
-typedef enum chat_format { CHAT_CHATML, CHAT_LLAMA3, CHAT_LLAMA2 } chat_format;
+typedef enum chat_format { CHAT_CHATML, CHAT_LLAMA3, CHAT_LLAMA2, CHAT_PHI3, CHAT_GEMMA } chat_format;
 
 typedef struct sbuf {
     char *p;
@@ -82,10 +82,12 @@ entmtp_status emt_chat_prompt(const emt_tokenizer *t, const char *system_prompt,
         if (strstr(tmpl, "<|im_start|>")) fmt = CHAT_CHATML;
         else if (strstr(tmpl, "<|start_header_id|>")) fmt = CHAT_LLAMA3;
         else if (strstr(tmpl, "[INST]")) fmt = CHAT_LLAMA2;
+        else if (strstr(tmpl, "<|user|>") && strstr(tmpl, "<|end|>")) fmt = CHAT_PHI3;
+        else if (strstr(tmpl, "<start_of_turn>")) fmt = CHAT_GEMMA;
         else
             return emt_fail(ENTMTP_ERR_UNSUPPORTED,
-                            "chat template not recognised (supported: ChatML, Llama 3, Llama 2): "
-                            "'%.80s%s'", tmpl, strlen(tmpl) > 80 ? "..." : "");
+                            "chat template not recognised (supported: ChatML, Llama 3, Llama 2/Mistral, "
+                            "Phi-3, Gemma): '%.80s%s'", tmpl, strlen(tmpl) > 80 ? "..." : "");
     } else if (emt_tokenizer_find(t, "<|im_start|>", 12) >= 0) {
         fmt = CHAT_CHATML;
     } else if (emt_tokenizer_find(t, "<|start_header_id|>", 19) >= 0) {
@@ -127,6 +129,25 @@ entmtp_status emt_chat_prompt(const emt_tokenizer *t, const char *system_prompt,
         }
         sb_trimmed(&b, user);
         sb_str(&b, " [/INST]");
+        break;
+    case CHAT_PHI3:
+        if (system_prompt) {
+            sb_str(&b, "<|system|>\n");
+            sb_str(&b, system_prompt);
+            sb_str(&b, "<|end|>\n");
+        }
+        sb_str(&b, "<|user|>\n");
+        sb_str(&b, user);
+        sb_str(&b, "<|end|>\n<|assistant|>\n");
+        break;
+    case CHAT_GEMMA: /* no system role: Gemma's template prepends it to the user turn */
+        sb_str(&b, "<start_of_turn>user\n");
+        if (system_prompt) {
+            sb_str(&b, system_prompt);
+            sb_str(&b, "\n\n");
+        }
+        sb_trimmed(&b, user);
+        sb_str(&b, "<end_of_turn>\n<start_of_turn>model\n");
         break;
     }
     free(dflt);

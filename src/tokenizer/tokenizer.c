@@ -14,6 +14,10 @@ const char emt_pat_llama3[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}|"
     " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const char emt_pat_digit[] = "\\p{N}";
+/* Qwen2's (Qwen2/2.5/3 tokenizer.json): Llama 3's with single digits. */
+const char emt_pat_qwen2[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
+    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /* ------------------------------------------------------------ utilities */
 
@@ -264,9 +268,12 @@ static entmtp_status choose_patterns(emt_tokenizer *t, const emt_tok_build *b) {
     } else if (strcmp(pre, "llama-bpe") == 0 || strcmp(pre, "llama3") == 0) {
         list[0] = emt_pat_llama3;
         n = 1;
+    } else if (strcmp(pre, "qwen2") == 0) {
+        list[0] = emt_pat_qwen2;
+        n = 1;
     } else {
         return emt_fail(ENTMTP_ERR_UNSUPPORTED,
-                        "pre-tokenizer '%s' is not supported (supported: smollm, llama-bpe, "
+                        "pre-tokenizer '%s' is not supported (supported: smollm, llama-bpe, qwen2, "
                         "gpt2, default)", pre);
     }
     t->pre_name = emt_strdup(pre);

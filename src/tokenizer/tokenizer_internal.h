@@ -107,5 +107,6 @@ entmtp_status emt_tokenizer_build(const emt_tok_build *b, emt_tokenizer **out);
 extern const char emt_pat_gpt2[];
 extern const char emt_pat_llama3[];
 extern const char emt_pat_digit[];
+extern const char emt_pat_qwen2[];
 
 #endif

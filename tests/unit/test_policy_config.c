@@ -3,7 +3,7 @@
 #include "policy_support.h"
 
 int main(void) {
-    for (int k = 0; k <= ENTMTP_POLICY_CUSTOM; k++) {
+    for (int k = 0; k <= ENTMTP_POLICY_DYNAMIC; k++) {
         entmtp_policy_kind back;
         CHECK_OK(entmtp_policy_kind_from_name(entmtp_policy_kind_name((entmtp_policy_kind)k), &back));
         CHECK_EQ_INT(back, k);

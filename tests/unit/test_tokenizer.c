@@ -520,6 +520,18 @@ static void test_chat(void) {
     expect_chat(l3, NULL, "Hi",
                 "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|><|start_header_id|>assistant"
                 "<|end_header_id|>\n\n", __LINE__);
+    /* Phi-3 (the template of Phi-3-mini-4k-instruct, abridged) */
+    const char *phi3 = "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + "
+                       "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' "
+                       "+ message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}";
+    expect_chat(phi3, NULL, "Hi", "<|user|>\nHi<|end|>\n<|assistant|>\n", __LINE__);
+    expect_chat(phi3, "Sys", "Hi", "<|system|>\nSys<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\n", __LINE__);
+    /* Gemma 2/3: no system role; Gemma 3 puts the system text before the user's */
+    const char *gemma = "{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + role + '\n' + "
+                        "message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}";
+    expect_chat(gemma, NULL, " Hi ", "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n", __LINE__);
+    expect_chat(gemma, "Sys", "Hi", "<start_of_turn>user\nSys\n\nHi<end_of_turn>\n<start_of_turn>model\n",
+                __LINE__);
     /* unknown template */
     emt_tokenizer_spec s = base_spec("smollm");
     s.chat_template = "{{ messages }}";

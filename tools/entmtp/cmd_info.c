@@ -57,7 +57,9 @@ int cmd_info(int argc, char **argv) {
     entmtp_model_info mi = { sizeof mi };
     entmtp_model_get_info(m, &mi);
     printf("model: %s\n", path);
-    printf("name: %s\narchitecture: %s\n", mi.name, mi.architecture);
+    char features[512];
+    printf("name: %s\narchitecture: %s (supported)\n", mi.name, mi.architecture);
+    printf("features: %s\n", emt_model_describe(m, features, sizeof features));
     printf("parameters: %lld\n", (long long)mi.n_params);
     printf("vocab_size: %d\nhidden_size: %d\nintermediate_size: %d\nlayers: %d\n", mi.vocab_size,
            mi.hidden_size, mi.intermediate_size, mi.n_layers);

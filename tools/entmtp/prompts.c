@@ -28,6 +28,8 @@ int chat_tokens(entmtp_model *model, const char *system_prompt, const char *user
             input = chat;
         } else if (st != ENTMTP_ERR_UNSUPPORTED) {
             return cli_fail("chat template", st);
+        } else { /* announced, never silent (docs/models.md: plain fallback) */
+            fprintf(stderr, "entmtp: %s; using the plain prompt (the message as is)\n", entmtp_last_error());
         }
     }
     int32_t n = 0;

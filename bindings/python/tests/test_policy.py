@@ -22,6 +22,8 @@ def test_kind_names():
     for k in PolicyKind:
         assert entmtp.kind_from_name(entmtp.kind_name(k)) == k
     assert entmtp.kind_name(PolicyKind.UCB) == "ucb"
+    assert entmtp.kind_from_name("dynamic") == PolicyKind.DYNAMIC
+    assert entmtp.kind_from_name("throughput") == PolicyKind.THROUGHPUT
     with pytest.raises(entmtp.NotFoundError, match="bandit"):
         entmtp.kind_from_name("bandit")
     assert Policy("ladder", thresholds=[0.5]).kind == PolicyKind.LADDER

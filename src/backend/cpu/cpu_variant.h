@@ -140,6 +140,35 @@ static void cpu_swiglu(emt_exec *ex, const float *gate, const float *up, int64_t
                  swiglu_task, &job);
 }
 
+/* GELU, tanh approximation (Gemma's gelu_pytorch_tanh) */
+static inline float gelu_tanh(float v) {
+    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
+    return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+}
+
+static void geglu_task(void *ctx, int32_t task) {
+    const swiglu_job *j = ctx;
+    int64_t i0 = (int64_t)task * EMT_ELEMENTS_PER_TASK;
+    int64_t i1 = i0 + EMT_ELEMENTS_PER_TASK < j->n ? i0 + EMT_ELEMENTS_PER_TASK : j->n;
+    for (int64_t i = i0; i < i1; i++) j->out[i] = gelu_tanh(j->gate[i]) * j->up[i];
+}
+
+static void cpu_geglu(emt_exec *ex, const float *gate, const float *up, int64_t n, float *out) {
+    swiglu_job job = { gate, up, out, n };
+    emt_pool_run(ex->pool, (int32_t)((n + EMT_ELEMENTS_PER_TASK - 1) / EMT_ELEMENTS_PER_TASK),
+                 geglu_task, &job);
+}
+
+static void cpu_scale(emt_exec *ex, float *x, int64_t n, float s) {
+    (void)ex;
+    for (int64_t i = 0; i < n; i++) x[i] *= s;
+}
+
+static void cpu_softcap(emt_exec *ex, float *x, int64_t n, float cap) {
+    (void)ex;
+    for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
+}
+
 static void cpu_add(emt_exec *ex, float *x, const float *y, int64_t n) {
     (void)ex;
     for (int64_t i = 0; i < n; i++) x[i] += y[i];
@@ -422,6 +451,7 @@ typedef struct attn_job {
     float *out;
     int32_t n_prefix, n_rows, n_heads, n_kv_heads, head_dim;
     float scale;
+    float softcap; /* 0: none */
 } attn_job;
 
 /* Scores of nb keys (a row of K each) against q: s[t] = dot1(q, k_t) * scale.
@@ -500,6 +530,8 @@ static void attn_task(void *ctx, int32_t task) {
         }
         if (nb == 0) continue;
         attn_scores(q, k, kv_stride, keys, nb, hd, j->scale, s);
+        if (j->softcap > 0.0f)
+            for (int32_t t = 0; t < nb; t++) s[t] = j->softcap * tanhf(s[t] / j->softcap);
         float mb = -INFINITY;
         for (int32_t t = 0; t < nb; t++)
             if (s[t] > mb) mb = s[t];
@@ -518,12 +550,19 @@ static void attn_task(void *ctx, int32_t task) {
     for (int32_t d = 0; d < hd; d++) o[d] = acc[d] * inv;
 }
 
+static void cpu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                                  int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
+                                  int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
+    attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
+                     head_dim, 1.0f / sqrtf((float)head_dim), cap };
+    emt_pool_run(ex->pool, n_rows * n_heads, attn_task, &job);
+}
+
 static void cpu_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                           int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
                           int32_t n_kv_heads, int32_t head_dim, float *out) {
-    attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
-                     head_dim, 1.0f / sqrtf((float)head_dim) };
-    emt_pool_run(ex->pool, n_rows * n_heads, attn_task, &job);
+    cpu_attention_softcap(ex, q, k_cache, v_cache, n_prefix, n_rows, mask, n_heads, n_kv_heads, head_dim,
+                          0.0f, out);
 }
 
 /* ----------------------------------------------------------------- top-k */
@@ -840,4 +879,8 @@ const emt_backend_ops EMT_CPU_OPS = {
     .weight_types = EMT_CPU_WEIGHT_TYPES,
     .matmul_q = cpu_matmul_q,
     .embed_q = cpu_embed_q,
+    .scale = cpu_scale,
+    .geglu = cpu_geglu,
+    .softcap = cpu_softcap,
+    .attention_softcap = cpu_attention_softcap,
 };

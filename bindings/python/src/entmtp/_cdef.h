@@ -196,7 +196,9 @@ typedef enum entmtp_policy_kind {
     ENTMTP_POLICY_LADDER = 1,
     ENTMTP_POLICY_HYSTERESIS = 2,
     ENTMTP_POLICY_UCB = 3,
-    ENTMTP_POLICY_CUSTOM = 4
+    ENTMTP_POLICY_CUSTOM = 4,
+    ENTMTP_POLICY_THROUGHPUT = 5,
+    ENTMTP_POLICY_DYNAMIC = 6
 } entmtp_policy_kind;
 
 typedef entmtp_status (*entmtp_policy_select_fn)(void *user_data, const entmtp_features *features, int32_t n_trees, int32_t *out_index);

@@ -82,7 +82,8 @@ class Outcome:
 
 
 def kind_from_name(name):
-    """PolicyKind for "static", "ladder", "hysteresis", "ucb" or "custom"."""
+    """PolicyKind for "static", "ladder", "hysteresis", "ucb", "custom",
+    "throughput" or "dynamic"."""
     out = ffi.new("entmtp_policy_kind *")
     check(lib.entmtp_policy_kind_from_name(text(name), out))
     return PolicyKind(out[0])

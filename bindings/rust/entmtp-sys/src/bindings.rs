@@ -1588,6 +1588,8 @@ pub const ENTMTP_POLICY_LADDER: entmtp_policy_kind = 1;
 pub const ENTMTP_POLICY_HYSTERESIS: entmtp_policy_kind = 2;
 pub const ENTMTP_POLICY_UCB: entmtp_policy_kind = 3;
 pub const ENTMTP_POLICY_CUSTOM: entmtp_policy_kind = 4;
+pub const ENTMTP_POLICY_THROUGHPUT: entmtp_policy_kind = 5;
+pub const ENTMTP_POLICY_DYNAMIC: entmtp_policy_kind = 6;
 pub type entmtp_policy_kind = ::std::os::raw::c_uint;
 pub type entmtp_policy_select_fn = ::std::option::Option<
     unsafe extern "C" fn(

@@ -21,16 +21,22 @@ pub enum PolicyKind {
     Ucb,
     /// The caller's callbacks.
     Custom,
+    /// Expected accepted tokens per expected second, over the bank's trees.
+    Throughput,
+    /// The same over node budgets, with a tree built each step from the heads.
+    Dynamic,
 }
 
 impl PolicyKind {
     /// Every kind, in C order.
-    pub const ALL: [PolicyKind; 5] = [
+    pub const ALL: [PolicyKind; 7] = [
         PolicyKind::Static,
         PolicyKind::Ladder,
         PolicyKind::Hysteresis,
         PolicyKind::Ucb,
         PolicyKind::Custom,
+        PolicyKind::Throughput,
+        PolicyKind::Dynamic,
     ];
 
     pub(crate) fn code(self) -> sys::entmtp_policy_kind {
@@ -40,6 +46,8 @@ impl PolicyKind {
             PolicyKind::Hysteresis => sys::ENTMTP_POLICY_HYSTERESIS,
             PolicyKind::Ucb => sys::ENTMTP_POLICY_UCB,
             PolicyKind::Custom => sys::ENTMTP_POLICY_CUSTOM,
+            PolicyKind::Throughput => sys::ENTMTP_POLICY_THROUGHPUT,
+            PolicyKind::Dynamic => sys::ENTMTP_POLICY_DYNAMIC,
         }
     }
 
@@ -47,7 +55,8 @@ impl PolicyKind {
         PolicyKind::ALL.iter().copied().find(|k| k.code() == c)
     }
 
-    /// "static", "ladder", "hysteresis", "ucb" or "custom" (from the library).
+    /// "static", "ladder", "hysteresis", "ucb", "custom", "throughput" or
+    /// "dynamic" (from the library).
     pub fn name(self) -> &'static str {
         let p = unsafe { sys::entmtp_policy_kind_name(self.code()) };
         if p.is_null() {

@@ -75,200 +75,265 @@ static int tree_choices(int32_t n, int32_t *ranks, int32_t *lens, int32_t *n_pat
     return 1;
 }
 
-int cmd_bench(int argc, char **argv) {
-    const char *synthetic = NULL, *model_path = NULL, *heads_path = NULL, *tree = NULL;
-    const char *plot = NULL, *plot_script = NULL, *prompt = "Write a Python function that returns the n-th Fibonacci number.";
-    const char *nodes_list = "1,2,4,8,16,32,64,128";
-    emt_dtype synth_type = EMT_F32;
-    entmtp_compute_type compute = ENTMTP_COMPUTE_NATIVE;
-    long context = 256, tokens = 32, reps = 5, threads = 0;
-    int json = 0;
-    entmtp_backend backend = ENTMTP_BACKEND_AUTO;
-    const char *weights = "f32";
+typedef struct bench_options {
+    const char *synthetic, *model_path, *heads_path, *tree, *plot, *plot_script, *prompt, *nodes_list, *weights;
+    entmtp_compute_type compute;
+    entmtp_backend backend;
+    long context, tokens, reps, threads;
+    int json;
+    int32_t sizes[32], n_sizes; /* --nodes, parsed */
+} bench_options;
+
+static int parse_options(int argc, char **argv, bench_options *o) {
+    *o = (bench_options){ .prompt = "Write a Python function that returns the n-th Fibonacci number.",
+                          .nodes_list = "1,2,4,8,16,32,64,128", .weights = "f32", .compute = ENTMTP_COMPUTE_NATIVE,
+                          .backend = ENTMTP_BACKEND_AUTO, .context = 256, .tokens = 32, .reps = 5 };
     const cli_option opts[] = {
-        { "--synthetic", CLI_STRING, &synthetic },
-        { "--model", CLI_STRING, &model_path },
-        { "--heads", CLI_STRING, &heads_path },
-        { "--tree", CLI_STRING, &tree },
-        { "--prompt", CLI_STRING, &prompt },
-        CLI_PLOT_OPTIONS(&plot, &plot_script),
-        { "--nodes", CLI_STRING, &nodes_list },
-        { "--weights", CLI_STRING, &weights },
-        { "--compute", CLI_COMPUTE, &compute },
-        { "--context", CLI_LONG, &context, 0, 1000000 },
-        { "--tokens", CLI_LONG, &tokens, 0, 1000000 },
-        { "--reps", CLI_LONG, &reps, 0, 1000000 },
-        { "--threads", CLI_LONG, &threads, 0, 1000000 },
-        { "--backend", CLI_BACKEND, &backend },
-        { "--json", CLI_FLAG, &json },
+        { "--synthetic", CLI_STRING, &o->synthetic },
+        { "--model", CLI_STRING, &o->model_path },
+        { "--heads", CLI_STRING, &o->heads_path },
+        { "--tree", CLI_STRING, &o->tree },
+        { "--prompt", CLI_STRING, &o->prompt },
+        CLI_PLOT_OPTIONS(&o->plot, &o->plot_script),
+        { "--nodes", CLI_STRING, &o->nodes_list },
+        { "--weights", CLI_STRING, &o->weights },
+        { "--compute", CLI_COMPUTE, &o->compute },
+        { "--context", CLI_LONG, &o->context, 0, 1000000 },
+        { "--tokens", CLI_LONG, &o->tokens, 0, 1000000 },
+        { "--reps", CLI_LONG, &o->reps, 0, 1000000 },
+        { "--threads", CLI_LONG, &o->threads, 0, 1000000 },
+        { "--backend", CLI_BACKEND, &o->backend },
+        { "--json", CLI_FLAG, &o->json },
     };
-    int parsed = cli_parse("bench", argc, argv, CLI_TABLE(opts), usage);
-    if (parsed) return parsed == 1 ? 0 : parsed;
-    if (strcmp(weights, "f32") && strcmp(weights, "q4_0")) {
-        fprintf(stderr, "entmtp bench: --weights: '%s' is not f32 or q4_0\n", weights);
+    int rc = cli_parse("bench", argc, argv, CLI_TABLE(opts), usage);
+    if (rc) return rc;
+    if (strcmp(o->weights, "f32") && strcmp(o->weights, "q4_0")) {
+        fprintf(stderr, "entmtp bench: --weights: '%s' is not f32 or q4_0\n", o->weights);
         return 2;
     }
-    synth_type = weights[0] == 'q' ? EMT_Q4_0 : EMT_F32;
-    if (!!synthetic == !!model_path) { fprintf(stderr, "entmtp bench: give exactly one of --synthetic or --model\n"); return 2; }
-    if (context < 1 || tokens < 1 || reps < 1) { fprintf(stderr, "entmtp bench: --context, --tokens and --reps must be positive\n"); return 2; }
-
-    int32_t sizes[32], n_sizes = 0;
-    {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", nodes_list);
-        for (char *t = strtok(buf, ","); t && n_sizes < 32; t = strtok(NULL, ",")) {
-            long x = strtol(t, NULL, 10);
-            if (x < 1 || x > 150) { fprintf(stderr, "entmtp bench: --nodes: %ld outside [1, 150]\n", x); return 2; }
-            sizes[n_sizes++] = (int32_t)x;
-        }
+    if (!!o->synthetic == !!o->model_path) { fprintf(stderr, "entmtp bench: give exactly one of --synthetic or --model\n"); return 2; }
+    if (o->context < 1 || o->tokens < 1 || o->reps < 1) {
+        fprintf(stderr, "entmtp bench: --context, --tokens and --reps must be positive\n");
+        return 2;
     }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", o->nodes_list);
+    for (char *t = strtok(buf, ","); t && o->n_sizes < 32; t = strtok(NULL, ",")) {
+        long x = strtol(t, NULL, 10);
+        if (x < 1 || x > 150) { fprintf(stderr, "entmtp bench: --nodes: %ld outside [1, 150]\n", x); return 2; }
+        o->sizes[o->n_sizes++] = (int32_t)x;
+    }
+    return 0;
+}
 
-    int rc = 1;
+/* Everything one bench run holds and measures, released by bench_job_free. */
+typedef struct bench_job {
+    const bench_options *o;
+    entmtp_model *model;
+    entmtp_model_info mi;
+    entmtp_heads *heads;
+    entmtp_bank *bank, *hbank; /* one tree per --nodes size; the heads' tree */
+    entmtp_session *s;         /* over `bank`, prefilled with --context tokens */
+    double copy_gbs, prefill_s, ar_step, step_bytes, bw;
+    double verify[32];
+    double spec_tps, spec_accept, ar_tps;
+    int have_spec;
+} bench_job;
+
+static void bench_job_free(bench_job *j) {
+    entmtp_session_free(j->s);
+    entmtp_bank_free(j->bank);
+    entmtp_bank_free(j->hbank);
+    entmtp_heads_free(j->heads);
+    entmtp_model_free(j->model);
+}
+
+/* A synthetic model at a named shape, or a real one. */
+static int load_model(bench_job *j) {
+    const bench_options *o = j->o;
     entmtp_status st;
-    entmtp_model *model = NULL;
-    entmtp_heads *heads = NULL;
-    entmtp_bank *bank = NULL, *hbank = NULL;
-    entmtp_session *s = NULL;
     entmtp_model_params mp = entmtp_model_default_params();
-    mp.backend = backend;
-    mp.n_threads = (int32_t)threads;
-    mp.compute_type = compute;
-    mp.progress = json ? NULL : cli_progress;
-    if (synthetic) {
+    mp.backend = o->backend;
+    mp.n_threads = (int32_t)o->threads;
+    mp.compute_type = o->compute;
+    mp.progress = o->json ? NULL : cli_progress;
+    if (o->synthetic) {
         emt_model_config c;
-        if ((st = emt_synthetic_config(synthetic, &c))) return cli_fail("--synthetic", st);
-        if ((st = emt_model_create_synthetic(&c, 1234, synth_type, &mp, &model))) return cli_fail(synthetic, st);
-    } else if ((st = entmtp_model_load(model_path, &mp, &model))) {
-        return cli_fail(model_path, st);
+        emt_dtype synth_type = o->weights[0] == 'q' ? EMT_Q4_0 : EMT_F32;
+        if ((st = emt_synthetic_config(o->synthetic, &c))) return cli_fail("--synthetic", st);
+        if ((st = emt_model_create_synthetic(&c, 1234, synth_type, &mp, &j->model))) return cli_fail(o->synthetic, st);
+    } else if ((st = entmtp_model_load(o->model_path, &mp, &j->model))) {
+        return cli_fail(o->model_path, st);
     }
-    entmtp_model_info mi = { sizeof mi };
-    entmtp_model_get_info(model, &mi);
-    double copy_gbs = copy_bandwidth();
+    j->mi = (entmtp_model_info){ sizeof j->mi };
+    entmtp_model_get_info(j->model, &j->mi);
+    return 0;
+}
 
-    /* a bank with one tree per size */
-    if ((st = entmtp_bank_create(NULL, &bank))) { rc = cli_fail("bank", st); goto done; }
-    for (int32_t i = 0; i < n_sizes; i++) {
+/* A bank with one tree per size and a session over it, prefilled with
+ * --context synthetic tokens (timed: prompt processing). */
+static int prefilled_session(bench_job *j) {
+    const bench_options *o = j->o;
+    entmtp_status st;
+    if ((st = entmtp_bank_create(NULL, &j->bank))) return cli_fail("bank", st);
+    for (int32_t i = 0; i < o->n_sizes; i++) {
         int32_t ranks[600], lens[200], np = 0;
         char name[32];
-        snprintf(name, sizeof name, "n%d", sizes[i]);
-        if (!tree_choices(sizes[i], ranks, lens, &np)) { fprintf(stderr, "entmtp bench: cannot build a %d-node tree\n", sizes[i]); goto done; }
-        if ((st = entmtp_bank_add_tree(bank, name, ranks, lens, np, NULL))) { rc = cli_fail(name, st); goto done; }
+        snprintf(name, sizeof name, "n%d", o->sizes[i]);
+        if (!tree_choices(o->sizes[i], ranks, lens, &np)) {
+            fprintf(stderr, "entmtp bench: cannot build a %d-node tree\n", o->sizes[i]);
+            return 1;
+        }
+        if ((st = entmtp_bank_add_tree(j->bank, name, ranks, lens, np, NULL))) return cli_fail(name, st);
     }
     entmtp_session_params sp = entmtp_session_default_params();
-    sp.kv_capacity = (int32_t)(context + tokens + 8) < mi.context_length ? (int32_t)(context + tokens + 8) : mi.context_length;
+    int32_t need = (int32_t)(o->context + o->tokens + 8);
+    sp.kv_capacity = need < j->mi.context_length ? need : j->mi.context_length;
     sp.n_stop_tokens = 0;
-    if ((st = entmtp_session_create(model, NULL, bank, &sp, &s))) { rc = cli_fail("session", st); goto done; }
-    int32_t *ctx_tokens = malloc((size_t)context * sizeof *ctx_tokens);
-    if (!ctx_tokens) goto done;
-    for (long i = 0; i < context; i++) ctx_tokens[i] = (int32_t)((i * 31 + 7) % mi.vocab_size);
-    double tp = emt_now();
-    st = entmtp_session_prefill(s, ctx_tokens, (int32_t)context);
-    double prefill_s = emt_now() - tp;
-    free(ctx_tokens);
-    if (st) { rc = cli_fail("prefill", st); goto done; }
-
-    /* AR */
+    if ((st = entmtp_session_create(j->model, NULL, j->bank, &sp, &j->s))) return cli_fail("session", st);
+    int32_t *ctx_tokens = malloc((size_t)o->context * sizeof *ctx_tokens);
+    if (!ctx_tokens) return cli_fail("bench", ENTMTP_ERR_OUT_OF_MEMORY);
+    for (long i = 0; i < o->context; i++) ctx_tokens[i] = (int32_t)((i * 31 + 7) % j->mi.vocab_size);
     double t0 = emt_now();
-    for (long i = 0; i < tokens; i++) {
+    st = entmtp_session_prefill(j->s, ctx_tokens, (int32_t)o->context);
+    j->prefill_s = emt_now() - t0;
+    free(ctx_tokens);
+    return st ? cli_fail("prefill", st) : 0;
+}
+
+/* --tokens AR steps, and the bandwidth they achieve (weights as loaded + KV). */
+static int time_ar(bench_job *j) {
+    const bench_options *o = j->o;
+    double t0 = emt_now();
+    for (long i = 0; i < o->tokens; i++) {
         entmtp_step_result r = { sizeof r };
-        if ((st = entmtp_step_ar(s, &r))) { rc = cli_fail("AR step", st); goto done; }
+        entmtp_status st = entmtp_step_ar(j->s, &r);
+        if (st) return cli_fail("AR step", st);
     }
-    double ar_step = (emt_now() - t0) / (double)tokens;
-    double kv_bytes = 2.0 * mi.n_layers * (double)(context + tokens / 2) * mi.n_kv_heads * mi.head_dim * 4.0;
-    double weight_bytes = (double)emt_model_streamed_bytes(model);
-    double step_bytes = weight_bytes + kv_bytes;
-    double bw = step_bytes / ar_step / 1e9;
+    j->ar_step = (emt_now() - t0) / (double)o->tokens;
+    const entmtp_model_info *mi = &j->mi;
+    double kv_bytes = 2.0 * mi->n_layers * (double)(o->context + o->tokens / 2) * mi->n_kv_heads * mi->head_dim * 4.0;
+    j->step_bytes = (double)emt_model_streamed_bytes(j->model) + kv_bytes;
+    j->bw = j->step_bytes / j->ar_step / 1e9;
+    return 0;
+}
 
-    double verify[32];
-    for (int32_t i = 0; i < n_sizes; i++)
-        if ((st = emt_session_time_verify(s, i, (int32_t)reps, &verify[i]))) { rc = cli_fail("verify", st); goto done; }
+static int time_verify(bench_job *j) {
+    for (int32_t i = 0; i < j->o->n_sizes; i++) {
+        entmtp_status st = emt_session_time_verify(j->s, i, (int32_t)j->o->reps, &j->verify[i]);
+        if (st) return cli_fail("verify", st);
+    }
+    return 0;
+}
 
-    /* EntMTP vs AR on the real model with heads */
-    double spec_tps = 0, spec_accept = 0, ar_tps = 0;
-    int have_spec = 0;
-    if (model_path && heads_path) {
-        if ((st = entmtp_heads_load(model, heads_path, &heads))) { rc = cli_fail(heads_path, st); goto done; }
-        entmtp_heads_info hi = { sizeof hi };
-        entmtp_heads_get_info(heads, &hi);
-        entmtp_bank_params bp = entmtp_bank_default_params();
-        bp.max_depth = hi.n_heads;
-        if ((st = entmtp_bank_create(&bp, &hbank)) ||
-            (st = entmtp_bank_add_builtin(hbank, tree ? tree : (hi.kind == ENTMTP_HEADS_HYDRA ? "hydra_default" : "medusa_vicuna_7b_stage2"), NULL))) {
-            rc = cli_fail("bank", st);
-            goto done;
-        }
-        for (int mode = 0; mode < 2; mode++) {
-            entmtp_session *g = NULL;
-            entmtp_session_params gp = entmtp_session_default_params();
-            gp.kv_capacity = 1024 < mi.context_length ? 1024 : mi.context_length;
-            if ((st = entmtp_session_create(model, heads, hbank, &gp, &g))) { rc = cli_fail("session", st); goto done; }
-            char chat[4096];
-            size_t len = 0;
-            const char *text = prompt;
-            if (entmtp_chat_prompt(model, NULL, prompt, chat, sizeof chat, &len) == ENTMTP_OK) text = chat;
-            int32_t ptoks[2048], np = 0;
-            if ((st = entmtp_tokenize(model, text, -1, 0, 1, ptoks, 2048, &np)) ||
-                (st = entmtp_session_prefill(g, ptoks, np))) { entmtp_session_free(g); rc = cli_fail("prompt", st); goto done; }
-            st = entmtp_generate(g, (int32_t)tokens * 4, mode == 0, NULL, NULL);
-            entmtp_session_stats gs = { sizeof gs };
-            entmtp_session_get_stats(g, &gs);
+/* EntMTP vs AR generation on the real model with heads (mode 0 AR, 1 EntMTP). */
+static int compare_generation(bench_job *j) {
+    const bench_options *o = j->o;
+    entmtp_status st;
+    if ((st = entmtp_heads_load(j->model, o->heads_path, &j->heads))) return cli_fail(o->heads_path, st);
+    entmtp_heads_info hi = { sizeof hi };
+    entmtp_heads_get_info(j->heads, &hi);
+    entmtp_bank_params bp = entmtp_bank_default_params();
+    bp.max_depth = hi.n_heads;
+    const char *tree = o->tree ? o->tree : (hi.kind == ENTMTP_HEADS_HYDRA ? "hydra_default" : "medusa_vicuna_7b_stage2");
+    if ((st = entmtp_bank_create(&bp, &j->hbank)) || (st = entmtp_bank_add_builtin(j->hbank, tree, NULL)))
+        return cli_fail("bank", st);
+    char chat[4096];
+    size_t len = 0;
+    const char *text = o->prompt;
+    if (entmtp_chat_prompt(j->model, NULL, o->prompt, chat, sizeof chat, &len) == ENTMTP_OK) text = chat;
+    for (int mode = 0; mode < 2; mode++) {
+        entmtp_session *g = NULL;
+        entmtp_session_params gp = entmtp_session_default_params();
+        gp.kv_capacity = 1024 < j->mi.context_length ? 1024 : j->mi.context_length;
+        if ((st = entmtp_session_create(j->model, j->heads, j->hbank, &gp, &g))) return cli_fail("session", st);
+        int32_t ptoks[2048], np = 0;
+        if ((st = entmtp_tokenize(j->model, text, -1, 0, 1, ptoks, 2048, &np)) ||
+            (st = entmtp_session_prefill(g, ptoks, np))) {
             entmtp_session_free(g);
-            if (st) { rc = cli_fail("generate", st); goto done; }
-            if (mode == 0) ar_tps = gs.tokens_per_second;
-            else { spec_tps = gs.tokens_per_second; spec_accept = gs.mean_accept_length; }
+            return cli_fail("prompt", st);
         }
-        have_spec = 1;
+        st = entmtp_generate(g, (int32_t)o->tokens * 4, mode == 0, NULL, NULL);
+        entmtp_session_stats gs = { sizeof gs };
+        entmtp_session_get_stats(g, &gs);
+        entmtp_session_free(g);
+        if (st) return cli_fail("generate", st);
+        if (mode == 0) j->ar_tps = gs.tokens_per_second;
+        else { j->spec_tps = gs.tokens_per_second; j->spec_accept = gs.mean_accept_length; }
     }
+    j->have_spec = 1;
+    return 0;
+}
 
-    const char *dev = mi.backend == ENTMTP_BACKEND_CUDA ? "cuda" : "cpu";
-    if (json || plot) {
-        FILE *f = stdout;
-        char tmp[256];
-        if (!json) {
-            snprintf(tmp, sizeof tmp, "%s.json", plot);
-            f = fopen(tmp, "w");
-            if (!f) { perror(tmp); goto done; }
-        }
-        fprintf(f, "{\"model\":\"%s\",\"backend\":\"%s\",\"params\":%lld,\"context\":%ld,"
-                   "\"copy_bandwidth_gbs\":%.3f,\"ar_step_seconds\":%.6f,\"ar_tokens_per_second\":%.3f,"
-                   "\"ar_step_bytes\":%.0f,\"ar_bandwidth_gbs\":%.3f,\"ar_bandwidth_fraction\":%.4f,"
-                   "\"host_seconds_per_step\":null,\"prefill_tokens_per_second\":%.3f,\"kernels\":\"%s\",\"verify\":[",
-                mi.name, dev, (long long)mi.n_params, context, copy_gbs, ar_step, 1.0 / ar_step, step_bytes,
-                bw, copy_gbs > 0 ? bw / copy_gbs : 0, (double)context / prefill_s, emt_model_kernels(model));
-        for (int32_t i = 0; i < n_sizes; i++)
-            fprintf(f, "%s{\"nodes\":%d,\"seconds\":%.6f,\"ratio_to_ar\":%.4f}", i ? "," : "", sizes[i],
-                    verify[i], verify[i] / ar_step);
-        fprintf(f, "]");
-        if (have_spec)
-            fprintf(f, ",\"entmtp_tokens_per_second\":%.3f,\"entmtp_mean_accept_length\":%.4f,\"ar_generate_tokens_per_second\":%.3f",
-                    spec_tps, spec_accept, ar_tps);
-        fprintf(f, "}\n");
-        if (f != stdout) {
-            fclose(f);
-            cli_plot("bench", "plot_bench.py", plot_script, tmp, plot);
-        }
-    }
-    if (!json) {
-        printf("model %s (%lld params) on %s, context %ld tokens\n", mi.name, (long long)mi.n_params, dev, context);
-        printf("kernels                      %s\n", emt_model_kernels(model));
-        printf("prompt processing            %8.2f tokens/s  (%ld tokens)\n", (double)context / prefill_s, context);
-        printf("memory copy bandwidth        %8.2f GB/s (read+write, measured now)\n", copy_gbs);
-        printf("AR                           %8.2f tokens/s  (%.2f ms/step)\n", 1.0 / ar_step, ar_step * 1e3);
-        printf("bytes per AR step            %8.1f MB (weights as loaded + KV)\n", step_bytes / 1e6);
-        printf("achieved bandwidth           %8.2f GB/s = %.0f%% of copy bandwidth\n", bw, copy_gbs > 0 ? 100 * bw / copy_gbs : 0);
-        printf("host time per step           n/a on the CPU backend (all work is host work)\n");
-        printf("verify cost by tree size:\n   nodes   ms/verify   x AR step\n");
-        for (int32_t i = 0; i < n_sizes; i++) printf("   %5d   %9.2f   %9.2f\n", sizes[i], verify[i] * 1e3, verify[i] / ar_step);
-        if (have_spec)
-            printf("generation: AR %.2f tokens/s, EntMTP %.2f tokens/s (mean accept length %.2f, %.2fx)\n",
-                   ar_tps, spec_tps, spec_accept, ar_tps > 0 ? spec_tps / ar_tps : 0);
-    }
-    rc = 0;
+static const char *device_name(const bench_job *j) { return j->mi.backend == ENTMTP_BACKEND_CUDA ? "cuda" : "cpu"; }
+
+static void write_json(const bench_job *j, FILE *f) {
+    const bench_options *o = j->o;
+    fprintf(f, "{\"model\":\"%s\",\"backend\":\"%s\",\"params\":%lld,\"context\":%ld,"
+               "\"copy_bandwidth_gbs\":%.3f,\"ar_step_seconds\":%.6f,\"ar_tokens_per_second\":%.3f,"
+               "\"ar_step_bytes\":%.0f,\"ar_bandwidth_gbs\":%.3f,\"ar_bandwidth_fraction\":%.4f,"
+               "\"host_seconds_per_step\":null,\"prefill_tokens_per_second\":%.3f,\"kernels\":\"%s\",\"verify\":[",
+            j->mi.name, device_name(j), (long long)j->mi.n_params, o->context, j->copy_gbs, j->ar_step,
+            1.0 / j->ar_step, j->step_bytes, j->bw, j->copy_gbs > 0 ? j->bw / j->copy_gbs : 0,
+            (double)o->context / j->prefill_s, emt_model_kernels(j->model));
+    for (int32_t i = 0; i < o->n_sizes; i++)
+        fprintf(f, "%s{\"nodes\":%d,\"seconds\":%.6f,\"ratio_to_ar\":%.4f}", i ? "," : "", o->sizes[i], j->verify[i],
+                j->verify[i] / j->ar_step);
+    fprintf(f, "]");
+    if (j->have_spec)
+        fprintf(f, ",\"entmtp_tokens_per_second\":%.3f,\"entmtp_mean_accept_length\":%.4f,\"ar_generate_tokens_per_second\":%.3f",
+                j->spec_tps, j->spec_accept, j->ar_tps);
+    fprintf(f, "}\n");
+}
+
+/* The figures as JSON (--json) and as data for the plot (--plot). */
+static int write_outputs(const bench_job *j) {
+    const bench_options *o = j->o;
+    if (o->json) write_json(j, stdout);
+    if (!o->plot || o->json) return 0;
+    char tmp[256];
+    snprintf(tmp, sizeof tmp, "%s.json", o->plot);
+    FILE *f = fopen(tmp, "w");
+    if (!f) { perror(tmp); return 1; }
+    write_json(j, f);
+    fclose(f);
+    cli_plot("bench", "plot_bench.py", o->plot_script, tmp, o->plot);
+    return 0;
+}
+
+static void print_report(const bench_job *j) {
+    const bench_options *o = j->o;
+    double ar_step = j->ar_step;
+    printf("model %s (%lld params) on %s, context %ld tokens\n", j->mi.name, (long long)j->mi.n_params, device_name(j),
+           o->context);
+    printf("kernels                      %s\n", emt_model_kernels(j->model));
+    printf("prompt processing            %8.2f tokens/s  (%ld tokens)\n", (double)o->context / j->prefill_s, o->context);
+    printf("memory copy bandwidth        %8.2f GB/s (read+write, measured now)\n", j->copy_gbs);
+    printf("AR                           %8.2f tokens/s  (%.2f ms/step)\n", 1.0 / ar_step, ar_step * 1e3);
+    printf("bytes per AR step            %8.1f MB (weights as loaded + KV)\n", j->step_bytes / 1e6);
+    printf("achieved bandwidth           %8.2f GB/s = %.0f%% of copy bandwidth\n", j->bw,
+           j->copy_gbs > 0 ? 100 * j->bw / j->copy_gbs : 0);
+    printf("host time per step           n/a on the CPU backend (all work is host work)\n");
+    printf("verify cost by tree size:\n   nodes   ms/verify   x AR step\n");
+    for (int32_t i = 0; i < o->n_sizes; i++)
+        printf("   %5d   %9.2f   %9.2f\n", o->sizes[i], j->verify[i] * 1e3, j->verify[i] / ar_step);
+    if (j->have_spec)
+        printf("generation: AR %.2f tokens/s, EntMTP %.2f tokens/s (mean accept length %.2f, %.2fx)\n", j->ar_tps,
+               j->spec_tps, j->spec_accept, j->ar_tps > 0 ? j->spec_tps / j->ar_tps : 0);
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_options o;
+    int rc = parse_options(argc, argv, &o);
+    if (rc) return rc == 1 ? 0 : rc;
+    bench_job j = { .o = &o };
+    if ((rc = load_model(&j))) goto done;
+    j.copy_gbs = copy_bandwidth();
+    if ((rc = prefilled_session(&j)) || (rc = time_ar(&j)) || (rc = time_verify(&j))) goto done;
+    if (o.model_path && o.heads_path && (rc = compare_generation(&j))) goto done;
+    if ((rc = write_outputs(&j))) goto done;
+    if (!o.json) print_report(&j);
 done:
-    entmtp_session_free(s);
-    entmtp_bank_free(bank);
-    entmtp_bank_free(hbank);
-    entmtp_heads_free(heads);
-    entmtp_model_free(model);
+    bench_job_free(&j);
     return rc;
 }

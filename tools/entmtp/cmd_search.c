@@ -12,10 +12,9 @@
 #include "prompts.h"
 
 #include "common/common.h"
-#include "search/search.h"
+#include "search/calibrate.h"
 
 #include <cjson/cJSON.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,47 +63,21 @@ static int search_progress(float fraction, const char *what, void *user) {
 
 /* ------------------------------------------------------------- helpers */
 
-typedef struct eval_row {
-    char name[32];
-    int32_t nodes, depth;
-    double biased, self, tps;
-    int keep;
-} eval_row;
-
-static int set_static(entmtp_session *s, int32_t tree, entmtp_policy **pol) {
-    entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
-    pc.static_tree = tree;
-    entmtp_policy_set(s, NULL);
-    entmtp_policy_free(*pol);
-    *pol = NULL;
-    entmtp_status st = entmtp_policy_create(&pc, pol);
-    if (!st) st = entmtp_policy_set(s, *pol);
-    return st ? cli_fail("policy", st) : 0;
-}
-
-static int run_with(entmtp_session *s, entmtp_policy **pol, const entmtp_policy_config *pc,
-                    const prompt_set *ps, const run_options *ro, run_result *rr) {
+/* The static policy on bank tree `tree` (or any config) into the session. */
+static int use_policy(entmtp_session *s, entmtp_policy **pol, const entmtp_policy_config *pc) {
     entmtp_policy_set(s, NULL);
     entmtp_policy_free(*pol);
     *pol = NULL;
     entmtp_status st = entmtp_policy_create(pc, pol);
     if (!st) st = entmtp_policy_set(s, *pol);
-    if (st) return cli_fail("policy", st);
-    return run_prompt_set(s, ps, ro, rr);
+    return st ? cli_fail("policy", st) : 0;
 }
 
-static int cmp_float(const void *a, const void *b) {
-    float x = *(const float *)a, y = *(const float *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* q-quantile of sorted values */
-static float quantile(const float *sorted, int64_t n, double q) {
-    if (n <= 0) return 0.5f;
-    int64_t i = (int64_t)(q * (double)(n - 1) + 0.5);
-    if (i < 0) i = 0;
-    if (i >= n) i = n - 1;
-    return sorted[i];
+static int set_static(entmtp_session *s, int32_t tree, entmtp_policy **pol) {
+    entmtp_policy_config pc;
+    entmtp_policy_config_init(&pc, sizeof pc, ENTMTP_POLICY_STATIC);
+    pc.static_tree = tree;
+    return use_policy(s, pol, &pc);
 }
 
 static cJSON *choices_json(const int32_t *ranks, const int32_t *lens, int32_t n_paths) {
@@ -192,17 +165,12 @@ typedef struct search_job {
     prompt_set ps;
     emt_frontier fr;
     double t_stage1;
-    eval_row *rows; /* root-only tree, then the frontier */
+    emt_frontier_row *rows; /* root-only tree, then the frontier */
     int32_t n_rows;
     run_result rr, *timing, *cal;
     double ar_tps;
     int32_t best, n_kept;
-    /* policies stored in the bank, and the figures of the calibration */
-    entmtp_policy_config stat, hyst, ladder;
-    float ladder_thresholds[3];
-    int32_t ladder_trees[4];
-    double best_tps, hyst_tps, ladder_tps;
-    int have_hyst, have_ladder;
+    emt_policy_choice choice; /* policies stored in the bank, with their figures */
     cJSON *sweeps;
     progress_state prog;
     char shipped[4096];
@@ -258,33 +226,15 @@ static int run_stage1(search_job *j, long depth) {
 
 /* The frontier trees (and the root-only one) as a bank to time. */
 static int frontier_bank(search_job *j, const entmtp_bank_params *bp) {
+    entmtp_status st = emt_frontier_rows(&j->fr, bp, &j->rows, &j->eval_bank);
+    if (st) return cli_fail("frontier bank", st);
     j->n_rows = j->fr.n + 1;
-    j->rows = calloc((size_t)j->n_rows, sizeof *j->rows);
-    entmtp_status st = j->rows ? entmtp_bank_create(bp, &j->eval_bank) : ENTMTP_ERR_OUT_OF_MEMORY;
-    if (st) return cli_fail("bank", st);
-    for (int32_t i = 0; i < j->n_rows; i++) {
-        eval_row *r = &j->rows[i];
-        if (i == 0) {
-            r->nodes = 1;
-            r->biased = 1.0;
-            snprintf(r->name, sizeof r->name, "n01d0");
-            st = entmtp_bank_add_tree_json(j->eval_bank, r->name, "[]", NULL);
-        } else {
-            const emt_frontier_tree *t = &j->fr.trees[i - 1];
-            r->nodes = t->n_nodes;
-            r->depth = t->depth;
-            r->biased = t->accept;
-            snprintf(r->name, sizeof r->name, "n%02dd%d", t->n_nodes, t->depth);
-            st = entmtp_bank_add_tree(j->eval_bank, r->name, t->ranks, t->lens, t->n_paths, NULL);
-        }
-        if (st) return cli_fail(r->name, st);
-    }
     return 0;
 }
 
-/* Debias + stage 2: every tree re-run with its own proposals and timed end to
- * end with prefill, beside AR, prompt by prompt (drift on a shared machine
- * hits them alike); the throughput-Pareto rows are kept. */
+/* Debias: every tree re-run with its own proposals and timed end to end with
+ * prefill, beside AR, prompt by prompt (drift on a shared machine hits them
+ * alike). */
 static int time_frontier(search_job *j) {
     entmtp_status st;
     if ((st = entmtp_session_create(j->model, j->heads, j->eval_bank, &j->sp, &j->s))) return cli_fail("session", st);
@@ -305,54 +255,27 @@ static int time_frontier(search_job *j) {
     j->ar_tps = run_tokens_per_second(&j->timing[j->n_rows]);
     fprintf(stderr, "entmtp search: AR %.2f tokens/s\n", j->ar_tps);
     for (int32_t i = 0; i < j->n_rows; i++) {
-        eval_row *r = &j->rows[i];
+        emt_frontier_row *r = &j->rows[i];
         r->self = run_accept_length(&j->timing[i]);
         r->tps = run_tokens_per_second(&j->timing[i]);
         fprintf(stderr, "entmtp search: %-7s accept %.3f (%s %.3f), %.2f tokens/s\n", r->name, r->self, j->o->builder,
                 r->biased, r->tps);
     }
-    int32_t *nodes = malloc((size_t)j->n_rows * sizeof *nodes);
-    double *tps = malloc((size_t)j->n_rows * sizeof *tps);
-    uint8_t *keep = malloc((size_t)j->n_rows);
-    int ok = nodes && tps && keep;
-    if (ok) {
-        for (int32_t i = 0; i < j->n_rows; i++) { nodes[i] = j->rows[i].nodes; tps[i] = j->rows[i].tps; }
-        emt_pareto_max(j->n_rows, nodes, tps, keep);
-        for (int32_t i = 0; i < j->n_rows; i++) j->rows[i].keep = keep[i];
-    }
-    free(nodes);
-    free(tps);
-    free(keep);
-    return ok ? 0 : cli_fail("search", ENTMTP_ERR_OUT_OF_MEMORY);
-}
-
-/* The bank: the throughput-Pareto trees, smallest first; static on the fastest. */
-static int pareto_bank(search_job *j, const entmtp_bank_params *bp) {
-    entmtp_status st;
-    if ((st = entmtp_bank_create(bp, &j->bank))) return cli_fail("bank", st);
-    j->best = -1;
-    for (int32_t i = 0; i < j->n_rows; i++) {
-        if (!j->rows[i].keep) continue;
-        int32_t idx;
-        const emt_frontier_tree *t = i ? &j->fr.trees[i - 1] : NULL;
-        st = t ? entmtp_bank_add_tree(j->bank, j->rows[i].name, t->ranks, t->lens, t->n_paths, &idx)
-               : entmtp_bank_add_tree_json(j->bank, j->rows[i].name, "[]", &idx);
-        if (!st) st = entmtp_bank_set_figures(j->bank, idx, (float)j->rows[i].self, (float)j->rows[i].tps);
-        if (st) return cli_fail(j->rows[i].name, st);
-        if (j->best < 0 || j->rows[i].tps > j->rows[j->best].tps) j->best = i;
-        j->n_kept++;
-    }
-    int32_t best_idx = 0;
-    entmtp_bank_find(j->bank, j->rows[j->best].name, &best_idx);
-    j->stat = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
-    j->stat.static_tree = best_idx;
-    j->best_tps = j->rows[j->best].tps;
-    j->hyst = entmtp_policy_default_config(ENTMTP_POLICY_HYSTERESIS);
-    j->ladder = entmtp_policy_default_config(ENTMTP_POLICY_LADDER);
     return 0;
 }
 
-/* One calibration sweep entry: the record and the best of its shape. */
+/* Stage 2: the bank of the throughput-Pareto trees, smallest first; static
+ * on the fastest. */
+static int pareto_bank(search_job *j, const entmtp_bank_params *bp) {
+    int32_t static_tree;
+    entmtp_status st = emt_stage2_bank(&j->fr, j->rows, j->n_rows, bp, &j->bank, &j->best, &static_tree);
+    if (st) return cli_fail("stage 2", st);
+    for (int32_t i = 0; i < j->n_rows; i++) j->n_kept += j->rows[i].keep;
+    emt_policy_choice_init(&j->choice, static_tree, j->rows[j->best].tps);
+    return 0;
+}
+
+/* One calibration sweep entry: the record and a line. */
 static void record_candidate(search_job *j, const entmtp_policy_config *pc, double knob, const run_result *r) {
     double tps = run_tokens_per_second(r);
     int is_hyst = pc->kind == ENTMTP_POLICY_HYSTERESIS;
@@ -373,100 +296,44 @@ static void record_candidate(search_job *j, const entmtp_policy_config *pc, doub
     entmtp_tree_info ci = { sizeof ci };
     entmtp_bank_tree_info(j->bank, is_hyst ? pc->conservative_tree : pc->ladder_trees[0], &ci);
     fprintf(stderr, "entmtp search: %s from %s, %s %.3g: %.2f tokens/s (static %.2f)\n", is_hyst ? "hysteresis" : "ladder",
-            ci.name, is_hyst ? "tau" : "alpha", is_hyst ? (double)pc->tau_on : knob, tps, j->best_tps);
-    if (is_hyst && (!j->have_hyst || tps > j->hyst_tps)) { j->hyst = *pc; j->hyst_tps = tps; j->have_hyst = 1; }
-    if (!is_hyst && (!j->have_ladder || tps > j->ladder_tps)) {
-        j->ladder = *pc; /* keep its arrays: the candidates' go away */
-        memcpy(j->ladder_thresholds, pc->thresholds, (size_t)pc->n_thresholds * sizeof *pc->thresholds);
-        memcpy(j->ladder_trees, pc->ladder_trees, (size_t)(pc->n_thresholds + 1) * sizeof *pc->ladder_trees);
-        j->ladder.thresholds = j->ladder_thresholds;
-        j->ladder.ladder_trees = j->ladder_trees;
-        j->ladder_tps = tps;
-        j->have_ladder = 1;
-    }
+            ci.name, is_hyst ? "tau" : "alpha", is_hyst ? (double)pc->tau_on : knob, tps, j->choice.static_tps);
 }
 
-/* Policy calibration: s as the fastest static tree sees it gives the grid.
- * Candidates: static (the in-run reference), hysteresis with the best static
- * tree as aggressive and each smaller bank tree (up to 3) as conservative,
- * tau at a quantile of s; the ladder over the (up to) four bank trees ending
- * at the static one, thresholds at the alpha*b/K quantiles of s. One
- * dimension swept per shape, every candidate on each prompt in turn. */
+/* Policy calibration: s as the fastest static tree sees it gives the grid
+ * (emt_calibration_grid); every candidate runs on each prompt in turn; the
+ * library keeps the best of each shape. */
 static int calibrate_policies(search_job *j) {
-    int32_t best_idx = j->stat.static_tree;
     entmtp_status st;
     if ((st = entmtp_session_create(j->model, j->heads, j->bank, &j->sp, &j->fs))) return cli_fail("session", st);
     run_options so = j->ro;
     so.keep_s = 1;
     so.label = "collecting s";
-    if (run_with(j->fs, &j->pol, &j->stat, &j->ps, &so, &j->rr)) return 1;
-    qsort(j->rr.s, (size_t)j->rr.n_s, sizeof *j->rr.s, cmp_float);
-    const double qs[] = { 0.1, 0.25, 0.5, 0.75, 0.9 }, alphas[] = { 0.25, 0.5, 0.75, 1.0 };
-    entmtp_policy_config cand[1 + 3 * 5 + 4];
-    double knob[1 + 3 * 5 + 4];
-    int n_cand = 0;
-    cand[n_cand] = j->stat;
-    knob[n_cand++] = 0;
-    for (int32_t c = 0; c < best_idx && c < 3; c++)
-        for (size_t q = 0; q < sizeof qs / sizeof qs[0]; q++) {
-            entmtp_policy_config pc = j->hyst;
-            pc.conservative_tree = c;
-            pc.aggressive_tree = best_idx;
-            pc.tau_on = pc.tau_off = quantile(j->rr.s, j->rr.n_s, qs[q]);
-            cand[n_cand] = pc;
-            knob[n_cand++] = qs[q];
-        }
-    int32_t K = best_idx + 1 < 4 ? best_idx + 1 : 4;
-    float ladder_thresholds[4][3]; /* one ladder per alpha; K <= 4 */
-    int32_t ladder_trees[4][4];
-    for (size_t ai = 0; K >= 3 && ai < sizeof alphas / sizeof alphas[0]; ai++) {
-        entmtp_policy_config pc = j->ladder;
-        pc.n_thresholds = K - 1;
-        for (int32_t b = 0; b < K; b++) ladder_trees[ai][b] = best_idx - (K - 1) + b;
-        for (int32_t b = 1; b < K; b++) ladder_thresholds[ai][b - 1] = quantile(j->rr.s, j->rr.n_s, alphas[ai] * b / K);
-        pc.thresholds = ladder_thresholds[ai];
-        pc.ladder_trees = ladder_trees[ai];
-        int distinct = 1;
-        for (int32_t b = 1; b < K - 1; b++) distinct &= pc.thresholds[b] > pc.thresholds[b - 1];
-        if (!distinct) continue; /* s too concentrated for distinct thresholds */
-        cand[n_cand] = pc;
-        knob[n_cand++] = alphas[ai];
-    }
+    if (use_policy(j->fs, &j->pol, &j->choice.stat) || run_prompt_set(j->fs, &j->ps, &so, &j->rr)) return 1;
+    emt_calibration *cal = malloc(sizeof *cal);
+    if (!cal) return cli_fail("search", ENTMTP_ERR_OUT_OF_MEMORY);
+    emt_calibration_grid(cal, j->rr.s, j->rr.n_s, &j->choice);
     run_result_free(&j->rr);
-    j->cal = calloc((size_t)n_cand, sizeof *j->cal);
-    if (!j->cal) return cli_fail("search", ENTMTP_ERR_OUT_OF_MEMORY);
-    for (int32_t p = 0; p < j->ps.n; p++) {
-        for (int k = 0; k < n_cand; k++) {
-            entmtp_policy_set(j->fs, NULL);
-            entmtp_policy_free(j->pol);
-            j->pol = NULL;
-            if ((st = entmtp_policy_create(&cand[k], &j->pol)) || (st = entmtp_policy_set(j->fs, j->pol)))
-                return cli_fail("policy", st);
-            if (run_prompt(j->fs, &j->ps, p, &j->ro, &j->cal[k])) return 1;
-        }
+    int rc = 0;
+    j->cal = calloc((size_t)cal->n, sizeof *j->cal);
+    if (!j->cal) rc = cli_fail("search", ENTMTP_ERR_OUT_OF_MEMORY);
+    for (int32_t p = 0; !rc && p < j->ps.n; p++) {
+        for (int32_t k = 0; !rc && k < cal->n; k++)
+            rc = use_policy(j->fs, &j->pol, &cal->cand[k]) || run_prompt(j->fs, &j->ps, p, &j->ro, &j->cal[k]);
         search_progress((float)(p + 1) / (float)j->ps.n, "calibrating the policies", &j->prog);
     }
-    /* static's figure in this run is the reference the policies must beat */
-    j->best_tps = run_tokens_per_second(&j->cal[0]);
-    for (int k = 1; k < n_cand; k++) record_candidate(j, &cand[k], knob[k], &j->cal[k]);
-    return 0;
+    if (!rc) {
+        for (int32_t k = 0; k < cal->n; k++) cal->tps[k] = run_tokens_per_second(&j->cal[k]);
+        emt_calibration_pick(cal, &j->choice);
+        for (int32_t k = 1; k < cal->n; k++) record_candidate(j, &cal->cand[k], cal->knob[k], &j->cal[k]);
+    }
+    free(cal);
+    return rc;
 }
 
 /* The policies into the bank, the calibration's best first (the default). */
 static int store_policies(search_job *j) {
-    entmtp_policy_config ucb = entmtp_policy_default_config(ENTMTP_POLICY_UCB);
-    const entmtp_policy_config *order[4] = { &j->stat, j->have_hyst ? &j->hyst : NULL, j->have_ladder ? &j->ladder : NULL, &ucb };
-    if (j->have_hyst && j->hyst_tps > j->best_tps && (!j->have_ladder || j->hyst_tps >= j->ladder_tps)) {
-        order[0] = &j->hyst;
-        order[1] = &j->stat;
-    } else if (j->have_ladder && j->ladder_tps > j->best_tps && (!j->have_hyst || j->ladder_tps > j->hyst_tps)) {
-        order[0] = &j->ladder;
-        order[2] = &j->stat;
-    }
-    entmtp_status st;
-    for (int k = 0; k < 4; k++)
-        if (order[k] && (st = entmtp_bank_set_policy_config(j->bank, order[k])))
-            return cli_fail(entmtp_policy_kind_name(order[k]->kind), st);
+    entmtp_status st = emt_policy_choice_store(&j->choice, j->bank);
+    if (st) return cli_fail("policy", st);
     if ((st = entmtp_bank_save(j->bank, j->o->out_path))) return cli_fail(j->o->out_path, st);
     return 0;
 }
@@ -503,7 +370,7 @@ static int write_record(search_job *j, long depth) {
     }
     cJSON *trees = cJSON_AddArrayToObject(search, "frontier");
     for (int32_t i = 0; i < j->n_rows; i++) {
-        const eval_row *r = &j->rows[i];
+        const emt_frontier_row *r = &j->rows[i];
         cJSON *t = cJSON_CreateObject();
         cJSON_AddStringToObject(t, "name", r->name);
         cJSON_AddNumberToObject(t, "nodes", r->nodes);
@@ -518,15 +385,16 @@ static int write_record(search_job *j, long depth) {
         cJSON_AddItemToArray(trees, t);
     }
     cJSON *jcal = cJSON_AddObjectToObject(search, "calibration");
-    cJSON_AddNumberToObject(jcal, "static_tokens_per_second", j->best_tps);
-    if (j->have_hyst) cJSON_AddNumberToObject(jcal, "hysteresis_tokens_per_second", j->hyst_tps);
-    if (j->have_ladder) cJSON_AddNumberToObject(jcal, "ladder_tokens_per_second", j->ladder_tps);
+    const emt_policy_choice *c = &j->choice;
+    cJSON_AddNumberToObject(jcal, "static_tokens_per_second", c->static_tps);
+    if (c->have_hyst) cJSON_AddNumberToObject(jcal, "hysteresis_tokens_per_second", c->hyst_tps);
+    if (c->have_ladder) cJSON_AddNumberToObject(jcal, "ladder_tokens_per_second", c->ladder_tps);
     cJSON_AddItemToObject(jcal, "sweeps", j->sweeps);
     j->sweeps = NULL;
     if (annotate_bank(o->out_path, search)) return 1; /* annotate_bank owns `search` */
     fprintf(stderr, "entmtp search: wrote %s: %d trees (Pareto over %d), static %s at %.2f tokens/s (AR %.2f)%s\n",
-            o->out_path, j->n_kept, j->n_rows, j->rows[j->best].name, j->best_tps, j->ar_tps,
-            j->have_hyst ? "; hysteresis calibrated" : "");
+            o->out_path, j->n_kept, j->n_rows, j->rows[j->best].name, c->static_tps, j->ar_tps,
+            c->have_hyst ? "; hysteresis calibrated" : "");
     return 0;
 }
 
@@ -564,7 +432,7 @@ int cmd_search(int argc, char **argv) {
     if ((rc = run_stage1(&j, depth)) || (rc = frontier_bank(&j, &bp)) || (rc = time_frontier(&j)) ||
         (rc = pareto_bank(&j, &bp)))
         goto done;
-    if (!o.no_calibrate && j.stat.static_tree > 0 && (rc = calibrate_policies(&j))) goto done;
+    if (!o.no_calibrate && j.choice.stat.static_tree > 0 && (rc = calibrate_policies(&j))) goto done;
     if ((rc = store_policies(&j)) || (rc = write_record(&j, depth))) goto done;
     plot_frontier(&o);
 done:

@@ -11,17 +11,39 @@ const char *emt_cpu_variant_name(emt_cpu_variant v) {
     return (unsigned)v < EMT_CPU_VARIANT_COUNT ? g_names[v] : "?";
 }
 
+#ifdef EMT_CPU_HAVE_X86_VARIANTS
+#include <cpuid.h>
+
+/* What the processor and the OS (saved register state, XCR0) allow, read
+ * with cpuid directly: compilers' __builtin_cpu_supports know different
+ * feature names (clang 14 has no "f16c"). */
+typedef struct x86_features { int avx2, avx512; } x86_features;
+
+static x86_features x86_read_features(void) {
+    x86_features f = { 0, 0 };
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+    if (!osxsave || !avx) return f;
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    int os_ymm = (xcr0_lo & 0x6) == 0x6, os_zmm = (xcr0_lo & 0xe6) == 0xe6;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+    f.avx2 = os_ymm && fma && f16c && ((b >> 5) & 1);
+    int avx512f = (b >> 16) & 1, avx512bw = (b >> 30) & 1, avx512vl = (b >> 31) & 1, vnni = (c >> 11) & 1;
+    f.avx512 = f.avx2 && os_zmm && avx512f && avx512bw && avx512vl && vnni;
+    return f;
+}
+#endif
+
 int emt_cpu_variant_supported(emt_cpu_variant v) {
 #ifdef EMT_CPU_HAVE_X86_VARIANTS
-    __builtin_cpu_init();
-    int avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
+    x86_features f = x86_read_features();
     switch (v) {
     case EMT_CPU_BASELINE: return 1;
-    case EMT_CPU_AVX2: return avx2;
-    case EMT_CPU_AVX512:
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+    case EMT_CPU_AVX2: return f.avx2;
+    case EMT_CPU_AVX512: return f.avx512;
     default: return 0;
     }
 #else

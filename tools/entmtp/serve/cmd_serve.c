@@ -6,7 +6,6 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
-#include <stddef.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,45 +49,32 @@ typedef struct serve_options {
     entmtp_compute_type compute;
 } serve_options;
 
-/* 0 ok, else the exit code */
+/* 0 ok, 1 after --help, else the exit code */
 static int parse_options(int argc, char **argv, serve_options *o) {
     *o = (serve_options){ .host = "127.0.0.1", .static_tree = -1, .port = 8080, .parallel = 2, .queue = 64,
                           .ctx = 2048, .max_tokens = 256, .max_body = 1 << 20 };
-    static const struct { const char *name; size_t off; long lo, hi; } longs[] = {
-        { "--static-tree", offsetof(serve_options, static_tree), 0, 255 },
-        { "--port", offsetof(serve_options, port), 0, 65535 },
-        { "--parallel", offsetof(serve_options, parallel), 1, 256 },
-        { "--queue", offsetof(serve_options, queue), 0, 4096 },
-        { "--ctx", offsetof(serve_options, ctx), 16, 1 << 20 },
-        { "--max-tokens", offsetof(serve_options, max_tokens), 1, 1 << 20 },
-        { "--max-body", offsetof(serve_options, max_body), 1024, 1L << 30 },
-        { "--threads", offsetof(serve_options, threads), 0, 1024 },
+    const cli_option opts[] = {
+        { "--model", CLI_STRING, &o->model },
+        { "--heads", CLI_STRING, &o->heads },
+        { "--no-heads", CLI_FLAG, &o->no_heads },
+        { "--bank", CLI_STRING, &o->bank },
+        { "--tree", CLI_STRING, &o->trees },
+        { "--policy", CLI_STRING, &o->policy },
+        { "--host", CLI_STRING, &o->host },
+        { "--static-tree", CLI_LONG, &o->static_tree, 0, 255 },
+        { "--port", CLI_LONG, &o->port, 0, 65535 },
+        { "--parallel", CLI_LONG, &o->parallel, 1, 256 },
+        { "--queue", CLI_LONG, &o->queue, 0, 4096 },
+        { "--ctx", CLI_LONG, &o->ctx, 16, 1 << 20 },
+        { "--max-tokens", CLI_LONG, &o->max_tokens, 1, 1 << 20 },
+        { "--max-body", CLI_LONG, &o->max_body, 1024, 1L << 30 },
+        { "--threads", CLI_LONG, &o->threads, 0, 1024 },
+        { "--temperature", CLI_FLOAT, &o->temperature, 0 },
+        { "--backend", CLI_BACKEND, &o->backend },
+        { "--compute", CLI_COMPUTE, &o->compute },
     };
-    static const struct { const char *name; size_t off; } strs[] = {
-        { "--model", offsetof(serve_options, model) }, { "--heads", offsetof(serve_options, heads) },
-        { "--bank", offsetof(serve_options, bank) },   { "--tree", offsetof(serve_options, trees) },
-        { "--policy", offsetof(serve_options, policy) }, { "--host", offsetof(serve_options, host) },
-    };
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int known = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return -1; }
-        if (!strcmp(a, "--no-heads")) { o->no_heads = 1; continue; }
-        if (!v) { fprintf(stderr, "entmtp serve: %s: needs a value (or is unknown)\n", a); return 2; }
-        for (size_t k = 0; k < sizeof strs / sizeof *strs && !known; k++)
-            if (!strcmp(a, strs[k].name)) { *(const char **)((char *)o + strs[k].off) = v; known = 1; }
-        for (size_t k = 0; k < sizeof longs / sizeof *longs && !known; k++)
-            if (!strcmp(a, longs[k].name)) {
-                if (!cli_arg_long("serve", a, v, longs[k].lo, longs[k].hi, (long *)((char *)o + longs[k].off))) return 2;
-                known = 1;
-            }
-        if (!known && !strcmp(a, "--temperature")) known = cli_arg_float("serve", a, v, 0, &o->temperature) ? 1 : -1;
-        if (!known && !strcmp(a, "--backend")) known = cli_arg_backend("serve", v, &o->backend) ? 1 : -1;
-        if (!known && !strcmp(a, "--compute")) known = cli_arg_compute("serve", v, &o->compute) ? 1 : -1;
-        if (known < 0) return 2;
-        if (!known) { fprintf(stderr, "entmtp serve: unknown option '%s'\n", a); usage(stderr); return 2; }
-        i++;
-    }
+    int rc = cli_parse("serve", argc, argv, CLI_TABLE(opts), usage);
+    if (rc) return rc;
     if (!o->model) { fprintf(stderr, "entmtp serve: --model is required\n"); usage(stderr); return 2; }
     if (o->bank && o->trees) { fprintf(stderr, "entmtp serve: give --bank or --tree, not both\n"); return 2; }
     return 0;
@@ -147,7 +133,7 @@ static int load_drafting(const serve_options *o, serve_model *sm) {
 int cmd_serve(int argc, char **argv) {
     serve_options o;
     int rc = parse_options(argc, argv, &o);
-    if (rc) return rc < 0 ? 0 : rc;
+    if (rc) return rc == 1 ? 0 : rc;
 
     /* signals are taken by sigwait below; every server thread inherits the mask */
     sigset_t sigs;

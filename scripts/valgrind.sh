@@ -4,6 +4,11 @@
 #   scripts/valgrind.sh [BUILD_DIR]   (a Debug or RelWithDebInfo build)
 set -uo pipefail
 build=${1:-build}
+# valgrind does not decode AVX-512: run the AVX2 kernels (or the baseline
+# ones where the processor has no AVX2) unless the caller chose
+if [ -z "${ENTMTP_CPU_KERNELS:-}" ]; then
+  if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then export ENTMTP_CPU_KERNELS=avx2; else export ENTMTP_CPU_KERNELS=baseline; fi
+fi
 fail=0
 for t in "$build"/tests/test_*; do
   name=$(basename "$t")

@@ -25,6 +25,10 @@ cmake -S . -B build/ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DENTMTP_WERROR=ON -DEN
 cmake --build build/ci -j "$jobs"
 (cd build/ci && ctest --output-on-failure -j "$jobs")
 
+log "Release build (-O3 -Werror), as scripts/run.sh builds it"
+cmake -S . -B build/release-check -DCMAKE_BUILD_TYPE=Release -DENTMTP_WERROR=ON -DENTMTP_BUILD_TESTS=OFF >/dev/null
+cmake --build build/release-check -j "$jobs" >/dev/null
+
 if [ "${ENTMTP_TEST_QUICK:-0}" != 1 ]; then
   log "AddressSanitizer + UndefinedBehaviorSanitizer"
   cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DENTMTP_CUDA=OFF -DENTMTP_CUDA_HARNESS=ON \

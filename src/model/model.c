@@ -176,7 +176,7 @@ static entmtp_status config_from_gguf(const emt_gguf *g, emt_model_config *c) {
     if ((st = gguf_i32(g, akey(c, "attention.key_length", k, sizeof k), 0, c->hidden / c->n_heads,
                        &c->head_dim)))
         return st;
-    int32_t v_len;
+    int32_t v_len = 0; /* set by gguf_i32 on success; -O3 cannot see it */
     if ((st = gguf_i32(g, akey(c, "attention.value_length", k, sizeof k), 0, c->head_dim, &v_len)))
         return st;
     if (v_len != c->head_dim)

@@ -118,45 +118,46 @@ static void cpu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_
 
 static inline float silu(float v) { return v / (1.0f + expf(-v)); }
 
-typedef struct swiglu_job {
-    const float *gate, *up;
-    float *out;
-    int64_t n;
-} swiglu_job;
-
-#define EMT_ELEMENTS_PER_TASK 8192
-
-/* elementwise, so any split gives the same bits; expf dominates */
-static void swiglu_task(void *ctx, int32_t task) {
-    const swiglu_job *j = ctx;
-    int64_t i0 = (int64_t)task * EMT_ELEMENTS_PER_TASK;
-    int64_t i1 = i0 + EMT_ELEMENTS_PER_TASK < j->n ? i0 + EMT_ELEMENTS_PER_TASK : j->n;
-    for (int64_t i = i0; i < i1; i++) j->out[i] = silu(j->gate[i]) * j->up[i];
-}
-
-static void cpu_swiglu(emt_exec *ex, const float *gate, const float *up, int64_t n, float *out) {
-    swiglu_job job = { gate, up, out, n };
-    emt_pool_run(ex->pool, (int32_t)((n + EMT_ELEMENTS_PER_TASK - 1) / EMT_ELEMENTS_PER_TASK),
-                 swiglu_task, &job);
-}
-
 /* GELU, tanh approximation (Gemma's gelu_pytorch_tanh) */
 static inline float gelu_tanh(float v) {
     const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
     return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
 }
 
-static void geglu_task(void *ctx, int32_t task) {
-    const swiglu_job *j = ctx;
+#define EMT_ELEMENTS_PER_TASK 8192
+
+/* out = act(gate) * up for SwiGLU (SiLU) and GeGLU (GELU): one job, the
+ * activation chosen once per task, outside the loop */
+typedef struct gated_job {
+    const float *gate, *up;
+    float *out;
+    int64_t n;
+    int gelu;
+} gated_job;
+
+/* elementwise, so any split gives the same bits; the activation dominates */
+static void gated_task(void *ctx, int32_t task) {
+    const gated_job *j = ctx;
     int64_t i0 = (int64_t)task * EMT_ELEMENTS_PER_TASK;
     int64_t i1 = i0 + EMT_ELEMENTS_PER_TASK < j->n ? i0 + EMT_ELEMENTS_PER_TASK : j->n;
-    for (int64_t i = i0; i < i1; i++) j->out[i] = gelu_tanh(j->gate[i]) * j->up[i];
+    if (j->gelu)
+        for (int64_t i = i0; i < i1; i++) j->out[i] = gelu_tanh(j->gate[i]) * j->up[i];
+    else
+        for (int64_t i = i0; i < i1; i++) j->out[i] = silu(j->gate[i]) * j->up[i];
+}
+
+static void run_gated(emt_exec *ex, const float *gate, const float *up, int64_t n, float *out, int gelu) {
+    gated_job job = { gate, up, out, n, gelu };
+    emt_pool_run(ex->pool, (int32_t)((n + EMT_ELEMENTS_PER_TASK - 1) / EMT_ELEMENTS_PER_TASK),
+                 gated_task, &job);
+}
+
+static void cpu_swiglu(emt_exec *ex, const float *gate, const float *up, int64_t n, float *out) {
+    run_gated(ex, gate, up, n, out, 0);
 }
 
 static void cpu_geglu(emt_exec *ex, const float *gate, const float *up, int64_t n, float *out) {
-    swiglu_job job = { gate, up, out, n };
-    emt_pool_run(ex->pool, (int32_t)((n + EMT_ELEMENTS_PER_TASK - 1) / EMT_ELEMENTS_PER_TASK),
-                 geglu_task, &job);
+    run_gated(ex, gate, up, n, out, 1);
 }
 
 static void cpu_scale(emt_exec *ex, float *x, int64_t n, float s) {

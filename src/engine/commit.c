@@ -1,0 +1,65 @@
+/* Stage 4 of a step, commit: the accepted path's KV rows move to the end of
+ * the committed cache, its last node's hidden state and logits become the
+ * next step's inputs, and the tokens and statistics are recorded. */
+#include "engine/session_internal.h"
+#include "policy/policy_internal.h"
+
+void emt_keep_last_row(entmtp_session *S, int32_t hidden_row, int32_t logits_row) {
+    const emt_backend_ops *op = S->model->be->ops;
+    int32_t zero = 0;
+    op->copy_rows(S->ex, S->s.last_hidden, S->s.hidden, (size_t)S->model->cfg.hidden, &zero,
+                  &hidden_row, 1);
+    op->copy_rows(S->ex, S->s.next_logits, S->s.logits, (size_t)S->model->cfg.vocab, &zero,
+                  &logits_row, 1);
+}
+
+/* The accepted nodes' KV in path order (toward lower rows: safe in place). */
+static void commit_kv(entmtp_session *S, const emt_step *st) {
+    const emt_backend_ops *op = S->model->be->ops;
+    for (int32_t j = 0; j < st->n_emit; j++) {
+        S->dst_rows[j] = st->L + j;
+        S->src_rows[j] = st->L + st->path[j];
+    }
+    const emt_model_config *c = &S->model->cfg;
+    size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    for (int32_t l = 0; l < c->n_layers; l++) {
+        op->copy_rows(S->ex, S->kv.k[l], S->kv.k[l], kv_dim, S->dst_rows, S->src_rows, st->n_emit);
+        op->copy_rows(S->ex, S->kv.v[l], S->kv.v[l], kv_dim, S->dst_rows, S->src_rows, st->n_emit);
+    }
+}
+
+/* Session statistics, the trees' outlook and the policy's observation. */
+static entmtp_status record_step(entmtp_session *S, const emt_step *st) {
+    const double dt = st->seconds;
+    S->last_accept = st->n_emit;
+    S->ema = S->stats.n_steps == 0 ? (float)st->n_emit
+                                   : S->p.ema_decay * S->ema + (1.0f - S->p.ema_decay) * (float)st->n_emit;
+    S->stats.n_steps++;
+    S->stats.n_generated += st->n_emit;
+    S->stats.decode_seconds += dt;
+    S->stats.mean_accept_length = (double)S->stats.n_generated / (double)S->stats.n_steps;
+    S->stats.tokens_per_second = S->stats.decode_seconds > 0 ? (double)S->stats.n_generated / S->stats.decode_seconds : 0;
+    if (st->tree_index < 0) return ENTMTP_OK;
+    const emt_tree *t = st->tree;
+    S->usage[st->tree_index]++;
+    /* a reproducible session keeps the bank's step costs: the clock would make
+     * the tree sequence, and so sampled text, depend on machine timing */
+    emt_outlook_observe(&S->outlook, t, st->tree_index, S->chain_p, S->topk, st->n_heads, S->topk, st->path,
+                        st->acc, S->p.reproducible ? 0.0 : dt);
+    if (!S->policy) return ENTMTP_OK;
+    entmtp_outcome o = { sizeof o, st->tree_index, t->n_nodes, t->depth, st->accept_length, dt };
+    return entmtp_policy_observe(S->policy, &o);
+}
+
+entmtp_status emt_step_commit(entmtp_session *S, emt_step *st) {
+    commit_kv(S, st);
+    int32_t last = st->path[st->n_emit - 1];
+    emt_keep_last_row(S, last, last);
+    entmtp_status status = emt_backend_sync(S->model->be, S->ex);
+    if (status) return status;
+    memcpy(S->tokens + st->L, S->emit, (size_t)st->n_emit * sizeof(int32_t));
+    S->n_tokens += st->n_emit;
+    st->committed = 1;
+    st->seconds = emt_now() - st->t0;
+    return record_step(S, st);
+}

@@ -1,0 +1,112 @@
+/* Stage 1 of a step, draft: the root token and the base model's statistics,
+ * the heads' top-k lists, the policy's tree and the tree's node tokens. */
+#include "engine/session_internal.h"
+#include "policy/policy_internal.h"
+
+static const emt_tree g_ar_tree = {
+    .name = "ar", .n_paths = 0, .n_nodes = 1, .depth = 0, .topk = 1,
+    .attn_mask = (uint8_t[]){ 1 }, .tree_indices = (int32_t[]){ 0 }, .position_ids = (int32_t[]){ 0 },
+    .parents = (int32_t[]){ -1 }, .node_ranks = (int32_t[]){ -1 }, .n_leaves = 1,
+    .retrieve_indices = (int32_t[]){ 0 },
+};
+
+/* The root: greedy top-1 of the next-token logits, or a typical sample at
+ * temperature > 0; p0 and entropy are the base model's features. */
+static entmtp_status draft_root(entmtp_session *S, emt_step *st) {
+    const emt_backend_ops *op = S->model->be->ops;
+    const int32_t V = S->model->cfg.vocab;
+    op->topk(S->ex, S->s.next_logits, 1, V, 1, &st->root, &st->p0, &st->entropy);
+    if (S->p.temperature <= 0) return ENTMTP_OK;
+    const float *next_host = S->s.next_logits;
+    if (!op->host_memory) {
+        entmtp_status status = op->download(S->ex, S->host_next, S->s.next_logits, (size_t)V * sizeof(float));
+        if (status) return status;
+        next_host = S->host_next;
+    }
+    return emt_sample_typical(next_host, V, S->p.temperature, S->p.epsilon, S->p.delta, &S->rng, &st->root);
+}
+
+/* The policy's tree for this step (bank tree 0 without a policy). */
+static entmtp_status choose_tree(entmtp_session *S, emt_step *st) {
+    int32_t k = 0;
+    int dynamic = 0; /* the policy asked for a dynamic tree of the chosen tree's size */
+    if (S->policy) {
+        const emt_tree_outlook *ol = NULL;
+        emt_tree_outlook view = { S->outlook.expected_accept, S->outlook.expected_seconds };
+        dynamic = emt_policy_wants_dynamic_tree(S->policy);
+        if (emt_policy_needs_outlook(S->policy)) {
+            emt_outlook_compute(&S->outlook, S->bank, S->chain_p, S->topk, st->n_heads, S->topk, dynamic);
+            ol = &view;
+        }
+        entmtp_status status = emt_policy_select_outlook(S->policy, &S->features.f, ol, S->n_trees, &k);
+        if (status) return status;
+    }
+    if (k < 0 || k >= S->n_trees)
+        return emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "entmtp_step: the policy chose tree %d, outside the bank [0, %d)", k, S->n_trees);
+    st->tree = emt_outlook_tree(&S->outlook, S->bank, k, dynamic);
+    st->tree_index = k;
+    return ENTMTP_OK;
+}
+
+/* Node tokens for the chosen tree. */
+static void draft_nodes(entmtp_session *S, const emt_tree *t, int32_t root) {
+    S->node_tokens[0] = root;
+    if (t->n_nodes == 1) return;
+    if (S->heads->kind == ENTMTP_HEADS_MEDUSA) {
+        for (int32_t i = 1; i < t->n_nodes; i++)
+            S->node_tokens[i] = S->chain_ids[(size_t)(t->position_ids[i] - 1) * S->topk + t->node_ranks[i]];
+        return;
+    }
+    /* Hydra: nodes are sorted by depth, so parents are drafted first. A
+     * parent on the rank-0 chain reuses the chain's head call. */
+    for (int32_t i = 0; i < t->n_nodes; i++) S->parent_row[i] = -1;
+    int32_t i = 1;
+    while (i < t->n_nodes) {
+        int32_t depth = t->position_ids[i];
+        int32_t end = i;
+        while (end < t->n_nodes && t->position_ids[end] == depth) end++;
+        /* one head call for the off-chain parents of this depth */
+        int32_t rows = 0;
+        for (int32_t k = i; k < end; k++) {
+            int32_t par = t->parents[k];
+            int on_chain = 1;
+            for (int32_t a = par; a > 0; a = t->parents[a])
+                if (t->node_ranks[a] != 0) on_chain = 0;
+            if (on_chain || S->parent_row[par] >= 0) continue;
+            int32_t d = t->position_ids[par];
+            for (int32_t a = par; a >= 0; a = t->parents[a]) S->path[t->position_ids[a]] = S->node_tokens[a];
+            emt_hydra_input_row(S, rows, S->path, d + 1);
+            S->parent_row[par] = rows++;
+        }
+        if (rows > 0) emt_head_run(S, depth - 1, rows, S->s.head_in, S->top_ids, S->top_p);
+        for (int32_t k = i; k < end; k++) {
+            int32_t par = t->parents[k];
+            const int32_t *ids = S->parent_row[par] >= 0
+                                     ? S->top_ids + (size_t)S->parent_row[par] * S->topk
+                                     : S->chain_ids + (size_t)(depth - 1) * S->topk;
+            S->node_tokens[k] = ids[t->node_ranks[k]];
+        }
+        i = end;
+    }
+}
+
+entmtp_status emt_step_draft(entmtp_session *S, emt_step *st) {
+    entmtp_status status = draft_root(S, st);
+    if (status) return status;
+    int speculate = !st->force_ar && S->heads && (st->probe || (S->bank && S->n_trees > 0));
+    float head_p[EMT_MAX_HEADS];
+    st->n_heads = 0;
+    if (speculate) {
+        st->n_heads = S->heads->n_heads;
+        emt_draft_heads(S, st->root);
+        for (int32_t d = 0; d < st->n_heads; d++) head_p[d] = S->chain_p[(size_t)d * S->topk];
+    }
+    emt_features_fill(&S->features, st->p0, st->entropy, head_p, st->n_heads, S->last_accept, S->ema,
+                      S->stats.n_steps);
+    st->tree = &g_ar_tree;
+    st->tree_index = -1;
+    if (st->probe) st->tree = st->probe->tree;
+    else if (speculate && (status = choose_tree(S, st))) return status;
+    draft_nodes(S, st->tree, st->root);
+    return ENTMTP_OK;
+}

@@ -1,0 +1,144 @@
+/* The draft heads (Medusa ResBlocks, Hydra's sequential chain) and their
+ * top-k lists: the ops the draft stage runs before it builds a tree. */
+#include "engine/session_internal.h"
+
+/* The layers of head `h` on `rows` input rows (width n_in of its first
+ * layer); the result, [rows][H], goes to `out` (s->head_x when NULL). */
+static const float *head_body(entmtp_session *S, int32_t h, int32_t rows, const float *in, float *out) {
+    const emt_backend_ops *op = S->model->be->ops;
+    const emt_head *hd = &S->heads->heads[h];
+    const int32_t H = S->model->cfg.hidden;
+    emt_scratch *s = &S->s;
+    const float *x = in;
+    for (int32_t l = 0; l < hd->n_layers; l++) {
+        const emt_head_layer *L = &hd->layers[l];
+        float *y = l == hd->n_layers - 1 && out ? out : s->head_x;
+        op->matmul(S->ex, L->w, L->b, x, rows, L->n_in, H, s->head_tmp, 1);
+        if (L->res_w) {
+            op->matmul(S->ex, L->res_w, L->res_b, x, rows, L->n_in, H, s->head_res, 1);
+            op->silu_residual(S->ex, s->head_res, s->head_tmp, (int64_t)rows * H, y);
+        } else {
+            op->silu_residual(S->ex, x, s->head_tmp, (int64_t)rows * H, y);
+        }
+        x = y;
+    }
+    return x;
+}
+
+/* Draft-vocabulary positions -> token ids, for `rows` top-k lists. */
+static void map_draft_ids(entmtp_session *S, int32_t *top_ids, int32_t rows) {
+    for (int64_t i = 0; i < (int64_t)rows * S->topk; i++) top_ids[i] = S->heads->draft_ids[top_ids[i]];
+}
+
+/* Run head `h` on `rows` input rows, leaving top-k ids/probs per row in
+ * top_ids/top_p. */
+void emt_head_run(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
+                     float *top_p) {
+    const emt_backend_ops *op = S->model->be->ops;
+    const emt_head *hd = &S->heads->heads[h];
+    const int32_t H = S->model->cfg.hidden, V = S->model->cfg.vocab;
+    const float *x = head_body(S, h, rows, in, NULL);
+    if (hd->draft_w || (!hd->lm_w && S->heads->draft_shared.data)) {
+        /* rank the draft vocabulary only, then map back to token ids */
+        int32_t K = S->heads->n_draft;
+        emt_wmat own_draft = { EMT_F32, hd->draft_w, NULL };
+        emt_matmul(op, S->ex, hd->draft_w ? &own_draft : &S->heads->draft_shared, hd->draft_b, x, rows, H, K,
+                   S->s.head_logits, 1);
+        op->topk(S->ex, S->s.head_logits, rows, K, S->topk, top_ids, top_p, NULL);
+        map_draft_ids(S, top_ids, rows);
+        return;
+    }
+    emt_wmat own = { EMT_F32, hd->lm_w, NULL };
+    emt_matmul(op, S->ex, hd->lm_w ? &own : &S->model->lm_head, hd->lm_b, x, rows, H, V, S->s.head_logits, 1);
+    op->topk(S->ex, S->s.head_logits, rows, V, S->topk, top_ids, top_p, NULL);
+}
+
+/* Medusa: every head on the last hidden state; results in chain_ids/chain_p.
+ * Heads that share the base lm_head run their blocks first, then one
+ * lm_head product over all heads' rows reads the vocabulary weights once
+ * instead of once per head (TGI's MedusaHeadV2). The exact matmul gives
+ * each row the bits it would get alone, so the top-k lists are those of the
+ * per-head path. */
+static void medusa_heads(entmtp_session *S) {
+    const emt_backend_ops *op = S->model->be->ops;
+    const int32_t n = S->heads->n_heads, H = S->model->cfg.hidden, V = S->model->cfg.vocab;
+    if (!S->heads->shares_lm_head || !S->batch_heads || n < 2) {
+        for (int32_t h = 0; h < n; h++)
+            emt_head_run(S, h, 1, S->s.last_hidden, S->chain_ids + (size_t)h * S->topk,
+                     S->chain_p + (size_t)h * S->topk);
+        return;
+    }
+    float *rows = S->s.head_in; /* [n][H]: Medusa uses no Hydra input rows */
+    for (int32_t h = 0; h < n; h++) head_body(S, h, 1, S->s.last_hidden, rows + (size_t)h * H);
+    if (S->heads->draft_shared.data) {
+        int32_t K = S->heads->n_draft;
+        emt_matmul(op, S->ex, &S->heads->draft_shared, NULL, rows, n, H, K, S->s.head_logits, 1);
+        op->topk(S->ex, S->s.head_logits, n, K, S->topk, S->chain_ids, S->chain_p, NULL);
+        map_draft_ids(S, S->chain_ids, n);
+        return;
+    }
+    emt_matmul(op, S->ex, &S->model->lm_head, NULL, rows, n, H, V, S->s.head_logits, 1);
+    op->topk(S->ex, S->s.head_logits, n, V, S->topk, S->chain_ids, S->chain_p, NULL);
+}
+
+/* Build Hydra input row r for head `depth-1`: [h, e(path[0]), ..., e(path[depth-1])]. */
+void emt_hydra_input_row(entmtp_session *S, int32_t r, const int32_t *path, int32_t depth) {
+    const emt_backend_ops *op = S->model->be->ops;
+    const int32_t H = S->model->cfg.hidden;
+    size_t width = (size_t)H * (size_t)(depth + 1);
+    float *row = S->s.head_in + (size_t)r * width;
+    int32_t zero = 0;
+    op->copy_rows(S->ex, row, S->s.last_hidden, (size_t)H, &zero, &zero, 1);
+    for (int32_t j = 0; j < depth; j++) emt_embed(op, S->ex, &S->model->tok_embd, H, &path[j], 1, row + (size_t)(j + 1) * H);
+}
+
+/* Hydra greedy chain from the root: head d sees root and the chain's first
+ * d tokens. Gives the features and the rank-0 path of every tree. */
+static void hydra_chain(entmtp_session *S, int32_t root) {
+    int32_t *path = S->path;
+    path[0] = root;
+    for (int32_t d = 0; d < S->heads->n_heads; d++) {
+        emt_hydra_input_row(S, 0, path, d + 1);
+        emt_head_run(S, d, 1, S->s.head_in, S->chain_ids + (size_t)d * S->topk, S->chain_p + (size_t)d * S->topk);
+        path[d + 1] = S->chain_ids[(size_t)d * S->topk];
+    }
+}
+
+entmtp_status emt_session_head_topk(entmtp_session *S, const int32_t *path, int32_t n_heads,
+                                    int32_t *top_ids) {
+    if (!S || !S->heads || !path || !top_ids || n_heads < 1 || n_heads > S->heads->n_heads)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "head_topk: needs heads and 1..%d head levels",
+                        S && S->heads ? S->heads->n_heads : 0);
+    if (!S->have_logits) return emt_fail(ENTMTP_ERR_STATE, "head_topk: no context yet");
+    for (int32_t d = 0; d < n_heads; d++)
+        if (path[d] < 0 || path[d] >= S->model->cfg.vocab)
+            return emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "head_topk: path token %d outside the vocabulary", path[d]);
+    if (S->heads->kind == ENTMTP_HEADS_MEDUSA) {
+        medusa_heads(S);
+    } else {
+        for (int32_t d = 0; d < n_heads; d++) {
+            emt_hydra_input_row(S, 0, path, d + 1);
+            emt_head_run(S, d, 1, S->s.head_in, S->chain_ids + (size_t)d * S->topk, S->chain_p + (size_t)d * S->topk);
+        }
+    }
+    entmtp_status st = emt_backend_sync(S->model->be, S->ex);
+    if (st) return st;
+    memcpy(top_ids, S->chain_ids, (size_t)n_heads * (size_t)S->topk * sizeof *top_ids);
+    return ENTMTP_OK;
+}
+
+int32_t emt_session_topk(const entmtp_session *S) { return S ? S->topk : 0; }
+
+void emt_draft_heads(entmtp_session *S, int32_t root) {
+    if (S->heads->kind == ENTMTP_HEADS_MEDUSA) medusa_heads(S);
+    else hydra_chain(S, root);
+}
+
+void emt_session_set_batch_heads(entmtp_session *S, int batch_heads) { S->batch_heads = batch_heads; }
+
+void emt_session_last_head_topk(const entmtp_session *S, const int32_t **ids, const float **probs,
+                           int32_t *k) {
+    *ids = S->chain_ids;
+    *probs = S->chain_p;
+    *k = S->topk;
+}

@@ -1,0 +1,113 @@
+/* The session's state and the four stages of one decoding step, shared by
+ * the files of src/engine/ (never installed):
+ *   draft  (draft.c)       root token, heads' top-k, tree choice, node tokens
+ *   verify (verify.c)      one forward over the tree's nodes
+ *   accept (accept_step.c) the longest accepted path, cut by stop tokens,
+ *                          max_tokens and the KV capacity
+ *   commit (commit.c)      the accepted path's KV rows, last hidden and
+ *                          logits rows, tokens and statistics
+ * step.c runs them in that order; session.c holds the lifecycle, prefill
+ * and the accessors. */
+#ifndef EMT_SESSION_INTERNAL_H
+#define EMT_SESSION_INTERNAL_H
+
+#include "accept/accept.h"
+#include "engine/engine.h"
+#include "engine/features.h"
+
+#define EMT_PREFILL_CHUNK 128
+
+struct entmtp_session {
+    const entmtp_model *model;
+    const entmtp_heads *heads; /* NULL: AR only */
+    const entmtp_bank *bank;   /* NULL: AR only */
+    entmtp_policy *policy;     /* borrowed; NULL: static tree 0 */
+    entmtp_session_params p;   /* p.stop_tokens points at stop_tokens */
+    int32_t stop_tokens[EMT_MAX_STOP_TOKENS];
+    emt_exec *ex;
+    emt_kv kv;
+    emt_scratch s;
+    int32_t n_trees, max_nodes, max_depth, topk;
+    /* tokens: prompt then generated; committed KV rows == n_tokens */
+    int32_t *tokens;
+    int32_t n_tokens, n_prompt;
+    int have_logits;
+    uint64_t rng;
+    /* host-side per-step buffers */
+    int32_t *node_tokens, *positions, *dst_rows, *src_rows, *emit;
+    int32_t *top_ids;      /* [max_rows][topk] */
+    float *top_p;          /* [max_rows][topk] */
+    int32_t *chain_ids;    /* Hydra greedy chain: [n_heads][topk] */
+    float *chain_p;
+    int32_t *parent_row;   /* Hydra: node -> row of its head call (-1 none) */
+    int32_t *path;         /* scratch for one node's path */
+    float *host_logits;    /* device backends: node logits copied for acceptance */
+    float *host_next;      /* device backends: next-token logits on the host */
+    float *probe_probs;    /* search probes at temperature > 0: one distribution */
+    emt_features_store features;
+    int32_t last_accept;
+    float ema;
+    int batch_heads;       /* Medusa: one lm_head product for all heads (default) */
+    int64_t *usage;
+    entmtp_session_stats stats;
+    emt_outlook_state outlook; /* per-tree expected accept and step time (bank + heads only) */
+};
+
+/* What a search probe changes in a step: the tree verified is `tree` (not
+ * chosen by the policy), every node's acceptance goes to node_ok, and the
+ * committed path is the best one among the rows of `commit` (retrieve rows
+ * in the tree's node ids, width tree->depth + 1). */
+typedef struct emt_step_probe {
+    const emt_tree *tree;
+    const int32_t *commit;
+    int32_t commit_rows;
+    uint8_t *node_ok;
+} emt_step_probe;
+
+/* One step in flight: what each stage leaves for the next. */
+typedef struct emt_step {
+    /* inputs */
+    int force_ar;                /* verify the root alone (entmtp_step_ar) */
+    int32_t max_tokens;          /* > 0: emit at most this many tokens */
+    const emt_step_probe *probe; /* NULL outside tree search */
+    int32_t L;                   /* committed tokens before the step */
+    double t0;                   /* host clock at the start */
+    /* draft */
+    int32_t root;                /* the first token (greedy or sampled) */
+    float p0, entropy;           /* base model's top-1 probability and entropy */
+    int32_t n_heads;             /* heads run this step (0: AR) */
+    const emt_tree *tree;        /* the tree verified */
+    int32_t tree_index;          /* its bank index, -1 when not from the bank */
+    /* accept */
+    int32_t acc;                 /* accepted draft tokens on the best path */
+    const int32_t *path;         /* the best path's node ids (root first) */
+    int32_t accept_length;       /* acc + 1, before any cut */
+    int32_t n_emit;              /* tokens kept after the cuts */
+    int stopped, kv_full;
+    /* commit */
+    int committed;               /* the tokens are in the session */
+    double seconds;              /* host time of the whole step */
+} emt_step;
+
+/* The stages, in order; each returns a status with its error recorded. */
+entmtp_status emt_step_draft(entmtp_session *S, emt_step *st);
+entmtp_status emt_step_verify(entmtp_session *S, emt_step *st);
+entmtp_status emt_step_accept(entmtp_session *S, emt_step *st);
+entmtp_status emt_step_commit(entmtp_session *S, emt_step *st);
+
+/* heads.c: run head `h` on `rows` input rows (width of its first layer),
+ * leaving top-k ids/probs per row in top_ids/top_p. */
+void emt_head_run(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
+                  float *top_p);
+/* heads.c: Hydra input row r for head depth-1 in s->head_in:
+ * [h, e(path[0]), ..., e(path[depth-1])]. */
+void emt_hydra_input_row(entmtp_session *S, int32_t r, const int32_t *path, int32_t depth);
+/* heads.c: the heads at the current position (Medusa on the last hidden
+ * state, Hydra's greedy chain from `root`) into chain_ids/chain_p. */
+void emt_draft_heads(entmtp_session *S, int32_t root);
+
+/* commit.c: copy hidden row `hidden_row` to last_hidden and logits row
+ * `logits_row` to next_logits (queued, no sync). */
+void emt_keep_last_row(entmtp_session *S, int32_t hidden_row, int32_t logits_row);
+
+#endif

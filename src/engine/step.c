@@ -1,0 +1,99 @@
+/* entmtp_step and its variants: one step is draft -> verify -> accept ->
+ * commit (session_internal.h), each stage a function over backend ops. */
+#include "engine/session_internal.h"
+
+/* The step's preconditions, checked before anything runs. */
+static entmtp_status check_step(const entmtp_session *S) {
+    if (!S->have_logits)
+        return emt_fail(ENTMTP_ERR_STATE, "entmtp_step: no context yet; call entmtp_session_prefill first");
+    if (S->n_tokens >= S->kv.capacity)
+        return emt_fail(ENTMTP_ERR_KV_FULL, "entmtp_step: the KV cache is full (%d tokens)", S->kv.capacity);
+    if (S->bank && entmtp_bank_size(S->bank) != S->n_trees)
+        return emt_fail(ENTMTP_ERR_STATE, "entmtp_step: the bank changed size (%d -> %d trees) after the session was created",
+                        S->n_trees, entmtp_bank_size(S->bank));
+    return ENTMTP_OK;
+}
+
+static entmtp_status run_stages(entmtp_session *S, emt_step *st) {
+    entmtp_status status;
+    if ((status = emt_step_draft(S, st))) return status;
+    if ((status = emt_step_verify(S, st))) return status;
+    if ((status = emt_step_accept(S, st))) return status;
+    if ((status = emt_step_commit(S, st))) return status;
+    if (st->kv_full)
+        return emt_fail(ENTMTP_ERR_KV_FULL, "entmtp_step: the KV cache is full (%d tokens); %d of %d accepted tokens were kept",
+                        S->kv.capacity, st->n_emit, st->accept_length);
+    return ENTMTP_OK;
+}
+
+static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_tokens,
+                              const emt_step_probe *probe, entmtp_step_result *out) {
+    if (!S) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_step: session is NULL");
+    if (!out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_step: result is NULL");
+    /* checked before anything runs: a step that commits tokens must be able to report them */
+    if (out->struct_size < sizeof(size_t))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_step_result.struct_size = %zu; set it to sizeof(entmtp_step_result)",
+                        out->struct_size);
+    emt_step st = { .force_ar = force_ar, .max_tokens = max_tokens, .probe = probe, .L = S->n_tokens,
+                    .t0 = emt_now(), .tree_index = -1 };
+    entmtp_status status = check_step(S);
+    if (!status) status = run_stages(S, &st);
+    entmtp_step_result res;
+    memset(&res, 0, sizeof res);
+    res.struct_size = sizeof res;
+    res.tokens = S->emit;
+    res.tree_index = st.tree_index;
+    res.accept_length = st.accept_length;
+    res.stopped = st.stopped;
+    if (st.committed) {
+        res.n_tokens = st.n_emit;
+        res.n_nodes = st.tree->n_nodes;
+        res.s = S->features.f.s;
+        res.p0 = st.p0;
+        res.entropy = st.entropy;
+        res.seconds = st.seconds;
+    }
+    emt_copy_out(out, &res, sizeof res, "entmtp_step_result"); /* struct_size was checked above */
+    return status;
+}
+
+ENTMTP_API entmtp_status entmtp_step(entmtp_session *S, int32_t max_tokens, entmtp_step_result *r) {
+    return run_step(S, 0, max_tokens, NULL, r);
+}
+
+entmtp_status emt_session_probe_step(entmtp_session *S, const emt_tree *tree, const int32_t *commit,
+                                     int32_t commit_rows, uint8_t *node_ok, entmtp_step_result *r) {
+    if (!S || !tree || !commit || commit_rows < 1 || !node_ok || !r)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "probe_step: NULL argument or no commit rows");
+    if (!S->heads || !S->probe_probs)
+        return emt_fail(ENTMTP_ERR_STATE, "probe_step: the session has no heads or was not sized for search");
+    if (tree->n_nodes > S->max_nodes || tree->depth > S->heads->n_heads || tree->topk > S->topk)
+        return emt_fail(ENTMTP_ERR_MISMATCH, "probe_step: tree '%s' (%d nodes, depth %d, top-k %d) exceeds the session's "
+                        "sizing (%d nodes, %d heads, top-k %d)", tree->name ? tree->name : "?", tree->n_nodes,
+                        tree->depth, tree->topk, S->max_nodes, S->heads->n_heads, S->topk);
+    emt_step_probe probe = { tree, commit, commit_rows, node_ok };
+    return run_step(S, 0, 0, &probe, r);
+}
+
+ENTMTP_API entmtp_status entmtp_step_ar(entmtp_session *S, entmtp_step_result *r) {
+    return run_step(S, 1, 1, NULL, r);
+}
+
+ENTMTP_API entmtp_status entmtp_generate(entmtp_session *S, int32_t max_tokens, int autoregressive,
+                                         entmtp_token_fn on_tokens, void *user_data) {
+    if (!S) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_generate: session is NULL");
+    if (max_tokens <= 0)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_generate: max_tokens = %d must be positive", max_tokens);
+    int32_t produced = 0;
+    while (produced < max_tokens) {
+        entmtp_step_result r;
+        r.struct_size = sizeof r;
+        entmtp_status st = run_step(S, autoregressive, max_tokens - produced, NULL, &r);
+        if (r.n_tokens > 0 && on_tokens && on_tokens(r.tokens, r.n_tokens, user_data))
+            return st ? st : ENTMTP_STOPPED; /* a step error outranks the stop request */
+        produced += r.n_tokens;
+        if (st) return st;
+        if (r.stopped) break;
+    }
+    return ENTMTP_OK;
+}

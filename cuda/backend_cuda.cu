@@ -33,7 +33,7 @@ void *cu_stage(emt_exec *ex, const void *src, size_t bytes) {
     size_t need = ex->st.used + ((bytes + 255) & ~(size_t)255);
     if (need > ex->st.cap) {
         // grow: only when a larger request than ever before arrives
-        CUDA_OK(ex, cudaStreamSynchronize(ex->stream));
+        cu_wait(ex);
         size_t cap = need * 2 > ((size_t)1 << 20) ? need * 2 : ((size_t)1 << 20);
         if (ex->st.host) cudaFreeHost(ex->st.host);
         if (ex->st.dev) cudaFree(ex->st.dev);
@@ -47,20 +47,22 @@ void *cu_stage(emt_exec *ex, const void *src, size_t bytes) {
     }
     // wrap around once the previous uses have completed
     if (ex->st.used + bytes > ex->st.cap) {
-        CUDA_OK(ex, cudaStreamSynchronize(ex->stream));
+        cu_wait(ex);
         ex->st.used = 0;
     }
     char *h = (char *)ex->st.host + ex->st.used;
     char *d = (char *)ex->st.dev + ex->st.used;
     memcpy(h, src, bytes);
     CUDA_OK(ex, cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, ex->stream));
+    ex->counters.h2d_copies++;
+    ex->counters.h2d_bytes += (int64_t)bytes;
     ex->st.used += (bytes + 255) & ~(size_t)255;
     return d;
 }
 
 float *cu_scratch(emt_exec *ex, size_t floats) {
     if (floats > ex->scratch_cap) {
-        CUDA_OK(ex, cudaStreamSynchronize(ex->stream));
+        cu_wait(ex);
         if (ex->scratch) cudaFree(ex->scratch);
         ex->scratch = NULL;
         CUDA_OK(ex, cudaMalloc(&ex->scratch, floats * sizeof(float)));
@@ -111,8 +113,8 @@ static entmtp_status cu_upload(emt_backend *be, void *dst, const void *src, size
 }
 
 static entmtp_status cu_download(emt_exec *ex, void *dst, const void *src, size_t bytes) {
-    CUDA_OK(ex, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ex->stream));
-    CUDA_OK(ex, cudaStreamSynchronize(ex->stream));
+    cu_copy_to_host(ex, dst, src, bytes);
+    cu_wait(ex);
     return ex->error[0] ? ENTMTP_ERR_BACKEND : ENTMTP_OK;
 }
 
@@ -152,7 +154,7 @@ static void cu_exec_destroy(emt_exec *ex) {
 }
 
 static entmtp_status cu_sync(emt_exec *ex) {
-    CUDA_OK(ex, cudaStreamSynchronize(ex->stream));
+    cu_wait(ex);
     CUDA_OK(ex, cudaGetLastError());
     return ex->error[0] ? ENTMTP_ERR_BACKEND : ENTMTP_OK;
 }
@@ -231,10 +233,10 @@ static void cu_topk(emt_exec *ex, const float *logits, int32_t n_rows, int32_t v
     int32_t *d_ids = (int32_t *)s;
     float *d_p = s + nk, *d_h = s + 2 * nk;
     EMT_LAUNCH(topk_kernel, n_rows, 256, 0, ex->stream, logits, vocab, k, d_ids, d_p, d_h);
-    CUDA_OK(ex, cudaMemcpyAsync(top_ids, d_ids, nk * sizeof(int32_t), cudaMemcpyDeviceToHost, ex->stream));
-    CUDA_OK(ex, cudaMemcpyAsync(top_probs, d_p, nk * sizeof(float), cudaMemcpyDeviceToHost, ex->stream));
-    if (entropy) CUDA_OK(ex, cudaMemcpyAsync(entropy, d_h, (size_t)n_rows * sizeof(float), cudaMemcpyDeviceToHost, ex->stream));
-    CUDA_OK(ex, cudaStreamSynchronize(ex->stream));
+    cu_copy_to_host(ex, top_ids, d_ids, nk * sizeof(int32_t));
+    cu_copy_to_host(ex, top_probs, d_p, nk * sizeof(float));
+    if (entropy) cu_copy_to_host(ex, entropy, d_h, (size_t)n_rows * sizeof(float));
+    cu_wait(ex);
 }
 
 static const emt_backend_ops cuda_ops = {
@@ -266,6 +268,7 @@ static const emt_backend_ops cuda_ops = {
     cu_geglu,
     cu_softcap,
     cu_attention_softcap,
+    cu_counters,
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

@@ -34,6 +34,7 @@ struct emt_exec {
     size_t scratch_cap;
     int32_t *host_index; // host-side index lists built before staging (tree rows' visible keys)
     size_t host_index_cap;
+    emt_exec_counters counters; // syncs and copies (launches: emt_cuda_launch_count)
     char error[256];
 };
 
@@ -41,6 +42,11 @@ struct emt_exec {
 void cu_set_error(emt_exec *ex, const char *what, cudaError_t e);
 void cu_fail(emt_exec *ex, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #define CUDA_OK(ex, call) cu_set_error((ex), #call, (call))
+
+// The context's counted waits and device-to-host copies (step_counters.cu).
+void cu_wait(emt_exec *ex);
+void cu_copy_to_host(emt_exec *ex, void *dst, const void *src, size_t bytes);
+void cu_counters(emt_exec *ex, emt_exec_counters *out);
 
 // Copies `bytes` from the host into staging; returns the device copy (NULL
 // with the context's error set on failure).

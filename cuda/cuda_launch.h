@@ -8,13 +8,24 @@
 #ifndef EMT_CUDA_LAUNCH_H
 #define EMT_CUDA_LAUNCH_H
 
+// Kernels launched by this thread, for the step counters (emt_exec_counters
+// in src/backend/backend.h): an engine step runs on one thread.
+inline thread_local long long emt_cuda_launch_count = 0;
+
 #ifdef EMT_CUDA_HARNESS
-#define EMT_LAUNCH(kernel, grid, block, shmem, stream, ...) \
-    emt_harness::launch(#kernel, __FILE__, __LINE__, kernel, grid, block, shmem, stream, ##__VA_ARGS__)
+#define EMT_LAUNCH(kernel, grid, block, shmem, stream, ...)                                              \
+    do {                                                                                                 \
+        ++emt_cuda_launch_count;                                                                         \
+        emt_harness::launch(#kernel, __FILE__, __LINE__, kernel, grid, block, shmem, stream, ##__VA_ARGS__); \
+    } while (0)
 #define EMT_DYNAMIC_SHARED(type, name) type *name = (type *)emt_harness::dynamic_shared()
 #define EMT_UNROLL _Pragma("GCC unroll 8")
 #else
-#define EMT_LAUNCH(kernel, grid, block, shmem, stream, ...) kernel<<<grid, block, shmem, stream>>>(__VA_ARGS__)
+#define EMT_LAUNCH(kernel, grid, block, shmem, stream, ...) \
+    do {                                                    \
+        ++emt_cuda_launch_count;                            \
+        kernel<<<grid, block, shmem, stream>>>(__VA_ARGS__); \
+    } while (0)
 #define EMT_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #define EMT_UNROLL _Pragma("unroll")
 #endif

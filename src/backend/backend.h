@@ -36,6 +36,16 @@ typedef struct emt_wmat {
     void *owned;
 } emt_wmat;
 
+/* What an execution context has done since it was created; the engine reads
+ * it before and after each step (entmtp bench prints the per-step figures). */
+typedef struct emt_exec_counters {
+    int64_t launches;              /* kernels launched (on CUDA: by the calling thread) */
+    int64_t syncs;                 /* host waits for the context's work */
+    int64_t d2h_copies, d2h_bytes; /* device-to-host copies */
+    int64_t h2d_copies, h2d_bytes; /* host-to-device copies (staged index arrays) */
+    double wait_seconds;           /* host time spent inside those waits */
+} emt_exec_counters;
+
 typedef struct emt_backend_ops {
     const char *name;
     int host_memory; /* 1 when device pointers are host memory (CPU) */
@@ -117,6 +127,13 @@ typedef struct emt_backend_ops {
     void (*attention_softcap)(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                               int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
                               int32_t n_kv_heads, int32_t head_dim, float cap, float *out);
+
+    /* ---- Step ops (appended: a backend that lists ops positionally and
+     * leaves these out gets NULL, and the engine does without). ---- */
+    /* The context's running counters. NULL on the CPU backend, where every
+     * op is host work and nothing crosses a device boundary. Deterministic:
+     * counts only, no effect on results. */
+    void (*counters)(emt_exec *ex, emt_exec_counters *out);
 } emt_backend_ops;
 
 /* matmul / embed on a weight of any dtype the backend took at load. */

@@ -81,6 +81,18 @@ int32_t emt_session_topk(const entmtp_session *S);
 entmtp_status emt_session_score(entmtp_session *S, const int32_t *tokens, int32_t n_tokens,
                                 int32_t first_scored, double *nll_sum, int32_t *n_scored);
 
+/* The work of a session's steps since it was created or reset, summed over
+ * n_steps steps: the backend's counters (launches, syncs, copies; all zero
+ * when counted = 0, the CPU backend) and the host time, i.e. step time less
+ * the time spent waiting for the device. */
+typedef struct emt_step_counters {
+    int64_t n_steps;
+    int counted;
+    emt_exec_counters device;
+    double step_seconds, host_seconds;
+} emt_step_counters;
+void emt_session_step_counters(const entmtp_session *S, emt_step_counters *out);
+
 /* Test support: batch_heads = 0 makes Medusa heads that share the base
  * lm_head take one lm_head product per head (the reference path) instead of
  * one for all heads; last_head_topk exposes the last step's per-head top-k

@@ -263,6 +263,7 @@ ENTMTP_API void entmtp_session_reset(entmtp_session *S) {
     emt_features_clear(&S->features);
     memset(&S->stats, 0, sizeof S->stats);
     S->stats.struct_size = sizeof S->stats;
+    memset(&S->counters, 0, sizeof S->counters);
     for (int32_t i = 0; i < S->n_trees; i++) S->usage[i] = 0;
     if (S->policy) entmtp_policy_reset(S->policy);
 }

@@ -50,6 +50,7 @@ struct entmtp_session {
     int batch_heads;       /* Medusa: one lm_head product for all heads (default) */
     int64_t *usage;
     entmtp_session_stats stats;
+    emt_step_counters counters; /* per-step work (step.c) */
     emt_outlook_state outlook; /* per-tree expected accept and step time (bank + heads only) */
 };
 

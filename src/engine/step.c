@@ -26,6 +26,33 @@ static entmtp_status run_stages(entmtp_session *S, emt_step *st) {
     return ENTMTP_OK;
 }
 
+static void read_counters(const entmtp_session *S, emt_exec_counters *c) {
+    const emt_backend_ops *op = S->model->be->ops;
+    memset(c, 0, sizeof *c);
+    if (op->counters) op->counters(S->ex, c);
+}
+
+/* Adds the backend's work between `before` and now to the session's sums. */
+static void count_step(entmtp_session *S, const emt_exec_counters *before, double seconds) {
+    emt_exec_counters now;
+    read_counters(S, &now);
+    emt_step_counters *c = &S->counters;
+    c->n_steps++;
+    c->counted = S->model->be->ops->counters != NULL;
+    c->device.launches += now.launches - before->launches;
+    c->device.syncs += now.syncs - before->syncs;
+    c->device.d2h_copies += now.d2h_copies - before->d2h_copies;
+    c->device.d2h_bytes += now.d2h_bytes - before->d2h_bytes;
+    c->device.h2d_copies += now.h2d_copies - before->h2d_copies;
+    c->device.h2d_bytes += now.h2d_bytes - before->h2d_bytes;
+    double wait = now.wait_seconds - before->wait_seconds;
+    c->device.wait_seconds += wait;
+    c->step_seconds += seconds;
+    c->host_seconds += seconds - wait;
+}
+
+void emt_session_step_counters(const entmtp_session *S, emt_step_counters *out) { *out = S->counters; }
+
 static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_tokens,
                               const emt_step_probe *probe, entmtp_step_result *out) {
     if (!S) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_step: session is NULL");
@@ -36,8 +63,11 @@ static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_token
                         out->struct_size);
     emt_step st = { .force_ar = force_ar, .max_tokens = max_tokens, .probe = probe, .L = S->n_tokens,
                     .t0 = emt_now(), .tree_index = -1 };
+    emt_exec_counters before;
+    read_counters(S, &before);
     entmtp_status status = check_step(S);
     if (!status) status = run_stages(S, &st);
+    if (st.committed) count_step(S, &before, st.seconds);
     entmtp_step_result res;
     memset(&res, 0, sizeof res);
     res.struct_size = sizeof res;

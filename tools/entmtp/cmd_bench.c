@@ -138,6 +138,7 @@ typedef struct bench_job {
     double verify[32];
     double spec_tps, spec_accept, ar_tps;
     int have_spec;
+    emt_step_counters ar_count, spec_count; /* the AR steps timed; the EntMTP generation */
 } bench_job;
 
 static void bench_job_free(bench_job *j) {
@@ -211,6 +212,7 @@ static int time_ar(bench_job *j) {
         if (st) return cli_fail("AR step", st);
     }
     j->ar_step = (emt_now() - t0) / (double)o->tokens;
+    emt_session_step_counters(j->s, &j->ar_count);
     const entmtp_model_info *mi = &j->mi;
     double kv_bytes = 2.0 * mi->n_layers * (double)(o->context + o->tokens / 2) * mi->n_kv_heads * mi->head_dim * 4.0;
     j->step_bytes = (double)emt_model_streamed_bytes(j->model) + kv_bytes;
@@ -256,6 +258,7 @@ static int compare_generation(bench_job *j) {
         st = entmtp_generate(g, (int32_t)o->tokens * 4, mode == 0, NULL, NULL);
         entmtp_session_stats gs = { sizeof gs };
         entmtp_session_get_stats(g, &gs);
+        if (mode == 1) emt_session_step_counters(g, &j->spec_count);
         entmtp_session_free(g);
         if (st) return cli_fail("generate", st);
         if (mode == 0) j->ar_tps = gs.tokens_per_second;
@@ -267,19 +270,48 @@ static int compare_generation(bench_job *j) {
 
 static const char *device_name(const bench_job *j) { return j->mi.backend == ENTMTP_BACKEND_CUDA ? "cuda" : "cpu"; }
 
+/* Per-step means of a session's step counters, as a JSON object (null
+ * counts on a backend that counts nothing). */
+static void json_counters(FILE *f, const char *key, const emt_step_counters *c) {
+    double n = c->n_steps > 0 ? (double)c->n_steps : 1;
+    fprintf(f, ",\"%s\":{\"steps\":%lld,\"host_seconds\":%.7f", key, (long long)c->n_steps, c->host_seconds / n);
+    if (c->counted)
+        fprintf(f, ",\"launches\":%.2f,\"syncs\":%.2f,\"d2h_copies\":%.2f,\"d2h_bytes\":%.1f,\"h2d_copies\":%.2f,"
+                   "\"h2d_bytes\":%.1f",
+                (double)c->device.launches / n, (double)c->device.syncs / n, (double)c->device.d2h_copies / n,
+                (double)c->device.d2h_bytes / n, (double)c->device.h2d_copies / n, (double)c->device.h2d_bytes / n);
+    fprintf(f, "}");
+}
+
+static void print_counters(const char *what, const emt_step_counters *c) {
+    double n = c->n_steps > 0 ? (double)c->n_steps : 1;
+    if (!c->counted) {
+        printf("%-28s host time %.1f us (all work is host work on the CPU backend)\n", what, 1e6 * c->host_seconds / n);
+        return;
+    }
+    printf("%-28s %.1f launches, %.1f syncs, %.1f device-to-host copies (%.0f bytes), %.1f host-to-device (%.0f bytes), "
+           "host time %.1f us\n",
+           what, (double)c->device.launches / n, (double)c->device.syncs / n, (double)c->device.d2h_copies / n,
+           (double)c->device.d2h_bytes / n, (double)c->device.h2d_copies / n, (double)c->device.h2d_bytes / n,
+           1e6 * c->host_seconds / n);
+}
+
 static void write_json(const bench_job *j, FILE *f) {
     const bench_options *o = j->o;
     fprintf(f, "{\"model\":\"%s\",\"backend\":\"%s\",\"params\":%lld,\"context\":%ld,"
                "\"copy_bandwidth_gbs\":%.3f,\"ar_step_seconds\":%.6f,\"ar_tokens_per_second\":%.3f,"
                "\"ar_step_bytes\":%.0f,\"ar_bandwidth_gbs\":%.3f,\"ar_bandwidth_fraction\":%.4f,"
-               "\"host_seconds_per_step\":null,\"prefill_tokens_per_second\":%.3f,\"kernels\":\"%s\",\"verify\":[",
+               "\"host_seconds_per_step\":%.7f,\"prefill_tokens_per_second\":%.3f,\"kernels\":\"%s\",\"verify\":[",
             j->mi.name, device_name(j), (long long)j->mi.n_params, o->context, j->copy_gbs, j->ar_step,
             1.0 / j->ar_step, j->step_bytes, j->bw, j->copy_gbs > 0 ? j->bw / j->copy_gbs : 0,
+            j->ar_count.host_seconds / (double)(j->ar_count.n_steps > 0 ? j->ar_count.n_steps : 1),
             (double)o->context / j->prefill_s, emt_model_kernels(j->model));
     for (int32_t i = 0; i < o->n_sizes; i++)
         fprintf(f, "%s{\"nodes\":%d,\"seconds\":%.6f,\"ratio_to_ar\":%.4f}", i ? "," : "", o->sizes[i], j->verify[i],
                 j->verify[i] / j->ar_step);
     fprintf(f, "]");
+    json_counters(f, "ar_step", &j->ar_count);
+    if (j->have_spec) json_counters(f, "entmtp_step", &j->spec_count);
     if (j->have_spec)
         fprintf(f, ",\"entmtp_tokens_per_second\":%.3f,\"entmtp_mean_accept_length\":%.4f,\"ar_generate_tokens_per_second\":%.3f",
                 j->spec_tps, j->spec_accept, j->ar_tps);
@@ -313,7 +345,8 @@ static void print_report(const bench_job *j) {
     printf("bytes per AR step            %8.1f MB (weights as loaded + KV)\n", j->step_bytes / 1e6);
     printf("achieved bandwidth           %8.2f GB/s = %.0f%% of copy bandwidth\n", j->bw,
            j->copy_gbs > 0 ? 100 * j->bw / j->copy_gbs : 0);
-    printf("host time per step           n/a on the CPU backend (all work is host work)\n");
+    print_counters("per AR step", &j->ar_count);
+    if (j->have_spec) print_counters("per EntMTP step", &j->spec_count);
     printf("verify cost by tree size:\n   nodes   ms/verify   x AR step\n");
     for (int32_t i = 0; i < o->n_sizes; i++)
         printf("   %5d   %9.2f   %9.2f\n", o->sizes[i], j->verify[i] * 1e3, j->verify[i] / ar_step);

@@ -25,7 +25,7 @@
 
 #include <string.h>
 
-#define MM_WARPS 4     // outputs per block, one warp each
+#define MM_WARPS 8     // outputs per block, one warp each
 #define MM_ROW_TILE 8  // activation rows that share each weight load
 #define QK 32          // values per quantized block (quant.h's EMT_QK)
 
@@ -106,15 +106,17 @@ template <int DT> __device__ __forceinline__ void decode_unit(const uint8_t *row
     }
 }
 
-// Grid: (ceil(n_out / MM_WARPS), ceil(n_rows / MM_ROW_TILE)), MM_WARPS warps.
+// Grid: (ceil(n_rows / MM_ROW_TILE), ceil(n_out / MM_WARPS)), MM_WARPS warps:
+// the row tiles of one group of outputs are neighbours in launch order, so
+// the weight rows they share come from DRAM once and from L2 after.
 template <int DT>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     product_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
                    int32_t n_in, int32_t n_out, float *y) {
-    const int32_t o = blockIdx.x * MM_WARPS + threadIdx.x / 32;
+    const int32_t o = blockIdx.y * MM_WARPS + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (o >= n_out) return; // a whole warp: o is the same for its 32 lanes
-    const int32_t r0 = blockIdx.y * MM_ROW_TILE;
+    const int32_t r0 = blockIdx.x * MM_ROW_TILE;
     const int nr = n_rows - r0 < MM_ROW_TILE ? n_rows - r0 : MM_ROW_TILE;
     const uint8_t *w = W + (size_t)o * row_bytes;
     const float *xt = x + (size_t)r0 * n_in;
@@ -178,7 +180,12 @@ static void launch_product(emt_exec *ex, int dt, const void *W, const float *bia
                 dtype_name(dt), n_in, block_values(dt));
         return;
     }
-    const dim3 grid((unsigned)((n_out + MM_WARPS - 1) / MM_WARPS), (unsigned)((n_rows + MM_ROW_TILE - 1) / MM_ROW_TILE));
+    const int32_t groups = (n_out + MM_WARPS - 1) / MM_WARPS;
+    if (groups > 65535) { // grid y's limit: 524,280 outputs
+        cu_fail(ex, "cuda matmul: %d outputs exceed the kernel's %d", n_out, 65535 * MM_WARPS);
+        return;
+    }
+    const dim3 grid((unsigned)((n_rows + MM_ROW_TILE - 1) / MM_ROW_TILE), (unsigned)groups);
     switch (dt) {
     case EMT_F32: PRODUCT(EMT_F32); break;
     case EMT_F16: PRODUCT(EMT_F16); break;

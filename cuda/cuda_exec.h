@@ -70,7 +70,7 @@ void cu_softcap(emt_exec *ex, float *x, int64_t n, float cap);
 
 // matmul.cu
 #define CU_WEIGHT_TYPES \
-    ((1u << EMT_F16) | (1u << EMT_BF16) | (1u << EMT_Q8_0) | (1u << EMT_Q4_0) | (1u << EMT_Q4_1))
+    ((1u << EMT_F16) | (1u << EMT_BF16) | (1u << EMT_Q8_0) | (1u << EMT_Q4_0) | (1u << EMT_Q4_1) | (1u << EMT_Q4_K))
 void cu_matmul(emt_exec *ex, const float *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
                int32_t n_out, float *y, int exact);
 void cu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,

@@ -1,14 +1,14 @@
 // The product family y[r][o] = sum_i W[o][i] * x[r][i] (+ bias[o]) for 1..128
 // rows, over weights in their stored dtype (F32, F16, BF16, Q8_0, Q4_0,
-// Q4_1), and embedding rows from typed tables.
+// Q4_1, Q4_K), and embedding rows from typed tables.
 // CPU twins: cpu_matmul (dot1) and cpu_matmul_q (emt_dot_q_ref in
 // src/backend/cpu/quant.h, load8_half) for the products, cpu_embed_q for the
 // rows; tests/unit/test_cuda_kernels.c compares them.
 //
 // Batch invariance (the lossless invariant, src/backend/backend.h): one warp
 // computes one output o for a tile of up to MM_ROW_TILE rows. Lane l owns a
-// fixed share of n_in (dense: elements l, l+32, ...; quantized: blocks l,
-// l+32, ...) and accumulates each row of the tile in its own register in
+// fixed share of n_in (dense: elements l, l+32, ...; quantized: 32-value
+// units l, l+32, ...) and accumulates each row of the tile in its own register in
 // that order; the 32 lanes are then summed by a fixed butterfly. A row's
 // operations are therefore the same whatever tile it falls in and however
 // many rows the call has: y[r][o] is bit-identical for n_rows = 1 or 128.
@@ -16,15 +16,16 @@
 //
 // Numerics: quantized blocks are decoded to float codes and multiplied with
 // the float activations, block sum first, then scaled: acc += d * sum_j q_j x_j
-// (Q4_1 also acc += m * sum_j x_j), all in FP32. The CPU instead rounds the
+// (Q4_1 and Q4_K also acc += m * sum_j x_j), all in FP32. The CPU instead rounds the
 // activations to 16-bit integers per 32-value block (quant.h), so the two
 // differ by at most sum_b max|x_b| / 65534 * sum_{j in b} |W_j| plus float
-// rounding: the bound the parity test asserts.
+// rounding: the bound the parity test asserts. (Q4_K has no CPU product
+// yet: the loader converts it to F32 there; its twin is emt_dequant_q4_k.)
 #include "cuda_exec.h"
 
 #include <string.h>
 
-#define MM_WARPS 4     // outputs per block, one warp each
+#define MM_WARPS 8     // outputs per block, one warp each
 #define MM_ROW_TILE 8  // activation rows that share each weight load
 #define QK 32          // values per quantized block (quant.h's EMT_QK)
 
@@ -47,9 +48,13 @@ __device__ __forceinline__ float f16_to_float(uint16_t h) {
 
 __device__ __forceinline__ float bf16_to_float(uint16_t h) { return bits_to_float((uint32_t)h << 16); }
 
+// Quantized rows are read in units of 32 values: a whole block for Q8_0,
+// Q4_0 and Q4_1, one of the eight sub-blocks of a 256-value super-block for
+// Q4_K. Bytes per block and values per block:
 __host__ __device__ constexpr int block_bytes(int dt) {
-    return dt == EMT_Q8_0 ? 34 : dt == EMT_Q4_0 ? 18 : dt == EMT_Q4_1 ? 20 : 0;
+    return dt == EMT_Q8_0 ? 34 : dt == EMT_Q4_0 ? 18 : dt == EMT_Q4_1 ? 20 : dt == EMT_Q4_K ? 144 : 0;
 }
+__host__ __device__ constexpr int block_values(int dt) { return dt == EMT_Q4_K ? 256 : block_bytes(dt) ? QK : 1; }
 
 // Element i of a dense weight row.
 template <int DT> __device__ __forceinline__ float dense_at(const uint8_t *row, int32_t i) {
@@ -58,9 +63,35 @@ template <int DT> __device__ __forceinline__ float dense_at(const uint8_t *row, 
     return DT == EMT_F16 ? f16_to_float(h) : bf16_to_float(h);
 }
 
-// One quantized block -> its 32 codes as floats, its scale d and minimum m
-// (Q4_1); value j = d * q[j] + m. Layouts: quant.h.
-template <int DT> __device__ __forceinline__ void decode_block(const uint8_t *blk, float q[QK], float *d, float *m) {
+// Sub-block j of a Q4_K super-block: 6-bit scale and minimum (CPU twin:
+// emt_kquant_scale_min in src/io/tensor.h).
+__device__ __forceinline__ void kquant_scale_min(const uint8_t *scales, int j, int *sc, int *m) {
+    if (j < 4) {
+        *sc = scales[j] & 63;
+        *m = scales[j + 4] & 63;
+    } else {
+        *sc = (scales[j + 4] & 0x0F) | ((scales[j - 4] >> 6) << 4);
+        *m = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+    }
+}
+
+// Unit u (values 32u .. 32u+31) of a quantized row -> its 32 codes as
+// floats, a scale d and an offset m: value j = d * q[j] + m. Layouts:
+// src/backend/cpu/quant.h and src/io/tensor.h (CPU twins: emt_tensor_to_f32,
+// emt_dequant_q4_k).
+template <int DT> __device__ __forceinline__ void decode_unit(const uint8_t *row, int32_t u, float q[QK], float *d, float *m) {
+    if (DT == EMT_Q4_K) {
+        const uint8_t *blk = row + (size_t)(u / 8) * block_bytes(DT);
+        const int s = u % 8;
+        int sc, mn;
+        kquant_scale_min(blk + 4, s, &sc, &mn);
+        *d = f16_to_float(rd16(blk)) * (float)sc;
+        *m = -(f16_to_float(rd16(blk + 2)) * (float)mn);
+        const uint8_t *qs = blk + 16 + 32 * (s / 2);
+        for (int l = 0; l < QK; l++) q[l] = (float)(s % 2 ? qs[l] >> 4 : qs[l] & 0x0F);
+        return;
+    }
+    const uint8_t *blk = row + (size_t)u * block_bytes(DT);
     *d = f16_to_float(rd16(blk));
     *m = DT == EMT_Q4_1 ? f16_to_float(rd16(blk + 2)) : 0.0f;
     if (DT == EMT_Q8_0) {
@@ -75,15 +106,17 @@ template <int DT> __device__ __forceinline__ void decode_block(const uint8_t *bl
     }
 }
 
-// Grid: (ceil(n_out / MM_WARPS), ceil(n_rows / MM_ROW_TILE)), MM_WARPS warps.
+// Grid: (ceil(n_rows / MM_ROW_TILE), ceil(n_out / MM_WARPS)), MM_WARPS warps:
+// the row tiles of one group of outputs are neighbours in launch order, so
+// the weight rows they share come from DRAM once and from L2 after.
 template <int DT>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     product_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
                    int32_t n_in, int32_t n_out, float *y) {
-    const int32_t o = blockIdx.x * MM_WARPS + threadIdx.x / 32;
+    const int32_t o = blockIdx.y * MM_WARPS + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (o >= n_out) return; // a whole warp: o is the same for its 32 lanes
-    const int32_t r0 = blockIdx.y * MM_ROW_TILE;
+    const int32_t r0 = blockIdx.x * MM_ROW_TILE;
     const int nr = n_rows - r0 < MM_ROW_TILE ? n_rows - r0 : MM_ROW_TILE;
     const uint8_t *w = W + (size_t)o * row_bytes;
     const float *xt = x + (size_t)r0 * n_in;
@@ -99,7 +132,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     } else {
         for (int32_t b = lane; b < n_in / QK; b += 32) {
             float q[QK], d, m;
-            decode_block<DT>(w + (size_t)b * block_bytes(DT), q, &d, &m);
+            decode_unit<DT>(w, b, q, &d, &m);
             EMT_UNROLL
             for (int r = 0; r < MM_ROW_TILE; r++) {
                 if (r >= nr) continue;
@@ -107,7 +140,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
                 float dot = 0.0f;
                 for (int j = 0; j < QK; j++) dot = fmaf(q[j], xb[j], dot);
                 acc[r] = fmaf(d, dot, acc[r]);
-                if (DT == EMT_Q4_1) {
+                if (DT == EMT_Q4_1 || DT == EMT_Q4_K) {
                     float sum = 0.0f;
                     for (int j = 0; j < QK; j++) sum += xb[j];
                     acc[r] = fmaf(m, sum, acc[r]);
@@ -122,26 +155,46 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     }
 }
 
-static void launch_product(emt_exec *ex, emt_dtype dt, const void *W, const float *bias, const float *x,
-                           int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
-    const dim3 grid((unsigned)((n_out + MM_WARPS - 1) / MM_WARPS), (unsigned)((n_rows + MM_ROW_TILE - 1) / MM_ROW_TILE));
-    const uint8_t *w = (const uint8_t *)W;
-    size_t rb = (size_t)n_in * (dt == EMT_F32 ? 4 : 2);
-    if (block_bytes(dt)) {
-        if (n_in % QK) {
-            cu_fail(ex, "cuda matmul: %s weight rows of %d values are not whole blocks of %d", dt == EMT_Q8_0 ? "Q8_0" : dt == EMT_Q4_0 ? "Q4_0" : "Q4_1", n_in, QK);
-            return;
-        }
-        rb = (size_t)(n_in / QK) * block_bytes(dt);
+static const char *dtype_name(int dt) {
+    static const char *const names[] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1" };
+    return dt == EMT_Q4_K ? "Q4_K" : dt >= 0 && dt < 6 ? names[dt] : "?";
+}
+
+// Bytes of one row of n values, 0 when the row is not whole blocks (or the
+// dtype is not one the plugin takes).
+static size_t row_bytes(int dt, int32_t n) {
+    if (dt != EMT_F32 && !(CU_WEIGHT_TYPES & (1u << dt))) return 0;
+    if (n % block_values(dt)) return 0;
+    return block_bytes(dt) ? (size_t)(n / block_values(dt)) * block_bytes(dt) : (size_t)n * (dt == EMT_F32 ? 4 : 2);
+}
+
+#define PRODUCT(DT)                                                                                                   \
+    EMT_LAUNCH(product_kernel<DT>, grid, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb, bias, x, n_rows, n_in, \
+               n_out, y)
+
+static void launch_product(emt_exec *ex, int dt, const void *W, const float *bias, const float *x, int32_t n_rows,
+                           int32_t n_in, int32_t n_out, float *y) {
+    const size_t rb = row_bytes(dt, n_in);
+    if (!rb) {
+        cu_fail(ex, "cuda matmul: %s weight rows of %d values: not a dtype the plugin takes or not whole blocks of %d",
+                dtype_name(dt), n_in, block_values(dt));
+        return;
     }
+    const int32_t groups = (n_out + MM_WARPS - 1) / MM_WARPS;
+    if (groups > 65535) { // grid y's limit: 524,280 outputs
+        cu_fail(ex, "cuda matmul: %d outputs exceed the kernel's %d", n_out, 65535 * MM_WARPS);
+        return;
+    }
+    const dim3 grid((unsigned)((n_rows + MM_ROW_TILE - 1) / MM_ROW_TILE), (unsigned)groups);
     switch (dt) {
-    case EMT_F32: EMT_LAUNCH(product_kernel<EMT_F32>, grid, MM_WARPS * 32, 0, ex->stream, w, rb, bias, x, n_rows, n_in, n_out, y); break;
-    case EMT_F16: EMT_LAUNCH(product_kernel<EMT_F16>, grid, MM_WARPS * 32, 0, ex->stream, w, rb, bias, x, n_rows, n_in, n_out, y); break;
-    case EMT_BF16: EMT_LAUNCH(product_kernel<EMT_BF16>, grid, MM_WARPS * 32, 0, ex->stream, w, rb, bias, x, n_rows, n_in, n_out, y); break;
-    case EMT_Q8_0: EMT_LAUNCH(product_kernel<EMT_Q8_0>, grid, MM_WARPS * 32, 0, ex->stream, w, rb, bias, x, n_rows, n_in, n_out, y); break;
-    case EMT_Q4_0: EMT_LAUNCH(product_kernel<EMT_Q4_0>, grid, MM_WARPS * 32, 0, ex->stream, w, rb, bias, x, n_rows, n_in, n_out, y); break;
-    case EMT_Q4_1: EMT_LAUNCH(product_kernel<EMT_Q4_1>, grid, MM_WARPS * 32, 0, ex->stream, w, rb, bias, x, n_rows, n_in, n_out, y); break;
-    default: cu_fail(ex, "cuda matmul: weight dtype %d is not one the plugin takes", (int)dt);
+    case EMT_F32: PRODUCT(EMT_F32); break;
+    case EMT_F16: PRODUCT(EMT_F16); break;
+    case EMT_BF16: PRODUCT(EMT_BF16); break;
+    case EMT_Q8_0: PRODUCT(EMT_Q8_0); break;
+    case EMT_Q4_0: PRODUCT(EMT_Q4_0); break;
+    case EMT_Q4_1: PRODUCT(EMT_Q4_1); break;
+    case EMT_Q4_K: PRODUCT(EMT_Q4_K); break;
+    default: break;
     }
 }
 
@@ -178,21 +231,19 @@ void cu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float
 
 // ------------------------------------------------------------- embed_q
 
-// Element i of a typed row as a float, bit-identical to emt_tensor_to_f32.
+// Element i of a typed row as a float, bit-identical to emt_tensor_to_f32
+// (no FMA: the CPU rounds the product, then adds the minimum).
 __device__ __forceinline__ float typed_at(int dt, const uint8_t *row, int32_t i) {
+    float q[QK], d, m;
     switch (dt) {
     case EMT_F16: return dense_at<EMT_F16>(row, i);
     case EMT_BF16: return dense_at<EMT_BF16>(row, i);
-    default: break;
+    case EMT_Q8_0: decode_unit<EMT_Q8_0>(row, i / QK, q, &d, &m); return d * q[i % QK];
+    case EMT_Q4_0: decode_unit<EMT_Q4_0>(row, i / QK, q, &d, &m); return d * q[i % QK];
+    case EMT_Q4_1: decode_unit<EMT_Q4_1>(row, i / QK, q, &d, &m); break;
+    default: decode_unit<EMT_Q4_K>(row, i / QK, q, &d, &m); break;
     }
-    const uint8_t *blk = row + (size_t)(i / QK) * block_bytes(dt);
-    const int j = i % QK;
-    const float d = f16_to_float(rd16(blk));
-    if (dt == EMT_Q8_0) return d * (float)(int8_t)blk[2 + j];
-    const uint8_t *qs = blk + (dt == EMT_Q4_1 ? 4 : 2);
-    const int code = j < QK / 2 ? (qs[j] & 0x0F) : (qs[j - QK / 2] >> 4);
-    // no FMA: the CPU rounds the product, then adds the minimum
-    return dt == EMT_Q4_0 ? d * (float)(code - 8) : __fadd_rn(__fmul_rn(d, (float)code), f16_to_float(rd16(blk + 2)));
+    return __fadd_rn(__fmul_rn(d, q[i % QK]), m);
 }
 
 // One block per row. CPU twin: cpu_embed_q (emt_tensor_to_f32).
@@ -204,9 +255,10 @@ __global__ void embed_typed_kernel(int dt, const uint8_t *table, size_t row_byte
 
 void cu_embed_q(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *tokens, int32_t n_rows, float *out) {
     const int dt = table->dtype;
-    size_t rb = block_bytes(dt) ? (size_t)(dim / QK) * block_bytes(dt) : (size_t)dim * 2;
-    if (!(CU_WEIGHT_TYPES & (1u << dt)) || (block_bytes(dt) && dim % QK)) {
-        cu_fail(ex, "cuda embed: table dtype %d with rows of %d values is not one the plugin takes", dt, dim);
+    const size_t rb = dt == EMT_F32 ? 0 : row_bytes(dt, dim);
+    if (!rb) {
+        cu_fail(ex, "cuda embed: %s table rows of %d values: not a dtype the plugin takes or not whole blocks of %d",
+                dtype_name(dt), dim, block_values(dt));
         return;
     }
     const int32_t *d_tok = (const int32_t *)cu_stage(ex, tokens, (size_t)n_rows * sizeof(int32_t));

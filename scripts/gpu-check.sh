@@ -2,7 +2,8 @@
 # The whole GPU check in one call on a lent GPU machine (repo root, no
 # registry): unpack the carried Debian packages into a private prefix, build
 # with CUDA, run every test (test_cuda_parity compares the CUDA backend with
-# the CPU backend op by op, test_cuda_lossless token for token; the CPU
+# the CPU backend op by op, test_cuda_kernels checks batch invariance, typed
+# weights and tree == AR attention, test_cuda_lossless token for token; the CPU
 # harness variants run too), run compute-sanitizer memcheck, racecheck and
 # synccheck on both, and benchmark. Log: $OUT/gpu-check.log.
 #   here:  bash scripts/gpu-carry.sh
@@ -30,7 +31,7 @@ export ENTMTP_CUDA_PLUGIN=$PWD/build/gpu/cuda/libentmtp-cuda.so
 # the same tests the CPU CUDA harness runs in CI (docs/cuda-harness.md), here
 # on the real device and cuBLAS, under compute-sanitizer
 for tool in memcheck racecheck synccheck; do
-  for t in test_cuda_parity test_cuda_lossless; do
+  for t in test_cuda_parity test_cuda_kernels test_cuda_lossless; do
     echo "== compute-sanitizer --tool $tool $t"
     compute-sanitizer --tool "$tool" --error-exitcode 9 "build/gpu/tests/$t" || status=1
   done
@@ -38,5 +39,8 @@ done
 echo "== bench (CUDA, synthetic shapes)"
 build/gpu/entmtp bench --synthetic smollm2-135m --backend cuda --tokens 64 --json || true
 build/gpu/entmtp bench --synthetic llama-7b --backend cuda --tokens 32 --reps 3 --json || true
+build/gpu/entmtp bench --synthetic llama-7b --weights q4_0 --backend cuda --tokens 32 --reps 3 --json || true
+echo "== roofline (compare the bench's per-step times with it)"
+python3 scripts/roofline.py || true
 echo "gpu-check: exit status $status"
 exit $status

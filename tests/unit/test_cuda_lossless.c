@@ -4,6 +4,7 @@
  * own AR run equals them too. Runs on a GPU or, in CI, on the CPU CUDA
  * harness (docs/cuda-harness.md); SKIPPED when neither is there. */
 #include "backend/backend.h"
+#include "model/model.h"
 #include "check.h"
 #include "test_policies.h"
 #include "tiny_model.h"
@@ -45,8 +46,10 @@ static void compare(const int32_t *ref, const int32_t *got, const char *label, c
     emt_test_failures++;
 }
 
-/* One model + heads: CPU AR is the reference for every CUDA run. */
-static void check_heads(const char *gguf, const char *heads, const char *label) {
+/* One model + heads: CPU AR is the reference for every CUDA run; with
+ * quantized weights (kept quantized on the device, whose products round
+ * differently from the CPU's 16-bit activation blocks) CUDA AR is. */
+static void check_heads(const char *gguf, const char *heads, const char *label, const char *device_dtype) {
     entmtp_model *m[2] = { NULL, NULL };
     entmtp_heads *h[2] = { NULL, NULL };
     for (int k = 0; k < 2; k++) {
@@ -70,9 +73,16 @@ static void check_heads(const char *gguf, const char *heads, const char *label) 
     if (m[0] && m[1] && h[0] && h[1] && n_trees > 0) {
         int32_t ref[N_TOKENS], got[N_TOKENS];
         char what[96];
-        generate(m[0], h[0], b, NULL, 1, ref);
-        generate(m[1], h[1], b, NULL, 1, got);
-        compare(ref, got, label, "AR");
+        if (device_dtype) {
+            const char *kernels = emt_model_kernels(m[1]);
+            printf("%s: %s\n", label, kernels);
+            CHECK(strstr(kernels, device_dtype) != NULL); /* the weights stayed quantized */
+            generate(m[1], h[1], b, NULL, 1, ref);
+        } else {
+            generate(m[0], h[0], b, NULL, 1, ref);
+            generate(m[1], h[1], b, NULL, 1, got);
+            compare(ref, got, label, "AR");
+        }
         for (int32_t t = 0; t < n_trees; t++) {
             entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
             pc.static_tree = t;
@@ -95,7 +105,8 @@ static void check_heads(const char *gguf, const char *heads, const char *label) 
             compare(ref, got, label, what);
             entmtp_policy_free(pol);
         }
-        printf("%s: CUDA == CPU AR for AR, %d trees and %d policies\n", label, n_trees, EMT_TEST_N_POLICIES);
+        printf("%s: CUDA == %s AR for %d trees and %d policies\n", label, device_dtype ? "CUDA" : "CPU", n_trees,
+               EMT_TEST_N_POLICIES);
     }
     entmtp_bank_free(b);
     for (int k = 0; k < 2; k++) {
@@ -121,8 +132,13 @@ int main(void) {
     CHECK_OK(emt_tiny_write_gguf(gguf, &c, EMT_F32));
     CHECK_OK(emt_tiny_write_medusa_heads(medusa, c.hidden, c.vocab, 5, 1, 0, 3));
     CHECK_OK(emt_tiny_write_hydra_heads(hydra, c.hidden, c.vocab, 5, 2, 0, 12));
-    check_heads(gguf, medusa, "medusa");
-    check_heads(gguf, hydra, "hydra");
+    check_heads(gguf, medusa, "medusa", NULL);
+    check_heads(gguf, hydra, "hydra", NULL);
+    /* weights kept in their stored dtype on the device */
+    CHECK_OK(emt_tiny_write_gguf(gguf, &c, EMT_Q4_0));
+    check_heads(gguf, medusa, "medusa, Q4_0 weights", "Q4_0");
+    CHECK_OK(emt_tiny_write_gguf(gguf, &c, EMT_Q8_0));
+    check_heads(gguf, hydra, "hydra, Q8_0 weights", "Q8_0");
     remove(gguf);
     remove(medusa);
     remove(hydra);

@@ -5,32 +5,19 @@
  * CI, on the CPU CUDA harness (docs/cuda-harness.md); SKIPPED without either. */
 #include "backend/backend.h"
 #include "check.h"
+#include "cuda_test.h"
 
 #include <math.h>
 #include <stdio.h>
 
 static uint64_t rng = 7;
-static float urand(void) {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-static int32_t irand(int32_t n) { return (int32_t)((urand() * 0.5f + 0.5f) * (float)n) % n; }
+static int32_t irand(int32_t n) { return emt_test_irand(&rng, n); }
 
 static emt_backend *cpu, *gpu;
 static emt_exec *ec, *eg;
 
-static float *host_random(size_t n, float scale) {
-    float *h = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) h[i] = urand() * scale;
-    return h;
-}
-
-static float *dev_copy(const float *h, size_t n) {
-    float *d = gpu->ops->alloc(gpu, n * sizeof(float));
-    CHECK(d != NULL);
-    if (d) CHECK_OK(gpu->ops->upload(gpu, d, h, n * sizeof(float)));
-    return d;
-}
+static float *host_random(size_t n, float scale) { return emt_test_host_random(&rng, n, scale); }
+static float *dev_copy(const float *h, size_t n) { return emt_test_device_copy(gpu, h, n * sizeof(float)); }
 
 /* The device result against the CPU's: |difference| <= tol * (1 + |cpu|). */
 static void expect_close(const char *op, const float *dev, const float *host, size_t n, double tol) {

@@ -1,0 +1,272 @@
+/* The CUDA kernel families against their CPU twins and against themselves:
+ * - products (cuda/matmul.cu) in every weight dtype the plugin takes: an
+ *   output row is bit-identical whether the call has 1, 3, 64 or 128 rows
+ *   (batch invariance), within FP32 rounding of a double reference, and
+ *   within the activation-quantization bound of the CPU's matmul_q;
+ * - typed embedding rows: bit-identical to the CPU's;
+ * - tree attention (cuda/attention.cu): each node of a 128-node tree over a
+ *   3000-token context is bit-identical to the AR call that puts the same
+ *   token at the same position, with and without Gemma's soft-cap, GQA;
+ * - Gemma's elementwise ops against the CPU.
+ * Runs on a GPU or, in CI, on the CPU CUDA harness (docs/cuda-harness.md);
+ * SKIPPED without either. */
+#include "backend/backend.h"
+#include "check.h"
+#include "cuda_test.h"
+#include "tiny_model.h"
+
+#include <math.h>
+#include <stdio.h>
+
+static uint64_t rng = 11;
+static float urand(void) { return emt_test_urand(&rng); }
+static int32_t irand(int32_t n) { return emt_test_irand(&rng, n); }
+
+static emt_backend *cpu, *gpu;
+static emt_exec *ec, *eg;
+
+static float *host_random(size_t n, float scale) { return emt_test_host_random(&rng, n, scale); }
+static void *dev_bytes(const void *h, size_t bytes) { return emt_test_device_copy(gpu, h, bytes); }
+
+static float *download(const float *d, size_t n) {
+    float *h = malloc(n * sizeof(float));
+    CHECK_OK(gpu->ops->download(eg, h, d, n * sizeof(float)));
+    return h;
+}
+
+/* ---------------------------------------------------------------- products */
+
+/* Weights in dtype t: the test support's quantizers, or for Q4_K random
+ * super-blocks (any bytes are a valid block; scales kept small) */
+static void encode_weights(emt_dtype t, const float *w, int64_t n, uint8_t *out) {
+    if (t != EMT_Q4_K) {
+        emt_tiny_encode(t, w, n, out);
+        return;
+    }
+    for (int64_t b = 0; b < n / 256; b++, out += 144) {
+        uint16_t d = emt_f32_to_f16(0.0005f + 0.0005f * urand()), dmin = emt_f32_to_f16(0.0005f * urand());
+        memcpy(out, &d, 2);
+        memcpy(out + 2, &dmin, 2);
+        for (int j = 4; j < 144; j++) out[j] = (uint8_t)irand(256);
+    }
+}
+
+#define MM_ROWS 128
+
+/* y (n_rows from x row `first`) on the device, downloaded */
+static float *device_product(const emt_wmat *W, const float *dbias, const float *dx, int32_t first, int32_t n_rows,
+                             int32_t I, int32_t O, float *dy) {
+    emt_matmul(gpu->ops, eg, W, dbias, dx + (size_t)first * I, n_rows, I, O, dy, 1);
+    CHECK_OK(gpu->ops->sync(eg));
+    return download(dy, (size_t)n_rows * O);
+}
+
+static void check_product(emt_dtype t) {
+    /* 33 units of 32 inputs (Q4_K: 40 units, 5 super-blocks): lanes 0 (and
+     * up to 7) take two units, the others one */
+    const int32_t I = t == EMT_Q4_K ? 1280 : 1056, O = 67;
+    float *w = host_random((size_t)O * I, 0.05f), *bias = host_random(O, 1.0f);
+    float *x = host_random((size_t)MM_ROWS * I, 1.0f);
+    for (int32_t i = 0; i < I; i += 97) x[i] *= 30.0f; /* outliers: blocks with a large max|x| */
+    size_t wbytes = emt_dtype_nbytes(t, (int64_t)O * I);
+    uint8_t *wq = malloc(wbytes);
+    encode_weights(t, w, (int64_t)O * I, wq);
+    /* the weights as stored, decoded back: the product's exact operands */
+    emt_tensor tensor = { "W", t, 2, { O, I }, wq, wbytes, NULL };
+    float *wd = malloc(sizeof(float) * O * I);
+    CHECK_OK(emt_tensor_to_f32(&tensor, 0, (int64_t)O * I, wd));
+
+    emt_wmat Wd = { t, dev_bytes(wq, wbytes), NULL }, Wh = { t, wq, NULL };
+    float *dbias = dev_bytes(bias, sizeof(float) * O), *dx = dev_bytes(x, sizeof(float) * MM_ROWS * I);
+    float *dy = gpu->ops->alloc(gpu, sizeof(float) * MM_ROWS * O);
+    float *all = device_product(&Wd, dbias, dx, 0, MM_ROWS, I, O, dy);
+
+    /* batch invariance: the same rows inside calls of 1, 3 and 64 rows, at
+     * other positions of their row tiles */
+    const int32_t sizes[] = { 1, 3, 64 }, firsts[] = { 77, 5, 61 };
+    int same = 1;
+    for (int k = 0; k < 3; k++) {
+        float *part = device_product(&Wd, dbias, dx, firsts[k], sizes[k], I, O, dy);
+        same &= !memcmp(part, all + (size_t)firsts[k] * O, sizeof(float) * sizes[k] * O);
+        free(part);
+    }
+
+    /* against a double reference over the decoded weights, and the CPU twin */
+    float *cpu_y = malloc(sizeof(float) * MM_ROWS * O);
+    /* a dtype the CPU backend converts to F32 at load has no CPU product:
+     * the double reference over the CPU's dequantization is its twin */
+    int cpu_takes = t == EMT_F32 || (cpu->ops->weight_types & (1u << t));
+    if (cpu_takes) emt_matmul(cpu->ops, ec, &Wh, bias, x, MM_ROWS, I, O, cpu_y, 1);
+    int quantized = emt_dtype_is_quantized(t);
+    double worst_ref = 0, worst_cpu = 0;
+    for (int32_t r = 0; r < MM_ROWS; r++)
+        for (int32_t o = 0; o < O; o++) {
+            const float *wr = wd + (size_t)o * I, *xr = x + (size_t)r * I;
+            double ref = bias[o], mag = fabs(bias[o]), qbound = 0;
+            for (int32_t b = 0; b < I / 32; b++) {
+                double amax = 0, wabs = 0;
+                for (int32_t j = b * 32; j < b * 32 + 32; j++) {
+                    ref += (double)wr[j] * xr[j];
+                    mag += fabs((double)wr[j] * xr[j]);
+                    amax = fmax(amax, fabs(xr[j]));
+                    wabs += fabs(wr[j]);
+                }
+                qbound += amax / 65534.0 * wabs; /* the CPU's 16-bit activation rounding */
+            }
+            double got = all[(size_t)r * O + o], cpu_v = cpu_y[(size_t)r * O + o];
+            /* FP32 accumulation: about 70 roundings deep, each <= 2^-24 of mag */
+            worst_ref = fmax(worst_ref, fabs(got - ref) / (5e-6 * mag));
+            if (cpu_takes) worst_cpu = fmax(worst_cpu, fabs(got - cpu_v) / ((quantized ? qbound : 0) + 1e-5 * mag));
+        }
+    printf("matmul %-5s 1/3/64/128 rows %s; |cuda - double| / bound %.3f, |cuda - cpu| / bound %.3f%s\n",
+           emt_dtype_name(t), same ? "bit-identical" : "DIFFER", worst_ref, worst_cpu,
+           cpu_takes ? "" : " (no CPU product for this dtype)");
+    CHECK(same);
+    CHECK(worst_ref <= 1.0);
+    CHECK(worst_cpu <= 1.0);
+
+    /* typed embedding rows: the CPU's bits */
+    if (t != EMT_F32) {
+        int32_t tokens[5] = { 66, 0, 13, 13, 40 };
+        float *out_c = malloc(sizeof(float) * 5 * I), *dout = gpu->ops->alloc(gpu, sizeof(float) * 5 * I);
+        emt_embed(cpu->ops, ec, &Wh, I, tokens, 5, out_c);
+        emt_embed(gpu->ops, eg, &Wd, I, tokens, 5, dout);
+        float *out_g = download(dout, (size_t)5 * I);
+        printf("embed  %-5s rows equal: %s\n", emt_dtype_name(t), memcmp(out_c, out_g, sizeof(float) * 5 * I) ? "no" : "yes");
+        CHECK(!memcmp(out_c, out_g, sizeof(float) * 5 * I));
+        gpu->ops->release(gpu, dout);
+        free(out_c); free(out_g);
+    }
+    gpu->ops->release(gpu, (void *)Wd.data);
+    gpu->ops->release(gpu, dbias); gpu->ops->release(gpu, dx); gpu->ops->release(gpu, dy);
+    free(w); free(bias); free(x); free(wq); free(wd); free(all); free(cpu_y);
+}
+
+/* --------------------------------------------------------------- attention */
+
+/* One attention call on the device, downloaded. */
+static float *device_attention(const float *q, const float *k, const float *v, int32_t kv_rows, int32_t n_prefix,
+                               int32_t n_rows, const uint8_t *mask, int32_t H, int32_t KV, int32_t hd, float cap) {
+    size_t qn = (size_t)n_rows * H * hd, kn = (size_t)kv_rows * KV * hd;
+    float *dq = dev_bytes(q, qn * 4), *dk = dev_bytes(k, kn * 4), *dv = dev_bytes(v, kn * 4);
+    float *dout = gpu->ops->alloc(gpu, qn * 4);
+    if (cap > 0) gpu->ops->attention_softcap(eg, dq, dk, dv, n_prefix, n_rows, mask, H, KV, hd, cap, dout);
+    else gpu->ops->attention(eg, dq, dk, dv, n_prefix, n_rows, mask, H, KV, hd, dout);
+    CHECK_OK(gpu->ops->sync(eg));
+    float *out = download(dout, qn);
+    float *p[] = { dq, dk, dv, dout };
+    for (int i = 0; i < 4; i++) gpu->ops->release(gpu, p[i]);
+    return out;
+}
+
+/* A 128-node tree over a 3000-token prefix: each node's output equals, bit
+ * for bit, the one-row AR call over the prefix and its ancestors laid out
+ * contiguously; the deep branch crosses the chunk boundary at 3072. */
+static void check_tree_vs_ar(float cap) {
+    const int32_t P = 3000, N = 128, H = 8, KV = 2, hd = 64, width = KV * hd;
+    uint8_t *mask = calloc((size_t)N * N, 1);
+    for (int32_t i = 0; i < N; i++) { /* parents one or two nodes back: depth ~ 85 */
+        if (i > 0) memcpy(mask + (size_t)i * N, mask + (size_t)(i - 1 - (i > 1 ? irand(2) : 0)) * N, (size_t)N);
+        mask[(size_t)i * N + i] = 1;
+    }
+    float *q = host_random((size_t)N * H * hd, 1.0f), *k = host_random((size_t)(P + N) * width, 1.0f);
+    float *v = host_random((size_t)(P + N) * width, 1.0f);
+    float *tree = device_attention(q, k, v, P + N, P, N, mask, H, KV, hd, cap);
+
+    /* the CPU twin over the whole tree */
+    float *cpu_o = malloc(sizeof(float) * N * H * hd);
+    if (cap > 0) cpu->ops->attention_softcap(ec, q, k, v, P, N, mask, H, KV, hd, cap, cpu_o);
+    else cpu->ops->attention(ec, q, k, v, P, N, mask, H, KV, hd, cpu_o);
+    double worst = 0;
+    for (size_t i = 0; i < (size_t)N * H * hd; i++)
+        worst = fmax(worst, fabs((double)tree[i] - cpu_o[i]) / (1.0 + fabs((double)cpu_o[i])));
+
+    float *k2 = malloc(sizeof(float) * (P + N) * width), *v2 = malloc(sizeof(float) * (P + N) * width);
+    memcpy(k2, k, sizeof(float) * P * width);
+    memcpy(v2, v, sizeof(float) * P * width);
+    int32_t checked = 0, equal = 0, deepest = 0;
+    for (int32_t s = 0; s <= N / 17; s++) { /* a spread of nodes and the last (deepest) one */
+        int32_t i = s < N / 17 ? s * 17 : N - 1, d = 0;
+        for (int32_t j = 0; j < N; j++)
+            if (mask[(size_t)i * N + j]) {
+                memcpy(k2 + (size_t)(P + d) * width, k + (size_t)(P + j) * width, sizeof(float) * width);
+                memcpy(v2 + (size_t)(P + d) * width, v + (size_t)(P + j) * width, sizeof(float) * width);
+                d++;
+            }
+        /* AR: the node is the one new row at cache row P + d - 1 */
+        float *ar = device_attention(q + (size_t)i * H * hd, k2, v2, P + d, P + d - 1, 1, NULL, H, KV, hd, cap);
+        equal += !memcmp(ar, tree + (size_t)i * H * hd, sizeof(float) * H * hd);
+        checked++;
+        deepest = d > deepest ? d : deepest;
+        free(ar);
+    }
+    printf("attention %d+%d tree%s: %d of %d nodes (deepest %d keys past the prefix) bit-identical to AR; "
+           "worst relative difference to the CPU %.3g\n",
+           P, N, cap > 0 ? " soft-capped" : "", equal, checked, deepest, worst);
+    CHECK(equal == checked);
+    CHECK(P + deepest > 3072);
+    CHECK(worst < 1e-5);
+    free(mask); free(q); free(k); free(v); free(tree); free(cpu_o); free(k2); free(v2);
+}
+
+/* ------------------------------------------------------------ Gemma ops */
+
+static void check_gemma_elementwise(void) {
+    const int64_t n = 4096 * 256 + 1001; /* past the grid-stride cap */
+    float *a = host_random(n, 6.0f), *b = host_random(n, 3.0f), *out = malloc(sizeof(float) * n);
+    float *da = dev_bytes(a, sizeof(float) * n), *db = dev_bytes(b, sizeof(float) * n);
+    float *dout = gpu->ops->alloc(gpu, sizeof(float) * n);
+    struct { const char *name; double tol; } ops[] = { { "geglu", 1e-5 }, { "scale", 0 }, { "softcap", 1e-6 } };
+    for (int k = 0; k < 3; k++) {
+        if (k == 0) {
+            cpu->ops->geglu(ec, a, b, n, out);
+            gpu->ops->geglu(eg, da, db, n, dout);
+        } else if (k == 1) {
+            memcpy(out, a, sizeof(float) * n);
+            cpu->ops->scale(ec, out, n, 5.656854f);
+            CHECK_OK(gpu->ops->upload(gpu, dout, a, sizeof(float) * n));
+            gpu->ops->scale(eg, dout, n, 5.656854f);
+        } else {
+            memcpy(out, a, sizeof(float) * n);
+            cpu->ops->softcap(ec, out, n, 5.0f); /* |a| up to 6: into tanh's bend */
+            CHECK_OK(gpu->ops->upload(gpu, dout, a, sizeof(float) * n));
+            gpu->ops->softcap(eg, dout, n, 5.0f);
+        }
+        float *g = download(dout, n);
+        double worst = 0;
+        for (int64_t i = 0; i < n; i++) worst = fmax(worst, fabs((double)g[i] - out[i]) / (1.0 + fabs((double)out[i])));
+        printf("%-8s %lld values, worst relative difference %.3g (tolerance %g)\n", ops[k].name, (long long)n, worst,
+               ops[k].tol);
+        CHECK(worst <= ops[k].tol);
+        free(g);
+    }
+    gpu->ops->release(gpu, da); gpu->ops->release(gpu, db); gpu->ops->release(gpu, dout);
+    free(a); free(b); free(out);
+}
+
+int main(void) {
+    if (emt_backend_cuda_create(0, &gpu) != ENTMTP_OK) {
+        printf("SKIP: %s\n", entmtp_last_error());
+        return 77;
+    }
+    CHECK_OK(emt_backend_cpu_create(&cpu));
+    ec = cpu->ops->exec_create(cpu, 2);
+    eg = gpu->ops->exec_create(gpu, 0);
+    CHECK(ec && eg);
+    if (ec && eg) {
+        const emt_dtype types[] = { EMT_F32, EMT_F16, EMT_BF16, EMT_Q8_0, EMT_Q4_0, EMT_Q4_1, EMT_Q4_K };
+        for (int i = 0; i < 7; i++) {
+            CHECK(types[i] == EMT_F32 || (gpu->ops->weight_types & (1u << types[i])));
+            check_product(types[i]);
+        }
+        check_tree_vs_ar(0.0f);
+        check_tree_vs_ar(50.0f); /* Gemma 2's attention soft-cap */
+        check_gemma_elementwise();
+        CHECK_OK(gpu->ops->sync(eg));
+    }
+    cpu->ops->exec_destroy(ec);
+    gpu->ops->exec_destroy(eg);
+    cpu->ops->destroy(cpu);
+    gpu->ops->destroy(gpu);
+    return emt_test_finish("test_cuda_kernels");
+}

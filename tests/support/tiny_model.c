@@ -120,7 +120,8 @@ void emt_tiny_encode(emt_dtype type, const float *x, int64_t n, uint8_t *out) {
             }
         }
         break;
-    default: abort();
+    default: /* Q5_0, Q5_1 and the K-quants: the library's quantizers */
+        if (emt_quantize_blocks(type, x, n, out)) abort();
     }
 }
 
@@ -292,7 +293,7 @@ entmtp_status emt_tiny_write_gguf(const char *path, const emt_tiny_config *c, em
         wtensor *t = &l.t[i];
         if (strstr(t->name, "q_proj.weight")) permute_rows(t, c->n_heads);
         if (strstr(t->name, "k_proj.weight")) permute_rows(t, c->n_kv_heads);
-        if (t->n_dims == 2 && t->shape[1] % 32 == 0) t->type = weight_type;
+        if (t->n_dims == 2 && t->shape[1] % (int64_t)emt_dtype_block_elems(weight_type) == 0) t->type = weight_type;
         char tmp[96];
         const char *gn = gguf_name(t->name, tmp, sizeof tmp);
         snprintf(names[i], sizeof names[i], "%.95s", gn);
@@ -322,7 +323,8 @@ entmtp_status emt_tiny_write_gguf(const char *path, const emt_tiny_config *c, em
     uint64_t off = 0;
     for (int32_t i = 0; i < l.n; i++) {
         wtensor *t = &l.t[i];
-        static const uint32_t ggml[] = { [EMT_F32] = 0, [EMT_F16] = 1, [EMT_BF16] = 30, [EMT_Q8_0] = 8, [EMT_Q4_0] = 2, [EMT_Q4_1] = 3 };
+        static const uint32_t ggml[] = { [EMT_F32] = 0, [EMT_F16] = 1, [EMT_BF16] = 30, [EMT_Q8_0] = 8, [EMT_Q4_0] = 2, [EMT_Q4_1] = 3,
+                                         [EMT_Q5_0] = 6, [EMT_Q5_1] = 7, [EMT_Q4_K] = 12, [EMT_Q5_K] = 13, [EMT_Q6_K] = 14 };
         bstr(&b, names[i]);
         bu32(&b, (uint32_t)t->n_dims);
         for (int32_t d = t->n_dims - 1; d >= 0; d--) bu64(&b, (uint64_t)t->shape[d]);

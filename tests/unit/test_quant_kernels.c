@@ -5,7 +5,7 @@
  * bits alone and inside any batch. */
 #include "backend/backend.h"
 #include "backend/cpu/cpu_variants.h"
-#include "backend/cpu/quant.h"
+#include "backend/cpu/kquant.h"
 #include "check.h"
 #include "tiny_model.h"
 
@@ -47,8 +47,11 @@ static void check_type(const emt_backend_ops *op, emt_exec *ex, emt_dtype t, int
             for (int32_t i = 0; i < n_in; i++) exact += (double)deq[(size_t)o * n_in + i] * x[(size_t)r * n_in + i];
             float got = y[(size_t)r * n_out + o];
             worst = fmax(worst, fabs(exact - got));
-            if (quant) /* the reference kernel on the same integers: float order only */
-                worst_ref = fmax(worst_ref, fabs((double)emt_dot_q_ref(t, wq + (size_t)o * rb, xq + r * nb, nb) + bias[o] - got));
+            if (quant) { /* the reference kernel on the same integers: float order only */
+                const uint8_t *wr = wq + (size_t)o * rb;
+                float ref = emt_is_kblock_type(t) ? emt_dot_k_ref(t, wr, xq + r * nb, nb) : emt_dot_q_ref(t, wr, xq + r * nb, nb);
+                worst_ref = fmax(worst_ref, fabs((double)ref + bias[o] - got));
+            }
         }
     }
     /* 16-bit activations: |error| <= max|x| / 65534 per value (|x| <= 4,
@@ -97,7 +100,8 @@ int main(void) {
     CHECK_EQ_INT(q.q[0], -32767);
     CHECK_EQ_INT(q.q[1], -30719); /* -7.5 * 32767 / 8 = -30719.06 */
     CHECK_EQ_INT(q.q[16], 0);
-    const emt_dtype types[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_F16, EMT_BF16 };
+    const emt_dtype types[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_F16, EMT_BF16,
+                                EMT_Q5_0, EMT_Q5_1, EMT_Q4_K, EMT_Q5_K, EMT_Q6_K };
     for (int v = 0; v < EMT_CPU_VARIANT_COUNT; v++) {
         if (!emt_cpu_variant_supported((emt_cpu_variant)v)) {
             printf("variant %s: not supported here, skipped\n", emt_cpu_variant_name((emt_cpu_variant)v));
@@ -109,11 +113,12 @@ int main(void) {
         CHECK_OK(emt_backend_cpu_create_variant((emt_cpu_variant)v, &be));
         emt_exec *ex = op->exec_create(be, 2);
         for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-            check_type(op, ex, types[i], 576, 37);
-            check_type(op, ex, types[i], 64, 130);
+            int k = emt_dtype_block_elems(types[i]) == 256; /* K-quant rows: whole 256-value blocks */
+            check_type(op, ex, types[i], k ? 768 : 576, 37);
+            check_type(op, ex, types[i], k ? 256 : 64, 130);
         }
         check_embed(op, ex);
-        printf("variant %s: Q4_0 Q4_1 Q8_0 F16 BF16 checked\n", emt_cpu_variant_name((emt_cpu_variant)v));
+        printf("variant %s: Q4_0 Q4_1 Q8_0 F16 BF16 Q5_0 Q5_1 Q4_K Q5_K Q6_K checked\n", emt_cpu_variant_name((emt_cpu_variant)v));
         op->exec_destroy(ex);
         op->destroy(be);
     }

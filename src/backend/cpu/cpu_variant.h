@@ -725,6 +725,8 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, fl
 #endif
 }
 
+#include "backend/cpu/cpu_kquant.h" /* kdot_rows: Q5_0, Q5_1, Q4_K, Q5_K, Q6_K */
+
 /* 8 half-precision weights -> floats. */
 static inline emt_v8 load8_half(emt_dtype t, const uint16_t *p) {
 #if defined(__AVX2__) && defined(__F16C__)
@@ -783,6 +785,7 @@ qmatmul_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
             /* nr constant in each call, so the row loops unroll into registers */
 #define EMT_ROWS_CALL(k)                                                                           \
     ((t == EMT_F16 || t == EMT_BF16) ? hdot_rows(t, (const uint16_t *)w, x, j->n_in, k, v)         \
+     : emt_is_kblock_type(t)         ? kdot_rows(t, w, xq, nb, k, v)                               \
                                      : qdot_rows(t, w, xq, nb, k, v))
             switch (nr) {
             case 1: EMT_ROWS_CALL(1); break;
@@ -809,6 +812,11 @@ static void qmatmul_task(void *ctx, int32_t task) {
     case EMT_Q4_0: qmatmul_range(j, EMT_Q4_0, o0, o1); break;
     case EMT_Q4_1: qmatmul_range(j, EMT_Q4_1, o0, o1); break;
     case EMT_Q8_0: qmatmul_range(j, EMT_Q8_0, o0, o1); break;
+    case EMT_Q5_0: qmatmul_range(j, EMT_Q5_0, o0, o1); break;
+    case EMT_Q5_1: qmatmul_range(j, EMT_Q5_1, o0, o1); break;
+    case EMT_Q4_K: qmatmul_range(j, EMT_Q4_K, o0, o1); break;
+    case EMT_Q5_K: qmatmul_range(j, EMT_Q5_K, o0, o1); break;
+    case EMT_Q6_K: qmatmul_range(j, EMT_Q6_K, o0, o1); break;
     case EMT_F16: qmatmul_range(j, EMT_F16, o0, o1); break;
     default: qmatmul_range(j, EMT_BF16, o0, o1); break;
     }

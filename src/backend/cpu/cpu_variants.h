@@ -14,7 +14,8 @@ typedef enum emt_cpu_variant {
 
 /* Weight dtypes every variant's matmul_q takes besides F32. */
 #define EMT_CPU_WEIGHT_TYPES                                                                      \
-    ((1u << EMT_F16) | (1u << EMT_BF16) | (1u << EMT_Q8_0) | (1u << EMT_Q4_0) | (1u << EMT_Q4_1))
+    ((1u << EMT_F16) | (1u << EMT_BF16) | (1u << EMT_Q8_0) | (1u << EMT_Q4_0) | (1u << EMT_Q4_1) |     \
+     (1u << EMT_Q5_0) | (1u << EMT_Q5_1) | (1u << EMT_Q4_K) | (1u << EMT_Q5_K) | (1u << EMT_Q6_K))
 
 extern const emt_backend_ops emt_cpu_ops_baseline;
 #if defined(__x86_64__) || defined(_M_X64)

@@ -1,0 +1,93 @@
+/* The 5-bit and K-quant weight blocks (Q5_0, Q5_1, Q4_K, Q5_K, Q6_K;
+ * layouts in io/tensor.h) as the integer kernels see them, and the scalar
+ * reference of their dot product with a quantized activation row (the
+ * 16-bit activation blocks of quant.h).
+ *
+ * Every one of these types reduces, per 32-value activation block, to 32
+ * 16-bit integer codes, one float scale dw and one float minimum mw:
+ *   weight value = dw * code + mw   (mw applies to the whole block)
+ * For the K-quants the sub-block scale is folded into the codes (Q4_K/Q5_K:
+ * sc * q, at most 63 * 31; Q6_K: sc * (q - 32), at most 128 * 32) and dw is
+ * the super-block's d, so a block's dot product is one integer sum times
+ * dw * dx, plus mw * s (quant.h's Q4_1 term): no float work per sub-block
+ * beyond one multiply-add. Q6_K's 16-value sub-blocks become the two
+ * halves of a block, each with its own integer scale. */
+#ifndef EMT_KQUANT_H
+#define EMT_KQUANT_H
+
+#include "backend/cpu/quant.h"
+
+/* One 32-value block of weights, decoded. */
+typedef struct {
+    int16_t c[EMT_QK];
+    float dw, mw;
+} emt_kblock;
+
+static inline int emt_is_kblock_type(emt_dtype t) {
+    return t == EMT_Q5_0 || t == EMT_Q5_1 || t == EMT_Q4_K || t == EMT_Q5_K || t == EMT_Q6_K;
+}
+
+/* 32-value blocks in one stored block: 8 for the K-quants, 1 for Q5_0/Q5_1. */
+static inline int emt_kblock_per_block(emt_dtype t) { return t == EMT_Q5_0 || t == EMT_Q5_1 ? 1 : 8; }
+
+/* Decodes 32-value block `sub` of the stored block at blk. */
+static inline void emt_kblock_decode_ref(emt_dtype t, const uint8_t *blk, int sub, emt_kblock *out) {
+    if (t == EMT_Q5_0 || t == EMT_Q5_1) {
+        int off = t == EMT_Q5_1 ? 4 : 2; /* Q5_1 has its minimum after d */
+        uint32_t qh;
+        memcpy(&qh, blk + off, 4); /* little-endian host (x86-64, arm64) */
+        const uint8_t *qs = blk + off + 4;
+        int bias = t == EMT_Q5_0 ? 16 : 0;
+        for (int j = 0; j < 16; j++) {
+            out->c[j] = (int16_t)(((qs[j] & 0x0F) | ((qh >> j) & 1) << 4) - bias);
+            out->c[j + 16] = (int16_t)(((qs[j] >> 4) | ((qh >> (j + 16)) & 1) << 4) - bias);
+        }
+        out->dw = emt_f16_to_f32(emt_rd16(blk));
+        out->mw = t == EMT_Q5_1 ? emt_f16_to_f32(emt_rd16(blk + 2)) : 0.0f;
+    } else if (t == EMT_Q4_K || t == EMT_Q5_K) {
+        uint8_t sc, m;
+        emt_kquant_scale_min(blk + 4, sub, &sc, &m);
+        const uint8_t *qh = t == EMT_Q5_K ? blk + 16 : NULL, *qs = blk + (t == EMT_Q5_K ? 48 : 16) + 32 * (sub / 2);
+        for (int l = 0; l < 32; l++) {
+            int q = sub % 2 ? qs[l] >> 4 : qs[l] & 0x0F;
+            if (qh) q |= ((qh[l] >> sub) & 1) << 4;
+            out->c[l] = (int16_t)(sc * q);
+        }
+        out->dw = emt_f16_to_f32(emt_rd16(blk));
+        out->mw = -(emt_f16_to_f32(emt_rd16(blk + 2)) * (float)m);
+    } else { /* Q6_K: sub = 4 * half + k */
+        int h = sub / 4, k = sub % 4;
+        const uint8_t *ql = blk + 64 * h + 32 * (k % 2), *qh = blk + 128 + 32 * h;
+        const int8_t *sc = (const int8_t *)(blk + 192 + 8 * h + 2 * k);
+        for (int l = 0; l < 32; l++) {
+            int lo = k < 2 ? ql[l] & 0x0F : ql[l] >> 4;
+            int q = (lo | ((qh[l] >> (2 * k)) & 3) << 4) - 32;
+            out->c[l] = (int16_t)(sc[l / 16] * q);
+        }
+        out->dw = emt_f16_to_f32(emt_rd16(blk + 208));
+        out->mw = 0.0f;
+    }
+}
+
+/* Reference dot product of one weight row (nb 32-value blocks) with one
+ * quantized activation row: per block (dw * dx) * isum into one float sum,
+ * mw * s into another, added at the end (quant.h's emt_dot_q_ref order). The
+ * integer sum is 64-bit here: Q6_K's scaled codes can reach 32 * 4096 *
+ * 32767, past 32 bits (the SIMD kernels keep 8 partial sums, each far
+ * below). */
+static inline float emt_dot_k_ref(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb) {
+    float acc = 0.0f, acc_min = 0.0f;
+    int per = emt_kblock_per_block(t);
+    size_t bb = emt_dtype_block_bytes(t);
+    for (int32_t b = 0; b < nb; b++) {
+        emt_kblock k;
+        emt_kblock_decode_ref(t, w + (size_t)(b / per) * bb, b % per, &k);
+        int64_t isum = 0;
+        for (int j = 0; j < EMT_QK; j++) isum += (int32_t)k.c[j] * x[b].q[j];
+        acc += (k.dw * x[b].d) * (float)isum;
+        acc_min += k.mw * x[b].s;
+    }
+    return acc + acc_min;
+}
+
+#endif

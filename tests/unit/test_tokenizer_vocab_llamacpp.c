@@ -34,25 +34,6 @@ static const char *const k_families[] = {
     "phi-3",     /* Phi-3: SentencePiece, special tokens with rstrip */
 };
 
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    fclose(f);
-    if (s) {
-        s[n] = '\0';
-        *len = (size_t)n;
-    }
-    return s;
-}
-
 /* Parse one .out line ("  1 2 3") into ids; returns the count. */
 static int parse_ids(const char *line, size_t n, int32_t *ids, int cap) {
     int k = 0;
@@ -80,7 +61,7 @@ static void print_ids(const char *label, const int32_t *ids, int n) {
 static int compare_file(const emt_tokenizer *t, const char *family, const char *inp_path,
                         const char *out_path, int parse_special) {
     size_t inp_len = 0, out_len = 0;
-    char *inp = read_all(inp_path, &inp_len), *out = read_all(out_path, &out_len);
+    char *inp = emt_test_read_file(inp_path, &inp_len), *out = emt_test_read_file(out_path, &out_len);
     int compared = 0, wrong = 0;
     if (!inp || !out) {
         fprintf(stderr, "%s: cannot read %s or %s\n", family, inp_path, out_path);

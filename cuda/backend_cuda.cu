@@ -1,53 +1,35 @@
 // The CUDA backend plugin (libentmtp-cuda.so): every op of
-// src/backend/backend.h on the GPU. CPU twin of each kernel:
-// src/backend/cpu/cpu_backend.c. Status: compiled in CI, not yet verified on a
-// GPU (see docs/gpu-check.md); written for correctness first: straightforward
-// kernels, cuBLAS for prompt-sized products.
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
-
-#include "cuda_launch.h"
+// src/backend/backend.h on the GPU. This file: memory, the execution context,
+// staging, top-k and the ops table; the kernels are grouped by family in
+// elementwise.cu, matmul.cu and attention.cu, each naming its CPU twin in
+// src/backend/cpu/cpu_variant.h. Status: run in CI on the CPU execution
+// harness (docs/cuda-harness.md), not yet on a GPU (docs/gpu-check.md).
+#include "cuda_exec.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-extern "C" {
-#include "backend/cuda_plugin.h"
-}
 
 struct cuda_backend {
     int device;
 };
 
-// Small host-to-device staging for per-call index arrays (tokens, positions,
-// masks, frequencies): the caller's host arrays may change as soon as an op
-// returns, so they are copied into pinned memory owned by the context first.
-struct staging {
-    void *host;
-    void *dev;
-    size_t cap, used;
-};
-
-struct emt_exec {
-    emt_backend *be;
-    cudaStream_t stream;
-    cublasHandle_t blas;
-    staging st;
-    float *scratch; // attention scores and top-k results
-    size_t scratch_cap;
-    char error[256];
-};
-
-static void set_error(emt_exec *ex, const char *what, cudaError_t e) {
+void cu_set_error(emt_exec *ex, const char *what, cudaError_t e) {
     if (e != cudaSuccess && !ex->error[0]) snprintf(ex->error, sizeof ex->error, "%s: %s", what, cudaGetErrorString(e));
 }
 
-#define CUDA_OK(ex, call) set_error((ex), #call, (call))
+void cu_fail(emt_exec *ex, const char *fmt, ...) {
+    if (ex->error[0]) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ex->error, sizeof ex->error, fmt, ap);
+    va_end(ap);
+}
 
 // Reserve `bytes` of staging and copy `src` there; returns the device pointer.
-static void *stage(emt_exec *ex, const void *src, size_t bytes) {
+void *cu_stage(emt_exec *ex, const void *src, size_t bytes) {
     size_t need = ex->st.used + ((bytes + 255) & ~(size_t)255);
     if (need > ex->st.cap) {
         // grow: only when a larger request than ever before arrives
@@ -76,7 +58,7 @@ static void *stage(emt_exec *ex, const void *src, size_t bytes) {
     return d;
 }
 
-static float *scratch(emt_exec *ex, size_t floats) {
+float *cu_scratch(emt_exec *ex, size_t floats) {
     if (floats > ex->scratch_cap) {
         CUDA_OK(ex, cudaStreamSynchronize(ex->stream));
         if (ex->scratch) cudaFree(ex->scratch);
@@ -85,6 +67,16 @@ static float *scratch(emt_exec *ex, size_t floats) {
         ex->scratch_cap = ex->scratch ? floats : 0;
     }
     return ex->scratch;
+}
+
+int32_t *cu_host_index(emt_exec *ex, size_t n) {
+    if (n > ex->host_index_cap) {
+        free(ex->host_index);
+        ex->host_index = (int32_t *)malloc(n * sizeof(int32_t));
+        ex->host_index_cap = ex->host_index ? n : 0;
+        if (!ex->host_index) cu_fail(ex, "cuda: out of host memory for %zu index values", n);
+    }
+    return ex->host_index;
 }
 
 // ------------------------------------------------------------------ memory
@@ -155,6 +147,7 @@ static void cu_exec_destroy(emt_exec *ex) {
     if (ex->st.host) cudaFreeHost(ex->st.host);
     if (ex->st.dev) cudaFree(ex->st.dev);
     if (ex->scratch) cudaFree(ex->scratch);
+    free(ex->host_index);
     free(ex);
 }
 
@@ -165,209 +158,6 @@ static entmtp_status cu_sync(emt_exec *ex) {
 }
 
 static const char *cu_error_text(emt_exec *ex) { return ex->error; }
-
-// ------------------------------------------------------------- elementwise
-
-__global__ void embed_kernel(const float *table, int32_t dim, const int32_t *tokens, float *out) {
-    int32_t r = blockIdx.x;
-    const float *src = table + (size_t)tokens[r] * dim;
-    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) out[(size_t)r * dim + i] = src[i];
-}
-
-static void cu_embed(emt_exec *ex, const float *table, int32_t dim, const int32_t *tokens, int32_t n_rows, float *out) {
-    const int32_t *d_tok = (const int32_t *)stage(ex, tokens, (size_t)n_rows * sizeof(int32_t));
-    if (!d_tok) return;
-    EMT_LAUNCH(embed_kernel, n_rows, 256, 0, ex->stream, table, dim, d_tok, out);
-}
-
-// one block per row; the sum of squares in double, as the CPU does
-__global__ void rmsnorm_kernel(const float *x, const float *w, int32_t dim, float eps, float *out) {
-    __shared__ double partial[256];
-    const float *xr = x + (size_t)blockIdx.x * dim;
-    double ss = 0.0;
-    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) ss += (double)xr[i] * (double)xr[i];
-    partial[threadIdx.x] = ss;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
-        __syncthreads();
-    }
-    float scale = (float)(1.0 / sqrt(partial[0] / dim + (double)eps));
-    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) out[(size_t)blockIdx.x * dim + i] = xr[i] * scale * w[i];
-}
-
-static void cu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_rows, int32_t dim, float eps, float *out) {
-    EMT_LAUNCH(rmsnorm_kernel, n_rows, 256, 0, ex->stream, x, w, dim, eps, out);
-}
-
-__device__ __forceinline__ float silu_d(float v) { return v / (1.0f + expf(-v)); }
-
-__global__ void swiglu_kernel(const float *g, const float *u, int64_t n, float *out) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = silu_d(g[i]) * u[i];
-}
-__global__ void add_kernel(float *x, const float *y, int64_t n) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) x[i] += y[i];
-}
-__global__ void silu_residual_kernel(const float *res, const float *pre, int64_t n, float *out) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        out[i] = res[i] + silu_d(pre[i]);
-}
-
-static int blocks_for(int64_t n) {
-    int64_t b = (n + 255) / 256;
-    return (int)(b > 4096 ? 4096 : (b < 1 ? 1 : b));
-}
-
-static void cu_swiglu(emt_exec *ex, const float *g, const float *u, int64_t n, float *out) {
-    EMT_LAUNCH(swiglu_kernel, blocks_for(n), 256, 0, ex->stream, g, u, n, out);
-}
-static void cu_add(emt_exec *ex, float *x, const float *y, int64_t n) {
-    EMT_LAUNCH(add_kernel, blocks_for(n), 256, 0, ex->stream, x, y, n);
-}
-static void cu_silu_residual(emt_exec *ex, const float *res, const float *pre, int64_t n, float *out) {
-    EMT_LAUNCH(silu_residual_kernel, blocks_for(n), 256, 0, ex->stream, res, pre, n, out);
-}
-
-// rotate-half RoPE: one thread per (row, head, i < n_rot/2)
-__global__ void rope_kernel(float *x, int32_t n_heads, int32_t head_dim, int32_t half, const int32_t *pos,
-                            const float *inv_freq) {
-    int32_t r = blockIdx.x, idx = threadIdx.x + blockIdx.y * blockDim.x;
-    if (idx >= n_heads * half) return;
-    int32_t h = idx / half, i = idx % half;
-    double angle = (double)pos[r] * (double)inv_freq[i];
-    float c = (float)cos(angle), s = (float)sin(angle);
-    float *v = x + ((size_t)r * n_heads + h) * head_dim;
-    float a = v[i], b = v[i + half];
-    v[i] = a * c - b * s;
-    v[i + half] = b * c + a * s;
-}
-
-static void cu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
-                    const int32_t *positions, const float *inv_freq) {
-    int32_t half = n_rot / 2;
-    const int32_t *d_pos = (const int32_t *)stage(ex, positions, (size_t)n_rows * sizeof(int32_t));
-    const float *d_freq = (const float *)stage(ex, inv_freq, (size_t)half * sizeof(float));
-    if (!d_pos || !d_freq) return;
-    dim3 grid(n_rows, (n_heads * half + 255) / 256);
-    EMT_LAUNCH(rope_kernel, grid, 256, 0, ex->stream, x, n_heads, head_dim, half, d_pos, d_freq);
-}
-
-// ------------------------------------------------------------------ matmul
-
-// Batch-invariant product: one warp per output element, lanes stride over the
-// inputs and reduce with a fixed shuffle tree, so y[r][o] does not depend on
-// how many rows are in the call.
-__global__ void matmul_exact_kernel(const float *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
-                                    int32_t n_out, float *y) {
-    int64_t warp = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    int lane = threadIdx.x & 31;
-    if (warp >= (int64_t)n_rows * n_out) return;
-    int32_t r = (int32_t)(warp / n_out), o = (int32_t)(warp % n_out);
-    const float *w = W + (size_t)o * n_in, *xr = x + (size_t)r * n_in;
-    float acc = 0.0f;
-    for (int32_t i = lane; i < n_in; i += 32) acc = fmaf(w[i], xr[i], acc);
-    for (int off = 16; off > 0; off >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, off);
-    if (lane == 0) y[(size_t)r * n_out + o] = bias ? acc + bias[o] : acc;
-}
-
-__global__ void bias_kernel(float *y, const float *bias, int32_t n_rows, int32_t n_out) {
-    int64_t n = (int64_t)n_rows * n_out;
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        y[i] += bias[i % n_out];
-}
-
-static void cu_matmul(emt_exec *ex, const float *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
-                      int32_t n_out, float *y, int exact) {
-    if (exact || n_rows < 16) {
-        int64_t threads = (int64_t)n_rows * n_out * 32;
-        EMT_LAUNCH(matmul_exact_kernel, (unsigned)((threads + 255) / 256), 256, 0, ex->stream, W, bias, x, n_rows, n_in,
-                   n_out, y);
-        return;
-    }
-    // row-major y[n_rows][n_out] = x[n_rows][n_in] * W[n_out][n_in]^T, i.e.
-    // column-major y^T (n_out x n_rows) = W^T' ... : op(A) = W (as n_in x n_out col-major, transposed)
-    const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t s = cublasSgemm(ex->blas, CUBLAS_OP_T, CUBLAS_OP_N, n_out, n_rows, n_in, &one, W, n_in, x, n_in,
-                                   &zero, y, n_out);
-    if (s != CUBLAS_STATUS_SUCCESS && !ex->error[0]) snprintf(ex->error, sizeof ex->error, "cublasSgemm failed (%d)", (int)s);
-    if (bias) EMT_LAUNCH(bias_kernel, blocks_for((int64_t)n_rows * n_out), 256, 0, ex->stream, y, bias, n_rows, n_out);
-}
-
-// --------------------------------------------------------------- attention
-
-// Scores of every (row, head) against every key, -inf where masked.
-__global__ void scores_kernel(const float *q, const float *k, const uint8_t *mask, int32_t n_prefix, int32_t n_rows,
-                              int32_t n_heads, int32_t n_kv_heads, int32_t hd, float scale, float *s) {
-    int32_t total = n_prefix + n_rows;
-    int32_t row = blockIdx.y / n_heads, head = blockIdx.y % n_heads;
-    int32_t key = blockIdx.x * blockDim.x + threadIdx.x;
-    if (key >= total) return;
-    float *out = s + (size_t)blockIdx.y * total;
-    if (key >= n_prefix) {
-        int32_t col = key - n_prefix;
-        int visible = mask ? mask[(size_t)row * n_rows + col] : col <= row;
-        if (!visible) { out[key] = -INFINITY; return; }
-    }
-    int32_t kvh = head / (n_heads / n_kv_heads);
-    const float *qv = q + ((size_t)row * n_heads + head) * hd;
-    const float *kv = k + (size_t)key * n_kv_heads * hd + (size_t)kvh * hd;
-    float acc = 0.0f;
-    for (int32_t d = 0; d < hd; d++) acc = fmaf(qv[d], kv[d], acc);
-    out[key] = acc * scale;
-}
-
-// Softmax over the keys and the weighted sum of values: one block per (row, head).
-__global__ void softmax_av_kernel(const float *s, const float *v, int32_t total, int32_t n_heads, int32_t n_kv_heads,
-                                  int32_t hd, float *out) {
-    __shared__ float red[256];
-    int32_t row = blockIdx.x / n_heads, head = blockIdx.x % n_heads;
-    const float *sc = s + (size_t)blockIdx.x * total;
-    float m = -INFINITY;
-    for (int32_t k = threadIdx.x; k < total; k += blockDim.x) m = fmaxf(m, sc[k]);
-    red[threadIdx.x] = m;
-    __syncthreads();
-    for (int st = blockDim.x / 2; st > 0; st >>= 1) {
-        if ((int)threadIdx.x < st) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + st]);
-        __syncthreads();
-    }
-    m = red[0];
-    __syncthreads();
-    float l = 0.0f;
-    for (int32_t k = threadIdx.x; k < total; k += blockDim.x) l += sc[k] == -INFINITY ? 0.0f : expf(sc[k] - m);
-    red[threadIdx.x] = l;
-    __syncthreads();
-    for (int st = blockDim.x / 2; st > 0; st >>= 1) {
-        if ((int)threadIdx.x < st) red[threadIdx.x] += red[threadIdx.x + st];
-        __syncthreads();
-    }
-    l = red[0];
-    int32_t kvh = head / (n_heads / n_kv_heads);
-    float *o = out + ((size_t)row * n_heads + head) * hd;
-    for (int32_t d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.0f;
-        for (int32_t k = 0; k < total; k++) {
-            if (sc[k] == -INFINITY) continue;
-            acc += expf(sc[k] - m) * v[(size_t)k * n_kv_heads * hd + (size_t)kvh * hd + d];
-        }
-        o[d] = l > 0.0f ? acc / l : 0.0f;
-    }
-}
-
-static void cu_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, int32_t n_prefix,
-                         int32_t n_rows, const uint8_t *mask, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
-                         float *out) {
-    int32_t total = n_prefix + n_rows;
-    const uint8_t *d_mask = mask ? (const uint8_t *)stage(ex, mask, (size_t)n_rows * n_rows) : NULL;
-    if (mask && !d_mask) return;
-    float *s = scratch(ex, (size_t)n_rows * n_heads * total);
-    if (!s) return;
-    dim3 grid((total + 127) / 128, n_rows * n_heads);
-    EMT_LAUNCH(scores_kernel, grid, 128, 0, ex->stream, q, k_cache, d_mask, n_prefix, n_rows, n_heads, n_kv_heads,
-               head_dim, 1.0f / sqrtf((float)head_dim), s);
-    EMT_LAUNCH(softmax_av_kernel, n_rows * n_heads, 256, 0, ex->stream, s, v_cache, total, n_heads, n_kv_heads,
-               head_dim, out);
-}
 
 // ------------------------------------------------------------------- top-k
 
@@ -436,7 +226,7 @@ static void cu_topk(emt_exec *ex, const float *logits, int32_t n_rows, int32_t v
                     float *top_probs, float *entropy) {
     if (k > vocab) k = vocab;
     size_t nk = (size_t)n_rows * k;
-    float *s = scratch(ex, 2 * nk + (size_t)n_rows + 64);
+    float *s = cu_scratch(ex, 2 * nk + (size_t)n_rows + 64);
     if (!s) return;
     int32_t *d_ids = (int32_t *)s;
     float *d_p = s + nk, *d_h = s + 2 * nk;
@@ -469,15 +259,13 @@ static const emt_backend_ops cuda_ops = {
     cu_add,
     cu_silu_residual,
     cu_topk,
-    0,    /* weight_types: F32 only; the loader converts typed weights */
-    NULL, /* matmul_q */
-    NULL, /* embed_q */
-    /* optional ops (Gemma) not written yet: loading a model that needs one
-     * fails naming it */
-    NULL, /* scale */
-    NULL, /* geglu */
-    NULL, /* softcap */
-    NULL, /* attention_softcap */
+    CU_WEIGHT_TYPES,
+    cu_matmul_q,
+    cu_embed_q,
+    cu_scale,
+    cu_geglu,
+    cu_softcap,
+    cu_attention_softcap,
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

@@ -94,7 +94,12 @@ static int ggml_to_dtype(uint32_t t, emt_dtype *out) {
     case 1: *out = EMT_F16; return 1;
     case 2: *out = EMT_Q4_0; return 1;
     case 3: *out = EMT_Q4_1; return 1;
+    case 6: *out = EMT_Q5_0; return 1;
+    case 7: *out = EMT_Q5_1; return 1;
     case 8: *out = EMT_Q8_0; return 1;
+    case 12: *out = EMT_Q4_K; return 1;
+    case 13: *out = EMT_Q5_K; return 1;
+    case 14: *out = EMT_Q6_K; return 1;
     case 30: *out = EMT_BF16; return 1;
     default: return 0;
     }
@@ -217,12 +222,13 @@ static entmtp_status parse(emt_gguf *g) {
         uint64_t off = rd_u64(c.p + 4);
         c.p += 12;
         if (!ggml_to_dtype(type, &t->dtype))
-            return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: tensor '%s': ggml type %u is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1)", path, t->name, type);
+            return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: tensor '%s': ggml type %u is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)", path, t->name, type);
         t->nbytes = emt_dtype_nbytes(t->dtype, (int64_t)numel);
         if (!t->nbytes)
             return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s': %llu elements are not whole %s blocks", path, t->name, (unsigned long long)numel, emt_dtype_name(t->dtype));
-        if (t->dtype >= EMT_Q8_0 && t->dtype <= EMT_Q4_1 && t->shape[t->n_dims - 1] % 32)
-            return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s': rows of %lld are not whole blocks", path, t->name, (long long)t->shape[t->n_dims - 1]);
+        if (emt_dtype_is_quantized(t->dtype) && t->shape[t->n_dims - 1] % (int64_t)emt_dtype_block_elems(t->dtype))
+            return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s': rows of %lld are not whole %s blocks of %zu", path, t->name,
+                            (long long)t->shape[t->n_dims - 1], emt_dtype_name(t->dtype), emt_dtype_block_elems(t->dtype));
         t->data = (const void *)(uintptr_t)off; /* resolved below */
         for (int64_t j = 0; j < i; j++)
             if (!strcmp(g->names[j], t->name)) return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s' appears twice", path, t->name);

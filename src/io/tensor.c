@@ -6,11 +6,25 @@
 static const struct { const char *name; size_t block_elems, block_bytes; } g_types[EMT_DTYPE_COUNT] = {
     [EMT_F32] = { "F32", 1, 4 },    [EMT_F16] = { "F16", 1, 2 },   [EMT_BF16] = { "BF16", 1, 2 },
     [EMT_Q8_0] = { "Q8_0", 32, 34 }, [EMT_Q4_0] = { "Q4_0", 32, 18 }, [EMT_Q4_1] = { "Q4_1", 32, 20 },
+    [EMT_Q5_0] = { "Q5_0", 32, 22 }, [EMT_Q5_1] = { "Q5_1", 32, 24 },
+    [EMT_Q4_K] = { "Q4_K", EMT_QK_K, 144 }, [EMT_Q5_K] = { "Q5_K", EMT_QK_K, 176 }, [EMT_Q6_K] = { "Q6_K", EMT_QK_K, 210 },
     [EMT_I32] = { "I32", 1, 4 },    [EMT_I64] = { "I64", 1, 8 },
 };
 
 const char *emt_dtype_name(emt_dtype t) {
     return (unsigned)t < EMT_DTYPE_COUNT ? g_types[t].name : "?";
+}
+
+size_t emt_dtype_block_elems(emt_dtype t) {
+    return (unsigned)t < EMT_DTYPE_COUNT ? g_types[t].block_elems : 0;
+}
+
+size_t emt_dtype_block_bytes(emt_dtype t) {
+    return (unsigned)t < EMT_DTYPE_COUNT ? g_types[t].block_bytes : 0;
+}
+
+int emt_dtype_is_quantized(emt_dtype t) {
+    return (unsigned)t < EMT_DTYPE_COUNT && g_types[t].block_elems > 1;
 }
 
 int64_t emt_tensor_numel(const emt_tensor *t) {
@@ -69,6 +83,65 @@ void emt_quantize_q4_0(const float *x, int64_t n, void *out) {
 
 static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
+/* Q5_0 / Q5_1 share the 5-bit codes: nibbles of qs, fifth bits in qh. */
+static void q5_codes(const uint8_t *qh4, const uint8_t *qs, int32_t q[32]) {
+    uint32_t qh = (uint32_t)qh4[0] | (uint32_t)qh4[1] << 8 | (uint32_t)qh4[2] << 16 | (uint32_t)qh4[3] << 24;
+    for (int j = 0; j < 16; j++) {
+        q[j] = (qs[j] & 0x0F) | (int32_t)((qh >> j) & 1) << 4;
+        q[j + 16] = (qs[j] >> 4) | (int32_t)((qh >> (j + 16)) & 1) << 4;
+    }
+}
+
+void emt_dequant_q5_0(const uint8_t *blk, float *out) {
+    float d = emt_f16_to_f32(rd16(blk));
+    int32_t q[32];
+    q5_codes(blk + 2, blk + 6, q);
+    for (int j = 0; j < 32; j++) out[j] = (float)(q[j] - 16) * d;
+}
+
+void emt_dequant_q5_1(const uint8_t *blk, float *out) {
+    float d = emt_f16_to_f32(rd16(blk)), m = emt_f16_to_f32(rd16(blk + 2));
+    int32_t q[32];
+    q5_codes(blk + 4, blk + 8, q);
+    for (int j = 0; j < 32; j++) out[j] = (float)q[j] * d + m;
+}
+
+/* Q4_K and Q5_K: qh is NULL for Q4_K. */
+static void dequant_q45_k(const uint8_t *blk, const uint8_t *qh, const uint8_t *qs, float *out) {
+    float d = emt_f16_to_f32(rd16(blk)), dmin = emt_f16_to_f32(rd16(blk + 2));
+    const uint8_t *scales = blk + 4;
+    for (int s = 0; s < 8; s++) {
+        uint8_t sc, m;
+        emt_kquant_scale_min(scales, s, &sc, &m);
+        float ds = d * (float)sc, ms = dmin * (float)m;
+        const uint8_t *q = qs + 32 * (s / 2);
+        for (int l = 0; l < 32; l++) {
+            int v = s % 2 ? q[l] >> 4 : q[l] & 0x0F;
+            if (qh) v |= ((qh[l] >> s) & 1) << 4;
+            out[32 * s + l] = ds * (float)v - ms;
+        }
+    }
+}
+
+void emt_dequant_q4_k(const uint8_t *blk, float *out) { dequant_q45_k(blk, NULL, blk + 16, out); }
+void emt_dequant_q5_k(const uint8_t *blk, float *out) { dequant_q45_k(blk, blk + 16, blk + 48, out); }
+
+/* Q6_K: each half of 128 values reads ql[64] and qh[32]; value l + 32 * k
+ * (k = 0..3) of the half takes the low (k = 0, 1) or high (k = 2, 3) nibble
+ * of ql[l + 32 * (k % 2)] and bits 2k, 2k+1 of qh[l]; scale index 8h + 2k + l / 16. */
+void emt_dequant_q6_k(const uint8_t *blk, float *out) {
+    const uint8_t *ql = blk, *qh = blk + 128;
+    const int8_t *sc = (const int8_t *)(blk + 192);
+    float d = emt_f16_to_f32(rd16(blk + 208));
+    for (int h = 0; h < 2; h++, ql += 64, qh += 32, sc += 8, out += 128)
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < 32; l++) {
+                int lo = k < 2 ? ql[l + 32 * (k % 2)] & 0x0F : ql[l + 32 * (k % 2)] >> 4;
+                int q = (lo | ((qh[l] >> (2 * k)) & 3) << 4) - 32;
+                out[32 * k + l] = d * (float)sc[2 * k + l / 16] * (float)q;
+            }
+}
+
 entmtp_status emt_tensor_to_f32(const emt_tensor *t, int64_t first, int64_t count, float *out) {
     int64_t numel = emt_tensor_numel(t);
     if (first < 0 || count < 0 || first > numel || count > numel - first)
@@ -102,20 +175,31 @@ entmtp_status emt_tensor_to_f32(const emt_tensor *t, int64_t first, int64_t coun
             out[i] = (float)v;
         }
         return ENTMTP_OK;
-    case EMT_Q8_0: case EMT_Q4_0: case EMT_Q4_1: break;
+    case EMT_Q8_0: case EMT_Q4_0: case EMT_Q4_1:
+    case EMT_Q5_0: case EMT_Q5_1: case EMT_Q4_K: case EMT_Q5_K: case EMT_Q6_K: break;
     default:
         return emt_fail(ENTMTP_ERR_UNSUPPORTED, "tensor '%s': dtype %d cannot be converted", t->name, (int)t->dtype);
     }
-    if (first % 32 || count % 32)
-        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tensor '%s': quantized ranges must be whole 32-element blocks", t->name);
+    int64_t be = (int64_t)g_types[t->dtype].block_elems;
+    if (first % be || count % be)
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tensor '%s': quantized ranges must be whole %lld-element blocks",
+                        t->name, (long long)be);
     size_t bb = g_types[t->dtype].block_bytes;
-    for (int64_t b = first / 32; b < (first + count) / 32; b++) {
+    for (int64_t b = first / be; b < (first + count) / be; b++) {
         const uint8_t *blk = p + (size_t)b * bb;
-        float *o = out + (b - first / 32) * 32;
-        float d = emt_f16_to_f32(rd16(blk));
-        if (!isfinite(d))
-            return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s': block %lld has a non-finite scale",
-                            t->file ? t->file : "?", t->name, (long long)b);
+        float *o = out + (b - first / be) * be;
+        /* the scales: Q6_K keeps its d last; Q4_1, Q5_1, Q4_K, Q5_K have a second F16 next to d */
+        int second = t->dtype == EMT_Q4_1 || t->dtype == EMT_Q5_1 || t->dtype == EMT_Q4_K || t->dtype == EMT_Q5_K;
+        float d = emt_f16_to_f32(rd16(blk + (t->dtype == EMT_Q6_K ? 208 : 0)));
+        float d2 = second ? emt_f16_to_f32(rd16(blk + 2)) : 0.0f;
+        if (!isfinite(d) || !isfinite(d2))
+            return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s': block %lld has a non-finite %s",
+                            t->file ? t->file : "?", t->name, (long long)b, isfinite(d) ? "minimum" : "scale");
+        if (t->dtype == EMT_Q5_0) { emt_dequant_q5_0(blk, o); continue; }
+        if (t->dtype == EMT_Q5_1) { emt_dequant_q5_1(blk, o); continue; }
+        if (t->dtype == EMT_Q4_K) { emt_dequant_q4_k(blk, o); continue; }
+        if (t->dtype == EMT_Q5_K) { emt_dequant_q5_k(blk, o); continue; }
+        if (t->dtype == EMT_Q6_K) { emt_dequant_q6_k(blk, o); continue; }
         if (t->dtype == EMT_Q8_0) {
             const int8_t *q = (const int8_t *)(blk + 2);
             for (int j = 0; j < 32; j++) o[j] = (float)q[j] * d;
@@ -126,10 +210,7 @@ entmtp_status emt_tensor_to_f32(const emt_tensor *t, int64_t first, int64_t coun
                 o[j + 16] = (float)((q[j] >> 4) - 8) * d;
             }
         } else {
-            float m = emt_f16_to_f32(rd16(blk + 2));
-            if (!isfinite(m))
-                return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s': block %lld has a non-finite minimum",
-                                t->file ? t->file : "?", t->name, (long long)b);
+            float m = d2;
             const uint8_t *q = blk + 4;
             for (int j = 0; j < 16; j++) {
                 o[j] = (float)(q[j] & 0x0F) * d + m;

@@ -12,6 +12,11 @@ typedef enum emt_dtype {
     EMT_Q8_0,
     EMT_Q4_0,
     EMT_Q4_1,
+    EMT_Q5_0,
+    EMT_Q5_1,
+    EMT_Q4_K, /* K-quants: 256-value super-blocks (EMT_QK_K) */
+    EMT_Q5_K,
+    EMT_Q6_K,
     EMT_I32, /* safetensors I32/I64 (not weights; readable for metadata) */
     EMT_I64,
     EMT_DTYPE_COUNT
@@ -66,14 +71,59 @@ uint16_t emt_f32_to_f16(float f);
  * / -8, codes round(x / d) + 8 clamped to [0, 15]. */
 void emt_quantize_q4_0(const float *x, int64_t n, void *out);
 
+/* llama.cpp's block layouts (ggml-common.h), bytes in file order; every
+ * F16 is little-endian. Element i of a block is value v_i:
+ *   Q5_0  (32 values, 22 bytes): d, qh[4], qs[16]. q_i = nibble | bit << 4
+ *         (nibble: low of qs[i] for i < 16, high of qs[i-16] otherwise; bit:
+ *         bit i of the little-endian u32 qh); v = d * (q - 16).
+ *   Q5_1  (32 values, 24 bytes): d, m, qh[4], qs[16]; q as Q5_0; v = d*q + m.
+ *   Q4_K  (256 values, 144 bytes): d, dmin, scales[12], qs[128]. Eight
+ *         sub-blocks of 32 with 6-bit scale sc and minimum m packed in
+ *         scales (emt_kquant_scale_min); sub-block 2k, 2k+1 take the low and
+ *         high nibbles of qs[32k .. 32k+31]; v = d*sc * q - dmin*m.
+ *   Q5_K  (256 values, 176 bytes): d, dmin, scales[12], qh[32], qs[128]; as
+ *         Q4_K plus a fifth bit: bit s of qh[l] for element l of sub-block s.
+ *   Q6_K  (256 values, 210 bytes): ql[128], qh[64], int8 scales[16], d (at
+ *         the end). Sixteen sub-blocks of 16 values; v = d * scales[s] * (q - 32)
+ *         with q = 4 bits of ql | 2 bits of qh (see emt_dequant_q6_k). */
+#define EMT_QK_K 256
+
+/* Sub-block j (0..7) of a Q4_K/Q5_K super-block: its 6-bit scale and minimum. */
+static inline void emt_kquant_scale_min(const uint8_t *scales, int j, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = scales[j] & 63;
+        *m = scales[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((scales[j + 4] & 0x0F) | ((scales[j - 4] >> 6) << 4));
+        *m = (uint8_t)((scales[j + 4] >> 4) | ((scales[j] >> 6) << 4));
+    }
+}
+
+/* Scalar reference dequantization of one block (32 values for Q5_0/Q5_1,
+ * 256 for the K-quants): the CPU reference every kernel (CPU SIMD, CUDA) is
+ * compared with; tests/unit/test_kquant_ref checks them against the gguf
+ * package's numpy dequantization. */
+void emt_dequant_q5_0(const uint8_t *blk, float *out);
+void emt_dequant_q5_1(const uint8_t *blk, float *out);
+void emt_dequant_q4_k(const uint8_t *blk, float *out);
+void emt_dequant_q5_k(const uint8_t *blk, float *out);
+void emt_dequant_q6_k(const uint8_t *blk, float *out);
+
 const char *emt_dtype_name(emt_dtype t);
+/* Values per block (1 for plain types, 32, or 256 for the K-quants) and
+ * bytes per block. */
+size_t emt_dtype_block_elems(emt_dtype t);
+size_t emt_dtype_block_bytes(emt_dtype t);
+/* 1 for the block-quantized dtypes (Q8_0 .. Q6_K). */
+int emt_dtype_is_quantized(emt_dtype t);
 int64_t emt_tensor_numel(const emt_tensor *t);
 /* Bytes needed for `numel` elements of dtype (blocks for quantized types);
  * returns 0 when numel is not a whole number of blocks. */
 size_t emt_dtype_nbytes(emt_dtype t, int64_t numel);
 
 /* Convert elements [first, first + count) of a tensor to F32. For quantized
- * types, first and count must be multiples of 32. Checks NaN/Inf only in the
+ * types, first and count must be multiples of the block size (32, or 256
+ * for the K-quants). Checks NaN/Inf only in the
  * block scales of quantized types (error names the tensor). */
 entmtp_status emt_tensor_to_f32(const emt_tensor *t, int64_t first, int64_t count, float *out);
 

@@ -128,6 +128,26 @@ static entmtp_status check_finite(const emt_weights *w, const emt_tensor *t, con
     return st;
 }
 
+/* The weight's bytes into dev, rows unpermuted when unpermute_heads > 0;
+ * staged through host memory for a device backend. */
+static entmtp_status place_bytes(emt_backend *be, const uint8_t *src, uint8_t *dev, int64_t d0, size_t rb,
+                                 int32_t unpermute_heads) {
+    size_t bytes = (size_t)d0 * rb;
+    if (be->ops->host_memory) {
+        if (unpermute_heads > 0) unpermute_bytes(src, dev, d0, rb, unpermute_heads);
+        else memcpy(dev, src, bytes);
+        return ENTMTP_OK;
+    }
+    uint8_t *host = NULL;
+    if (unpermute_heads > 0) {
+        if (!(host = emt_malloc(bytes, 1))) return ENTMTP_ERR_OUT_OF_MEMORY;
+        unpermute_bytes(src, host, d0, rb, unpermute_heads);
+    }
+    entmtp_status st = be->ops->upload(be, dev, host ? host : src, bytes);
+    free(host);
+    return st;
+}
+
 entmtp_status emt_weights_load_mat(emt_weights *w, const char *name, int64_t d0, int64_t d1,
                                    int32_t unpermute_heads, emt_wmat *out) {
     memset(out, 0, sizeof *out);
@@ -135,8 +155,8 @@ entmtp_status emt_weights_load_mat(emt_weights *w, const char *name, int64_t d0,
     entmtp_status st = find_checked(w, name, d0, d1, unpermute_heads, &t);
     if (st) return st;
     /* rows must be whole blocks for the kernels (a file may block only the total) */
-    int keep = w->native && t->dtype != EMT_F32 && w->be->ops->host_memory &&
-               (w->be->ops->weight_types & (1u << t->dtype)) && emt_dtype_nbytes(t->dtype, d1) > 0;
+    int keep = w->native && t->dtype != EMT_F32 && (w->be->ops->weight_types & (1u << t->dtype)) &&
+               emt_dtype_nbytes(t->dtype, d1) > 0;
     if (!keep) {
         float *dev;
         if ((st = emt_weights_load(w, name, d0, d1, unpermute_heads, 0, &dev))) return st;
@@ -147,13 +167,18 @@ entmtp_status emt_weights_load_mat(emt_weights *w, const char *name, int64_t d0,
     if ((st = check_finite(w, t, name))) return st;
     out->dtype = t->dtype;
     out->data = t->data;
-    if (unpermute_heads > 0) {
-        /* GGUF's rotary row order undone by moving whole rows of blocks:
-         * the one copy of a quantized weight (Q and K only) */
+    if (unpermute_heads > 0 || !w->be->ops->host_memory) {
+        /* GGUF's rotary row order undone by moving whole rows of blocks (the
+         * one copy of a quantized weight on the CPU: Q and K only); a device
+         * backend gets its own copy of every weight, in the stored bytes */
         size_t rb = t->nbytes / (size_t)d0;
         uint8_t *dev = w->be->ops->alloc(w->be, t->nbytes);
         if (!dev) return ENTMTP_ERR_OUT_OF_MEMORY;
-        unpermute_bytes(t->data, dev, d0, rb, unpermute_heads);
+        if ((st = place_bytes(w->be, t->data, dev, d0, rb, unpermute_heads))) {
+            w->be->ops->release(w->be, dev);
+            return emt_fail(st, "%s: tensor '%s': its %zu bytes could not be placed on the %s backend",
+                            t->file ? t->file : w->path, name, t->nbytes, w->be->ops->name);
+        }
         out->data = out->owned = dev;
     }
     w->n_params += d0 * d1;

@@ -300,5 +300,9 @@ template <typename T> inline T atomicCAS(T *p, T compare, T v) {
     return old;
 }
 template <typename T> inline T __ldg(const T *p) { return *p; }
+// single roundings that nvcc never contracts into an FMA (the host compiler
+// does not contract either)
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fadd_rn(float a, float b) { return a + b; }
 
 #endif

@@ -1,0 +1,93 @@
+// What the plugin's files share: the execution context (one stream, cuBLAS,
+// staging for the host index arrays that ops receive, scratch memory) and
+// the entry point of every op that backend_cuda.cu lists in its ops table.
+// One .cu file per kernel family; each kernel names its CPU twin.
+#ifndef EMT_CUDA_EXEC_H
+#define EMT_CUDA_EXEC_H
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "cuda_launch.h"
+
+#include <stdint.h>
+
+extern "C" {
+#include "backend/cuda_plugin.h"
+}
+
+// Small host-to-device staging for per-call index arrays (tokens, positions,
+// masks, frequencies): the caller's host arrays may change as soon as an op
+// returns, so they are copied into pinned memory owned by the context first.
+struct staging {
+    void *host;
+    void *dev;
+    size_t cap, used;
+};
+
+struct emt_exec {
+    emt_backend *be;
+    cudaStream_t stream;
+    cublasHandle_t blas;
+    staging st;
+    float *scratch; // attention partials and top-k results
+    size_t scratch_cap;
+    int32_t *host_index; // host-side index lists built before staging (tree rows' visible keys)
+    size_t host_index_cap;
+    char error[256];
+};
+
+// The first failure of the context is kept (later ones are consequences).
+void cu_set_error(emt_exec *ex, const char *what, cudaError_t e);
+void cu_fail(emt_exec *ex, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define CUDA_OK(ex, call) cu_set_error((ex), #call, (call))
+
+// Copies `bytes` from the host into staging; returns the device copy (NULL
+// with the context's error set on failure).
+void *cu_stage(emt_exec *ex, const void *src, size_t bytes);
+// Device scratch of at least `floats` floats, grown (never shrunk) on demand.
+float *cu_scratch(emt_exec *ex, size_t floats);
+// Host scratch of at least `n` int32 values.
+int32_t *cu_host_index(emt_exec *ex, size_t n);
+
+// elementwise.cu
+void cu_embed(emt_exec *ex, const float *table, int32_t dim, const int32_t *tokens, int32_t n_rows, float *out);
+void cu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_rows, int32_t dim, float eps, float *out);
+void cu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+             const int32_t *positions, const float *inv_freq);
+void cu_swiglu(emt_exec *ex, const float *g, const float *u, int64_t n, float *out);
+void cu_geglu(emt_exec *ex, const float *g, const float *u, int64_t n, float *out);
+void cu_add(emt_exec *ex, float *x, const float *y, int64_t n);
+void cu_silu_residual(emt_exec *ex, const float *res, const float *pre, int64_t n, float *out);
+void cu_scale(emt_exec *ex, float *x, int64_t n, float s);
+void cu_softcap(emt_exec *ex, float *x, int64_t n, float cap);
+
+// matmul.cu
+#define CU_WEIGHT_TYPES \
+    ((1u << EMT_F16) | (1u << EMT_BF16) | (1u << EMT_Q8_0) | (1u << EMT_Q4_0) | (1u << EMT_Q4_1))
+void cu_matmul(emt_exec *ex, const float *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
+               int32_t n_out, float *y, int exact);
+void cu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
+                 int32_t n_out, float *y);
+void cu_embed_q(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *tokens, int32_t n_rows, float *out);
+
+// attention.cu
+void cu_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, int32_t n_prefix,
+                  int32_t n_rows, const uint8_t *mask, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim,
+                  float *out);
+void cu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                          int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
+                          int32_t n_kv_heads, int32_t head_dim, float cap, float *out);
+
+// Fixed-order warp sums: a butterfly over lane distances 16, 8, 4, 2, 1, the
+// same on every call, so a value's rounding never depends on the launch.
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
+}
+
+#endif

@@ -1,0 +1,119 @@
+// Per-element and per-row ops: embedding rows, RMSNorm, RoPE, the gated
+// activations (SwiGLU, GeGLU), residual adds and Gemma's scale and soft-cap.
+// CPU twins: the functions of the same name in src/backend/cpu/cpu_variant.h
+// (cpu_embed, cpu_rmsnorm, cpu_rope, cpu_swiglu/cpu_geglu, cpu_add,
+// cpu_silu_residual, cpu_scale, cpu_softcap).
+#include "cuda_exec.h"
+
+#include <math.h>
+
+__global__ void embed_kernel(const float *table, int32_t dim, const int32_t *tokens, float *out) {
+    int32_t r = blockIdx.x;
+    const float *src = table + (size_t)tokens[r] * dim;
+    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) out[(size_t)r * dim + i] = src[i];
+}
+
+void cu_embed(emt_exec *ex, const float *table, int32_t dim, const int32_t *tokens, int32_t n_rows, float *out) {
+    const int32_t *d_tok = (const int32_t *)cu_stage(ex, tokens, (size_t)n_rows * sizeof(int32_t));
+    if (!d_tok) return;
+    EMT_LAUNCH(embed_kernel, n_rows, 256, 0, ex->stream, table, dim, d_tok, out);
+}
+
+// one block per row; the sum of squares in double, as the CPU does
+__global__ void rmsnorm_kernel(const float *x, const float *w, int32_t dim, float eps, float *out) {
+    __shared__ double partial[256];
+    const float *xr = x + (size_t)blockIdx.x * dim;
+    double ss = 0.0;
+    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) ss += (double)xr[i] * (double)xr[i];
+    partial[threadIdx.x] = ss;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+        __syncthreads();
+    }
+    float scale = (float)(1.0 / sqrt(partial[0] / dim + (double)eps));
+    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) out[(size_t)blockIdx.x * dim + i] = xr[i] * scale * w[i];
+}
+
+void cu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_rows, int32_t dim, float eps, float *out) {
+    EMT_LAUNCH(rmsnorm_kernel, n_rows, 256, 0, ex->stream, x, w, dim, eps, out);
+}
+
+// rotate-half RoPE: one thread per (row, head, i < n_rot/2)
+__global__ void rope_kernel(float *x, int32_t n_heads, int32_t head_dim, int32_t half, const int32_t *pos,
+                            const float *inv_freq) {
+    int32_t r = blockIdx.x, idx = threadIdx.x + blockIdx.y * blockDim.x;
+    if (idx >= n_heads * half) return;
+    int32_t h = idx / half, i = idx % half;
+    double angle = (double)pos[r] * (double)inv_freq[i];
+    float c = (float)cos(angle), s = (float)sin(angle);
+    float *v = x + ((size_t)r * n_heads + h) * head_dim;
+    float a = v[i], b = v[i + half];
+    v[i] = a * c - b * s;
+    v[i + half] = b * c + a * s;
+}
+
+void cu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+             const int32_t *positions, const float *inv_freq) {
+    int32_t half = n_rot / 2;
+    const int32_t *d_pos = (const int32_t *)cu_stage(ex, positions, (size_t)n_rows * sizeof(int32_t));
+    const float *d_freq = (const float *)cu_stage(ex, inv_freq, (size_t)half * sizeof(float));
+    if (!d_pos || !d_freq) return;
+    dim3 grid(n_rows, (n_heads * half + 255) / 256);
+    EMT_LAUNCH(rope_kernel, grid, 256, 0, ex->stream, x, n_heads, head_dim, half, d_pos, d_freq);
+}
+
+// ------------------------------------------------- elementwise, grid-stride
+
+__device__ __forceinline__ float silu_d(float v) { return v / (1.0f + expf(-v)); }
+
+// GELU, tanh approximation (Gemma's gelu_pytorch_tanh), as cpu_variant.h's gelu_tanh
+__device__ __forceinline__ float gelu_tanh_d(float v) {
+    const float k = 0.7978845608028654f; // sqrt(2 / pi)
+    return 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
+}
+
+#define GRID_STRIDE(i, n) \
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+// out = act(gate) * up; the activation is a template argument so each
+// variant is a straight loop
+template <int GELU> __global__ void gated_kernel(const float *g, const float *u, int64_t n, float *out) {
+    GRID_STRIDE(i, n) out[i] = (GELU ? gelu_tanh_d(g[i]) : silu_d(g[i])) * u[i];
+}
+__global__ void add_kernel(float *x, const float *y, int64_t n) {
+    GRID_STRIDE(i, n) x[i] += y[i];
+}
+__global__ void silu_residual_kernel(const float *res, const float *pre, int64_t n, float *out) {
+    GRID_STRIDE(i, n) out[i] = res[i] + silu_d(pre[i]);
+}
+__global__ void scale_kernel(float *x, int64_t n, float s) {
+    GRID_STRIDE(i, n) x[i] *= s;
+}
+__global__ void softcap_kernel(float *x, int64_t n, float cap) {
+    GRID_STRIDE(i, n) x[i] = cap * tanhf(x[i] / cap);
+}
+
+static int blocks_for(int64_t n) {
+    int64_t b = (n + 255) / 256;
+    return (int)(b > 4096 ? 4096 : (b < 1 ? 1 : b));
+}
+
+void cu_swiglu(emt_exec *ex, const float *g, const float *u, int64_t n, float *out) {
+    EMT_LAUNCH(gated_kernel<0>, blocks_for(n), 256, 0, ex->stream, g, u, n, out);
+}
+void cu_geglu(emt_exec *ex, const float *g, const float *u, int64_t n, float *out) {
+    EMT_LAUNCH(gated_kernel<1>, blocks_for(n), 256, 0, ex->stream, g, u, n, out);
+}
+void cu_add(emt_exec *ex, float *x, const float *y, int64_t n) {
+    EMT_LAUNCH(add_kernel, blocks_for(n), 256, 0, ex->stream, x, y, n);
+}
+void cu_silu_residual(emt_exec *ex, const float *res, const float *pre, int64_t n, float *out) {
+    EMT_LAUNCH(silu_residual_kernel, blocks_for(n), 256, 0, ex->stream, res, pre, n, out);
+}
+void cu_scale(emt_exec *ex, float *x, int64_t n, float s) {
+    EMT_LAUNCH(scale_kernel, blocks_for(n), 256, 0, ex->stream, x, n, s);
+}
+void cu_softcap(emt_exec *ex, float *x, int64_t n, float cap) {
+    EMT_LAUNCH(softcap_kernel, blocks_for(n), 256, 0, ex->stream, x, n, cap);
+}

@@ -1,0 +1,215 @@
+// The product family y[r][o] = sum_i W[o][i] * x[r][i] (+ bias[o]) for 1..128
+// rows, over weights in their stored dtype (F32, F16, BF16, Q8_0, Q4_0,
+// Q4_1), and embedding rows from typed tables.
+// CPU twins: cpu_matmul (dot1) and cpu_matmul_q (emt_dot_q_ref in
+// src/backend/cpu/quant.h, load8_half) for the products, cpu_embed_q for the
+// rows; tests/unit/test_cuda_kernels.c compares them.
+//
+// Batch invariance (the lossless invariant, src/backend/backend.h): one warp
+// computes one output o for a tile of up to MM_ROW_TILE rows. Lane l owns a
+// fixed share of n_in (dense: elements l, l+32, ...; quantized: blocks l,
+// l+32, ...) and accumulates each row of the tile in its own register in
+// that order; the 32 lanes are then summed by a fixed butterfly. A row's
+// operations are therefore the same whatever tile it falls in and however
+// many rows the call has: y[r][o] is bit-identical for n_rows = 1 or 128.
+// The weight share is read once per tile and used for every row of it.
+//
+// Numerics: quantized blocks are decoded to float codes and multiplied with
+// the float activations, block sum first, then scaled: acc += d * sum_j q_j x_j
+// (Q4_1 also acc += m * sum_j x_j), all in FP32. The CPU instead rounds the
+// activations to 16-bit integers per 32-value block (quant.h), so the two
+// differ by at most sum_b max|x_b| / 65534 * sum_{j in b} |W_j| plus float
+// rounding: the bound the parity test asserts.
+#include "cuda_exec.h"
+
+#include <string.h>
+
+#define MM_WARPS 4     // outputs per block, one warp each
+#define MM_ROW_TILE 8  // activation rows that share each weight load
+#define QK 32          // values per quantized block (quant.h's EMT_QK)
+
+__device__ __forceinline__ uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+__device__ __forceinline__ float bits_to_float(uint32_t bits) {
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+// IEEE half -> float, exact (as emt_f16_to_f32 in src/io/tensor.h)
+__device__ __forceinline__ float f16_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, em = h & 0x7fffu;
+    if (em >= 0x7c00u) return bits_to_float(sign | 0x7f800000u | ((em & 0x3ffu) << 13)); // inf, NaN
+    if (em >= 0x0400u) return bits_to_float(sign | ((em << 13) + ((127u - 15u) << 23)));  // normal
+    float v = (float)em * 5.9604644775390625e-8f; // subnormal: em * 2^-24, exact
+    return sign ? -v : v;
+}
+
+__device__ __forceinline__ float bf16_to_float(uint16_t h) { return bits_to_float((uint32_t)h << 16); }
+
+__host__ __device__ constexpr int block_bytes(int dt) {
+    return dt == EMT_Q8_0 ? 34 : dt == EMT_Q4_0 ? 18 : dt == EMT_Q4_1 ? 20 : 0;
+}
+
+// Element i of a dense weight row.
+template <int DT> __device__ __forceinline__ float dense_at(const uint8_t *row, int32_t i) {
+    if (DT == EMT_F32) return ((const float *)row)[i];
+    uint16_t h = rd16(row + 2 * (size_t)i);
+    return DT == EMT_F16 ? f16_to_float(h) : bf16_to_float(h);
+}
+
+// One quantized block -> its 32 codes as floats, its scale d and minimum m
+// (Q4_1); value j = d * q[j] + m. Layouts: quant.h.
+template <int DT> __device__ __forceinline__ void decode_block(const uint8_t *blk, float q[QK], float *d, float *m) {
+    *d = f16_to_float(rd16(blk));
+    *m = DT == EMT_Q4_1 ? f16_to_float(rd16(blk + 2)) : 0.0f;
+    if (DT == EMT_Q8_0) {
+        for (int j = 0; j < QK; j++) q[j] = (float)(int8_t)blk[2 + j];
+    } else {
+        const uint8_t *qs = blk + (DT == EMT_Q4_1 ? 4 : 2);
+        const int off = DT == EMT_Q4_0 ? 8 : 0;
+        for (int j = 0; j < QK / 2; j++) {
+            q[j] = (float)((qs[j] & 0x0F) - off);
+            q[j + QK / 2] = (float)((qs[j] >> 4) - off);
+        }
+    }
+}
+
+// Grid: (ceil(n_out / MM_WARPS), ceil(n_rows / MM_ROW_TILE)), MM_WARPS warps.
+template <int DT>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    product_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
+                   int32_t n_in, int32_t n_out, float *y) {
+    const int32_t o = blockIdx.x * MM_WARPS + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (o >= n_out) return; // a whole warp: o is the same for its 32 lanes
+    const int32_t r0 = blockIdx.y * MM_ROW_TILE;
+    const int nr = n_rows - r0 < MM_ROW_TILE ? n_rows - r0 : MM_ROW_TILE;
+    const uint8_t *w = W + (size_t)o * row_bytes;
+    const float *xt = x + (size_t)r0 * n_in;
+    float acc[MM_ROW_TILE];
+    for (int r = 0; r < MM_ROW_TILE; r++) acc[r] = 0.0f;
+    if (block_bytes(DT) == 0) {
+        for (int32_t i = lane; i < n_in; i += 32) {
+            const float wv = dense_at<DT>(w, i);
+            EMT_UNROLL
+            for (int r = 0; r < MM_ROW_TILE; r++)
+                if (r < nr) acc[r] = fmaf(wv, xt[(size_t)r * n_in + i], acc[r]);
+        }
+    } else {
+        for (int32_t b = lane; b < n_in / QK; b += 32) {
+            float q[QK], d, m;
+            decode_block<DT>(w + (size_t)b * block_bytes(DT), q, &d, &m);
+            EMT_UNROLL
+            for (int r = 0; r < MM_ROW_TILE; r++) {
+                if (r >= nr) continue;
+                const float *xb = xt + (size_t)r * n_in + (size_t)b * QK;
+                float dot = 0.0f;
+                for (int j = 0; j < QK; j++) dot = fmaf(q[j], xb[j], dot);
+                acc[r] = fmaf(d, dot, acc[r]);
+                if (DT == EMT_Q4_1) {
+                    float sum = 0.0f;
+                    for (int j = 0; j < QK; j++) sum += xb[j];
+                    acc[r] = fmaf(m, sum, acc[r]);
+                }
+            }
+        }
+    }
+    EMT_UNROLL
+    for (int r = 0; r < MM_ROW_TILE; r++) {
+        const float v = warp_sum(acc[r]); // every lane reduces: the shuffles need the whole warp
+        if (lane == 0 && r < nr) y[(size_t)(r0 + r) * n_out + o] = bias ? v + bias[o] : v;
+    }
+}
+
+static void launch_product(emt_exec *ex, emt_dtype dt, const void *W, const float *bias, const float *x,
+                           int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
+    const dim3 grid((unsigned)((n_out + MM_WARPS - 1) / MM_WARPS), (unsigned)((n_rows + MM_ROW_TILE - 1) / MM_ROW_TILE));
+    const uint8_t *w = (const uint8_t *)W;
+    size_t rb = (size_t)n_in * (dt == EMT_F32 ? 4 : 2);
+    if (block_bytes(dt)) {
+        if (n_in % QK) {
+            cu_fail(ex, "cuda matmul: %s weight rows of %d values are not whole blocks of %d", dt == EMT_Q8_0 ? "Q8_0" : dt == EMT_Q4_0 ? "Q4_0" : "Q4_1", n_in, QK);
+            return;
+        }
+        rb = (size_t)(n_in / QK) * block_bytes(dt);
+    }
+    switch (dt) {
+    case EMT_F32: EMT_LAUNCH(product_kernel<EMT_F32>, grid, MM_WARPS * 32, 0, ex->stream, w, rb, bias, x, n_rows, n_in, n_out, y); break;
+    case EMT_F16: EMT_LAUNCH(product_kernel<EMT_F16>, grid, MM_WARPS * 32, 0, ex->stream, w, rb, bias, x, n_rows, n_in, n_out, y); break;
+    case EMT_BF16: EMT_LAUNCH(product_kernel<EMT_BF16>, grid, MM_WARPS * 32, 0, ex->stream, w, rb, bias, x, n_rows, n_in, n_out, y); break;
+    case EMT_Q8_0: EMT_LAUNCH(product_kernel<EMT_Q8_0>, grid, MM_WARPS * 32, 0, ex->stream, w, rb, bias, x, n_rows, n_in, n_out, y); break;
+    case EMT_Q4_0: EMT_LAUNCH(product_kernel<EMT_Q4_0>, grid, MM_WARPS * 32, 0, ex->stream, w, rb, bias, x, n_rows, n_in, n_out, y); break;
+    case EMT_Q4_1: EMT_LAUNCH(product_kernel<EMT_Q4_1>, grid, MM_WARPS * 32, 0, ex->stream, w, rb, bias, x, n_rows, n_in, n_out, y); break;
+    default: cu_fail(ex, "cuda matmul: weight dtype %d is not one the plugin takes", (int)dt);
+    }
+}
+
+__global__ void bias_kernel(float *y, const float *bias, int32_t n_rows, int32_t n_out) {
+    int64_t n = (int64_t)n_rows * n_out;
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        y[i] += bias[i % n_out];
+}
+
+// F32 weights: the batch-invariant kernel for every call the engine marks
+// exact (decode, tree verify) and for short calls; cuBLAS for prompt-sized
+// products, which AR and EntMTP share (the prefill).
+void cu_matmul(emt_exec *ex, const float *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
+               int32_t n_out, float *y, int exact) {
+    if (exact || n_rows < 16) {
+        launch_product(ex, EMT_F32, W, bias, x, n_rows, n_in, n_out, y);
+        return;
+    }
+    // row-major y[n_rows][n_out] = x W^T is column-major y^T = W^T x^T:
+    // A = W read as the column-major n_in x n_out matrix, transposed
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t s = cublasSgemm(ex->blas, CUBLAS_OP_T, CUBLAS_OP_N, n_out, n_rows, n_in, &one, W, n_in, x, n_in,
+                                   &zero, y, n_out);
+    if (s != CUBLAS_STATUS_SUCCESS) cu_fail(ex, "cublasSgemm failed (%d)", (int)s);
+    int64_t n = (int64_t)n_rows * n_out;
+    if (bias) EMT_LAUNCH(bias_kernel, (int)(n / 256 + 1 < 4096 ? n / 256 + 1 : 4096), 256, 0, ex->stream, y, bias, n_rows, n_out);
+}
+
+// Typed weights: always the batch-invariant kernel (the contract of matmul_q).
+void cu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
+                 int32_t n_out, float *y) {
+    launch_product(ex, W->dtype, W->data, bias, x, n_rows, n_in, n_out, y);
+}
+
+// ------------------------------------------------------------- embed_q
+
+// Element i of a typed row as a float, bit-identical to emt_tensor_to_f32.
+__device__ __forceinline__ float typed_at(int dt, const uint8_t *row, int32_t i) {
+    switch (dt) {
+    case EMT_F16: return dense_at<EMT_F16>(row, i);
+    case EMT_BF16: return dense_at<EMT_BF16>(row, i);
+    default: break;
+    }
+    const uint8_t *blk = row + (size_t)(i / QK) * block_bytes(dt);
+    const int j = i % QK;
+    const float d = f16_to_float(rd16(blk));
+    if (dt == EMT_Q8_0) return d * (float)(int8_t)blk[2 + j];
+    const uint8_t *qs = blk + (dt == EMT_Q4_1 ? 4 : 2);
+    const int code = j < QK / 2 ? (qs[j] & 0x0F) : (qs[j - QK / 2] >> 4);
+    // no FMA: the CPU rounds the product, then adds the minimum
+    return dt == EMT_Q4_0 ? d * (float)(code - 8) : __fadd_rn(__fmul_rn(d, (float)code), f16_to_float(rd16(blk + 2)));
+}
+
+// One block per row. CPU twin: cpu_embed_q (emt_tensor_to_f32).
+__global__ void embed_typed_kernel(int dt, const uint8_t *table, size_t row_bytes, int32_t dim, const int32_t *tokens,
+                                   float *out) {
+    const uint8_t *row = table + (size_t)tokens[blockIdx.x] * row_bytes;
+    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) out[(size_t)blockIdx.x * dim + i] = typed_at(dt, row, i);
+}
+
+void cu_embed_q(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *tokens, int32_t n_rows, float *out) {
+    const int dt = table->dtype;
+    size_t rb = block_bytes(dt) ? (size_t)(dim / QK) * block_bytes(dt) : (size_t)dim * 2;
+    if (!(CU_WEIGHT_TYPES & (1u << dt)) || (block_bytes(dt) && dim % QK)) {
+        cu_fail(ex, "cuda embed: table dtype %d with rows of %d values is not one the plugin takes", dt, dim);
+        return;
+    }
+    const int32_t *d_tok = (const int32_t *)cu_stage(ex, tokens, (size_t)n_rows * sizeof(int32_t));
+    if (!d_tok) return;
+    EMT_LAUNCH(embed_typed_kernel, n_rows, 256, 0, ex->stream, dt, (const uint8_t *)table->data, rb, dim, d_tok, out);
+}

@@ -17,17 +17,7 @@ if [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-tokenize" ]; then echo "$bin"; 
 mkdir -p "$dir"
 exec 9>"$dir/.lock"; flock 9   # one build at a time when several runs share the cache
 if [ -x "$bin/llama-bench" ] && [ -x "$bin/llama-tokenize" ]; then echo "$bin"; exit 0; fi
-if [ ! -f "$dir/src/CMakeLists.txt" ]; then
-  echo "build-llamacpp: downloading llama-cpp-python==$version (sdist) from PyPI" >&2
-  rm -rf "$dir/dl" "$dir/src"; mkdir -p "$dir/dl"
-  # pip prepares the sdist's metadata with its build backend (scikit-build-core,
-  # fetched into an isolated environment); nothing is built or installed here
-  ${PYTHON:-python3} -m pip download -q --no-deps --no-binary :all: \
-    --disable-pip-version-check "llama-cpp-python==$version" -d "$dir/dl" >&2
-  tar -xzf "$dir"/dl/llama_cpp_python-*.tar.gz -C "$dir/dl"
-  mv "$dir"/dl/llama_cpp_python-*/vendor/llama.cpp "$dir/src"
-  rm -rf "$dir/dl"
-fi
+bash "$root/scripts/fetch-llamacpp-src.sh" >/dev/null
 echo "build-llamacpp: building llama.cpp (CPU, about 10 minutes on 2 cores)" >&2
 cmake -S "$dir/src" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
   -DLLAMA_CURL=OFF -DGGML_CUDA=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \

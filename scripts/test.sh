@@ -19,6 +19,9 @@ log "dependencies"
 bash scripts/setup-deps.sh
 ENTMTP_MODEL=$(bash scripts/fetch-model.sh)
 export ENTMTP_MODEL
+# llama.cpp's source (not built): its real test vocabularies, for test_tokenizer_vocab_llamacpp
+ENTMTP_LLAMACPP_VOCABS=$(bash scripts/fetch-llamacpp-src.sh)/models
+export ENTMTP_LLAMACPP_VOCABS
 
 log "release build (-Werror) and tests"
 cmake -S . -B build/ci -DCMAKE_BUILD_TYPE=RelWithDebInfo -DENTMTP_WERROR=ON -DENTMTP_CUDA_HARNESS=ON >/dev/null

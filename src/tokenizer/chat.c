@@ -2,9 +2,23 @@
  * markers and a conversation rendered in the matching fixed format. */
 #include "tokenizer/tokenizer_internal.h"
 
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
-typedef enum chat_format { CHAT_CHATML, CHAT_LLAMA3, CHAT_LLAMA2, CHAT_PHI3, CHAT_GEMMA } chat_format;
+typedef enum chat_format {
+    CHAT_CHATML, CHAT_LLAMA3, CHAT_LLAMA2, CHAT_PHI3, CHAT_GEMMA, CHAT_MISTRAL, CHAT_DEEPSEEK
+} chat_format;
+
+/* DeepSeek-R1's markers: full-width bars (U+FF5C), U+2581 for spaces */
+#define DS_BAR "\xEF\xBD\x9C"
+#define DS_USER "<" DS_BAR "User" DS_BAR ">"
+#define DS_ASSISTANT "<" DS_BAR "Assistant" DS_BAR ">"
+#define DS_END "<" DS_BAR "end\xE2\x96\x81of\xE2\x96\x81sentence" DS_BAR ">"
+
+static const char *const g_family[] = { "ChatML", "Llama 3", "Llama 2", "Phi-3", "Gemma", "Mistral",
+                                        "DeepSeek-R1" };
 
 typedef struct sbuf {
     char *p;
@@ -108,15 +122,22 @@ static entmtp_status check_turns(const char *const *roles, const char *const *co
 static entmtp_status detect_format(const emt_tokenizer *t, chat_format *fmt) {
     const char *tmpl = t->chat_template;
     if (tmpl) {
-        if (strstr(tmpl, "<|im_start|>")) *fmt = CHAT_CHATML;
+        if (strstr(tmpl, "[SYSTEM_PROMPT]"))
+            return emt_fail(ENTMTP_ERR_UNSUPPORTED,
+                            "chat template not rendered: Mistral's [SYSTEM_PROMPT] format (Mistral "
+                            "Small 3, Devstral) with its built-in system prompt: '%.80s%s'", tmpl,
+                            strlen(tmpl) > 80 ? "..." : "");
+        if (strstr(tmpl, DS_USER)) *fmt = CHAT_DEEPSEEK; /* <｜User｜> */
+        else if (strstr(tmpl, "<|im_start|>")) *fmt = CHAT_CHATML;
         else if (strstr(tmpl, "<|start_header_id|>")) *fmt = CHAT_LLAMA3;
-        else if (strstr(tmpl, "[INST]")) *fmt = CHAT_LLAMA2;
+        else if (strstr(tmpl, "[INST]")) *fmt = strstr(tmpl, "<<SYS>>") ? CHAT_LLAMA2 : CHAT_MISTRAL;
         else if (strstr(tmpl, "<|user|>") && strstr(tmpl, "<|end|>")) *fmt = CHAT_PHI3;
         else if (strstr(tmpl, "<start_of_turn>")) *fmt = CHAT_GEMMA;
         else
             return emt_fail(ENTMTP_ERR_UNSUPPORTED,
-                            "chat template not recognised (supported: ChatML, Llama 3, Llama 2/Mistral, "
-                            "Phi-3, Gemma): '%.80s%s'", tmpl, strlen(tmpl) > 80 ? "..." : "");
+                            "chat template not recognised (supported: ChatML, Llama 3, Llama 2, "
+                            "Mistral [INST], Phi-3, Gemma, DeepSeek-R1): '%.80s%s'", tmpl,
+                            strlen(tmpl) > 80 ? "..." : "");
     } else if (emt_tokenizer_find(t, "<|im_start|>", 12) >= 0) {
         *fmt = CHAT_CHATML;
     } else if (emt_tokenizer_find(t, "<|start_header_id|>", 19) >= 0) {
@@ -126,6 +147,47 @@ static entmtp_status detect_format(const emt_tokenizer *t, chat_format *fmt) {
                         "the tokenizer has no chat template and no ChatML or Llama 3 tokens");
     }
     return ENTMTP_OK;
+}
+
+static int tmpl_has(const emt_tokenizer *t, const char *marker) {
+    return t->chat_template && strstr(t->chat_template, marker);
+}
+
+/* "26 Jul 2024": strftime("%d %b %Y") of a UTC day, without the C locale's
+ * help (days since 1970-01-01 to a civil date, H. Hinnant's algorithm). */
+static void format_day(int64_t unix_time, char out[16]) {
+    static const char *const mon[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                       "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+    int64_t z = (unix_time >= 0 ? unix_time : unix_time - 86399) / 86400 + 719468;
+    int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    int64_t doe = z - era * 146097;
+    int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    int64_t mp = (5 * doy + 2) / 153;
+    int64_t d = doy - (153 * mp + 2) / 5 + 1, m = mp < 10 ? mp + 3 : mp - 9;
+    int64_t y = yoe + era * 400 + (m <= 2);
+    snprintf(out, 16, "%02d %s %04d", (int)d, mon[m - 1], (int)(y % 10000));
+}
+
+/* Llama 3.1-3.3 open every conversation with a system turn naming the
+ * knowledge cut-off and today's date: the template's `strftime_now` when it
+ * calls it (3.2: the day of `now`, UTC), else its literal date_string. */
+static void llama3_date_header(sbuf *b, const emt_tokenizer *t, int64_t now) {
+    char day[16] = "26 Jul 2024";
+    const char *lit = strstr(t->chat_template, "set date_string = \"");
+    if (tmpl_has(t, "strftime_now")) {
+        format_day(now, day);
+    } else if (lit) {
+        lit += strlen("set date_string = \"");
+        const char *end = strchr(lit, '"');
+        if (end && end - lit < (ptrdiff_t)sizeof day) {
+            memcpy(day, lit, (size_t)(end - lit));
+            day[end - lit] = '\0';
+        }
+    }
+    sb_str(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
+    sb_str(b, day);
+    sb_str(b, "\n\n");
 }
 
 /* A turn of ChatML, Llama 3 or Phi-3: head role mid content tail */
@@ -153,14 +215,24 @@ static void turn(sbuf *b, const turn_format *f, const char *role, const char *co
 /* Each family's turns as its template writes them (add_generation_prompt
  * on, the bos token left to the tokenizer). */
 static void render(sbuf *b, const emt_tokenizer *t, chat_format fmt, const char *system,
-                   const char *const *roles, const char *const *contents, int32_t n) {
+                   const char *const *roles, const char *const *contents, int32_t n, int64_t now) {
     switch (fmt) {
-    case CHAT_CHATML:
     case CHAT_LLAMA3:
+        if (tmpl_has(t, "Cutting Knowledge Date")) {
+            sb_str(b, "<|start_header_id|>system<|end_header_id|>\n\n");
+            llama3_date_header(b, t, now);
+            if (system) sb_trimmed(b, system);
+            sb_str(b, "<|eot_id|>");
+            system = NULL;
+        }
+        /* fall through */
+    case CHAT_CHATML:
     case CHAT_PHI3:
         if (system) turn(b, &g_turn_formats[fmt], "system", system);
         for (int32_t i = 0; i < n; i++) turn(b, &g_turn_formats[fmt], roles[i], contents[i]);
         turn(b, &g_turn_formats[fmt], "assistant", NULL);
+        /* QwQ and other reasoning templates open the answer with <think> */
+        if (fmt == CHAT_CHATML && tmpl_has(t, "<|im_start|>assistant\\n<think>\\n")) sb_str(b, "<think>\n");
         break;
     case CHAT_LLAMA2: /* [INST] user [/INST] assistant </s><s>[INST] user [/INST] */
         for (int32_t i = 0; i < n; i++) {
@@ -182,7 +254,25 @@ static void render(sbuf *b, const emt_tokenizer *t, chat_format fmt, const char 
             sb_str(b, " [/INST]");
         }
         break;
-    case CHAT_GEMMA: /* no system role: Gemma's template prepends it to the first user turn */
+    case CHAT_MISTRAL: { /* [INST]user[/INST]assistant</s>...; the system text opens the last user turn */
+        int spaced = tmpl_has(t, "[INST] ");
+        for (int32_t i = 0; i < n; i++) {
+            if (is_role(roles[i], "assistant")) {
+                sb_str(b, contents[i]);
+                sb_str(b, special_text(t, t->eos));
+                continue;
+            }
+            sb_str(b, spaced ? "[INST] " : "[INST]");
+            if (i == n - 1 && system) {
+                sb_str(b, system);
+                sb_str(b, "\n\n");
+            }
+            sb_str(b, contents[i]);
+            sb_str(b, spaced ? " [/INST]" : "[/INST]");
+        }
+        break;
+    }
+    case CHAT_GEMMA: /* no system role: Gemma 3's template prepends it to the first user turn */
         for (int32_t i = 0; i < n; i++) {
             sb_str(b, is_role(roles[i], "user") ? "<start_of_turn>user\n" : "<start_of_turn>model\n");
             if (i == 0 && system) {
@@ -194,11 +284,28 @@ static void render(sbuf *b, const emt_tokenizer *t, chat_format fmt, const char 
         }
         sb_str(b, "<start_of_turn>model\n");
         break;
+    case CHAT_DEEPSEEK: /* system text first, then <｜User｜>u<｜Assistant｜>a<｜end▁of▁sentence｜> */
+        if (system) sb_str(b, system);
+        for (int32_t i = 0; i < n; i++) {
+            int user = is_role(roles[i], "user");
+            sb_str(b, user ? DS_USER : DS_ASSISTANT);
+            sb_str(b, contents[i]);
+            if (!user) sb_str(b, DS_END);
+        }
+        sb_str(b, DS_ASSISTANT);
+        if (tmpl_has(t, DS_ASSISTANT "<think>\\n")) sb_str(b, "<think>\n");
+        break;
     }
 }
 
 entmtp_status emt_chat_render(const emt_tokenizer *t, const char *const *roles, const char *const *contents,
                               int32_t n, char *text, size_t capacity, size_t *len_out) {
+    return emt_chat_render_at(t, roles, contents, n, (int64_t)time(NULL), text, capacity, len_out);
+}
+
+entmtp_status emt_chat_render_at(const emt_tokenizer *t, const char *const *roles,
+                                 const char *const *contents, int32_t n, int64_t now, char *text,
+                                 size_t capacity, size_t *len_out) {
     if (!t) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: tokenizer is NULL");
     if (!len_out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: text_len output is NULL");
     if (!text && capacity > 0)
@@ -209,8 +316,12 @@ entmtp_status emt_chat_render(const emt_tokenizer *t, const char *const *roles, 
     chat_format fmt = CHAT_CHATML;
     entmtp_status st = detect_format(t, &fmt);
     if (st) return st;
-    static const char *const family[] = { "ChatML", "Llama 3", "Llama 2", "Phi-3", "Gemma" };
-    if ((st = check_turns(roles, contents, n, fmt == CHAT_LLAMA2 || fmt == CHAT_GEMMA, family[fmt]))) return st;
+    int alternate = fmt == CHAT_LLAMA2 || fmt == CHAT_GEMMA || fmt == CHAT_MISTRAL;
+    if ((st = check_turns(roles, contents, n, alternate, g_family[fmt]))) return st;
+    if (is_role(roles[0], "system") && tmpl_has(t, "System role not supported"))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
+                        "chat prompt: the %s template refuses a system message ('System role not "
+                        "supported', Gemma 2's); leave the system prompt out", g_family[fmt]);
     /* the system turn is rendered apart: Llama 2 and Gemma fold it into the first user turn */
     const char *system = NULL;
     char *dflt = NULL;
@@ -223,7 +334,7 @@ entmtp_status emt_chat_render(const emt_tokenizer *t, const char *const *roles, 
         system = dflt = default_system(t->chat_template);
     }
     sbuf b = { 0 };
-    render(&b, t, fmt, system, roles, contents, n);
+    render(&b, t, fmt, system, roles, contents, n, now);
     free(dflt);
     if (b.oom) {
         free(b.p);

@@ -593,6 +593,11 @@ entmtp_status emt_tokenizer_build(const emt_tok_build *b, emt_tokenizer **out) {
                 memcmp(tok_text(t, j), g_eog_texts[k], t->text_len[j]) == 0)
                 t->eog[j] = 1;
     }
+    if (b->strip) {
+        t->strip = emt_malloc((size_t)n, 1);
+        if (!t->strip) goto oom;
+        memcpy(t->strip, b->strip, (size_t)n);
+    }
     if (sp->chat_template) {
         t->chat_template = emt_strdup(sp->chat_template);
         if (!t->chat_template) goto oom;
@@ -629,6 +634,7 @@ void emt_tokenizer_free(emt_tokenizer *t) {
     free(t->dec_off);
     free(t->dec_len);
     free(t->eog);
+    free(t->strip);
     free(t->map);
     free(t->merges);
     free(t->lit_ids);
@@ -930,6 +936,9 @@ static entmtp_status spm_fragment(enc_ctx *c, const uint8_t *s, size_t n, int pr
     return ENTMTP_OK;
 }
 
+/* The whitespace llama.cpp strips next to lstrip/rstrip tokens (C isspace). */
+static int is_c_space(uint8_t b) { return b == ' ' || (b >= '\t' && b <= '\r'); }
+
 static entmtp_status encode_raw(enc_ctx *c, const uint8_t *s, size_t n, int *prev_special) {
     if (n == 0) return ENTMTP_OK;
     entmtp_status st;
@@ -981,10 +990,16 @@ entmtp_status emt_tokenize(const emt_tokenizer *t, const char *text, size_t len,
             i++;
             continue;
         }
-        if ((st = encode_raw(&c, s + raw, i - raw, &prev_special))) goto done;
+        uint8_t strip = t->strip ? t->strip[found] : 0;
+        size_t left_end = i;
+        if (strip & EMT_TOK_LSTRIP)
+            while (left_end > raw && is_c_space(s[left_end - 1])) left_end--;
+        if ((st = encode_raw(&c, s + raw, left_end - raw, &prev_special))) goto done;
         if ((st = ivec_push(&c.out, found))) goto done;
         prev_special = 1;
         i += t->text_len[found];
+        if (strip & EMT_TOK_RSTRIP)
+            while (i < len && is_c_space(s[i])) i++;
         raw = i;
     }
     if ((st = encode_raw(&c, s + raw, len - raw, &prev_special))) goto done;

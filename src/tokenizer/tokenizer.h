@@ -42,6 +42,11 @@ entmtp_status emt_chat_prompt(const emt_tokenizer *t, const char *system_prompt,
  * last turn the user's; the text ends where the assistant's reply begins. */
 entmtp_status emt_chat_render(const emt_tokenizer *t, const char *const *roles, const char *const *contents,
                               int32_t n, char *text, size_t capacity, size_t *len_out);
+/* Same, with "today" given (Unix seconds; the templates that print the
+ * date, Llama 3.2's, read it): emt_chat_render passes time(NULL). */
+entmtp_status emt_chat_render_at(const emt_tokenizer *t, const char *const *roles,
+                                 const char *const *contents, int32_t n, int64_t now, char *text,
+                                 size_t capacity, size_t *len_out);
 int emt_tokenizer_is_eog(const emt_tokenizer *t, int32_t token);
 int32_t emt_tokenizer_n_vocab(const emt_tokenizer *t);
 int32_t emt_tokenizer_bos(const emt_tokenizer *t);

@@ -59,6 +59,39 @@ static entmtp_status opt_arr(const emt_gguf *g, const char *key, int64_t n, int 
     return ENTMTP_OK;
 }
 
+static int token_is(const emt_strref *tok, const char *text) {
+    return tok->n == strlen(text) && memcmp(tok->s, text, tok->n) == 0;
+}
+
+/* Phi-3's special tokens swallow the whitespace after them (its
+ * tokenizer.json marks them rstrip; GGUF has no field for it). llama.cpp
+ * decides by general.name containing "phi-3" or "phi3" (any case): every
+ * control / user-defined / unknown token and </s> get rstrip, except <unk>,
+ * <s> and <|endoftext|>. Same rule here, so both give the same ids. */
+static entmtp_status phi3_strip(const emt_gguf *g, const emt_strref *toks, const int32_t *types,
+                                int32_t n, uint8_t **out) {
+    char *name = NULL;
+    *out = NULL;
+    entmtp_status st = opt_str(g, "general.name", &name);
+    if (st || !name) return st;
+    for (char *p = name; *p; p++)
+        if (*p >= 'A' && *p <= 'Z') *p = (char)(*p - 'A' + 'a');
+    int phi3 = strstr(name, "phi-3") || strstr(name, "phi3");
+    free(name);
+    if (!phi3) return ENTMTP_OK;
+    uint8_t *strip = emt_calloc((size_t)n, 1);
+    if (!strip) return ENTMTP_ERR_OUT_OF_MEMORY;
+    for (int32_t i = 0; i < n; i++) {
+        int special = types[i] == EMT_TOKEN_CONTROL || types[i] == EMT_TOKEN_USER_DEFINED ||
+                      types[i] == EMT_TOKEN_UNKNOWN;
+        if ((special || token_is(&toks[i], "</s>")) && !token_is(&toks[i], "<unk>") &&
+            !token_is(&toks[i], "<s>") && !token_is(&toks[i], "<|endoftext|>"))
+            strip[i] = EMT_TOK_RSTRIP;
+    }
+    *out = strip;
+    return ENTMTP_OK;
+}
+
 entmtp_status emt_tokenizer_from_gguf(const struct emt_gguf *g, emt_tokenizer **out) {
     if (!out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tokenizer_from_gguf: out is NULL");
     *out = NULL;
@@ -68,6 +101,7 @@ entmtp_status emt_tokenizer_from_gguf(const struct emt_gguf *g, emt_tokenizer **
     emt_strref *toks = NULL, *merges = NULL;
     int32_t *types = NULL;
     float *scores = NULL;
+    uint8_t *strip = NULL;
     entmtp_status st = opt_str(g, "tokenizer.ggml.model", &model);
     if (st) goto done;
     if (!model || strcmp(model, "none") == 0 || strcmp(model, "no_vocab") == 0) {
@@ -168,10 +202,13 @@ entmtp_status emt_tokenizer_from_gguf(const struct emt_gguf *g, emt_tokenizer **
     if ((st = opt_str(g, "tokenizer.chat_template", &tmpl))) goto done;
     spec.chat_template = tmpl;
 
+    if ((st = phi3_strip(g, toks, types, spec.n_tokens, &strip))) goto done;
+
     emt_tok_build b;
     memset(&b, 0, sizeof b);
     b.spec = &spec;
     b.tokens = toks;
+    b.strip = strip;
     b.merge_strs = merges;
     b.add_space_prefix = space_prefix;
     b.ignore_merges = -1;
@@ -192,5 +229,6 @@ done:
     free(types);
     free(scores);
     free(merges);
+    free(strip);
     return st;
 }

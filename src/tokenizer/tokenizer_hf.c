@@ -249,6 +249,7 @@ entmtp_status emt_tokenizer_from_hf_json(const char *tokenizer_json, const char 
     cJSON *cfg = NULL;
     emt_strref *toks = NULL, *merges = NULL;
     int32_t *types = NULL;
+    uint8_t *strip = NULL;
     hf_pre pre;
     memset(&pre, 0, sizeof pre);
     if (!root || !cJSON_IsObject(root)) {
@@ -344,6 +345,12 @@ entmtp_status emt_tokenizer_from_hf_json(const char *tokenizer_json, const char 
         const char *content = jstr(it, "content");
         toks[id] = (emt_strref){ content, strlen(content) };
         types[id] = jbool(it, "special", 0) ? EMT_TOKEN_CONTROL : EMT_TOKEN_USER_DEFINED;
+        int lr = (jbool(it, "lstrip", 0) ? EMT_TOK_LSTRIP : 0) | (jbool(it, "rstrip", 0) ? EMT_TOK_RSTRIP : 0);
+        if (lr && !strip && !(strip = emt_calloc((size_t)n, 1))) {
+            st = ENTMTP_ERR_OUT_OF_MEMORY;
+            goto done;
+        }
+        if (lr) strip[id] = (uint8_t)lr;
     }
     for (int64_t i = 0; i < n; i++)
         if (!types[i]) {
@@ -390,6 +397,7 @@ entmtp_status emt_tokenizer_from_hf_json(const char *tokenizer_json, const char 
     memset(&b, 0, sizeof b);
     b.spec = &spec;
     b.tokens = toks;
+    b.strip = strip;
     b.add_space_prefix = spm_prefix;
     b.no_byte_fallback = !jbool(model, "byte_fallback", 0);
     b.fuse_unk = jbool(model, "fuse_unk", 0);
@@ -477,6 +485,7 @@ done:
     hf_pre_free(&pre);
     free(toks);
     free(types);
+    free(strip);
     free(merges);
     cJSON_Delete(root);
     cJSON_Delete(cfg);

@@ -40,7 +40,12 @@ typedef struct emt_tok_build {
                                         with a space (HF's Metaspace pre-tokenizer) */
     int ignore_merges;               /* -1 default (on for llama-bpe), 0, 1: a pre-token
                                         that is itself a token is not merged (Llama 3) */
+    const uint8_t *strip;            /* per token EMT_TOK_LSTRIP | EMT_TOK_RSTRIP, may be NULL:
+                                        whitespace left / right of a matched literal token
+                                        is dropped (HF added_tokens lstrip/rstrip) */
 } emt_tok_build;
+
+enum { EMT_TOK_LSTRIP = 1, EMT_TOK_RSTRIP = 2 };
 
 typedef struct emt_tok_map_entry {
     uint32_t hash;
@@ -68,6 +73,7 @@ struct emt_tokenizer {
     size_t *dec_off;
     uint32_t *dec_len;
     uint8_t *eog;
+    uint8_t *strip;       /* EMT_TOK_LSTRIP | EMT_TOK_RSTRIP per token, NULL when none */
 
     emt_tok_map_entry *map;
     size_t map_mask;

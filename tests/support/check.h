@@ -74,6 +74,10 @@ extern int emt_test_failures;
         exit(77);                                                                        \
     } while (0)
 
+/* The whole file, NUL-terminated (malloc'd; NULL when unreadable); *len
+ * receives its size (len may be NULL). */
+char *emt_test_read_file(const char *path, size_t *len);
+
 /* Finish main(): prints a summary, returns the exit code. */
 int emt_test_finish(const char *name);
 

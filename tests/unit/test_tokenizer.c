@@ -717,6 +717,21 @@ static void test_hf_json(void) {
         EXPECT(t, "12341", 0, 1, 4, 3, 0); /* "123" whole (ignore_merges), "41" */
         emt_tokenizer_free(t);
     }
+    /* added tokens' rstrip / lstrip (Phi-3's tokenizer.json): the whitespace
+     * after <|end|> and before <x> is dropped when they are matched */
+    const char *json4 =
+        "{\"added_tokens\":[{\"id\":4,\"content\":\"<|end|>\",\"special\":true,\"rstrip\":true},"
+        "{\"id\":5,\"content\":\"<x>\",\"special\":true,\"lstrip\":true,\"rstrip\":false}],"
+        "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false},"
+        "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1,\"\\u0120\":2,\"\\u010a\":3},"
+        "\"merges\":[]}}";
+    CHECK_OK(emt_tokenizer_from_hf_json(json4, NULL, "mem4.json", &t));
+    if (t) {
+        EXPECT(t, "a <|end|> \n b \n<x> a", 0, 1, 0, 2, 4, 1, 5, 2, 0);
+        /* not parsed as special: no stripping */
+        EXPECT(t, "a \n<x>", 0, 0, 0, 2, 3);
+        emt_tokenizer_free(t);
+    }
     /* errors */
     CHECK_ERR(emt_tokenizer_from_hf_json("{", NULL, "bad.json", &t), ENTMTP_ERR_FORMAT, "bad.json");
     CHECK_ERR(emt_tokenizer_from_hf_json("{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", NULL, "u.json", &t),

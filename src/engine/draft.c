@@ -15,6 +15,13 @@ static const emt_tree g_ar_tree = {
 static entmtp_status draft_root(entmtp_session *S, emt_step *st) {
     const emt_backend_ops *op = S->model->be->ops;
     const int32_t V = S->model->cfg.vocab;
+    if (S->next_ready && S->p.temperature <= 0) { /* the previous step's record has it */
+        const emt_step_record *r = (const emt_step_record *)S->rec_host;
+        st->root = r->next_root;
+        st->p0 = r->next_p0;
+        st->entropy = r->next_entropy;
+        return ENTMTP_OK;
+    }
     op->topk(S->ex, S->s.next_logits, 1, V, 1, &st->root, &st->p0, &st->entropy);
     if (S->p.temperature <= 0) return ENTMTP_OK;
     const float *next_host = S->s.next_logits;
@@ -92,13 +99,21 @@ static void draft_nodes(entmtp_session *S, const emt_tree *t, int32_t root) {
 
 entmtp_status emt_step_draft(entmtp_session *S, emt_step *st) {
     entmtp_status status = draft_root(S, st);
+    int heads_ready = S->next_ready && S->next_heads && S->p.temperature <= 0;
+    S->next_ready = S->next_heads = 0; /* consumed: the position moves on */
     if (status) return status;
     int speculate = !st->force_ar && S->heads && (st->probe || (S->bank && S->n_trees > 0));
     float head_p[EMT_MAX_HEADS];
     st->n_heads = 0;
     if (speculate) {
         st->n_heads = S->heads->n_heads;
-        emt_draft_heads(S, st->root);
+        if (heads_ready) {
+            size_t n = (size_t)st->n_heads * S->topk;
+            memcpy(S->chain_ids, S->rec_host + S->rec_lay.head_ids, n * sizeof(int32_t));
+            memcpy(S->chain_p, S->rec_host + S->rec_lay.head_p, n * sizeof(float));
+        } else {
+            emt_draft_heads(S, st->root);
+        }
         for (int32_t d = 0; d < st->n_heads; d++) head_p[d] = S->chain_p[(size_t)d * S->topk];
     }
     emt_features_fill(&S->features, st->p0, st->entropy, head_p, st->n_heads, S->last_accept, S->ema,

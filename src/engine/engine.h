@@ -25,6 +25,7 @@ typedef struct emt_kv {
     int32_t capacity;                 /* committed tokens it may hold */
     int32_t rows;                     /* capacity + tree scratch rows */
     float **k, **v;                   /* per layer [rows][n_kv*hd], views into block */
+    size_t slab;                      /* floats between one layer's K or V and the next */
     float *block;                     /* all layers' K and V in one allocation, so that it
                                        * is mapped and unmapped whole (a per-layer slab is
                                        * under malloc's mmap threshold and stays in an arena) */

@@ -52,6 +52,17 @@ struct entmtp_session {
     entmtp_session_stats stats;
     emt_step_counters counters; /* per-step work (step.c) */
     emt_outlook_state outlook; /* per-tree expected accept and step time (bank + heads only) */
+    /* the device step (backends with the step ops, backend.h): accept,
+     * commit and the next root and heads stay on the device, and one
+     * download of the step record per step brings back what the host needs */
+    int device_step;           /* the backend has topk_device, embed_device, accept, commit */
+    emt_step_record_layout rec_lay;
+    int32_t *rec_dev;          /* device record */
+    int32_t *rec_host;         /* its host copy */
+    uint8_t *stop_dev;         /* device [vocab]: 1 for a stop token */
+    int32_t *draft_ids_dev;    /* device copy of heads->draft_ids (NULL: no draft vocabulary) */
+    int next_ready;            /* rec_host holds the current position's root, p0, entropy */
+    int next_heads;            /* ... and the heads' top-k lists */
 };
 
 /* What a search probe changes in a step: the tree verified is `tree` (not
@@ -106,6 +117,26 @@ void emt_hydra_input_row(entmtp_session *S, int32_t r, const int32_t *path, int3
 /* heads.c: the heads at the current position (Medusa on the last hidden
  * state, Hydra's greedy chain from `root`) into chain_ids/chain_p. */
 void emt_draft_heads(entmtp_session *S, int32_t root);
+
+/* heads.c: the heads at the current position on the device, their top-k
+ * lists (token ids) into device ids/probs ([n_heads][topk]); Hydra's chain
+ * starts from the root token at device address d_root. */
+void emt_heads_device(entmtp_session *S, const int32_t *d_root, int32_t *ids, float *probs);
+
+/* accept_step.c: whether `tok` ends generation (the session's stop tokens,
+ * or the model's end-of-generation tokens when none were given) */
+int emt_is_stop(const entmtp_session *S, int32_t tok);
+
+/* step.c: whether this step takes the device path (accept, commit and the
+ * next position's root and heads on the device, one record download). */
+int emt_step_on_device(const entmtp_session *S, const emt_step *st);
+
+/* commit.c: with greedy_next, queue the next position's root (top-1, p0,
+ * entropy) and, with want_heads when the session drafts, its heads' top-k
+ * into the device record; then download the record: the step's one
+ * device-to-host copy and one wait. An AR step does not ask for heads (the
+ * next step, if it drafts, then runs them on its own). */
+entmtp_status emt_step_finish_device(entmtp_session *S, int greedy_next, int want_heads);
 
 /* commit.c: copy hidden row `hidden_row` to last_hidden and logits row
  * `logits_row` to next_logits (queued, no sync). */

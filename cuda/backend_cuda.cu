@@ -309,6 +309,7 @@ static const emt_backend_ops cuda_ops = {
     cu_embed_device,
     cu_accept,
     cu_commit,
+    cu_gather_i32,
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

@@ -98,6 +98,7 @@ void cu_topk_device(emt_exec *ex, const float *logits, int32_t n_rows, int32_t v
                     int32_t *ids, float *probs, float *entropy);
 void cu_accept(emt_exec *ex, const emt_accept_desc *d, void *rec);
 void cu_commit(emt_exec *ex, const emt_commit_desc *d, const void *rec);
+void cu_gather_i32(emt_exec *ex, int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n);
 // backend_cuda.cu: the k-rescan top-k for k beyond the one-pass kernel's lists
 __global__ void topk_kernel(const float *logits, int32_t vocab, int32_t k, int32_t *ids, float *probs, float *entropy);
 

@@ -291,7 +291,8 @@ void cu_accept(emt_exec *ex, const emt_accept_desc *d, void *rec) {
                 d->n_nodes);
         return;
     }
-    const int32_t *d_tokens = (const int32_t *)cu_stage(ex, d->node_tokens, (size_t)d->n_nodes * sizeof(int32_t));
+    const int32_t *d_tokens = d->node_tokens_device;
+    if (!d_tokens) d_tokens = (const int32_t *)cu_stage(ex, d->node_tokens, (size_t)d->n_nodes * sizeof(int32_t));
     if (!d_tokens) return;
     const int32_t *d_retrieve = NULL, *d_parents = NULL;
     int32_t n_parents = 0;
@@ -370,4 +371,18 @@ void cu_commit(emt_exec *ex, const emt_commit_desc *d, const void *rec) {
     EMT_LAUNCH(commit_kernel, d->n_slabs + 2, STEP_THREADS, 0, ex->stream, d->kv, d->slab_floats, d->row_floats,
                d->n_slabs, d->L, d->hidden, d->last_hidden, d->hidden_dim, d->logits, d->next_logits, d->vocab,
                (const int32_t *)rec);
+}
+
+// ----------------------------------------------------------------- gather
+
+// dst[i] = src[idx[i]]. CPU twin: emt_cpu_gather_i32.
+__global__ void gather_i32_kernel(int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n) {
+    for (int32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) dst[i] = src[idx[i]];
+}
+
+void cu_gather_i32(emt_exec *ex, int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n) {
+    if (n <= 0) return;
+    const int32_t *d_idx = (const int32_t *)cu_stage(ex, idx, (size_t)n * sizeof(int32_t));
+    if (!d_idx) return;
+    EMT_LAUNCH(gather_i32_kernel, (n + 255) / 256, 256, 0, ex->stream, dst, src, d_idx, n);
 }

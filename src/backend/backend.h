@@ -164,6 +164,9 @@ typedef struct emt_backend_ops {
      * node's hidden row to last_hidden and its logits row to next_logits, as
      * one gather that reads n_emit and the path from the device record. */
     void (*commit)(emt_exec *ex, const emt_commit_desc *d, const void *rec);
+    /* dst[i] = src[idx[i]], i < n: int32 values in device memory, idx a host
+     * array (Hydra's draft tokens assembled where the heads left them) */
+    void (*gather_i32)(emt_exec *ex, int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n);
 } emt_backend_ops;
 
 /* The step record: what one greedy step sends to the host, in one copy.
@@ -210,6 +213,7 @@ struct emt_accept_desc {
     int32_t kv_room;            /* KV rows left (>= 1): a cut to it sets kv_full */
     const uint8_t *stop;        /* device [vocab], 1 for a stop token; NULL: none */
     int32_t max_path;           /* the record's path capacity (>= width) */
+    const int32_t *node_tokens_device; /* non-NULL: the node tokens in device memory, used instead */
 };
 
 struct emt_commit_desc {

@@ -40,6 +40,12 @@ entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_s
                           const int32_t *tokens, const int32_t *positions, int32_t n,
                           int32_t kv_start, const uint8_t *mask, int exact, int32_t logits_rows);
 
+/* emt_forward with the token ids in device memory (drafted on the device;
+ * backends with embed_device). */
+entmtp_status emt_forward_device_tokens(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
+                                        const int32_t *d_tokens, const int32_t *positions, int32_t n,
+                                        int32_t kv_start, const uint8_t *mask, int exact, int32_t logits_rows);
+
 /* Benchmark support: run the verify forward of bank tree `tree_index` at the
  * session's current position `reps` times without committing anything, and
  * return the median seconds per verify (tokens are arbitrary ids). */

@@ -62,8 +62,8 @@ void emt_head_run(entmtp_session *S, int32_t h, int32_t rows, const float *in, i
 }
 
 /* emt_head_run with the top-k lists left in device memory (token ids). */
-static void head_run_device(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
-                            float *top_p) {
+void emt_head_run_device(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
+                         float *top_p) {
     int draft = 0;
     int32_t width = head_logits(S, h, rows, in, &draft);
     S->model->be->ops->topk_device(S->ex, S->s.head_logits, rows, width, S->topk, draft ? S->draft_ids_dev : NULL,
@@ -85,7 +85,7 @@ static void medusa_heads_to(entmtp_session *S, int device, int32_t *ids, float *
         for (int32_t h = 0; h < n; h++) {
             int32_t *hi = ids + (size_t)h * S->topk;
             float *hp = probs + (size_t)h * S->topk;
-            if (device) head_run_device(S, h, 1, S->s.last_hidden, hi, hp);
+            if (device) emt_head_run_device(S, h, 1, S->s.last_hidden, hi, hp);
             else emt_head_run(S, h, 1, S->s.last_hidden, hi, hp);
         }
         return;
@@ -142,7 +142,7 @@ static void hydra_chain_device(entmtp_session *S, const int32_t *d_root, int32_t
     for (int32_t d = 0; d < S->heads->n_heads; d++) {
         if (d > 0) op->embed_device(S->ex, &S->model->tok_embd, H, ids + (size_t)(d - 1) * S->topk, 1,
                                     row + (size_t)(d + 1) * H);
-        head_run_device(S, d, 1, row, ids + (size_t)d * S->topk, probs + (size_t)d * S->topk);
+        emt_head_run_device(S, d, 1, row, ids + (size_t)d * S->topk, probs + (size_t)d * S->topk);
     }
 }
 

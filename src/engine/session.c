@@ -29,6 +29,7 @@ ENTMTP_API void entmtp_session_free(entmtp_session *S) {
     dev_free(S, S->stop_dev);
     dev_free(S, S->draft_ids_dev);
     free(S->rec_host);
+    free(S->gather_idx);
     free(S->kv.k);
     free(S->kv.v);
     emt_scratch *s = &S->s;
@@ -126,14 +127,23 @@ static entmtp_status check_bank(const entmtp_session *S) {
 static entmtp_status device_step_init(entmtp_session *S) {
     emt_backend *be = S->model->be;
     const emt_backend_ops *op = be->ops;
-    S->device_step = op->topk_device && op->embed_device && op->accept && op->commit;
+    S->device_step = op->topk_device && op->embed_device && op->accept && op->commit && op->gather_i32;
     if (!S->device_step) return ENTMTP_OK;
     const int32_t V = S->model->cfg.vocab, n_heads = S->heads ? S->heads->n_heads : 0;
     int32_t max_path = (S->max_depth > n_heads ? S->max_depth : n_heads) + 1;
+    int32_t head_rows = S->max_nodes > n_heads ? S->max_nodes : n_heads;
     S->rec_lay = emt_step_record_layout_make(max_path, n_heads, S->topk);
-    size_t rec_bytes = S->rec_lay.words * sizeof(int32_t);
+    S->w_node_tok = S->rec_lay.words;
+    S->w_draft_ids = S->w_node_tok + (size_t)S->max_nodes;
+    S->w_draft_p = S->w_draft_ids + (size_t)head_rows * S->topk;
+    S->w_row_tok = S->w_draft_p + (size_t)head_rows * S->topk;
+    size_t idx_count = (size_t)head_rows * (n_heads + 1) > (size_t)S->max_nodes ? (size_t)head_rows * (n_heads + 1)
+                                                                                : (size_t)S->max_nodes;
+    size_t rec_bytes = (S->w_row_tok + (size_t)head_rows * (n_heads + 1)) * sizeof(int32_t);
     S->rec_dev = op->alloc(be, rec_bytes);
     S->rec_host = emt_calloc(S->rec_lay.words, sizeof(int32_t));
+    S->gather_idx = emt_calloc(idx_count, sizeof(int32_t));
+    if (!S->gather_idx) return emt_fail(ENTMTP_ERR_OUT_OF_MEMORY, "entmtp_session_create: out of memory for the step record");
     S->stop_dev = op->alloc(be, (size_t)V);
     uint8_t *stop = emt_calloc((size_t)V, 1);
     entmtp_status st = ENTMTP_ERR_OUT_OF_MEMORY;

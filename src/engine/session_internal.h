@@ -61,6 +61,11 @@ struct entmtp_session {
     int32_t *rec_host;         /* its host copy */
     uint8_t *stop_dev;         /* device [vocab]: 1 for a stop token */
     int32_t *draft_ids_dev;    /* device copy of heads->draft_ids (NULL: no draft vocabulary) */
+    /* rec_dev's words beyond the downloaded record: Hydra's device drafting */
+    size_t w_node_tok;         /* [max_nodes] the tree's node tokens */
+    size_t w_draft_ids, w_draft_p; /* [head_rows][topk] one level's head calls */
+    size_t w_row_tok;          /* [head_rows][n_heads + 1] those calls' input tokens */
+    int32_t *gather_idx;       /* host [head_rows * (n_heads + 1)] */
     int next_ready;            /* rec_host holds the current position's root, p0, entropy */
     int next_heads;            /* ... and the heads' top-k lists */
 };
@@ -89,6 +94,7 @@ typedef struct emt_step {
     float p0, entropy;           /* base model's top-1 probability and entropy */
     int32_t n_heads;             /* heads run this step (0: AR) */
     const emt_tree *tree;        /* the tree verified */
+    int nodes_on_device;         /* node tokens drafted on the device (rec_dev + w_node_tok) */
     int32_t tree_index;          /* its bank index, -1 when not from the bank */
     /* accept */
     int32_t acc;                 /* accepted draft tokens on the best path */
@@ -122,6 +128,9 @@ void emt_draft_heads(entmtp_session *S, int32_t root);
  * lists (token ids) into device ids/probs ([n_heads][topk]); Hydra's chain
  * starts from the root token at device address d_root. */
 void emt_heads_device(entmtp_session *S, const int32_t *d_root, int32_t *ids, float *probs);
+/* heads.c: emt_head_run with the top-k lists (token ids) left in device memory */
+void emt_head_run_device(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
+                         float *top_p);
 
 /* accept_step.c: whether `tok` ends generation (the session's stop tokens,
  * or the model's end-of-generation tokens when none were given) */

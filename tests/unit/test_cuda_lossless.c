@@ -4,7 +4,6 @@
  * own AR run equals them too. Runs on a GPU or, in CI, on the CPU CUDA
  * harness (docs/cuda-harness.md); SKIPPED when neither is there. */
 #include "backend/backend.h"
-#include "bank/tree.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "check.h"
@@ -76,15 +75,6 @@ static void generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_po
     generate_counted(m, h, b, pol, ar, out, 0);
 }
 
-/* Hydra drafts an off-chain parent's children with an extra head call
- * whose top-k the host reads: trees without such parents take one copy */
-static int hydra_chain_only(const emt_tree *t) {
-    for (int32_t i = 1; i < t->n_nodes; i++)
-        for (int32_t a = t->parents[i]; a > 0; a = t->parents[a])
-            if (t->node_ranks[a] != 0) return 0;
-    return 1;
-}
-
 static void compare(const int32_t *ref, const int32_t *got, const char *label, const char *what) {
     if (!memcmp(ref, got, sizeof(int32_t) * N_TOKENS)) return;
     int32_t i = 0;
@@ -130,15 +120,12 @@ static void check_heads(const char *gguf, const char *heads, const char *label, 
             generate_counted(m[1], h[1], b, NULL, 1, got, 1);
             compare(ref, got, label, "AR");
         }
-        entmtp_heads_info info = { sizeof info };
-        CHECK_OK(entmtp_heads_get_info(h[1], &info));
-        int medusa = info.kind == ENTMTP_HEADS_MEDUSA;
         for (int32_t t = 0; t < n_trees; t++) {
             entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
             pc.static_tree = t;
             entmtp_policy *pol = NULL;
             CHECK_OK(entmtp_policy_create(&pc, &pol));
-            generate_counted(m[1], h[1], b, pol, 0, got, medusa || hydra_chain_only(emt_bank_tree(b, t)));
+            generate_counted(m[1], h[1], b, pol, 0, got, 1);
             entmtp_tree_info ti = { sizeof ti };
             entmtp_bank_tree_info(b, t, &ti);
             snprintf(what, sizeof what, "tree %s", ti.name);
@@ -150,7 +137,7 @@ static void check_heads(const char *gguf, const char *heads, const char *label, 
             entmtp_policy_config pc = emt_test_policy_config(i, n_trees, &counter);
             entmtp_policy *pol = NULL;
             CHECK_OK(entmtp_policy_create(&pc, &pol));
-            generate_counted(m[1], h[1], b, pol, 0, got, medusa);
+            generate_counted(m[1], h[1], b, pol, 0, got, 1);
             snprintf(what, sizeof what, "policy %s", entmtp_policy_kind_name(pc.kind));
             compare(ref, got, label, what);
             entmtp_policy_free(pol);

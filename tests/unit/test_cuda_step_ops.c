@@ -113,7 +113,7 @@ static int run_accept(const emt_tree *t, const float *logits, int32_t vocab, con
     size_t bytes = lay.words * 4;
     int32_t *rc = calloc(lay.words, 4), *rg = calloc(lay.words, 4);
     emt_accept_desc d = { logits, tokens, t->retrieve_indices, t->n_nodes, vocab, t->n_leaves, t->depth + 1,
-                          c->T, 0.09f, 0.3f, c->max_tokens, c->kv_room, c->stop, MAX_PATH };
+                          c->T, 0.09f, 0.3f, c->max_tokens, c->kv_room, c->stop, MAX_PATH, NULL };
     cpu->ops->accept(ec, &d, rc);
     CHECK_OK(cpu->ops->sync(ec));
     /* the oracle, directly */
@@ -218,7 +218,7 @@ static void check_cuts(void) {
         emt_step_record_layout lay = emt_step_record_layout_make(MAX_PATH, 0, 0);
         int32_t *rc = calloc(lay.words, 4);
         emt_accept_desc d = { logits, tokens, t.retrieve_indices, t.n_nodes, vocab, t.n_leaves, t.depth + 1, 0.0f,
-                              0.09f, 0.3f, c.max_tokens, c.kv_room, c.stop, MAX_PATH };
+                              0.09f, 0.3f, c.max_tokens, c.kv_room, c.stop, MAX_PATH, NULL };
         cpu->ops->accept(ec, &d, rc);
         const emt_step_record *r = (const emt_step_record *)rc;
         CHECK_EQ_INT(r->n_emit, cases[i].emit);

@@ -48,9 +48,10 @@ const char *emt_cpu_accept(const emt_accept_desc *d, void *rec_words) {
     int32_t *path = (int32_t *)rec_words + sizeof(emt_step_record) / 4;
     int32_t *tokens = path + d->max_path;
     int32_t best = 0, acc = 0;
+    const int32_t *node_tokens = d->node_tokens_device ? d->node_tokens_device : d->node_tokens;
     if (d->width > d->max_path) return "accept: the tree is deeper than the step record's path";
     if (d->width > 1 && d->n_nodes > 1) {
-        emt_posterior_nodes in = { d->n_nodes, d->vocab, d->node_logits, d->node_tokens, d->n_rows, d->width,
+        emt_posterior_nodes in = { d->n_nodes, d->vocab, d->node_logits, node_tokens, d->n_rows, d->width,
                                    d->retrieve, d->temperature, d->epsilon, d->delta };
         if (emt_evaluate_posterior_nodes(&in, &best, &acc))
             return "accept: evaluate_posterior failed (out of memory, or a retrieve index outside the tree)";
@@ -70,7 +71,7 @@ const char *emt_cpu_accept(const emt_accept_desc *d, void *rec_words) {
         rec->kv_full = 1;
     }
     for (int32_t j = 0; j < keep; j++) {
-        tokens[j] = d->node_tokens[path[j]];
+        tokens[j] = node_tokens[path[j]];
         if (d->stop && d->stop[tokens[j]]) {
             keep = j + 1;
             rec->stopped = 1;
@@ -97,4 +98,8 @@ void emt_cpu_commit(const emt_commit_desc *d, const void *rec_words) {
     int32_t last = rec->last_node;
     memcpy(d->last_hidden, d->hidden + (size_t)last * d->hidden_dim, (size_t)d->hidden_dim * sizeof(float));
     memcpy(d->next_logits, d->logits + (size_t)last * d->vocab, (size_t)d->vocab * sizeof(float));
+}
+
+void emt_cpu_gather_i32(int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n) {
+    for (int32_t i = 0; i < n; i++) dst[i] = src[idx[i]];
 }

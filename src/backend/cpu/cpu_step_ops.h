@@ -15,5 +15,6 @@ void emt_cpu_topk_device(emt_pool *pool, const float *logits, int32_t n_rows, in
 /* emt_evaluate_posterior_nodes itself, then the cuts; NULL or the reason it failed */
 const char *emt_cpu_accept(const emt_accept_desc *d, void *rec);
 void emt_cpu_commit(const emt_commit_desc *d, const void *rec);
+void emt_cpu_gather_i32(int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n);
 
 #endif

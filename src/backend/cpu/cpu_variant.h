@@ -882,6 +882,10 @@ static void cpu_commit(emt_exec *ex, const emt_commit_desc *d, const void *rec) 
     (void)ex;
     emt_cpu_commit(d, rec);
 }
+static void cpu_gather_i32(emt_exec *ex, int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n) {
+    (void)ex;
+    emt_cpu_gather_i32(dst, src, idx, n);
+}
 
 const emt_backend_ops EMT_CPU_OPS = {
     .name = "cpu",
@@ -916,4 +920,5 @@ const emt_backend_ops EMT_CPU_OPS = {
     .embed_device = cpu_embed_device,
     .accept = cpu_accept,
     .commit = cpu_commit,
+    .gather_i32 = cpu_gather_i32,
 };

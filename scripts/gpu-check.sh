@@ -33,7 +33,7 @@ export ENTMTP_CUDA_PLUGIN=$PWD/build/gpu/cuda/libentmtp-cuda.so
 # the same tests the CPU CUDA harness runs in CI (docs/cuda-harness.md), here
 # on the real device and cuBLAS, under compute-sanitizer
 for tool in memcheck racecheck synccheck; do
-  for t in test_cuda_parity test_cuda_kernels test_cuda_step_ops test_cuda_lossless; do
+  for t in test_cuda_parity test_cuda_kernels test_cuda_step_ops test_cuda_lossless test_cuda_typical; do
     echo "== compute-sanitizer --tool $tool $t"
     compute-sanitizer --tool "$tool" --error-exitcode 9 "build/gpu/tests/$t" || status=1
   done

@@ -105,6 +105,11 @@ void emt_session_step_counters(const entmtp_session *S, emt_step_counters *out);
  * one for all heads; last_head_topk exposes the last step's per-head top-k
  * ([n_heads][k] ids and probabilities). */
 void emt_session_set_batch_heads(entmtp_session *S, int batch_heads);
+/* Test support: device_step = 0 makes the session take the host path (top-k
+ * and acceptance read back to the host, emt_evaluate_posterior_nodes) even
+ * on a backend with the step ops; 1 restores the device step where the
+ * backend has it. Takes effect from the next prefill or step. */
+void emt_session_set_device_step(entmtp_session *S, int device_step);
 void emt_session_last_head_topk(const entmtp_session *S, const int32_t **ids, const float **probs,
                                 int32_t *k);
 

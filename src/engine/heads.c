@@ -183,6 +183,13 @@ void emt_draft_heads(entmtp_session *S, int32_t root) {
 
 void emt_session_set_batch_heads(entmtp_session *S, int batch_heads) { S->batch_heads = batch_heads; }
 
+void emt_session_set_device_step(entmtp_session *S, int device_step) {
+    const emt_backend_ops *op = S->model->be->ops;
+    S->device_step = device_step && S->rec_dev && op->topk_device && op->embed_device && op->accept && op->commit &&
+                     op->gather_i32;
+    S->next_ready = S->next_heads = 0;
+}
+
 void emt_session_last_head_topk(const entmtp_session *S, const int32_t **ids, const float **probs,
                            int32_t *k) {
     *ids = S->chain_ids;

@@ -305,6 +305,8 @@ static const emt_backend_ops cuda_ops = {
     cu_softcap,
     cu_attention_softcap,
     cu_counters,
+    nullptr, // matmul_q_multi: on a GPU separate launches cost no thread hand-off
+    nullptr, // matmul_q_gated
     cu_topk_device,
     cu_embed_device,
     cu_accept,

@@ -13,11 +13,15 @@ static const float *head_body(entmtp_session *S, int32_t h, int32_t rows, const 
     for (int32_t l = 0; l < hd->n_layers; l++) {
         const emt_head_layer *L = &hd->layers[l];
         float *y = l == hd->n_layers - 1 && out ? out : s->head_x;
-        op->matmul(S->ex, L->w, L->b, x, rows, L->n_in, H, s->head_tmp, 1);
-        if (L->res_w) {
-            op->matmul(S->ex, L->res_w, L->res_b, x, rows, L->n_in, H, s->head_res, 1);
+        if (L->res_w.data) { /* Hydra: both projections of the same rows, one job where the backend fuses */
+            const emt_wmat *W[2] = { &L->w, &L->res_w };
+            const float *b[2] = { L->b, L->res_b };
+            const int32_t n_out[2] = { H, H };
+            float *yy[2] = { s->head_tmp, s->head_res };
+            emt_matmul_multi(op, S->ex, 2, W, b, n_out, x, rows, L->n_in, yy, 1);
             op->silu_residual(S->ex, s->head_res, s->head_tmp, (int64_t)rows * H, y);
         } else {
+            emt_matmul(op, S->ex, &L->w, L->b, x, rows, L->n_in, H, s->head_tmp, 1);
             op->silu_residual(S->ex, x, s->head_tmp, (int64_t)rows * H, y);
         }
         x = y;

@@ -24,6 +24,8 @@ struct emt_exec {
     emt_pool *pool;
     emt_xq *xq; /* activation rows quantized for the integer kernels */
     size_t xq_cap;
+    float *attn_partial; /* attention's per-chunk partial results */
+    size_t attn_cap;
     const char *error; /* set by an op that failed; sync reports it */
 };
 
@@ -81,6 +83,7 @@ static void cpu_exec_destroy(emt_exec *ex) {
     if (!ex) return;
     emt_pool_destroy(ex->pool);
     free(ex->xq);
+    free(ex->attn_partial);
     free(ex);
 }
 
@@ -453,7 +456,9 @@ typedef struct attn_job {
     float *out;
     int32_t n_prefix, n_rows, n_heads, n_kv_heads, head_dim;
     float scale;
-    float softcap; /* 0: none */
+    float softcap;  /* 0: none */
+    float *partial; /* [row][head][chunk] of [m, l, acc[head_dim]] */
+    int32_t n_chunks;
 } attn_job;
 
 /* Scores of nb keys (a row of K each) against q: s[t] = dot1(q, k_t) * scale.
@@ -503,61 +508,121 @@ static void attn_accumulate(float *acc, float corr, const float *p, const float 
     }
 }
 
-/* One (row, head): online softmax over the visible keys in a fixed order
- * (cache prefix, then the row's visible new rows by index), in blocks. */
-static void attn_task(void *ctx, int32_t task) {
+/* Keys are reduced in chunks of EMT_ATTN_CHUNK visible keys: a row's
+ * visible keys are one per position 0..its own, so chunk c always holds
+ * positions [c*CHUNK, (c+1)*CHUNK) whether the row is an AR token or a tree
+ * node, and the chunks are folded in order; a node's result therefore has
+ * the bits AR computes at its position. Chunks let a decode step spread one
+ * long context over the threads; a task takes every query head of one KV
+ * head (GQA), so each K/V block is read once for all of them. */
+#define EMT_ATTN_CHUNK 128
+#define EMT_ATTN_MAX_GROUP 16
+
+/* The visible keys of `row` with visible index in [v0, v0 + want): cache
+ * rows in order, then the row's visible new rows by index. */
+static int32_t chunk_keys(const attn_job *j, int32_t row, int32_t v0, int32_t want, int32_t *keys) {
+    int32_t nb = 0;
+    for (int32_t kr = v0; kr < j->n_prefix && nb < want; kr++) keys[nb++] = kr;
+    int32_t skip = v0 > j->n_prefix ? v0 - j->n_prefix : 0;
+    for (int32_t col = 0; col < j->n_rows && nb < want; col++) {
+        int visible = j->mask ? j->mask[(size_t)row * j->n_rows + col] : col <= row;
+        if (!visible) continue;
+        if (skip > 0) { skip--; continue; }
+        keys[nb++] = j->n_prefix + col;
+    }
+    return nb;
+}
+
+/* One (row, KV head, chunk): for each query head of the group, the online
+ * softmax over the chunk's keys in blocks of EMT_ATTN_BLOCK, left in the
+ * partial record [m, l, acc[hd]] (m = -inf when the chunk is empty). */
+static void attn_chunk_task(void *ctx, int32_t task) {
     const attn_job *j = ctx;
-    int32_t row = task / j->n_heads, head = task % j->n_heads;
-    int32_t hd = j->head_dim;
-    int32_t kv_head = head / (j->n_heads / j->n_kv_heads);
-    size_t kv_stride = (size_t)j->n_kv_heads * hd;
-    const float *q = j->q + ((size_t)row * j->n_heads + head) * hd;
+    int32_t chunk = task % j->n_chunks, rest = task / j->n_chunks;
+    int32_t kv_head = rest % j->n_kv_heads, row = rest / j->n_kv_heads;
+    int32_t hd = j->head_dim, group = j->n_heads / j->n_kv_heads;
+    size_t kv_stride = (size_t)j->n_kv_heads * hd, rec = (size_t)hd + 2;
     const float *k = j->k + (size_t)kv_head * hd, *v = j->v + (size_t)kv_head * hd;
-    float acc[EMT_MAX_HEAD_DIM];
-    for (int32_t d = 0; d < hd; d++) acc[d] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
+    float *part[EMT_ATTN_MAX_GROUP];
+    for (int32_t g = 0; g < group; g++) {
+        int32_t head = kv_head * group + g;
+        part[g] = j->partial + (((size_t)row * j->n_heads + head) * j->n_chunks + chunk) * rec;
+        part[g][0] = -INFINITY;
+        part[g][1] = 0.0f;
+        for (int32_t d = 0; d < hd; d++) part[g][2 + d] = 0.0f;
+    }
     int32_t keys[EMT_ATTN_BLOCK];
     float s[EMT_ATTN_BLOCK];
-    int32_t total = j->n_prefix + j->n_rows;
-    int32_t kr = 0;
-    while (kr < total) {
-        int32_t nb = 0;
-        for (; kr < total && nb < EMT_ATTN_BLOCK; kr++) {
-            if (kr >= j->n_prefix) {
-                int32_t col = kr - j->n_prefix;
-                int visible = j->mask ? j->mask[(size_t)row * j->n_rows + col] : col <= row;
-                if (!visible) continue;
+    for (int32_t v0 = chunk * EMT_ATTN_CHUNK; v0 < (chunk + 1) * EMT_ATTN_CHUNK; v0 += EMT_ATTN_BLOCK) {
+        int32_t nb = chunk_keys(j, row, v0, EMT_ATTN_BLOCK, keys);
+        if (nb == 0) break;
+        for (int32_t g = 0; g < group; g++) { /* the block's K and V rows stay in L1 across the group */
+            int32_t head = kv_head * group + g;
+            const float *q = j->q + ((size_t)row * j->n_heads + head) * hd;
+            float *m = &part[g][0], *l = &part[g][1], *acc = part[g] + 2;
+            attn_scores(q, k, kv_stride, keys, nb, hd, j->scale, s);
+            if (j->softcap > 0.0f)
+                for (int32_t t = 0; t < nb; t++) s[t] = j->softcap * tanhf(s[t] / j->softcap);
+            float mb = -INFINITY;
+            for (int32_t t = 0; t < nb; t++)
+                if (s[t] > mb) mb = s[t];
+            float m_new = *m > mb ? *m : mb;
+            float corr = expf(*m - m_new); /* exp(-inf) = 0 on the first block */
+            *l *= corr;
+            for (int32_t t = 0; t < nb; t++) {
+                s[t] = expf(s[t] - m_new);
+                *l += s[t];
             }
-            keys[nb++] = kr;
+            attn_accumulate(acc, corr, s, v, kv_stride, keys, nb, hd);
+            *m = m_new;
         }
-        if (nb == 0) continue;
-        attn_scores(q, k, kv_stride, keys, nb, hd, j->scale, s);
-        if (j->softcap > 0.0f)
-            for (int32_t t = 0; t < nb; t++) s[t] = j->softcap * tanhf(s[t] / j->softcap);
-        float mb = -INFINITY;
-        for (int32_t t = 0; t < nb; t++)
-            if (s[t] > mb) mb = s[t];
-        float m_new = m > mb ? m : mb;
-        float corr = expf(m - m_new); /* exp(-inf) = 0 on the first block */
-        l *= corr;
-        for (int32_t t = 0; t < nb; t++) {
-            s[t] = expf(s[t] - m_new);
-            l += s[t];
-        }
-        attn_accumulate(acc, corr, s, v, kv_stride, keys, nb, hd);
+        if (nb < EMT_ATTN_BLOCK) break;
+    }
+}
+
+/* One (row, head): the chunks' partials folded in chunk order. */
+static void attn_fold_task(void *ctx, int32_t task) {
+    const attn_job *j = ctx;
+    int32_t hd = j->head_dim;
+    size_t rec = (size_t)hd + 2;
+    const float *p = j->partial + (size_t)task * j->n_chunks * rec;
+    float *o = j->out + (size_t)task * hd;
+    float m = -INFINITY, l = 0.0f;
+    for (int32_t d = 0; d < hd; d++) o[d] = 0.0f;
+    for (int32_t c = 0; c < j->n_chunks; c++, p += rec) {
+        if (p[0] == -INFINITY) continue; /* empty chunk (past this row's position) */
+        float m_new = m > p[0] ? m : p[0];
+        float a = expf(m - m_new), b = expf(p[0] - m_new);
+        l = l * a + p[1] * b;
+        for (int32_t d = 0; d < hd; d++) o[d] = o[d] * a + p[2 + d] * b;
         m = m_new;
     }
-    float *o = j->out + ((size_t)row * j->n_heads + head) * hd;
     float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int32_t d = 0; d < hd; d++) o[d] = acc[d] * inv;
+    for (int32_t d = 0; d < hd; d++) o[d] *= inv;
 }
 
 static void cpu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                                   int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
                                   int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
+    int32_t n_chunks = (n_prefix + n_rows + EMT_ATTN_CHUNK - 1) / EMT_ATTN_CHUNK;
+    size_t need = (size_t)n_rows * n_heads * n_chunks * ((size_t)head_dim + 2);
+    if (n_heads / n_kv_heads > EMT_ATTN_MAX_GROUP || head_dim > EMT_MAX_HEAD_DIM) {
+        ex->error = "cpu attention: more than 16 query heads per KV head or a head wider than 512";
+        return;
+    }
+    if (need > ex->attn_cap) {
+        float *p = realloc(ex->attn_partial, need * sizeof *p);
+        if (!p) {
+            ex->error = "cpu attention: out of memory for the chunk partials";
+            return;
+        }
+        ex->attn_partial = p;
+        ex->attn_cap = need;
+    }
     attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
-                     head_dim, 1.0f / sqrtf((float)head_dim), cap };
-    emt_pool_run(ex->pool, n_rows * n_heads, attn_task, &job);
+                     head_dim, 1.0f / sqrtf((float)head_dim), cap, ex->attn_partial, n_chunks };
+    emt_pool_run(ex->pool, n_rows * n_kv_heads * n_chunks, attn_chunk_task, &job);
+    emt_pool_run(ex->pool, n_rows * n_heads, attn_fold_task, &job);
 }
 
 static void cpu_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
@@ -828,29 +893,110 @@ static void quantize_task(void *ctx, int32_t r) {
     quantize_row(j->x + (size_t)r * j->n_in, j->n_in, (emt_xq *)j->xq + (size_t)r * (j->n_in / EMT_QK));
 }
 
-static void cpu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x,
-                         int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
-    qmatmul_job job = { W, emt_dtype_nbytes(W->dtype, n_in), NULL, x, bias, y, n_rows, n_in, n_out, 0 };
-    if (W->dtype != EMT_F16 && W->dtype != EMT_BF16) {
-        size_t need = (size_t)n_rows * (size_t)(n_in / EMT_QK);
-        if (need > ex->xq_cap) {
-            emt_xq *p = realloc(ex->xq, need * sizeof *p);
-            if (!p) {
-                ex->error = "cpu matmul: out of memory for the quantized activation rows";
-                return;
-            }
-            ex->xq = p;
-            ex->xq_cap = need;
+static int is_half_type(emt_dtype t) { return t == EMT_F16 || t == EMT_BF16; }
+
+/* The input rows as the integer kernels read them (16-bit codes per
+ * 32-value block), in the context's buffer; NULL with ex->error set when
+ * it cannot grow. One preparation serves every product over these rows. */
+static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, int32_t n_in) {
+    size_t need = (size_t)n_rows * (size_t)(n_in / EMT_QK);
+    if (need > ex->xq_cap) {
+        emt_xq *p = realloc(ex->xq, need * sizeof *p);
+        if (!p) {
+            ex->error = "cpu matmul: out of memory for the quantized activation rows";
+            return NULL;
         }
-        job.xq = ex->xq;
-        if (n_rows == 1) quantize_task(&job, 0);
-        else emt_pool_run(ex->pool, n_rows, quantize_task, &job);
+        ex->xq = p;
+        ex->xq_cap = need;
     }
-    /* chunks of outputs, about 4 per thread for balance */
+    qmatmul_job job = { NULL, 0, ex->xq, x, NULL, NULL, n_rows, n_in, 0, 0 };
+    if (n_rows == 1) quantize_task(&job, 0);
+    else emt_pool_run(ex->pool, n_rows, quantize_task, &job);
+    return ex->xq;
+}
+
+/* Outputs per task: about 4 tasks per thread for balance, at least 8. */
+static int32_t output_chunk(const emt_exec *ex, int32_t n_out) {
     int32_t threads = emt_pool_size(ex->pool);
     int32_t chunk = (n_out + threads * 4 - 1) / (threads * 4);
-    job.chunk = chunk < 8 ? 8 : chunk;
+    return chunk < 8 ? 8 : chunk;
+}
+
+static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bias, const emt_xq *xq,
+                               const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
+    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), xq, x, bias, y, n_rows, n_in, n_out, 0 };
+    j.chunk = output_chunk(ex, n_out);
+    return j;
+}
+
+static void cpu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x,
+                         int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
+    const emt_xq *xq = NULL;
+    if (!is_half_type(W->dtype) && !(xq = prepare_rows(ex, x, n_rows, n_in))) return;
+    qmatmul_job job = product_job(ex, W, bias, xq, x, n_rows, n_in, n_out, y);
     emt_pool_run(ex->pool, (n_out + job.chunk - 1) / job.chunk, qmatmul_task, &job);
+}
+
+/* Several products over the same rows as one job: the tasks of product m
+ * are [first[m], first[m+1]), each a chunk of its outputs. */
+typedef struct qmulti_job {
+    qmatmul_job p[EMT_MAX_FUSED];
+    int32_t first[EMT_MAX_FUSED + 1];
+} qmulti_job;
+
+static void qmulti_task(void *ctx, int32_t task) {
+    const qmulti_job *j = ctx;
+    int32_t m = 0;
+    while (task >= j->first[m + 1]) m++;
+    qmatmul_task((void *)&j->p[m], task - j->first[m]);
+}
+
+static void cpu_matmul_q_multi(emt_exec *ex, int32_t n_mats, const emt_wmat *const *W, const float *const *bias,
+                               const int32_t *n_out, const float *x, int32_t n_rows, int32_t n_in, float *const *y) {
+    const emt_xq *xq = NULL;
+    int need_xq = 0;
+    for (int32_t m = 0; m < n_mats; m++) need_xq |= !is_half_type(W[m]->dtype);
+    if (need_xq && !(xq = prepare_rows(ex, x, n_rows, n_in))) return;
+    qmulti_job job;
+    job.first[0] = 0;
+    for (int32_t m = 0; m < n_mats; m++) {
+        job.p[m] = product_job(ex, W[m], bias[m], xq, x, n_rows, n_in, n_out[m], y[m]);
+        job.first[m + 1] = job.first[m] + (n_out[m] + job.p[m].chunk - 1) / job.p[m].chunk;
+    }
+    emt_pool_run(ex->pool, job.first[n_mats], qmulti_task, &job);
+}
+
+/* gate = act(gate) * up over one chunk of outputs, after both products of
+ * that chunk: the same expression gated_task evaluates per element. */
+typedef struct qgated_job {
+    qmatmul_job gate, up;
+    int gelu;
+} qgated_job;
+
+static void qgated_task(void *ctx, int32_t task) {
+    const qgated_job *j = ctx;
+    qmatmul_task((void *)&j->gate, task);
+    qmatmul_task((void *)&j->up, task);
+    int32_t n_out = j->gate.n_out, o0 = task * j->gate.chunk;
+    int32_t o1 = o0 + j->gate.chunk < n_out ? o0 + j->gate.chunk : n_out;
+    for (int32_t r = 0; r < j->gate.n_rows; r++) {
+        float *g = j->gate.y + (size_t)r * n_out;
+        const float *u = j->up.y + (size_t)r * n_out;
+        if (j->gelu)
+            for (int32_t o = o0; o < o1; o++) g[o] = gelu_tanh(g[o]) * u[o];
+        else
+            for (int32_t o = o0; o < o1; o++) g[o] = silu(g[o]) * u[o];
+    }
+}
+
+static void cpu_matmul_q_gated(emt_exec *ex, const emt_wmat *Wg, const float *bg, const emt_wmat *Wu,
+                               const float *bu, const float *x, int32_t n_rows, int32_t n_in, int32_t n_out,
+                               int gelu, float *gate, float *up) {
+    const emt_xq *xq = NULL;
+    if ((!is_half_type(Wg->dtype) || !is_half_type(Wu->dtype)) && !(xq = prepare_rows(ex, x, n_rows, n_in))) return;
+    qgated_job job = { product_job(ex, Wg, bg, xq, x, n_rows, n_in, n_out, gate),
+                       product_job(ex, Wu, bu, xq, x, n_rows, n_in, n_out, up), gelu };
+    emt_pool_run(ex->pool, (n_out + job.gate.chunk - 1) / job.gate.chunk, qgated_task, &job);
 }
 
 /* Embedding rows from a typed table (the loader checked every scale). */
@@ -916,6 +1062,8 @@ const emt_backend_ops EMT_CPU_OPS = {
     .geglu = cpu_geglu,
     .softcap = cpu_softcap,
     .attention_softcap = cpu_attention_softcap,
+    .matmul_q_multi = cpu_matmul_q_multi,
+    .matmul_q_gated = cpu_matmul_q_gated,
     .topk_device = cpu_topk_device,
     .embed_device = cpu_embed_device,
     .accept = cpu_accept,

@@ -17,6 +17,8 @@
 // chunk, row and head.
 #include "cuda_exec.h"
 
+#include <string.h>
+
 #include <math.h>
 
 #define ATTN_CHUNK 256   // keys per chunk (positions [c*256, (c+1)*256))
@@ -118,7 +120,13 @@ void cu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, co
         return;
     }
     const int32_t *d_keys = NULL, *d_count = NULL;
-    if (mask) {
+    if (mask && ex->mask_rows == n_rows && ex->mask_epoch == ex->wait_epoch &&
+        !memcmp(ex->mask_copy, mask, (size_t)n_rows * n_rows)) {
+        // the same tree as the previous layer's call, staged since the last
+        // wait (staging restarts only after one): its lists are still there
+        d_keys = ex->mask_keys;
+        d_count = d_keys + (size_t)n_rows * n_rows;
+    } else if (mask) {
         // the mask as index lists: row i's visible new rows, then the counts
         int32_t *h = cu_host_index(ex, (size_t)n_rows * n_rows + n_rows);
         if (!h) return;
@@ -131,6 +139,12 @@ void cu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, co
         d_keys = (const int32_t *)cu_stage(ex, h, ((size_t)n_rows * n_rows + n_rows) * sizeof(int32_t));
         if (!d_keys) return;
         d_count = d_keys + (size_t)n_rows * n_rows;
+        if ((size_t)n_rows * n_rows <= sizeof ex->mask_copy) {
+            memcpy(ex->mask_copy, mask, (size_t)n_rows * n_rows);
+            ex->mask_rows = n_rows;
+            ex->mask_epoch = ex->wait_epoch;
+            ex->mask_keys = d_keys;
+        }
     }
     const int32_t n_chunks = (n_prefix + n_rows + ATTN_CHUNK - 1) / ATTN_CHUNK;
     const size_t parts = (size_t)n_rows * n_heads * n_chunks;

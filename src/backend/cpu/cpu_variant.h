@@ -7,6 +7,7 @@
 #include "accept/accept.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_variants.h"
+#include "backend/cpu/cpu_step_ops.h"
 #include "backend/cpu/pool.h"
 #include "backend/cpu/quant.h"
 
@@ -1043,6 +1044,29 @@ static void cpu_embed_q(emt_exec *ex, const emt_wmat *table, int32_t dim, const 
     }
 }
 
+/* The device step ops (cpu_step_ops.c, the CUDA kernels' twins). */
+static void cpu_topk_device(emt_exec *ex, const float *logits, int32_t n_rows, int32_t vocab, int32_t k,
+                            const int32_t *id_map, int32_t *ids, float *probs, float *entropy) {
+    emt_cpu_topk_device(ex->pool, logits, n_rows, vocab, k, id_map, ids, probs, entropy);
+}
+static void cpu_embed_device(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *tokens,
+                             int32_t n_rows, float *out) {
+    if (table->dtype == EMT_F32) cpu_embed(ex, (const float *)table->data, dim, tokens, n_rows, out);
+    else cpu_embed_q(ex, table, dim, tokens, n_rows, out);
+}
+static void cpu_accept(emt_exec *ex, const emt_accept_desc *d, void *rec) {
+    const char *e = emt_cpu_accept(d, rec);
+    if (e && !ex->error) ex->error = e;
+}
+static void cpu_commit(emt_exec *ex, const emt_commit_desc *d, const void *rec) {
+    (void)ex;
+    emt_cpu_commit(d, rec);
+}
+static void cpu_gather_i32(emt_exec *ex, int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n) {
+    (void)ex;
+    emt_cpu_gather_i32(dst, src, idx, n);
+}
+
 const emt_backend_ops EMT_CPU_OPS = {
     .name = "cpu",
     .host_memory = 1,
@@ -1074,4 +1098,9 @@ const emt_backend_ops EMT_CPU_OPS = {
     .attention_softcap = cpu_attention_softcap,
     .matmul_q_multi = cpu_matmul_q_multi,
     .matmul_q_gated = cpu_matmul_q_gated,
+    .topk_device = cpu_topk_device,
+    .embed_device = cpu_embed_device,
+    .accept = cpu_accept,
+    .commit = cpu_commit,
+    .gather_i32 = cpu_gather_i32,
 };

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CTest wrapper, per supported architecture (tests/python/arch_models.py) and
-# weight type (F32; Q8_0 in the native and the f32 compute mode):
+# weight type (F32; Q8_0 in the native and the f32 compute mode; the 5-bit
+# and K-quant types and the Q4_K_M mix on hidden-256 models):
 #  1. EntMTP against llama.cpp's recorded output (tests/data/llamacpp,
 #     scripts/record-model-fixtures.sh): identical prompt token ids, identical
 #     top-1 of the last position's logits, max abs logit difference within
@@ -62,6 +63,38 @@ for arch in llama3 qwen2 qwen3 phi3 gemma2 gemma3; do
     done
   done
 done
+# K-quant and 5-bit files (tests/python/kquants.py writes the blocks): hidden
+# 256, so every row is whole 256-value blocks; qwen2k in each type alone and
+# in llama.cpp's Q4_K_M mix, llama3k in the Q4_K_M mix whose ffn_down falls
+# back to Q5_0 / Q8_0 (rows of 640) as in a real Qwen2.5-0.5B Q4_K_M file.
+# Native mode (the weights stay in their type, integer kernels) and f32 mode
+# (dequantized at load); lossless greedy on the native model. Bound: 1% of
+# llama.cpp's logit range (qwen2k's logits span about 235): llama.cpp
+# rounds the activations to Q8_K / Q8_0 for these dot products, EntMTP keeps
+# them in F32 (its f32 mode matches the gguf package's dequantized weights
+# within 5e-5, test train_heads_archs), so the difference is llama.cpp's.
+python3 "$py" heads "$tmp/heads256.safetensors" 256
+python3 "$py" cases | while read -r arch type; do
+  case "$arch" in *k) ;; *) continue ;; esac
+  m="$tmp/$arch.$type.gguf"
+  python3 "$py" write "$arch" "$type" "$m" "$vocab"
+  for compute in native f32; do
+    "$cli" generate --model "$m" --compute "$compute" --raw --prompt "$prompt" --max-tokens 1 --ar \
+      --threads 2 --json --dump-logits "$tmp/ours.f32" > "$tmp/ours.json"
+    echo "== $arch $type, compute $compute"
+    python3 "$py" compare "$tmp/ours.json" "$tmp/ours.f32" "$fix/$arch.$type.json" "$fix/$arch.$type.f32" 1% \
+      || echo fail > "$tmp/kfail"
+  done
+  "$cli" generate --model "$m" --raw --prompt "$prompt" --max-tokens 48 --ar --threads 2 --json > "$tmp/ar.json"
+  "$cli" generate --model "$m" --heads "$tmp/heads256.safetensors" --raw --prompt "$prompt" \
+    --max-tokens 48 --threads 2 --json > "$tmp/spec.json"
+  if [ "$(field "$tmp/ar.json" tokens)" = "$(field "$tmp/spec.json" tokens)" ]; then
+    echo "lossless: identical to AR (mean accept $(field "$tmp/spec.json" mean_accept_length))"
+  else echo "NOT LOSSLESS on $arch $type"; echo fail > "$tmp/kfail"; fi
+  rm -f "$m"
+done
+[ ! -e "$tmp/kfail" ] || fail=1
+
 # Medusa-2's published layout ('medusa_head.' prefix, an lm_head per head)
 python3 "$py" heads-medusa2 "$tmp/medusa2.safetensors" "$tmp/qwen2.f32.gguf"
 "$cli" generate --model "$tmp/qwen2.f32.gguf" --raw --prompt "$prompt" --max-tokens 48 --ar --threads 2 --json > "$tmp/ar.json"

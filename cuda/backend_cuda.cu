@@ -269,6 +269,8 @@ static const emt_backend_ops cuda_ops = {
     cu_softcap,
     cu_attention_softcap,
     cu_counters,
+    nullptr, // matmul_q_multi: on a GPU separate launches cost no thread hand-off
+    nullptr, // matmul_q_gated
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

@@ -134,7 +134,26 @@ typedef struct emt_backend_ops {
      * op is host work and nothing crosses a device boundary. Deterministic:
      * counts only, no effect on results. */
     void (*counters)(emt_exec *ex, emt_exec_counters *out);
+
+    /* ---- Fused products (appended, optional: NULL makes the engine issue
+     * the separate matmul_q / swiglu calls, which give the same bits). They
+     * exist because a decode step is a few hundred small products, and on a
+     * CPU each separate call costs a hand-off to the worker threads and a
+     * fresh preparation of the same input rows. Typed weights only. ---- */
+    /* y[m] = x W[m]^T (+ bias[m]) for m < n_mats (at most EMT_MAX_FUSED) over
+     * the same input rows x [n_rows][n_in]: Q/K/V, or Hydra's two first-layer
+     * projections. Each y[m] is what matmul_q alone would write. */
+    void (*matmul_q_multi)(emt_exec *ex, int32_t n_mats, const emt_wmat *const *W, const float *const *bias,
+                           const int32_t *n_out, const float *x, int32_t n_rows, int32_t n_in, float *const *y);
+    /* gate = act(x Wg^T + bg) * (x Wu^T + bu), act = SiLU (gelu 0) or GELU
+     * tanh (gelu 1): matmul_q twice then swiglu/geglu in one job; up
+     * [n_rows][n_out] is scratch. */
+    void (*matmul_q_gated)(emt_exec *ex, const emt_wmat *Wg, const float *bg, const emt_wmat *Wu,
+                           const float *bu, const float *x, int32_t n_rows, int32_t n_in, int32_t n_out,
+                           int gelu, float *gate, float *up);
 } emt_backend_ops;
+
+#define EMT_MAX_FUSED 4
 
 /* matmul / embed on a weight of any dtype the backend took at load. */
 static inline void emt_matmul(const emt_backend_ops *op, emt_exec *ex, const emt_wmat *W,
@@ -142,6 +161,35 @@ static inline void emt_matmul(const emt_backend_ops *op, emt_exec *ex, const emt
                               int32_t n_out, float *y, int exact) {
     if (W->dtype == EMT_F32) op->matmul(ex, (const float *)W->data, bias, x, n_rows, n_in, n_out, y, exact);
     else op->matmul_q(ex, W, bias, x, n_rows, n_in, n_out, y);
+}
+
+/* Products over the same input rows: one fused call when the backend has
+ * it and every weight is typed, else one emt_matmul per weight. */
+static inline void emt_matmul_multi(const emt_backend_ops *op, emt_exec *ex, int32_t n_mats, const emt_wmat *const *W,
+                                    const float *const *bias, const int32_t *n_out, const float *x,
+                                    int32_t n_rows, int32_t n_in, float *const *y, int exact) {
+    int fused = op->matmul_q_multi != NULL && n_mats <= EMT_MAX_FUSED;
+    for (int32_t m = 0; m < n_mats; m++) fused = fused && W[m]->dtype != EMT_F32;
+    if (fused) {
+        op->matmul_q_multi(ex, n_mats, W, bias, n_out, x, n_rows, n_in, y);
+        return;
+    }
+    for (int32_t m = 0; m < n_mats; m++) emt_matmul(op, ex, W[m], bias[m], x, n_rows, n_in, n_out[m], y[m], exact);
+}
+
+/* gate = act(x Wg^T + bg) * (x Wu^T + bu) (act SiLU, or GELU tanh when
+ * gelu): fused when the backend can, else two products and the activation. */
+static inline void emt_matmul_gated(const emt_backend_ops *op, emt_exec *ex, const emt_wmat *Wg, const float *bg,
+                                    const emt_wmat *Wu, const float *bu, const float *x, int32_t n_rows,
+                                    int32_t n_in, int32_t n_out, int gelu, float *gate, float *up, int exact) {
+    if (op->matmul_q_gated && Wg->dtype != EMT_F32 && Wu->dtype != EMT_F32) {
+        op->matmul_q_gated(ex, Wg, bg, Wu, bu, x, n_rows, n_in, n_out, gelu, gate, up);
+        return;
+    }
+    emt_matmul(op, ex, Wg, bg, x, n_rows, n_in, n_out, gate, exact);
+    emt_matmul(op, ex, Wu, bu, x, n_rows, n_in, n_out, up, exact);
+    if (gelu) op->geglu(ex, gate, up, (int64_t)n_rows * n_out, gate);
+    else op->swiglu(ex, gate, up, (int64_t)n_rows * n_out, gate);
 }
 
 static inline void emt_embed(const emt_backend_ops *op, emt_exec *ex, const emt_wmat *table,

@@ -22,9 +22,11 @@ entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_s
         float *k_rows = kv->k[l] + (size_t)kv_start * kv_dim;
         float *v_rows = kv->v[l] + (size_t)kv_start * kv_dim;
         op->rmsnorm(ex, s->x, L->attn_norm, n, H, c->rms_eps, s->xn);
-        emt_matmul(op, ex, &L->wq, L->bq, s->xn, n, H, q_dim, s->q, exact);
-        emt_matmul(op, ex, &L->wk, L->bk, s->xn, n, H, kv_dim, k_rows, exact);
-        emt_matmul(op, ex, &L->wv, L->bv, s->xn, n, H, kv_dim, v_rows, exact);
+        const emt_wmat *qkv_w[3] = { &L->wq, &L->wk, &L->wv };
+        const float *qkv_b[3] = { L->bq, L->bk, L->bv };
+        const int32_t qkv_out[3] = { q_dim, kv_dim, kv_dim };
+        float *qkv_y[3] = { s->q, k_rows, v_rows };
+        emt_matmul_multi(op, ex, 3, qkv_w, qkv_b, qkv_out, s->xn, n, H, qkv_y, exact);
         if (c->qk_norm) { /* per-head RMSNorm: every head is one row of head_dim */
             op->rmsnorm(ex, s->q, L->q_norm, n * c->n_heads, hd, c->rms_eps, s->q);
             op->rmsnorm(ex, k_rows, L->k_norm, n * c->n_kv_heads, hd, c->rms_eps, k_rows);
@@ -43,10 +45,8 @@ entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_s
         if (c->post_norms) op->rmsnorm(ex, s->tmp, L->post_attn_norm, n, H, c->rms_eps, s->tmp);
         op->add(ex, s->x, s->tmp, (int64_t)n * H);
         op->rmsnorm(ex, s->x, L->ffn_norm, n, H, c->rms_eps, s->xn);
-        emt_matmul(op, ex, &L->w_gate, L->b_gate, s->xn, n, H, F, s->gate, exact);
-        emt_matmul(op, ex, &L->w_up, L->b_up, s->xn, n, H, F, s->up, exact);
-        if (c->geglu) op->geglu(ex, s->gate, s->up, (int64_t)n * F, s->gate);
-        else op->swiglu(ex, s->gate, s->up, (int64_t)n * F, s->gate);
+        emt_matmul_gated(op, ex, &L->w_gate, L->b_gate, &L->w_up, L->b_up, s->xn, n, H, F, c->geglu, s->gate,
+                         s->up, exact);
         emt_matmul(op, ex, &L->w_down, L->b_down, s->gate, n, F, H, s->tmp, exact);
         if (c->post_norms) op->rmsnorm(ex, s->tmp, L->post_ffn_norm, n, H, c->rms_eps, s->tmp);
         op->add(ex, s->x, s->tmp, (int64_t)n * H);

@@ -75,6 +75,68 @@ static void check_type(const emt_backend_ops *op, emt_exec *ex, emt_dtype t, int
     free(wf); free(deq); free(x); free(bias); free(y); free(y1); free(wq); free(xq);
 }
 
+/* A random typed matrix [n_out][n_in] (caller frees). */
+static uint8_t *random_matrix(emt_dtype t, int32_t n_in, int32_t n_out) {
+    float *wf = malloc(sizeof(float) * (size_t)n_out * n_in);
+    uint8_t *wq = malloc(emt_dtype_nbytes(t, n_in) * (size_t)n_out);
+    for (int64_t i = 0; i < (int64_t)n_out * n_in; i++) wf[i] = urand();
+    emt_tiny_encode(t, wf, (int64_t)n_out * n_in, wq);
+    free(wf);
+    return wq;
+}
+
+/* The fused products (matmul_q_multi over Q/K/V-like weights of mixed
+ * types, matmul_q_gated with SiLU and GELU) write exactly the bits of the
+ * separate matmul_q calls and the swiglu/geglu op, for 1..9 rows. */
+static void check_fused(const emt_backend_ops *op, emt_exec *ex) {
+    const int32_t n_in = 256, R = 9;
+    const emt_dtype types[3] = { EMT_Q4_K, EMT_Q8_0, EMT_F16 }; /* as a Q4_K_M file mixes them */
+    const int32_t n_out[3] = { 40, 24, 33 };
+    uint8_t *wq[3];
+    emt_wmat W[3];
+    const emt_wmat *Wp[3];
+    float *bias[3], *y[3], *ref[3];
+    for (int m = 0; m < 3; m++) {
+        wq[m] = random_matrix(types[m], n_in, n_out[m]);
+        W[m] = (emt_wmat){ types[m], wq[m], NULL };
+        Wp[m] = &W[m];
+        bias[m] = malloc(sizeof(float) * (size_t)n_out[m]);
+        for (int32_t o = 0; o < n_out[m]; o++) bias[m][o] = urand();
+        y[m] = malloc(sizeof(float) * (size_t)R * n_out[m]);
+        ref[m] = malloc(sizeof(float) * (size_t)R * n_out[m]);
+    }
+    float *x = malloc(sizeof(float) * (size_t)R * n_in);
+    for (int64_t i = 0; i < (int64_t)R * n_in; i++) x[i] = urand();
+    CHECK(op->matmul_q_multi != NULL && op->matmul_q_gated != NULL);
+    for (int32_t n = 1; n <= R; n++) {
+        const float *b3[3] = { bias[0], NULL, bias[2] };
+        op->matmul_q_multi(ex, 3, Wp, b3, n_out, x, n, n_in, y);
+        for (int m = 0; m < 3; m++) {
+            op->matmul_q(ex, &W[m], b3[m], x, n, n_in, n_out[m], ref[m]);
+            if (memcmp(y[m], ref[m], sizeof(float) * (size_t)n * n_out[m])) {
+                fprintf(stderr, "matmul_q_multi: product %d (%s) on %d rows differs from matmul_q\n", m,
+                        emt_dtype_name(types[m]), n);
+                emt_test_failures++;
+            }
+        }
+        for (int gelu = 0; gelu < 2; gelu++) { /* gate: the first 24 rows of the Q4_K matrix, up: the Q8_0 one */
+            op->matmul_q_gated(ex, &W[0], bias[0], &W[1], NULL, x, n, n_in, n_out[1], gelu, y[0], y[1]);
+            op->matmul_q(ex, &W[0], bias[0], x, n, n_in, n_out[1], ref[0]);
+            op->matmul_q(ex, &W[1], NULL, x, n, n_in, n_out[1], ref[1]);
+            if (gelu) op->geglu(ex, ref[0], ref[1], (int64_t)n * n_out[1], ref[0]);
+            else op->swiglu(ex, ref[0], ref[1], (int64_t)n * n_out[1], ref[0]);
+            if (memcmp(y[0], ref[0], sizeof(float) * (size_t)n * n_out[1])) {
+                fprintf(stderr, "matmul_q_gated (%s) on %d rows differs from matmul_q + %s\n",
+                        gelu ? "GELU" : "SiLU", n, gelu ? "geglu" : "swiglu");
+                emt_test_failures++;
+            }
+        }
+    }
+    CHECK_OK(op->sync(ex));
+    for (int m = 0; m < 3; m++) { free(wq[m]); free(bias[m]); free(y[m]); free(ref[m]); }
+    free(x);
+}
+
 /* Embedding rows from a typed table equal the table's F32 conversion. */
 static void check_embed(const emt_backend_ops *op, emt_exec *ex) {
     float wf[4 * 64], deq[4 * 64], out[2 * 64];
@@ -118,7 +180,8 @@ int main(void) {
             check_type(op, ex, types[i], k ? 256 : 64, 130);
         }
         check_embed(op, ex);
-        printf("variant %s: Q4_0 Q4_1 Q8_0 F16 BF16 Q5_0 Q5_1 Q4_K Q5_K Q6_K checked\n", emt_cpu_variant_name((emt_cpu_variant)v));
+        check_fused(op, ex);
+        printf("variant %s: Q4_0 Q4_1 Q8_0 F16 BF16 Q5_0 Q5_1 Q4_K Q5_K Q6_K checked, fused products equal\n", emt_cpu_variant_name((emt_cpu_variant)v));
         op->exec_destroy(ex);
         op->destroy(be);
     }

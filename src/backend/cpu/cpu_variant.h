@@ -827,29 +827,110 @@ static void quantize_task(void *ctx, int32_t r) {
     quantize_row(j->x + (size_t)r * j->n_in, j->n_in, (emt_xq *)j->xq + (size_t)r * (j->n_in / EMT_QK));
 }
 
-static void cpu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x,
-                         int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
-    qmatmul_job job = { W, emt_dtype_nbytes(W->dtype, n_in), NULL, x, bias, y, n_rows, n_in, n_out, 0 };
-    if (W->dtype != EMT_F16 && W->dtype != EMT_BF16) {
-        size_t need = (size_t)n_rows * (size_t)(n_in / EMT_QK);
-        if (need > ex->xq_cap) {
-            emt_xq *p = realloc(ex->xq, need * sizeof *p);
-            if (!p) {
-                ex->error = "cpu matmul: out of memory for the quantized activation rows";
-                return;
-            }
-            ex->xq = p;
-            ex->xq_cap = need;
+static int is_half_type(emt_dtype t) { return t == EMT_F16 || t == EMT_BF16; }
+
+/* The input rows as the integer kernels read them (16-bit codes per
+ * 32-value block), in the context's buffer; NULL with ex->error set when
+ * it cannot grow. One preparation serves every product over these rows. */
+static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, int32_t n_in) {
+    size_t need = (size_t)n_rows * (size_t)(n_in / EMT_QK);
+    if (need > ex->xq_cap) {
+        emt_xq *p = realloc(ex->xq, need * sizeof *p);
+        if (!p) {
+            ex->error = "cpu matmul: out of memory for the quantized activation rows";
+            return NULL;
         }
-        job.xq = ex->xq;
-        if (n_rows == 1) quantize_task(&job, 0);
-        else emt_pool_run(ex->pool, n_rows, quantize_task, &job);
+        ex->xq = p;
+        ex->xq_cap = need;
     }
-    /* chunks of outputs, about 4 per thread for balance */
+    qmatmul_job job = { NULL, 0, ex->xq, x, NULL, NULL, n_rows, n_in, 0, 0 };
+    if (n_rows == 1) quantize_task(&job, 0);
+    else emt_pool_run(ex->pool, n_rows, quantize_task, &job);
+    return ex->xq;
+}
+
+/* Outputs per task: about 4 tasks per thread for balance, at least 8. */
+static int32_t output_chunk(const emt_exec *ex, int32_t n_out) {
     int32_t threads = emt_pool_size(ex->pool);
     int32_t chunk = (n_out + threads * 4 - 1) / (threads * 4);
-    job.chunk = chunk < 8 ? 8 : chunk;
+    return chunk < 8 ? 8 : chunk;
+}
+
+static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bias, const emt_xq *xq,
+                               const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
+    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), xq, x, bias, y, n_rows, n_in, n_out, 0 };
+    j.chunk = output_chunk(ex, n_out);
+    return j;
+}
+
+static void cpu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x,
+                         int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
+    const emt_xq *xq = NULL;
+    if (!is_half_type(W->dtype) && !(xq = prepare_rows(ex, x, n_rows, n_in))) return;
+    qmatmul_job job = product_job(ex, W, bias, xq, x, n_rows, n_in, n_out, y);
     emt_pool_run(ex->pool, (n_out + job.chunk - 1) / job.chunk, qmatmul_task, &job);
+}
+
+/* Several products over the same rows as one job: the tasks of product m
+ * are [first[m], first[m+1]), each a chunk of its outputs. */
+typedef struct qmulti_job {
+    qmatmul_job p[EMT_MAX_FUSED];
+    int32_t first[EMT_MAX_FUSED + 1];
+} qmulti_job;
+
+static void qmulti_task(void *ctx, int32_t task) {
+    const qmulti_job *j = ctx;
+    int32_t m = 0;
+    while (task >= j->first[m + 1]) m++;
+    qmatmul_task((void *)&j->p[m], task - j->first[m]);
+}
+
+static void cpu_matmul_q_multi(emt_exec *ex, int32_t n_mats, const emt_wmat *const *W, const float *const *bias,
+                               const int32_t *n_out, const float *x, int32_t n_rows, int32_t n_in, float *const *y) {
+    const emt_xq *xq = NULL;
+    int need_xq = 0;
+    for (int32_t m = 0; m < n_mats; m++) need_xq |= !is_half_type(W[m]->dtype);
+    if (need_xq && !(xq = prepare_rows(ex, x, n_rows, n_in))) return;
+    qmulti_job job;
+    job.first[0] = 0;
+    for (int32_t m = 0; m < n_mats; m++) {
+        job.p[m] = product_job(ex, W[m], bias[m], xq, x, n_rows, n_in, n_out[m], y[m]);
+        job.first[m + 1] = job.first[m] + (n_out[m] + job.p[m].chunk - 1) / job.p[m].chunk;
+    }
+    emt_pool_run(ex->pool, job.first[n_mats], qmulti_task, &job);
+}
+
+/* gate = act(gate) * up over one chunk of outputs, after both products of
+ * that chunk: the same expression gated_task evaluates per element. */
+typedef struct qgated_job {
+    qmatmul_job gate, up;
+    int gelu;
+} qgated_job;
+
+static void qgated_task(void *ctx, int32_t task) {
+    const qgated_job *j = ctx;
+    qmatmul_task((void *)&j->gate, task);
+    qmatmul_task((void *)&j->up, task);
+    int32_t n_out = j->gate.n_out, o0 = task * j->gate.chunk;
+    int32_t o1 = o0 + j->gate.chunk < n_out ? o0 + j->gate.chunk : n_out;
+    for (int32_t r = 0; r < j->gate.n_rows; r++) {
+        float *g = j->gate.y + (size_t)r * n_out;
+        const float *u = j->up.y + (size_t)r * n_out;
+        if (j->gelu)
+            for (int32_t o = o0; o < o1; o++) g[o] = gelu_tanh(g[o]) * u[o];
+        else
+            for (int32_t o = o0; o < o1; o++) g[o] = silu(g[o]) * u[o];
+    }
+}
+
+static void cpu_matmul_q_gated(emt_exec *ex, const emt_wmat *Wg, const float *bg, const emt_wmat *Wu,
+                               const float *bu, const float *x, int32_t n_rows, int32_t n_in, int32_t n_out,
+                               int gelu, float *gate, float *up) {
+    const emt_xq *xq = NULL;
+    if ((!is_half_type(Wg->dtype) || !is_half_type(Wu->dtype)) && !(xq = prepare_rows(ex, x, n_rows, n_in))) return;
+    qgated_job job = { product_job(ex, Wg, bg, xq, x, n_rows, n_in, n_out, gate),
+                       product_job(ex, Wu, bu, xq, x, n_rows, n_in, n_out, up), gelu };
+    emt_pool_run(ex->pool, (n_out + job.gate.chunk - 1) / job.gate.chunk, qgated_task, &job);
 }
 
 /* Embedding rows from a typed table (the loader checked every scale). */
@@ -892,4 +973,6 @@ const emt_backend_ops EMT_CPU_OPS = {
     .geglu = cpu_geglu,
     .softcap = cpu_softcap,
     .attention_softcap = cpu_attention_softcap,
+    .matmul_q_multi = cpu_matmul_q_multi,
+    .matmul_q_gated = cpu_matmul_q_gated,
 };

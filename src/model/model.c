@@ -435,9 +435,12 @@ static entmtp_status load_layers(entmtp_model *m, emt_weights *w) {
             LOAD(post_attn_norm, "post_attention_norm.weight", "-", c->hidden, 0, 0, 0);
             LOAD(post_ffn_norm, "post_ffw_norm.weight", "-", c->hidden, 0, 0, 0);
         }
-        L->inv_freq = c->local_period && l % c->local_period != c->local_period - 1 && m->inv_freq_local
-                          ? m->inv_freq_local
-                          : m->inv_freq;
+        int local = c->local_period && l % c->local_period != c->local_period - 1;
+        L->inv_freq = local && m->inv_freq_local ? m->inv_freq_local : m->inv_freq;
+        /* a window as long as the context hides nothing: full attention */
+        L->window = c->sliding_window > 0 && c->sliding_window < c->ctx && (local || !c->local_period)
+                        ? c->sliding_window
+                        : 0;
         LOAD(ffn_norm, "ffn_norm.weight", "post_attention_layernorm.weight", c->hidden, 0, 0, 0);
         if (c->fused_gate_up) {
             LOAD_MAT(w_gate_up, "ffn_up.weight", "mlp.gate_up_proj.weight", 2 * (int64_t)c->ffn, c->hidden, 0);
@@ -542,7 +545,9 @@ entmtp_status emt_model_check_ops(const entmtp_model *m) {
                           : c->geglu && !op->geglu                     ? "geglu"
                           : c->final_softcap && !op->softcap           ? "softcap"
                           : c->attn_softcap && !op->attention_softcap  ? "attention_softcap"
-                                                                       : NULL;
+                          : c->sliding_window > 0 && c->sliding_window < c->ctx && !op->attention_window
+                              ? "attention_window"
+                              : NULL;
     if (missing)
         return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: architecture '%s' needs the backend op '%s', which the %s backend does not have",
                         m->path, c->arch, missing, op->name);
@@ -667,9 +672,6 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
         if ((st = config_from_gguf(w.gguf, &m->cfg))) goto fail;
     }
     if ((st = validate_config(path, &m->cfg))) goto fail;
-    /* Sliding-window attention equals full attention while every position is
-     * inside the window: the context is capped to it (longer ones unsupported). */
-    if (m->cfg.sliding_window > 0 && m->cfg.sliding_window < m->cfg.ctx) m->cfg.ctx = m->cfg.sliding_window;
     if ((st = create_backend(&p, m))) goto fail;
     if ((st = emt_model_check_ops(m))) goto fail;
     w.be = m->be;
@@ -740,7 +742,8 @@ const char *emt_model_describe(const entmtp_model *m, char *buf, size_t cap) {
                                   "rope(llama3 scaling, rope_freqs)" };
     char window[48] = "";
     if (c->sliding_window)
-        snprintf(window, sizeof window, " sliding-window=%d(context capped)", c->sliding_window);
+        snprintf(window, sizeof window, " sliding-window=%d%s", c->sliding_window,
+                 c->sliding_window < c->ctx ? "" : "(>= context: full attention)");
     size_t n = 0;
     if (c->embed_scale) n += (size_t)snprintf(buf + n, cap - n, "embed-scale ");
     if (n < cap && c->local_period)

@@ -10,6 +10,7 @@ EntMTP's with them).
       ARCH qwen2k (FFN 512), llama3k (FFN 640: ffn_down's rows are not
       whole blocks and fall back as llama.cpp's quantizer does);
       TYPE q5_0 | q5_1 | q4_k | q5_k | q6_k | q4_k_m (llama.cpp's Q4_K_M mix)
+      Sliding windows shorter than the prompt: ARCH gemma2w | gemma3w (window 8)
   arch_models.py cases                   the recorded ARCH TYPE pairs, one a line
   arch_models.py write-hf ARCH MODEL.gguf OUTDIR
       the same F32 model as a Hugging Face directory (config.json,
@@ -59,6 +60,12 @@ ARCHS = {
                    sliding_window=4096, softcap=(50.0, 30.0)),
     "gemma3": dict(arch="gemma3", pre="smollm", head_dim=32, gemma=True, qk_norm=True, theta=1000000.0,
                    layers=6, sliding_window=512),
+    # sliding windows shorter than the prompt (31 tokens): the local layers'
+    # attention_window op against llama.cpp's
+    "gemma2w": dict(arch="gemma2", pre="smollm", head_dim=16, gemma=True, theta=10000.0, layers=4,
+                    sliding_window=8, softcap=(50.0, 30.0)),
+    "gemma3w": dict(arch="gemma3", pre="smollm", head_dim=32, gemma=True, qk_norm=True, theta=1000000.0,
+                    layers=6, sliding_window=8),
     # K-quants: rows must be whole 256-value blocks
     "qwen2k": dict(arch="qwen2", pre="qwen2", head_dim=64, qkv_bias=True, theta=1000000.0,
                    hidden=256, ffn=512),
@@ -70,6 +77,7 @@ ARCHS = {
 CASES = [(a, t) for a in ("llama3", "qwen2", "qwen3", "phi3", "gemma2", "gemma3") for t in ("f32", "q8_0")]
 CASES += [("qwen2k", t) for t in ("q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "q4_k_m")]
 CASES += [("llama3k", "q4_k_m")]
+CASES += [("gemma2w", "f32"), ("gemma3w", "f32")]
 
 GT = gguf.GGMLQuantizationType
 FILE_TYPES = {"f32": gguf.LlamaFileType.ALL_F32, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,

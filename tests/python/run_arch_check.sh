@@ -16,7 +16,8 @@
 #     and Q8_0 native;
 #  4. `entmtp info` names the architecture and its features, and an
 #     unsupported architecture is an error naming it;
-#  5. an unrecognised chat template is announced and the plain prompt used.
+#  5. an unrecognised chat template is announced and the plain prompt used;
+#  6. the K-quant files and the sliding-window models (sections below).
 set -euo pipefail
 cli=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -94,6 +95,29 @@ python3 "$py" cases | while read -r arch type; do
   rm -f "$m"
 done
 [ ! -e "$tmp/kfail" ] || fail=1
+
+# Sliding windows shorter than the prompt (gemma2w, gemma3w: window 8, the
+# prompt 30 tokens): the local layers run the attention_window op; against
+# llama.cpp (F32, Gemma's GELU bound), and lossless over 48 generated tokens,
+# tree nodes and AR steps far past the window.
+for arch in gemma2w gemma3w; do
+  m="$tmp/$arch.f32.gguf"
+  python3 "$py" write "$arch" f32 "$m" "$vocab"
+  "$cli" generate --model "$m" --raw --prompt "$prompt" --max-tokens 1 --ar --threads 2 --json \
+    --dump-logits "$tmp/ours.f32" > "$tmp/ours.json"
+  echo "== $arch f32 (sliding window 8)"
+  python3 "$py" compare "$tmp/ours.json" "$tmp/ours.f32" "$fix/$arch.f32.json" "$fix/$arch.f32.f32" 1e-2 || fail=1
+  "$cli" info --model "$m" | grep -q "sliding-window=8 " || { echo "info does not show the window"; fail=1; }
+  "$cli" generate --model "$m" --raw --prompt "$prompt" --max-tokens 48 --ar --threads 2 --json > "$tmp/ar.json"
+  for tree in "" "--tree mc_sim_7b_63"; do
+    # shellcheck disable=SC2086
+    "$cli" generate --model "$m" --heads "$tmp/heads.safetensors" $tree --raw --prompt "$prompt" \
+      --max-tokens 48 --threads 2 --json > "$tmp/spec.json"
+    if [ "$(field "$tmp/ar.json" tokens)" = "$(field "$tmp/spec.json" tokens)" ]; then
+      echo "lossless ${tree:-default tree}: identical to AR (mean accept $(field "$tmp/spec.json" mean_accept_length))"
+    else echo "NOT LOSSLESS on $arch ${tree:-default tree}"; fail=1; fi
+  done
+done
 
 # Medusa-2's published layout ('medusa_head.' prefix, an lm_head per head)
 python3 "$py" heads-medusa2 "$tmp/medusa2.safetensors" "$tmp/qwen2.f32.gguf"

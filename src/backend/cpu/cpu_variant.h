@@ -453,6 +453,8 @@ typedef struct attn_job {
     int32_t n_prefix, n_rows, n_heads, n_kv_heads, head_dim;
     float scale;
     float softcap; /* 0: none */
+    const int32_t *positions; /* with window > 0: the rows' positions */
+    int32_t window;           /* 0: none; else keys >= window positions back are hidden */
 } attn_job;
 
 /* Scores of nb keys (a row of K each) against q: s[t] = dot1(q, k_t) * scale.
@@ -519,13 +521,16 @@ static void attn_task(void *ctx, int32_t task) {
     float s[EMT_ATTN_BLOCK];
     int32_t total = j->n_prefix + j->n_rows;
     int32_t kr = 0;
+    /* sliding window: cache rows are positions; the first visible one */
+    int32_t pos = j->window > 0 ? j->positions[row] : 0;
+    if (j->window > 0 && pos - j->window + 1 > 0) kr = pos - j->window + 1 < j->n_prefix ? pos - j->window + 1 : j->n_prefix;
     while (kr < total) {
         int32_t nb = 0;
         for (; kr < total && nb < EMT_ATTN_BLOCK; kr++) {
             if (kr >= j->n_prefix) {
                 int32_t col = kr - j->n_prefix;
                 int visible = j->mask ? j->mask[(size_t)row * j->n_rows + col] : col <= row;
-                if (!visible) continue;
+                if (!visible || (j->window > 0 && pos - j->positions[col] >= j->window)) continue;
             }
             keys[nb++] = kr;
         }
@@ -555,7 +560,16 @@ static void cpu_attention_softcap(emt_exec *ex, const float *q, const float *k_c
                                   int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
                                   int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
     attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
-                     head_dim, 1.0f / sqrtf((float)head_dim), cap };
+                     head_dim, 1.0f / sqrtf((float)head_dim), cap, NULL, 0 };
+    emt_pool_run(ex->pool, n_rows * n_heads, attn_task, &job);
+}
+
+static void cpu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                                 int32_t n_prefix, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
+                                 int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap,
+                                 float *out) {
+    attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
+                     head_dim, 1.0f / sqrtf((float)head_dim), cap, positions, window };
     emt_pool_run(ex->pool, n_rows * n_heads, attn_task, &job);
 }
 
@@ -975,4 +989,5 @@ const emt_backend_ops EMT_CPU_OPS = {
     .attention_softcap = cpu_attention_softcap,
     .matmul_q_multi = cpu_matmul_q_multi,
     .matmul_q_gated = cpu_matmul_q_gated,
+    .attention_window = cpu_attention_window,
 };

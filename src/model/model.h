@@ -29,6 +29,7 @@ typedef struct emt_model_config {
     float embed_scale;    /* 0: none; else the embeddings are multiplied by it (sqrt(hidden)) */
     float q_scale;        /* 0: none; else Q is multiplied by it on top of 1/sqrt(head_dim) */
     int post_norms;       /* RMSNorm on the attention and FFN outputs before each residual add */
+    float norm_offset;    /* added to every RMSNorm weight at load: 1 for HF Gemma (x * (1 + w)) */
     int geglu;            /* FFN activation gelu_tanh(gate) * up instead of silu(gate) * up */
     float attn_softcap, final_softcap; /* 0: none; else scores / logits -> cap * tanh(x / cap) */
     int32_t local_period; /* > 0: layer l is local (sliding window) unless l % period == period - 1 */

@@ -15,7 +15,9 @@ EntMTP's with them).
   arch_models.py write-hf ARCH MODEL.gguf OUTDIR
       the same F32 model as a Hugging Face directory (config.json,
       model.safetensors, tokenizer.json); ARCH "mistral" converts the phi3
-      GGUF (same rotate-half layout) into Mistral's separate projections
+      GGUF (same rotate-half layout) into Mistral's separate projections;
+      gemma2/gemma3 (and the windowed gemma2w/gemma3w) write HF Gemma's
+      norms (w - 1) and names (pre/post_feedforward_layernorm)
   arch_models.py heads OUT.safetensors [HIDDEN]   random Medusa heads (FasterDecoding layout)
   arch_models.py heads-medusa2 OUT.safetensors MODEL.gguf   Medusa-2 layout, own lm_heads
   arch_models.py prompt                  the fixed prompt, on stdout
@@ -275,10 +277,21 @@ def write_hf(name, gguf_path, out):
     T = {"model.embed_tokens.weight": W["token_embd.weight"], "model.norm.weight": W["output_norm.weight"]}
     if "output.weight" in W:
         T["lm_head.weight"] = W["output.weight"]
-    for l in range(LAYERS):
+    gemma = spec.get("gemma", False)
+    # HF Gemma's RMSNorm scales by 1 + w; GGUF holds 1 + w (exact in float32
+    # for weights in [0.5, 2]: loading adds the 1 back bit for bit)
+    norm = (lambda a: (a - np.float32(1)).astype(np.float32)) if gemma else (lambda a: a)
+    T["model.norm.weight"] = norm(W["output_norm.weight"])
+    n_layers = spec.get("layers", LAYERS)
+    for l in range(n_layers):
         g, h = f"blk.{l}.", f"model.layers.{l}."
-        T[h + "input_layernorm.weight"] = W[g + "attn_norm.weight"]
-        T[h + "post_attention_layernorm.weight"] = W[g + "ffn_norm.weight"]
+        T[h + "input_layernorm.weight"] = norm(W[g + "attn_norm.weight"])
+        if gemma:
+            T[h + "post_attention_layernorm.weight"] = norm(W[g + "post_attention_norm.weight"])
+            T[h + "pre_feedforward_layernorm.weight"] = norm(W[g + "ffn_norm.weight"])
+            T[h + "post_feedforward_layernorm.weight"] = norm(W[g + "post_ffw_norm.weight"])
+        else:
+            T[h + "post_attention_layernorm.weight"] = W[g + "ffn_norm.weight"]
         T[h + "self_attn.o_proj.weight"] = W[g + "attn_output.weight"]
         T[h + "mlp.down_proj.weight"] = W[g + "ffn_down.weight"]
         if name == "phi3":
@@ -301,12 +314,12 @@ def write_hf(name, gguf_path, out):
             if g + f"attn_{p}.bias" in W:
                 T[h + f"self_attn.{p}_proj.bias"] = W[g + f"attn_{p}.bias"]
         if spec.get("qk_norm"):
-            T[h + "self_attn.q_norm.weight"] = W[g + "attn_q_norm.weight"]
-            T[h + "self_attn.k_norm.weight"] = W[g + "attn_k_norm.weight"]
+            T[h + "self_attn.q_norm.weight"] = norm(W[g + "attn_q_norm.weight"])
+            T[h + "self_attn.k_norm.weight"] = norm(W[g + "attn_k_norm.weight"])
     write_safetensors(os.path.join(out, "model.safetensors"), T)
-    model_type = {"llama3": "llama"}.get(name, name)
+    model_type = {"gemma3": "gemma3_text"}.get(spec["arch"], spec["arch"]) if gemma else {"llama3": "llama"}.get(name, name)
     cfg = {"model_type": model_type, "hidden_size": HIDDEN, "intermediate_size": FFN,
-           "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
+           "num_hidden_layers": n_layers, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
            "head_dim": hd, "vocab_size": int(W["token_embd.weight"].shape[0]), "max_position_embeddings": CTX,
            "rope_theta": spec["theta"], "rms_norm_eps": 1e-6, "tie_word_embeddings": "output.weight" not in W}
     if name == "llama3":
@@ -316,6 +329,14 @@ def write_hf(name, gguf_path, out):
         cfg.update(sliding_window=CTX, use_sliding_window=False)
     if src == "phi3":
         cfg["sliding_window"] = spec["sliding_window"]
+    if gemma:
+        cfg.update(hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=hd,
+                   sliding_window=spec["sliding_window"], tie_word_embeddings=True)
+        if spec["arch"] == "gemma2":
+            cfg.update(attn_logit_softcapping=spec["softcap"][0], final_logit_softcapping=spec["softcap"][1])
+        else:
+            cfg.update(sliding_window_pattern=6, rope_local_base_freq=10000.0, attn_logit_softcapping=None,
+                       final_logit_softcapping=None)
     json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=1)
     # tokenizer.json: the GGUF's byte-level BPE vocabulary with GPT-2's
     # pre-tokenizer (the comparison prompt splits the same under every family's)

@@ -10,7 +10,8 @@
 #     its dot products, EntMTP's native mode does too, its f32 mode does not);
 #  2. the same F32 model as a Hugging Face directory (safetensors, config.json,
 #     tokenizer.json) gives the GGUF's token ids and logits (max abs 1e-5);
-#     Mistral's directory is the phi3 model with separate projections;
+#     Mistral's directory is the phi3 model with separate projections; Gemma
+#     2/3 directories too, and configs the loader refuses are named;
 #  3. lossless: greedy generation with random Medusa heads emits the tokens of
 #     greedy AR (48 tokens, the heads' default tree and one wide tree), F32
 #     and Q8_0 native;
@@ -159,7 +160,9 @@ fi
 
 # GGUF against Hugging Face directories of the same weights
 hf_prompt="Hello world, this is a test of the model"
-for arch in llama3 qwen2 qwen3 phi3 mistral; do
+# (Gemma: HF norms hold w - 1 and scale by 1 + w; gemma2w/gemma3w with their
+# window-8 local layers)
+for arch in llama3 qwen2 qwen3 phi3 mistral gemma2 gemma3 gemma2w gemma3w; do
   src=$arch; [ "$arch" = mistral ] && src=phi3
   python3 "$py" write-hf "$arch" "$tmp/$src.f32.gguf" "$tmp/hf_$arch"
   for m in "$tmp/$src.f32.gguf" "$tmp/hf_$arch"; do
@@ -176,6 +179,17 @@ d = float(np.max(np.abs(np.fromfile(g + ".f32", np.float32) - np.fromfile(h + ".
 print(json.dumps({"ids_equal": ids_g == ids_h, "max_abs_diff": d}))
 sys.exit(0 if ids_g == ids_h and d <= 1e-5 else 1)
 PY
-  rm -rf "$tmp/hf_$arch"
+  [ "$arch" = gemma3 ] || rm -rf "$tmp/hf_$arch"
 done
+# what the HF Gemma loader does not take is an error naming it
+hf_err() { # python-edit expected-message
+  rm -rf "$tmp/hf_bad"; cp -r "$tmp/hf_gemma3" "$tmp/hf_bad"
+  python3 -c "import json,sys; p=sys.argv[1]+'/config.json'; c=json.load(open(p)); $1; json.dump(c, open(p,'w'))" "$tmp/hf_bad"
+  if "$cli" info --model "$tmp/hf_bad" > /dev/null 2> "$tmp/err.txt" || ! grep -q "$2" "$tmp/err.txt"; then
+    echo "HF Gemma config error not reported ($2):"; cat "$tmp/err.txt"; fail=1
+  fi
+}
+hf_err "c['model_type']='gemma3'" "model_type 'gemma3' is the multimodal checkpoint"
+hf_err "c['hidden_activation']='gelu'" "hidden_activation 'gelu' is not supported"
+hf_err "c['layer_types']=['full_attention']*6" "layer_types\[0\] is not 'sliding_attention'"
 exit $fail

@@ -32,11 +32,11 @@ for arch in llama3 qwen2 qwen3 phi3 gemma2 gemma3 gemma3w; do
 done
 python3 "$py" write llama3k q4_k_m "$tmp/llama3k.gguf" "$vocab"
 for type in q5_0 q5_1 q4_k q5_k q6_k; do python3 "$py" write qwen2k "$type" "$tmp/qwen2k_$type.gguf" "$vocab"; done
-for arch in llama3 qwen2 qwen3 phi3; do python3 "$py" write-hf "$arch" "$tmp/$arch.gguf" "$tmp/hf_$arch"; done
+for arch in llama3 qwen2 qwen3 phi3 gemma2 gemma3w; do python3 "$py" write-hf "$arch" "$tmp/$arch.gguf" "$tmp/hf_$arch"; done
 models=""
 for arch in llama3 qwen2 qwen3 phi3 gemma2 gemma3 gemma3w llama3k qwen2k_q5_0 qwen2k_q5_1 qwen2k_q4_k qwen2k_q5_k \
   qwen2k_q6_k; do models="$models $tmp/$arch.gguf"; done
-for arch in llama3 qwen2 qwen3 phi3; do models="$models $tmp/hf_$arch"; done
+for arch in llama3 qwen2 qwen3 phi3 gemma2 gemma3w; do models="$models $tmp/hf_$arch"; done
 # shellcheck disable=SC2086
 [ -n "${SKIP_BACKBONE:-}" ] || python3 "$here/check_train_backbone.py" "$cli" $models || fail=1
 

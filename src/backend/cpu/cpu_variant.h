@@ -462,6 +462,8 @@ typedef struct attn_job {
     float softcap;  /* 0: none */
     float *partial; /* [row][head][chunk] of [m, l, acc[head_dim]] */
     int32_t n_chunks;
+    const int32_t *positions; /* with window > 0: the rows' positions */
+    int32_t window;           /* 0: none; else keys >= window positions back are hidden */
 } attn_job;
 
 /* Scores of nb keys (a row of K each) against q: s[t] = dot1(q, k_t) * scale.
@@ -522,14 +524,24 @@ static void attn_accumulate(float *acc, float corr, const float *p, const float 
 #define EMT_ATTN_MAX_GROUP 16
 
 /* The visible keys of `row` with visible index in [v0, v0 + want): cache
- * rows in order, then the row's visible new rows by index. */
+ * rows in order, then the row's visible new rows by index. With a sliding
+ * window the visible keys start `window - 1` positions before the row's
+ * own and the index counts from there, so a tree node and AR at the same
+ * position still see the same keys in the same chunks. */
 static int32_t chunk_keys(const attn_job *j, int32_t row, int32_t v0, int32_t want, int32_t *keys) {
+    int32_t first = 0, pos = 0;
+    if (j->window > 0) {
+        pos = j->positions[row];
+        first = pos - j->window + 1;
+        first = first < 0 ? 0 : first > j->n_prefix ? j->n_prefix : first;
+    }
     int32_t nb = 0;
-    for (int32_t kr = v0; kr < j->n_prefix && nb < want; kr++) keys[nb++] = kr;
-    int32_t skip = v0 > j->n_prefix ? v0 - j->n_prefix : 0;
+    for (int32_t kr = first + v0; kr < j->n_prefix && nb < want; kr++) keys[nb++] = kr;
+    int32_t in_prefix = j->n_prefix - first;
+    int32_t skip = v0 > in_prefix ? v0 - in_prefix : 0;
     for (int32_t col = 0; col < j->n_rows && nb < want; col++) {
         int visible = j->mask ? j->mask[(size_t)row * j->n_rows + col] : col <= row;
-        if (!visible) continue;
+        if (!visible || (j->window > 0 && pos - j->positions[col] >= j->window)) continue;
         if (skip > 0) { skip--; continue; }
         keys[nb++] = j->n_prefix + col;
     }
@@ -604,9 +616,12 @@ static void attn_fold_task(void *ctx, int32_t task) {
     for (int32_t d = 0; d < hd; d++) o[d] *= inv;
 }
 
-static void cpu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
-                                  int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
-                                  int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
+/* attention(), attention_softcap() and attention_window() (window 0:
+ * none; cap 0: none): the chunk tasks, then the folds. */
+static void run_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                          int32_t n_prefix, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
+                          int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap,
+                          float *out) {
     int32_t n_chunks = (n_prefix + n_rows + EMT_ATTN_CHUNK - 1) / EMT_ATTN_CHUNK;
     size_t need = (size_t)n_rows * n_heads * n_chunks * ((size_t)head_dim + 2);
     if (n_heads / n_kv_heads > EMT_ATTN_MAX_GROUP || head_dim > EMT_MAX_HEAD_DIM) {
@@ -623,9 +638,23 @@ static void cpu_attention_softcap(emt_exec *ex, const float *q, const float *k_c
         ex->attn_cap = need;
     }
     attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
-                     head_dim, 1.0f / sqrtf((float)head_dim), cap, ex->attn_partial, n_chunks };
+                     head_dim, 1.0f / sqrtf((float)head_dim), cap, ex->attn_partial, n_chunks, positions, window };
     emt_pool_run(ex->pool, n_rows * n_kv_heads * n_chunks, attn_chunk_task, &job);
     emt_pool_run(ex->pool, n_rows * n_heads, attn_fold_task, &job);
+}
+
+static void cpu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                                  int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
+                                  int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
+    run_attention(ex, q, k_cache, v_cache, n_prefix, n_rows, mask, NULL, n_heads, n_kv_heads, head_dim, 0, cap, out);
+}
+
+static void cpu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                                 int32_t n_prefix, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
+                                 int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap,
+                                 float *out) {
+    run_attention(ex, q, k_cache, v_cache, n_prefix, n_rows, mask, positions, n_heads, n_kv_heads, head_dim, window,
+                  cap, out);
 }
 
 static void cpu_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
@@ -1103,4 +1132,5 @@ const emt_backend_ops EMT_CPU_OPS = {
     .accept = cpu_accept,
     .commit = cpu_commit,
     .gather_i32 = cpu_gather_i32,
+    .attention_window = cpu_attention_window,
 };

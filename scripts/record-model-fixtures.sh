@@ -22,12 +22,14 @@ out="$root/tests/data/llamacpp"
 mkdir -p "$out"
 prompt=$(python3 "$py" prompt)
 version=$(basename "$lc")
-for arch in llama3 qwen2 qwen3 phi3 gemma2 gemma3; do
-  for type in f32 q8_0; do
-    python3 "$py" write "$arch" "$type" "$tmp/m.gguf" "$vocab"
-    ids=$("$tool" "$tmp/m.gguf" "$prompt" "$out/$arch.$type.f32" 2>/dev/null)
-    printf '{"arch": "%s", "type": "%s", "llamacpp": "%s", "ids": %s}\n' "$arch" "$type" "$version" "$ids" \
-      > "$out/$arch.$type.json"
-    echo "recorded $arch $type" >&2
-  done
+# every (model, weight type) of arch_models.py's CASES: F32 and Q8_0 per
+# architecture, the 5-bit and K-quant types and the Q4_K_M mix (ONLY=ARCH.TYPE
+# records one)
+python3 "$py" cases | while read -r arch type; do
+  [ -z "${ONLY:-}" ] || [ "$ONLY" = "$arch.$type" ] || continue
+  python3 "$py" write "$arch" "$type" "$tmp/m.gguf" "$vocab"
+  ids=$("$tool" "$tmp/m.gguf" "$prompt" "$out/$arch.$type.f32" 2>/dev/null)
+  printf '{"arch": "%s", "type": "%s", "llamacpp": "%s", "ids": %s}\n' "$arch" "$type" "$version" "$ids" \
+    > "$out/$arch.$type.json"
+  echo "recorded $arch $type" >&2
 done

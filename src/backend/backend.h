@@ -184,6 +184,21 @@ typedef struct emt_backend_ops {
     /* dst[i] = src[idx[i]], i < n: int32 values in device memory, idx a host
      * array (Hydra's draft tokens assembled where the heads left them) */
     void (*gather_i32)(emt_exec *ex, int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n);
+
+    /* ---- Sliding-window attention (appended, optional: a model whose
+     * window is shorter than its context needs it, and loading such a model
+     * on a backend without it fails naming 'attention_window'). ----
+     * attention_softcap() (cap 0 = none) where a key is also hidden when it
+     * lies `window` or more positions before the query: row i (at position
+     * positions[i]) sees cache row j < n_prefix (at position j) when
+     * positions[i] - j < window, and new row j when the mask allows it and
+     * positions[i] - positions[j] < window. Visible keys are visited in
+     * attention()'s order, so with every key inside the window the result
+     * is attention()'s, bit for bit. */
+    void (*attention_window)(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                             int32_t n_prefix, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
+                             int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap,
+                             float *out);
 } emt_backend_ops;
 
 #define EMT_MAX_FUSED 4

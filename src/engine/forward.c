@@ -52,7 +52,10 @@ static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, em
         op->rope(ex, s->q, n, c->n_heads, hd, c->n_rot, positions, inv_freq);
         op->rope(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, positions, inv_freq);
         if (c->q_scale) op->scale(ex, s->q, (int64_t)n * q_dim, c->q_scale);
-        if (c->attn_softcap)
+        if (L->window) /* sliding window (local layers) */
+            op->attention_window(ex, s->q, kv->k[l], kv->v[l], kv_start, n, mask, positions, c->n_heads,
+                                 c->n_kv_heads, hd, L->window, c->attn_softcap, s->att);
+        else if (c->attn_softcap)
             op->attention_softcap(ex, s->q, kv->k[l], kv->v[l], kv_start, n, mask, c->n_heads,
                                   c->n_kv_heads, hd, c->attn_softcap, s->att);
         else

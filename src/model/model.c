@@ -20,7 +20,7 @@ ENTMTP_API entmtp_status entmtp_model_params_init(entmtp_model_params *params, s
 }
 
 const char emt_supported_gguf_archs[] = "llama, qwen2, qwen3, phi3, gemma2, gemma3";
-const char emt_supported_hf_types[] = "llama, mistral, qwen2, qwen3, phi3";
+const char emt_supported_hf_types[] = "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text";
 
 void emt_rope_inv_freq(const emt_model_config *c, const float *freq_divisors, float *inv_freq) {
     int32_t half = c->n_rot / 2;
@@ -254,6 +254,55 @@ static entmtp_status json_float(const cJSON *root, const char *file, const char 
     return ENTMTP_OK;
 }
 
+/* Gemma 2 / Gemma 3 text from config.json, the same description as their
+ * GGUF (gemma_config): norms scale by 1 + w (loaded with 1 added), the
+ * query scale from query_pre_attn_scalar, local layers from
+ * sliding_window_pattern or layer_types. */
+static entmtp_status gemma_config_hf(const cJSON *root, const char *path, int gemma, emt_model_config *c) {
+    entmtp_status st;
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(root, "hidden_activation");
+    if (!cJSON_IsString(act)) act = cJSON_GetObjectItemCaseSensitive(root, "hidden_act");
+    if (cJSON_IsString(act) && strcmp(act->valuestring, "gelu_pytorch_tanh") != 0)
+        return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: hidden_activation '%s' is not supported (gelu_pytorch_tanh)",
+                        path, act->valuestring);
+    c->embed_scale = sqrtf((float)c->hidden);
+    c->post_norms = c->geglu = 1;
+    c->norm_offset = 1.0f;
+    if (!cJSON_GetObjectItemCaseSensitive(root, "tie_word_embeddings")) c->tied = 1; /* Gemma's default */
+    if ((st = json_float(root, path, "attn_logit_softcapping", 0.0f, &c->attn_softcap)) ||
+        (st = json_float(root, path, "final_logit_softcapping", 0.0f, &c->final_softcap)))
+        return st;
+    if (c->attn_softcap < 0 || c->final_softcap < 0)
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: negative logit soft-capping", path);
+    int32_t qpas = 0;
+    if ((st = json_int(root, path, "query_pre_attn_scalar", 0, c->head_dim, &qpas))) return st;
+    if (qpas <= 0) return emt_fail(ENTMTP_ERR_FORMAT, "%s: query_pre_attn_scalar is 0", path);
+    if (qpas != c->head_dim) c->q_scale = sqrtf((float)c->head_dim) / sqrtf((float)qpas);
+    c->local_period = 2;
+    if (gemma == 3) {
+        if ((st = json_int(root, path, "sliding_window_pattern", 0, 6, &c->local_period)) ||
+            (st = json_float(root, path, "rope_local_base_freq", 10000.0f, &c->rope_theta_local)))
+            return st;
+        if (c->local_period < 1)
+            return emt_fail(ENTMTP_ERR_FORMAT, "%s: sliding_window_pattern is 0", path);
+    }
+    /* layer_types (newer configs) must be the pattern: every period-th layer global */
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    if (lt && !cJSON_IsNull(lt)) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->n_layers)
+            return emt_fail(ENTMTP_ERR_FORMAT, "%s: layer_types is not a list of %d layer types", path, c->n_layers);
+        for (int32_t l = 0; l < c->n_layers; l++) {
+            const cJSON *t = cJSON_GetArrayItem(lt, l);
+            int local = l % c->local_period != c->local_period - 1;
+            if (!cJSON_IsString(t) || strcmp(t->valuestring, local ? "sliding_attention" : "full_attention") != 0)
+                return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: layer_types[%d] is not '%s': only one global layer "
+                                "in every %d is supported", path, l, local ? "sliding_attention" : "full_attention",
+                                c->local_period);
+        }
+    }
+    return ENTMTP_OK;
+}
+
 static entmtp_status config_from_hf(const char *dir, emt_model_config *c) {
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -271,13 +320,19 @@ static entmtp_status config_from_hf(const char *dir, emt_model_config *c) {
     int llama_like = !strcmp(model_type, "llama") || !strcmp(model_type, "mistral");
     int qwen = !strcmp(model_type, "qwen2") || !strcmp(model_type, "qwen3");
     int phi3 = !strcmp(model_type, "phi3");
-    if (!llama_like && !qwen && !phi3) {
+    int gemma = !strcmp(model_type, "gemma2") ? 2 : !strcmp(model_type, "gemma3_text") ? 3 : 0;
+    if (!strcmp(model_type, "gemma3")) {
+        st = emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: model_type 'gemma3' is the multimodal checkpoint (text_config, "
+                      "language_model.* tensors), not supported; its text model alone is 'gemma3_text'", path);
+        goto done;
+    }
+    if (!llama_like && !qwen && !phi3 && !gemma) {
         st = emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: model_type '%s' is not supported (supported: %s)", path,
                       model_type, emt_supported_hf_types);
         goto done;
     }
-    snprintf(c->arch, sizeof c->arch, "%s", model_type);
-    c->qk_norm = !strcmp(model_type, "qwen3");
+    snprintf(c->arch, sizeof c->arch, "%s", gemma == 3 ? "gemma3" : model_type);
+    c->qk_norm = !strcmp(model_type, "qwen3") || gemma == 3;
     c->fused_qkv = c->fused_gate_up = phi3;
     if (phi3) {
         float partial = 1.0f;
@@ -344,6 +399,7 @@ static entmtp_status config_from_hf(const char *dir, emt_model_config *c) {
             goto done;
         }
     }
+    if (gemma && (st = gemma_config_hf(root, path, gemma, c))) goto done;
     int32_t v;
     c->bos = json_int(root, path, "bos_token_id", 0, -1, &v) == ENTMTP_OK ? v : -1;
     const cJSON *eos = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
@@ -411,6 +467,11 @@ static entmtp_status load_layers(entmtp_model *m, emt_weights *w) {
         NAME(gname, hname);                                                                     \
         if ((st = emt_weights_load(w, name, d0, d1, perm, opt, &L->field))) return st;          \
     } while (0)
+#define LOAD_NORM(field, gname, hname, d0)                                                      \
+    do {                                                                                        \
+        NAME(gname, hname);                                                                     \
+        if ((st = emt_weights_load_norm(w, name, d0, c->norm_offset, &L->field))) return st;    \
+    } while (0)
 #define LOAD_MAT(field, gname, hname, d0, d1, perm)                                             \
     do {                                                                                        \
         NAME(gname, hname);                                                                     \
@@ -418,7 +479,7 @@ static entmtp_status load_layers(entmtp_model *m, emt_weights *w) {
     } while (0)
     for (int32_t l = 0; l < c->n_layers; l++) {
         emt_layer *L = &m->layers[l];
-        LOAD(attn_norm, "attn_norm.weight", "input_layernorm.weight", c->hidden, 0, 0, 0);
+        LOAD_NORM(attn_norm, "attn_norm.weight", "input_layernorm.weight", c->hidden);
         if (c->fused_qkv) {
             LOAD_MAT(w_qkv, "attn_qkv.weight", "self_attn.qkv_proj.weight", q_rows + 2 * kv_rows, c->hidden, 0);
         } else {
@@ -428,17 +489,23 @@ static entmtp_status load_layers(entmtp_model *m, emt_weights *w) {
         }
         LOAD_MAT(wo, "attn_output.weight", "self_attn.o_proj.weight", c->hidden, q_rows, 0);
         if (c->qk_norm) {
-            LOAD(q_norm, "attn_q_norm.weight", "self_attn.q_norm.weight", c->head_dim, 0, 0, 0);
-            LOAD(k_norm, "attn_k_norm.weight", "self_attn.k_norm.weight", c->head_dim, 0, 0, 0);
+            LOAD_NORM(q_norm, "attn_q_norm.weight", "self_attn.q_norm.weight", c->head_dim);
+            LOAD_NORM(k_norm, "attn_k_norm.weight", "self_attn.k_norm.weight", c->head_dim);
         }
-        if (c->post_norms) { /* GGUF only (Gemma) */
-            LOAD(post_attn_norm, "post_attention_norm.weight", "-", c->hidden, 0, 0, 0);
-            LOAD(post_ffn_norm, "post_ffw_norm.weight", "-", c->hidden, 0, 0, 0);
+        if (c->post_norms) { /* Gemma; in HF names post_attention_layernorm is this post-norm */
+            LOAD_NORM(post_attn_norm, "post_attention_norm.weight", "post_attention_layernorm.weight", c->hidden);
+            LOAD_NORM(post_ffn_norm, "post_ffw_norm.weight", "post_feedforward_layernorm.weight", c->hidden);
         }
-        L->inv_freq = c->local_period && l % c->local_period != c->local_period - 1 && m->inv_freq_local
-                          ? m->inv_freq_local
-                          : m->inv_freq;
-        LOAD(ffn_norm, "ffn_norm.weight", "post_attention_layernorm.weight", c->hidden, 0, 0, 0);
+        int local = c->local_period && l % c->local_period != c->local_period - 1;
+        L->inv_freq = local && m->inv_freq_local ? m->inv_freq_local : m->inv_freq;
+        /* a window as long as the context hides nothing: full attention */
+        L->window = c->sliding_window > 0 && c->sliding_window < c->ctx && (local || !c->local_period)
+                        ? c->sliding_window
+                        : 0;
+        if (c->post_norms && !gguf) /* HF Gemma: the pre-FFN norm */
+            LOAD_NORM(ffn_norm, "ffn_norm.weight", "pre_feedforward_layernorm.weight", c->hidden);
+        else
+            LOAD_NORM(ffn_norm, "ffn_norm.weight", "post_attention_layernorm.weight", c->hidden);
         if (c->fused_gate_up) {
             LOAD_MAT(w_gate_up, "ffn_up.weight", "mlp.gate_up_proj.weight", 2 * (int64_t)c->ffn, c->hidden, 0);
         } else {
@@ -466,6 +533,7 @@ static entmtp_status load_layers(entmtp_model *m, emt_weights *w) {
         }
     }
 #undef LOAD
+#undef LOAD_NORM
 #undef LOAD_MAT
 #undef NAME
     return ENTMTP_OK;
@@ -542,7 +610,9 @@ entmtp_status emt_model_check_ops(const entmtp_model *m) {
                           : c->geglu && !op->geglu                     ? "geglu"
                           : c->final_softcap && !op->softcap           ? "softcap"
                           : c->attn_softcap && !op->attention_softcap  ? "attention_softcap"
-                                                                       : NULL;
+                          : c->sliding_window > 0 && c->sliding_window < c->ctx && !op->attention_window
+                              ? "attention_window"
+                              : NULL;
     if (missing)
         return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: architecture '%s' needs the backend op '%s', which the %s backend does not have",
                         m->path, c->arch, missing, op->name);
@@ -667,9 +737,6 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
         if ((st = config_from_gguf(w.gguf, &m->cfg))) goto fail;
     }
     if ((st = validate_config(path, &m->cfg))) goto fail;
-    /* Sliding-window attention equals full attention while every position is
-     * inside the window: the context is capped to it (longer ones unsupported). */
-    if (m->cfg.sliding_window > 0 && m->cfg.sliding_window < m->cfg.ctx) m->cfg.ctx = m->cfg.sliding_window;
     if ((st = create_backend(&p, m))) goto fail;
     if ((st = emt_model_check_ops(m))) goto fail;
     w.be = m->be;
@@ -701,8 +768,8 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
                                    c->vocab, c->hidden, 0, &m->tok_embd)))
         goto fail;
     if ((st = load_layers(m, &w))) goto fail;
-    if ((st = emt_weights_load(&w, gguf ? "output_norm.weight" : "model.norm.weight", c->hidden, 0, 0,
-                               0, &m->out_norm)))
+    if ((st = emt_weights_load_norm(&w, gguf ? "output_norm.weight" : "model.norm.weight", c->hidden,
+                                    c->norm_offset, &m->out_norm)))
         goto fail;
     if (c->tied) {
         m->lm_head = m->tok_embd;
@@ -740,7 +807,8 @@ const char *emt_model_describe(const entmtp_model *m, char *buf, size_t cap) {
                                   "rope(llama3 scaling, rope_freqs)" };
     char window[48] = "";
     if (c->sliding_window)
-        snprintf(window, sizeof window, " sliding-window=%d(context capped)", c->sliding_window);
+        snprintf(window, sizeof window, " sliding-window=%d%s", c->sliding_window,
+                 c->sliding_window < c->ctx ? "" : "(>= context: full attention)");
     size_t n = 0;
     if (c->embed_scale) n += (size_t)snprintf(buf + n, cap - n, "embed-scale ");
     if (n < cap && c->local_period)

@@ -24,11 +24,12 @@ typedef struct emt_model_config {
     int fused_qkv;      /* one [q+2kv][hidden] tensor (Phi-3); split into views at load */
     int fused_gate_up;  /* one [2*ffn][hidden] tensor, gate rows first (Phi-3) */
     int gguf_qk_permuted; /* GGUF Q/K rows in llama.cpp's interleaved-RoPE order (llama) */
-    int32_t sliding_window; /* 0: none; else the context is capped to it (exact inside it) */
+    int32_t sliding_window; /* 0: none; else keys this many positions back are hidden (local layers) */
     /* Gemma 2/3 */
     float embed_scale;    /* 0: none; else the embeddings are multiplied by it (sqrt(hidden)) */
     float q_scale;        /* 0: none; else Q is multiplied by it on top of 1/sqrt(head_dim) */
     int post_norms;       /* RMSNorm on the attention and FFN outputs before each residual add */
+    float norm_offset;    /* added to every RMSNorm weight at load: 1 for HF Gemma (x * (1 + w)) */
     int geglu;            /* FFN activation gelu_tanh(gate) * up instead of silu(gate) * up */
     float attn_softcap, final_softcap; /* 0: none; else scores / logits -> cap * tanh(x / cap) */
     int32_t local_period; /* > 0: layer l is local (sliding window) unless l % period == period - 1 */
@@ -48,6 +49,7 @@ typedef struct emt_layer {
     float *q_norm, *k_norm;  /* [head_dim] with qk_norm, else NULL */
     float *post_attn_norm, *post_ffn_norm; /* [hidden] with post_norms, else NULL */
     const float *inv_freq;   /* host: the model's global or local RoPE frequencies */
+    int32_t window;          /* sliding window of this layer (attention_window), 0: full attention */
     float *bq, *bk, *bv, *bo; /* NULL without attention_bias */
     float *ffn_norm;
     emt_wmat w_gate, w_up, w_down;

@@ -66,8 +66,8 @@ static entmtp_status report_progress(emt_weights *w, const emt_tensor *t) {
     return ENTMTP_OK;
 }
 
-entmtp_status emt_weights_load(emt_weights *w, const char *name, int64_t d0, int64_t d1,
-                               int32_t unpermute_heads, int optional, float **out) {
+static entmtp_status load_f32(emt_weights *w, const char *name, int64_t d0, int64_t d1,
+                              int32_t unpermute_heads, int optional, float offset, float **out) {
     *out = NULL;
     if (optional && !emt_weights_find(w, name)) return ENTMTP_OK;
     const emt_tensor *t;
@@ -84,6 +84,7 @@ entmtp_status emt_weights_load(emt_weights *w, const char *name, int64_t d0, int
             return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s' element %lld is not finite",
                             t->file ? t->file : w->path, name, (long long)i);
         }
+        host[i] += offset;
     }
     if (unpermute_heads > 0) {
         float *tmp = emt_malloc((size_t)numel, sizeof(float));
@@ -104,6 +105,15 @@ entmtp_status emt_weights_load(emt_weights *w, const char *name, int64_t d0, int
     }
     *out = dev;
     return ENTMTP_OK;
+}
+
+entmtp_status emt_weights_load(emt_weights *w, const char *name, int64_t d0, int64_t d1,
+                               int32_t unpermute_heads, int optional, float **out) {
+    return load_f32(w, name, d0, d1, unpermute_heads, optional, 0.0f, out);
+}
+
+entmtp_status emt_weights_load_norm(emt_weights *w, const char *name, int64_t d0, float offset, float **out) {
+    return load_f32(w, name, d0, 0, 0, 0, offset, out);
 }
 
 /* Checks every block scale (and F16/BF16 value) of a tensor kept in its

@@ -31,6 +31,10 @@ const emt_tensor *emt_weights_find(const emt_weights *w, const char *name);
 entmtp_status emt_weights_load(emt_weights *w, const char *name, int64_t d0, int64_t d1,
                                int32_t unpermute_heads, int optional, float **out);
 
+/* An RMSNorm weight [d0] as F32 with `offset` added to every element
+ * (1 for Hugging Face Gemma, whose norms scale by 1 + w; GGUF holds 1 + w). */
+entmtp_status emt_weights_load_norm(emt_weights *w, const char *name, int64_t d0, float offset, float **out);
+
 /* Loads weight matrix `name` [d0][d1] for matmul: with w->native and a
  * dtype the backend takes, in place in the file's mapping (which must
  * outlive the model), or as a copy when rows must be un-permuted; else

@@ -6,14 +6,23 @@ EntMTP's with them).
 
   arch_models.py write ARCH TYPE OUT.gguf TOKENIZER.gguf [CHAT_TEMPLATE]
       ARCH: llama3 | qwen2 | qwen3 | phi3 | gemma2 | gemma3; TYPE: f32 | q8_0
+      K-quant models (hidden 256, rows of whole 256-value blocks):
+      ARCH qwen2k (FFN 512), llama3k (FFN 640: ffn_down's rows are not
+      whole blocks and fall back as llama.cpp's quantizer does);
+      TYPE q5_0 | q5_1 | q4_k | q5_k | q6_k | q4_k_m (llama.cpp's Q4_K_M mix)
+      Sliding windows shorter than the prompt: ARCH gemma2w | gemma3w (window 8)
+  arch_models.py cases                   the recorded ARCH TYPE pairs, one a line
   arch_models.py write-hf ARCH MODEL.gguf OUTDIR
       the same F32 model as a Hugging Face directory (config.json,
       model.safetensors, tokenizer.json); ARCH "mistral" converts the phi3
-      GGUF (same rotate-half layout) into Mistral's separate projections
-  arch_models.py heads OUT.safetensors   random Medusa heads (FasterDecoding layout)
+      GGUF (same rotate-half layout) into Mistral's separate projections;
+      gemma2/gemma3 (and the windowed gemma2w/gemma3w) write HF Gemma's
+      norms (w - 1) and names (pre/post_feedforward_layernorm)
+  arch_models.py heads OUT.safetensors [HIDDEN]   random Medusa heads (FasterDecoding layout)
   arch_models.py heads-medusa2 OUT.safetensors MODEL.gguf   Medusa-2 layout, own lm_heads
   arch_models.py prompt                  the fixed prompt, on stdout
   arch_models.py compare OURS.json OURS.f32 FIXTURE.json FIXTURE.f32 MAX_ABS
+      (MAX_ABS as "P%": P percent of the range of llama.cpp's logits)
 
 The weights come from numpy's PCG64 with a fixed seed, so the file is the
 same on every machine (the recorded llama.cpp logits stay valid). The
@@ -29,6 +38,8 @@ import numpy as np
 import gguf
 from gguf import GGUFReader, GGUFWriter
 from gguf.quants import quantize
+
+from kquants import quantize_k
 
 HIDDEN, LAYERS, HEADS, KV_HEADS, FFN, CTX = 64, 2, 4, 2, 128, 4096
 # letters, an upper-case contraction, digits, accents, spaces, a tab, newlines
@@ -51,7 +62,47 @@ ARCHS = {
                    sliding_window=4096, softcap=(50.0, 30.0)),
     "gemma3": dict(arch="gemma3", pre="smollm", head_dim=32, gemma=True, qk_norm=True, theta=1000000.0,
                    layers=6, sliding_window=512),
+    # sliding windows shorter than the prompt (31 tokens): the local layers'
+    # attention_window op against llama.cpp's
+    "gemma2w": dict(arch="gemma2", pre="smollm", head_dim=16, gemma=True, theta=10000.0, layers=4,
+                    sliding_window=8, softcap=(50.0, 30.0)),
+    "gemma3w": dict(arch="gemma3", pre="smollm", head_dim=32, gemma=True, qk_norm=True, theta=1000000.0,
+                    layers=6, sliding_window=8),
+    # K-quants: rows must be whole 256-value blocks
+    "qwen2k": dict(arch="qwen2", pre="qwen2", head_dim=64, qkv_bias=True, theta=1000000.0,
+                   hidden=256, ffn=512),
+    "llama3k": dict(arch="llama", pre="llama-bpe", head_dim=64, untied=True, rope_freqs=True,
+                    theta=500000.0, hidden=256, ffn=640),
 }
+
+# (test model, weight type) pairs with recorded llama.cpp fixtures
+CASES = [(a, t) for a in ("llama3", "qwen2", "qwen3", "phi3", "gemma2", "gemma3") for t in ("f32", "q8_0")]
+CASES += [("qwen2k", t) for t in ("q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "q4_k_m")]
+CASES += [("llama3k", "q4_k_m")]
+CASES += [("gemma2w", "f32"), ("gemma3w", "f32")]
+
+GT = gguf.GGMLQuantizationType
+FILE_TYPES = {"f32": gguf.LlamaFileType.ALL_F32, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+              "q5_0": gguf.LlamaFileType.MOSTLY_Q5_0, "q5_1": gguf.LlamaFileType.MOSTLY_Q5_1,
+              "q4_k": gguf.LlamaFileType.MOSTLY_Q4_K_S, "q5_k": gguf.LlamaFileType.MOSTLY_Q5_K_S,
+              "q6_k": gguf.LlamaFileType.MOSTLY_Q6_K, "q4_k_m": gguf.LlamaFileType.MOSTLY_Q4_K_M}
+# a K-quant tensor whose rows are not whole blocks gets llama.cpp's fallback type
+K_FALLBACK = {GT.Q4_K: GT.Q5_0, GT.Q5_K: GT.Q5_1, GT.Q6_K: GT.Q8_0}
+
+
+def tensor_type(qtype, tname, layer, n_layers, tied):
+    """The weight type of a 2-D tensor in a file of type qtype; for Q4_K_M,
+    llama.cpp's rules (llama-quant.cpp): output (or the tied embedding) Q6_K,
+    attn_v and ffn_down Q6_K in the 'more bits' layers, the rest Q4_K."""
+    if qtype != "q4_k_m":
+        return {"f32": GT.F32, "q8_0": GT.Q8_0, "q5_0": GT.Q5_0, "q5_1": GT.Q5_1, "q4_k": GT.Q4_K,
+                "q5_k": GT.Q5_K, "q6_k": GT.Q6_K}[qtype]
+    if tname == "output.weight" or (tied and tname == "token_embd.weight"):
+        return GT.Q6_K
+    if layer is not None and any(k in tname for k in ("attn_v.", "ffn_down.")):
+        more = layer < n_layers // 8 or layer >= 7 * n_layers // 8 or (layer - n_layers // 8) % 3 == 2
+        return GT.Q6_K if more else GT.Q4_K
+    return GT.Q4_K
 
 
 def llama3_rope_divisors(n_rot, theta, factor=8.0, low=1.0, high=4.0, orig=8192):
@@ -110,6 +161,7 @@ def write(name, qtype, out, tok_path, chat_template=None):
     if chat_template is not None:
         w.add_chat_template(chat_template)
     w.add_context_length(CTX)
+    HIDDEN, FFN = spec.get("hidden", globals()["HIDDEN"]), spec.get("ffn", globals()["FFN"])
     w.add_embedding_length(HIDDEN)
     n_layers = spec.get("layers", LAYERS)
     w.add_block_count(n_layers)
@@ -126,7 +178,8 @@ def write(name, qtype, out, tok_path, chat_template=None):
     if "softcap" in spec:
         w.add_float32(f"{a}.attn_logit_softcapping", spec["softcap"][0])
         w.add_float32(f"{a}.final_logit_softcapping", spec["softcap"][1])
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_Q8_0 if qtype == "q8_0" else gguf.LlamaFileType.ALL_F32)
+    w.add_file_type(FILE_TYPES[qtype])
+    tied = not spec.get("untied")
 
     def mat(rows, cols, scale=None):
         s = scale if scale is not None else 1.0 / np.sqrt(cols)
@@ -136,11 +189,19 @@ def write(name, qtype, out, tok_path, chat_template=None):
         return (base + spread * rng.standard_normal(n)).astype(np.float32)
 
     def add(tname, arr):
-        if arr.ndim == 2 and qtype == "q8_0" and arr.shape[1] % 32 == 0:
-            q = quantize(arr, gguf.GGMLQuantizationType.Q8_0)
-            w.add_tensor(tname, q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
-        else:
+        t = GT.F32 if arr.ndim != 2 else tensor_type(qtype, tname, layer_of(tname), n_layers, tied)
+        if t in K_FALLBACK and arr.shape[1] % 256:
+            t = K_FALLBACK[t]
+        if t != GT.F32 and arr.shape[1] % 32:
+            t = GT.F32
+        if t == GT.F32:
             w.add_tensor(tname, arr)
+            return
+        q = quantize_k(arr, t.name) if t in K_FALLBACK else quantize(arr, t)
+        w.add_tensor(tname, q, raw_shape=q.shape, raw_dtype=t)
+
+    def layer_of(tname):
+        return int(tname.split(".")[1]) if tname.startswith("blk.") else None
 
     q_rows, kv_rows = HEADS * hd, KV_HEADS * hd
     add("token_embd.weight", mat(vocab, HIDDEN, 1.0))
@@ -216,10 +277,21 @@ def write_hf(name, gguf_path, out):
     T = {"model.embed_tokens.weight": W["token_embd.weight"], "model.norm.weight": W["output_norm.weight"]}
     if "output.weight" in W:
         T["lm_head.weight"] = W["output.weight"]
-    for l in range(LAYERS):
+    gemma = spec.get("gemma", False)
+    # HF Gemma's RMSNorm scales by 1 + w; GGUF holds 1 + w (exact in float32
+    # for weights in [0.5, 2]: loading adds the 1 back bit for bit)
+    norm = (lambda a: (a - np.float32(1)).astype(np.float32)) if gemma else (lambda a: a)
+    T["model.norm.weight"] = norm(W["output_norm.weight"])
+    n_layers = spec.get("layers", LAYERS)
+    for l in range(n_layers):
         g, h = f"blk.{l}.", f"model.layers.{l}."
-        T[h + "input_layernorm.weight"] = W[g + "attn_norm.weight"]
-        T[h + "post_attention_layernorm.weight"] = W[g + "ffn_norm.weight"]
+        T[h + "input_layernorm.weight"] = norm(W[g + "attn_norm.weight"])
+        if gemma:
+            T[h + "post_attention_layernorm.weight"] = norm(W[g + "post_attention_norm.weight"])
+            T[h + "pre_feedforward_layernorm.weight"] = norm(W[g + "ffn_norm.weight"])
+            T[h + "post_feedforward_layernorm.weight"] = norm(W[g + "post_ffw_norm.weight"])
+        else:
+            T[h + "post_attention_layernorm.weight"] = W[g + "ffn_norm.weight"]
         T[h + "self_attn.o_proj.weight"] = W[g + "attn_output.weight"]
         T[h + "mlp.down_proj.weight"] = W[g + "ffn_down.weight"]
         if name == "phi3":
@@ -242,12 +314,12 @@ def write_hf(name, gguf_path, out):
             if g + f"attn_{p}.bias" in W:
                 T[h + f"self_attn.{p}_proj.bias"] = W[g + f"attn_{p}.bias"]
         if spec.get("qk_norm"):
-            T[h + "self_attn.q_norm.weight"] = W[g + "attn_q_norm.weight"]
-            T[h + "self_attn.k_norm.weight"] = W[g + "attn_k_norm.weight"]
+            T[h + "self_attn.q_norm.weight"] = norm(W[g + "attn_q_norm.weight"])
+            T[h + "self_attn.k_norm.weight"] = norm(W[g + "attn_k_norm.weight"])
     write_safetensors(os.path.join(out, "model.safetensors"), T)
-    model_type = {"llama3": "llama"}.get(name, name)
+    model_type = {"gemma3": "gemma3_text"}.get(spec["arch"], spec["arch"]) if gemma else {"llama3": "llama"}.get(name, name)
     cfg = {"model_type": model_type, "hidden_size": HIDDEN, "intermediate_size": FFN,
-           "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
+           "num_hidden_layers": n_layers, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS,
            "head_dim": hd, "vocab_size": int(W["token_embd.weight"].shape[0]), "max_position_embeddings": CTX,
            "rope_theta": spec["theta"], "rms_norm_eps": 1e-6, "tie_word_embeddings": "output.weight" not in W}
     if name == "llama3":
@@ -257,6 +329,14 @@ def write_hf(name, gguf_path, out):
         cfg.update(sliding_window=CTX, use_sliding_window=False)
     if src == "phi3":
         cfg["sliding_window"] = spec["sliding_window"]
+    if gemma:
+        cfg.update(hidden_activation="gelu_pytorch_tanh", query_pre_attn_scalar=hd,
+                   sliding_window=spec["sliding_window"], tie_word_embeddings=True)
+        if spec["arch"] == "gemma2":
+            cfg.update(attn_logit_softcapping=spec["softcap"][0], final_logit_softcapping=spec["softcap"][1])
+        else:
+            cfg.update(sliding_window_pattern=6, rope_local_base_freq=10000.0, attn_logit_softcapping=None,
+                       final_logit_softcapping=None)
     json.dump(cfg, open(os.path.join(out, "config.json"), "w"), indent=1)
     # tokenizer.json: the GGUF's byte-level BPE vocabulary with GPT-2's
     # pre-tokenizer (the comparison prompt splits the same under every family's)
@@ -268,7 +348,8 @@ def write_hf(name, gguf_path, out):
               "normalized": False, "special": True} for i, (t, ty) in enumerate(zip(toks, types)) if ty == 3]
     tok = {"version": "1.0", "added_tokens": added, "normalizer": None,
            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
-           "post_processor": None, "decoder": {"type": "ByteLevel"},
+           "post_processor": None,
+           "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
            "model": {"type": "BPE", "vocab": {t: i for i, t in enumerate(toks)}, "merges": merges}}
     json.dump(tok, open(os.path.join(out, "tokenizer.json"), "w"))
 
@@ -290,7 +371,7 @@ def write_medusa2_heads(out, model_gguf, n_heads=2):
     write_safetensors(out, tensors)
 
 
-def write_medusa_heads(out, n_heads=4):
+def write_medusa_heads(out, n_heads=4, hidden=HIDDEN):
     """Medusa-1 heads sharing the model's lm_head, in the FasterDecoding
     safetensors layout ('{head}.0.linear.weight/bias'). Small weights: each
     head's ResBlock is close to the identity, so it guesses "the base model's
@@ -300,8 +381,8 @@ def write_medusa_heads(out, n_heads=4):
     rng = np.random.Generator(np.random.PCG64(99))
     tensors = {}
     for h in range(n_heads):
-        tensors[f"{h}.0.linear.weight"] = (0.02 * rng.standard_normal((HIDDEN, HIDDEN))).astype(np.float32)
-        tensors[f"{h}.0.linear.bias"] = (0.02 * rng.standard_normal(HIDDEN)).astype(np.float32)
+        tensors[f"{h}.0.linear.weight"] = (0.02 * rng.standard_normal((hidden, hidden))).astype(np.float32)
+        tensors[f"{h}.0.linear.bias"] = (0.02 * rng.standard_normal(hidden)).astype(np.float32)
     write_safetensors(out, tensors)
 
 
@@ -319,9 +400,11 @@ def compare(ours_json, ours_f32, fix_json, fix_f32, bound):
         print(f"logit count differs: entmtp {a.size}, llama.cpp {b.size}")
         return False
     diff = float(np.max(np.abs(a - b)))
+    if isinstance(bound, str) and bound.endswith("%"):  # a share of llama.cpp's logit range
+        bound = float(bound[:-1]) / 100 * float(b.max() - b.min())
     top_a, top_b = int(np.argmax(a)), int(np.argmax(b))
     print(json.dumps({"n_ids": len(ids_ref), "top1_entmtp": top_a, "top1_llamacpp": top_b,
-                      "max_abs_diff": diff, "bound": bound,
+                      "max_abs_diff": diff, "bound": round(bound, 6),
                       "logit_range": [float(b.min()), float(b.max())]}))
     if top_a != top_b:
         print("top-1 differs")
@@ -335,16 +418,19 @@ def compare(ours_json, ours_f32, fix_json, fix_f32, bound):
 def main():
     if len(sys.argv) == 2 and sys.argv[1] == "prompt":
         sys.stdout.write(PROMPT)
+    elif len(sys.argv) == 2 and sys.argv[1] == "cases":
+        print("\n".join(f"{a} {t}" for a, t in CASES))
     elif len(sys.argv) == 5 and sys.argv[1] == "write-hf":
         write_hf(sys.argv[2], sys.argv[3], sys.argv[4])
     elif len(sys.argv) == 4 and sys.argv[1] == "heads-medusa2":
         write_medusa2_heads(sys.argv[2], sys.argv[3])
-    elif len(sys.argv) == 3 and sys.argv[1] == "heads":
-        write_medusa_heads(sys.argv[2])
+    elif len(sys.argv) in (3, 4) and sys.argv[1] == "heads":
+        write_medusa_heads(sys.argv[2], hidden=int(sys.argv[3]) if len(sys.argv) == 4 else HIDDEN)
     elif len(sys.argv) in (6, 7) and sys.argv[1] == "write":
         write(*sys.argv[2:])
     elif len(sys.argv) == 7 and sys.argv[1] == "compare":
-        sys.exit(0 if compare(*sys.argv[2:6], float(sys.argv[6])) else 1)
+        bound = sys.argv[6] if sys.argv[6].endswith("%") else float(sys.argv[6])
+        sys.exit(0 if compare(*sys.argv[2:6], bound) else 1)
     else:
         print(__doc__)
         sys.exit(2)

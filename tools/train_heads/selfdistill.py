@@ -26,7 +26,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from llama import ROOT, ChatTokenizer, GGUFLlama, human_time, set_threads  # noqa: E402
+from backbone import ROOT, Backbone, ChatTokenizer, human_time, set_threads  # noqa: E402
 
 
 def load_prompts(task, split, n, seed):
@@ -38,7 +38,9 @@ def load_prompts(task, split, n, seed):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", required=True)
+    ap.add_argument("--model", required=True, help="GGUF file or Hugging Face directory of any supported model")
+    ap.add_argument("--entmtp", default=None,
+                    help="the entmtp CLI, to tokenize SentencePiece GGUF vocabularies as the library does")
     ap.add_argument("--split", default="train", choices=("train", "calib", "eval"))
     ap.add_argument("--n", action="append", default=[], metavar="TASK=COUNT",
                     help="prompts per task (repeatable; default code=400 chat=350 math=100)")
@@ -54,10 +56,10 @@ def main(argv=None):
     torch.manual_seed(a.seed)
     threads = set_threads()
     t0 = time.time()
-    model = GGUFLlama(a.model).to_device(a.device)
-    tok = ChatTokenizer(model)
-    print(f"selfdistill: {os.path.basename(a.model)} on {a.device} ({threads} threads), "
-          f"loaded in {time.time() - t0:.1f}s", file=sys.stderr)
+    model = Backbone(a.model).to_device(a.device)
+    tok = ChatTokenizer(model, a.entmtp)
+    print(f"selfdistill: {os.path.basename(os.path.normpath(a.model))} ({model.describe()}) on {a.device} "
+          f"({threads} threads), loaded in {time.time() - t0:.1f}s", file=sys.stderr)
 
     items = []
     for task, n in counts.items():

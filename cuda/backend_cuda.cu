@@ -271,7 +271,7 @@ static const emt_backend_ops cuda_ops = {
     cu_counters,
     nullptr, // matmul_q_multi: on a GPU separate launches cost no thread hand-off
     nullptr, // matmul_q_gated
-    nullptr, // attention_window: not written yet (loading a model that needs it fails naming it)
+    cu_attention_window,
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

@@ -17,6 +17,8 @@
 // chunk, row and head.
 #include "cuda_exec.h"
 
+#include <string.h>
+
 #include <math.h>
 
 #define ATTN_CHUNK 256   // keys per chunk (positions [c*256, (c+1)*256))
@@ -127,7 +129,13 @@ void cu_attention_window(emt_exec *ex, const float *q, const float *k_cache, con
         return;
     }
     const int32_t *d_keys = NULL, *d_count = NULL, *d_first = NULL;
-    if (mask || window > 0) {
+    if (window <= 0 && mask && ex->mask_rows == n_rows && ex->mask_epoch == ex->wait_epoch &&
+        !memcmp(ex->mask_copy, mask, (size_t)n_rows * n_rows)) {
+        // the same tree as the previous layer's call, staged since the last
+        // wait (staging restarts only after one): its lists are still there
+        d_keys = ex->mask_keys;
+        d_count = d_keys + (size_t)n_rows * n_rows;
+    } else if (mask || window > 0) {
         // row i's visible new rows (mask, else causal; inside the window),
         // then the counts, then (window) each row's first prefix row
         const size_t n_idx = (size_t)n_rows * n_rows + (size_t)n_rows * (window > 0 ? 2 : 1);
@@ -149,7 +157,14 @@ void cu_attention_window(emt_exec *ex, const float *q, const float *k_cache, con
         d_keys = (const int32_t *)cu_stage(ex, h, n_idx * sizeof(int32_t));
         if (!d_keys) return;
         d_count = d_keys + (size_t)n_rows * n_rows;
-        if (window > 0) d_first = d_count + n_rows;
+        if (window > 0) {
+            d_first = d_count + n_rows; // lists of this window and these positions: not kept
+        } else if ((size_t)n_rows * n_rows <= sizeof ex->mask_copy) {
+            memcpy(ex->mask_copy, mask, (size_t)n_rows * n_rows);
+            ex->mask_rows = n_rows;
+            ex->mask_epoch = ex->wait_epoch;
+            ex->mask_keys = d_keys;
+        }
     }
     const int32_t n_chunks = (n_prefix + n_rows + ATTN_CHUNK - 1) / ATTN_CHUNK;
     const size_t parts = (size_t)n_rows * n_heads * n_chunks;

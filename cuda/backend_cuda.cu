@@ -28,15 +28,24 @@ void cu_fail(emt_exec *ex, const char *fmt, ...) {
     va_end(ap);
 }
 
+// A buffer that queued work may still read: freed after the next wait (at
+// once after a wait when the list is full, which a step never fills).
+static void retire(emt_exec *ex, void *p, int host) {
+    int *n = host ? &ex->n_retired_host : &ex->n_retired_dev;
+    if (*n == 8) cu_wait(ex);
+    (host ? ex->retired_host : ex->retired_dev)[(*n)++] = p;
+}
+
 // Reserve `bytes` of staging and copy `src` there; returns the device pointer.
 void *cu_stage(emt_exec *ex, const void *src, size_t bytes) {
     size_t need = ex->st.used + ((bytes + 255) & ~(size_t)255);
     if (need > ex->st.cap) {
-        // grow: only when a larger request than ever before arrives
-        cu_wait(ex);
-        size_t cap = need * 2 > ((size_t)1 << 20) ? need * 2 : ((size_t)1 << 20);
-        if (ex->st.host) cudaFreeHost(ex->st.host);
-        if (ex->st.dev) cudaFree(ex->st.dev);
+        // grow: only when a larger request than ever before arrives; queued
+        // copies may still read the old buffers, which are freed after the
+        // next wait (so growing never waits inside a step)
+        size_t cap = need * 2 > ((size_t)4 << 20) ? need * 2 : ((size_t)4 << 20);
+        if (ex->st.host) retire(ex, ex->st.host, 1);
+        if (ex->st.dev) retire(ex, ex->st.dev, 0);
         ex->st.host = NULL;
         ex->st.dev = NULL;
         CUDA_OK(ex, cudaMallocHost(&ex->st.host, cap));
@@ -45,7 +54,8 @@ void *cu_stage(emt_exec *ex, const void *src, size_t bytes) {
         ex->st.used = 0;
         if (!ex->st.cap) return NULL;
     }
-    // wrap around once the previous uses have completed
+    // wrap around once the previous uses have completed (every wait also
+    // restarts staging: cu_after_wait)
     if (ex->st.used + bytes > ex->st.cap) {
         cu_wait(ex);
         ex->st.used = 0;
@@ -60,15 +70,25 @@ void *cu_stage(emt_exec *ex, const void *src, size_t bytes) {
     return d;
 }
 
+// Grown by half again at least, the old buffer retired: kernels queued
+// before may still use it.
 float *cu_scratch(emt_exec *ex, size_t floats) {
     if (floats > ex->scratch_cap) {
-        cu_wait(ex);
-        if (ex->scratch) cudaFree(ex->scratch);
+        if (ex->scratch) retire(ex, ex->scratch, 0);
         ex->scratch = NULL;
-        CUDA_OK(ex, cudaMalloc(&ex->scratch, floats * sizeof(float)));
-        ex->scratch_cap = ex->scratch ? floats : 0;
+        size_t cap = floats + floats / 2;
+        CUDA_OK(ex, cudaMalloc(&ex->scratch, cap * sizeof(float)));
+        ex->scratch_cap = ex->scratch ? cap : 0;
     }
     return ex->scratch;
+}
+
+void cu_after_wait(emt_exec *ex) {
+    ex->st.used = 0;
+    ex->wait_epoch++;
+    for (int i = 0; i < ex->n_retired_dev; i++) cudaFree(ex->retired_dev[i]);
+    for (int i = 0; i < ex->n_retired_host; i++) cudaFreeHost(ex->retired_host[i]);
+    ex->n_retired_dev = ex->n_retired_host = 0;
 }
 
 int32_t *cu_host_index(emt_exec *ex, size_t n) {
@@ -112,9 +132,23 @@ static entmtp_status cu_upload(emt_backend *be, void *dst, const void *src, size
     return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess ? ENTMTP_OK : ENTMTP_ERR_BACKEND;
 }
 
+// Small copies (the step record) land in a pinned buffer of the context
+// (an asynchronous DMA, no pageable staging by the driver), larger ones go
+// straight to the caller's memory. One copy and one wait either way.
 static entmtp_status cu_download(emt_exec *ex, void *dst, const void *src, size_t bytes) {
-    cu_copy_to_host(ex, dst, src, bytes);
-    cu_wait(ex);
+    const size_t small = (size_t)64 << 10;
+    if (bytes <= small && !ex->bounce) {
+        if (cudaMallocHost(&ex->bounce, small) == cudaSuccess) ex->bounce_cap = small;
+        else ex->bounce = NULL;
+    }
+    if (bytes <= ex->bounce_cap) {
+        cu_copy_to_host(ex, ex->bounce, src, bytes);
+        cu_wait(ex);
+        if (!ex->error[0]) memcpy(dst, ex->bounce, bytes);
+    } else {
+        cu_copy_to_host(ex, dst, src, bytes);
+        cu_wait(ex);
+    }
     return ex->error[0] ? ENTMTP_ERR_BACKEND : ENTMTP_OK;
 }
 
@@ -149,6 +183,8 @@ static void cu_exec_destroy(emt_exec *ex) {
     if (ex->st.host) cudaFreeHost(ex->st.host);
     if (ex->st.dev) cudaFree(ex->st.dev);
     if (ex->scratch) cudaFree(ex->scratch);
+    cu_after_wait(ex);
+    if (ex->bounce) cudaFreeHost(ex->bounce);
     free(ex->host_index);
     free(ex);
 }
@@ -271,6 +307,11 @@ static const emt_backend_ops cuda_ops = {
     cu_counters,
     nullptr, // matmul_q_multi: on a GPU separate launches cost no thread hand-off
     nullptr, // matmul_q_gated
+    cu_topk_device,
+    cu_embed_device,
+    cu_accept,
+    cu_commit,
+    cu_gather_i32,
     cu_attention_window,
 };
 

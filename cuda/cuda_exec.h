@@ -35,6 +35,17 @@ struct emt_exec {
     int32_t *host_index; // host-side index lists built before staging (tree rows' visible keys)
     size_t host_index_cap;
     emt_exec_counters counters; // syncs and copies (launches: emt_cuda_launch_count)
+    // buffers replaced while work that reads them may still be queued: freed
+    // after the next wait, so that growing never waits inside a step
+    void *retired_dev[8], *retired_host[8];
+    int n_retired_dev, n_retired_host;
+    // attention: the last tree mask's staged index lists, valid until the next wait
+    uint64_t wait_epoch, mask_epoch;
+    int32_t mask_rows;
+    const int32_t *mask_keys;
+    uint8_t mask_copy[128 * 128];
+    void *bounce; // pinned landing buffer for small downloads (the step record)
+    size_t bounce_cap;
     char error[256];
 };
 
@@ -47,6 +58,8 @@ void cu_fail(emt_exec *ex, const char *fmt, ...) __attribute__((format(printf, 2
 void cu_wait(emt_exec *ex);
 void cu_copy_to_host(emt_exec *ex, void *dst, const void *src, size_t bytes);
 void cu_counters(emt_exec *ex, emt_exec_counters *out);
+// After a completed wait: staging restarts at 0 and retired buffers are freed.
+void cu_after_wait(emt_exec *ex);
 
 // Copies `bytes` from the host into staging; returns the device copy (NULL
 // with the context's error set on failure).
@@ -58,6 +71,7 @@ int32_t *cu_host_index(emt_exec *ex, size_t n);
 
 // elementwise.cu
 void cu_embed(emt_exec *ex, const float *table, int32_t dim, const int32_t *tokens, int32_t n_rows, float *out);
+void cu_embed_rows(emt_exec *ex, const float *table, int32_t dim, const int32_t *d_tokens, int32_t n_rows, float *out);
 void cu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_rows, int32_t dim, float eps, float *out);
 void cu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
              const int32_t *positions, const float *inv_freq);
@@ -76,6 +90,17 @@ void cu_matmul(emt_exec *ex, const float *W, const float *bias, const float *x, 
 void cu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
                  int32_t n_out, float *y);
 void cu_embed_q(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *tokens, int32_t n_rows, float *out);
+void cu_embed_device(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *d_tokens, int32_t n_rows,
+                     float *out);
+
+// step_ops.cu: the device step (one-pass top-k, acceptance, the commit gather)
+void cu_topk_device(emt_exec *ex, const float *logits, int32_t n_rows, int32_t vocab, int32_t k, const int32_t *id_map,
+                    int32_t *ids, float *probs, float *entropy);
+void cu_accept(emt_exec *ex, const emt_accept_desc *d, void *rec);
+void cu_commit(emt_exec *ex, const emt_commit_desc *d, const void *rec);
+void cu_gather_i32(emt_exec *ex, int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n);
+// backend_cuda.cu: the k-rescan top-k for k beyond the one-pass kernel's lists
+__global__ void topk_kernel(const float *logits, int32_t vocab, int32_t k, int32_t *ids, float *probs, float *entropy);
 
 // attention.cu
 void cu_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, int32_t n_prefix,

@@ -16,7 +16,11 @@ __global__ void embed_kernel(const float *table, int32_t dim, const int32_t *tok
 void cu_embed(emt_exec *ex, const float *table, int32_t dim, const int32_t *tokens, int32_t n_rows, float *out) {
     const int32_t *d_tok = (const int32_t *)cu_stage(ex, tokens, (size_t)n_rows * sizeof(int32_t));
     if (!d_tok) return;
-    EMT_LAUNCH(embed_kernel, n_rows, 256, 0, ex->stream, table, dim, d_tok, out);
+    cu_embed_rows(ex, table, dim, d_tok, n_rows, out);
+}
+
+void cu_embed_rows(emt_exec *ex, const float *table, int32_t dim, const int32_t *d_tokens, int32_t n_rows, float *out) {
+    EMT_LAUNCH(embed_kernel, n_rows, 256, 0, ex->stream, table, dim, d_tokens, out);
 }
 
 // one block per row; the sum of squares in double, as the CPU does

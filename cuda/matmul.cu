@@ -265,3 +265,21 @@ void cu_embed_q(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t 
     if (!d_tok) return;
     EMT_LAUNCH(embed_typed_kernel, n_rows, 256, 0, ex->stream, dt, (const uint8_t *)table->data, rb, dim, d_tok, out);
 }
+
+// embed_device: token ids already in device memory (the step's own results)
+void cu_embed_device(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *d_tokens, int32_t n_rows,
+                     float *out) {
+    const int dt = table->dtype;
+    if (dt == EMT_F32) {
+        cu_embed_rows(ex, (const float *)table->data, dim, d_tokens, n_rows, out);
+        return;
+    }
+    const size_t rb = row_bytes(dt, dim);
+    if (!rb) {
+        cu_fail(ex, "cuda embed: %s table rows of %d values: not a dtype the plugin takes or not whole blocks of %d",
+                dtype_name(dt), dim, block_values(dt));
+        return;
+    }
+    EMT_LAUNCH(embed_typed_kernel, n_rows, 256, 0, ex->stream, dt, (const uint8_t *)table->data, rb, dim, d_tokens,
+               out);
+}

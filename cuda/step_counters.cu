@@ -16,7 +16,9 @@ static double now_seconds(void) {
 
 void cu_wait(emt_exec *ex) {
     double t0 = now_seconds();
-    CUDA_OK(ex, cudaStreamSynchronize(ex->stream));
+    cudaError_t e = cudaStreamSynchronize(ex->stream);
+    CUDA_OK(ex, e);
+    if (e == cudaSuccess) cu_after_wait(ex);
     ex->counters.syncs++;
     ex->counters.wait_seconds += now_seconds() - t0;
 }

@@ -3,7 +3,9 @@
 # registry): unpack the carried Debian packages into a private prefix, build
 # with CUDA, run every test (test_cuda_parity compares the CUDA backend with
 # the CPU backend op by op, test_cuda_kernels checks batch invariance, typed
-# weights and tree == AR attention, test_cuda_lossless token for token; the CPU
+# weights and tree == AR attention, test_cuda_step_ops the device step's
+# top-k, acceptance and commit, test_cuda_lossless token for token and one
+# download per step; the CPU
 # harness variants run too), run compute-sanitizer memcheck, racecheck and
 # synccheck on both, and benchmark. Log: $OUT/gpu-check.log.
 #   here:  bash scripts/gpu-carry.sh
@@ -31,7 +33,7 @@ export ENTMTP_CUDA_PLUGIN=$PWD/build/gpu/cuda/libentmtp-cuda.so
 # the same tests the CPU CUDA harness runs in CI (docs/cuda-harness.md), here
 # on the real device and cuBLAS, under compute-sanitizer
 for tool in memcheck racecheck synccheck; do
-  for t in test_cuda_parity test_cuda_kernels test_cuda_lossless; do
+  for t in test_cuda_parity test_cuda_kernels test_cuda_step_ops test_cuda_lossless test_cuda_typical; do
     echo "== compute-sanitizer --tool $tool $t"
     compute-sanitizer --tool "$tool" --error-exitcode 9 "build/gpu/tests/$t" || status=1
   done

@@ -25,6 +25,8 @@
 
 typedef struct emt_backend emt_backend;
 typedef struct emt_exec emt_exec;
+typedef struct emt_accept_desc emt_accept_desc; /* device step ops, defined below */
+typedef struct emt_commit_desc emt_commit_desc;
 
 /* A weight matrix [n_out][n_in] in its stored dtype: each row is n_in
  * values, in whole blocks for quantized types (data may point into the
@@ -152,6 +154,37 @@ typedef struct emt_backend_ops {
                            const float *bu, const float *x, int32_t n_rows, int32_t n_in, int32_t n_out,
                            int gelu, float *gate, float *up);
 
+    /* ---- Device step ops (appended after the fused products; NULL on a backend
+     * that lacks them, and the engine then keeps its host path). With them
+     * a greedy step leaves the device once: accept, commit and the next
+     * step's root and heads run on the device into an emt_step_record
+     * that the engine downloads in one copy (docs/architecture.md). ---- */
+    /* topk() with its results left in device memory: ids[r*k..] (mapped
+     * through id_map[] when non-NULL, a device array: draft-vocabulary
+     * positions -> token ids), probs[r*k..], entropy[r] (may be NULL). One
+     * pass over each row; same ids as topk (descending, ties to the lower
+     * id), probabilities and entropy within rounding of topk's. */
+    void (*topk_device)(emt_exec *ex, const float *logits, int32_t n_rows, int32_t vocab, int32_t k,
+                        const int32_t *id_map, int32_t *ids, float *probs, float *entropy);
+    /* embed_q / embed over a table of any dtype the backend took, with the
+     * token ids in device memory (checked by whoever wrote them) */
+    void (*embed_device)(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *tokens,
+                         int32_t n_rows, float *out);
+    /* Acceptance over every candidate path (emt_evaluate_posterior_nodes,
+     * src/accept/accept.c: greedy at temperature 0, else typical with
+     * threshold min(eps, delta*exp(-H)); ties as the reference), then the
+     * step's cuts (a stop token, max_tokens, the KV room), into the device
+     * record `rec` (header, path, tokens; emt_step_record_layout). */
+    void (*accept)(emt_exec *ex, const emt_accept_desc *d, void *rec);
+    /* The accepted path's KV rows of every layer moved to rows L..L+n_emit-1
+     * in path order (toward lower rows: safe in place), the last accepted
+     * node's hidden row to last_hidden and its logits row to next_logits, as
+     * one gather that reads n_emit and the path from the device record. */
+    void (*commit)(emt_exec *ex, const emt_commit_desc *d, const void *rec);
+    /* dst[i] = src[idx[i]], i < n: int32 values in device memory, idx a host
+     * array (Hydra's draft tokens assembled where the heads left them) */
+    void (*gather_i32)(emt_exec *ex, int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n);
+
     /* ---- Sliding-window attention (appended, optional: a model whose
      * window is shorter than its context needs it, and loading such a model
      * on a backend without it fails naming 'attention_window'). ----
@@ -169,6 +202,67 @@ typedef struct emt_backend_ops {
 } emt_backend_ops;
 
 #define EMT_MAX_FUSED 4
+
+
+/* The step record: what one greedy step sends to the host, in one copy.
+ * A header, then int32 path[max_path], int32 tokens[max_path], int32
+ * head_ids[n_heads*k], float head_p[n_heads*k] (the next step's heads). */
+typedef struct emt_step_record {
+    int32_t best_row;      /* candidate row of the best path */
+    int32_t accepted;      /* draft tokens accepted beyond the root */
+    int32_t n_emit;        /* tokens kept after the cuts (>= 1) */
+    int32_t stopped;       /* a stop token was among them (the last one) */
+    int32_t kv_full;       /* cut by the KV room */
+    int32_t last_node;     /* node id of the last kept token */
+    int32_t next_root;     /* argmax of the next-token logits (ties to the lower id) */
+    float next_p0, next_entropy; /* its probability and the entropy at T = 1 */
+    int32_t reserved[7];
+} emt_step_record;
+
+/* Offsets (in 4-byte words) of the record's arrays, and its size. */
+typedef struct emt_step_record_layout {
+    int32_t max_path, n_heads, k;
+    size_t path, tokens, head_ids, head_p, words;
+} emt_step_record_layout;
+
+static inline emt_step_record_layout emt_step_record_layout_make(int32_t max_path, int32_t n_heads, int32_t k) {
+    emt_step_record_layout l;
+    l.max_path = max_path;
+    l.n_heads = n_heads;
+    l.k = k;
+    l.path = sizeof(emt_step_record) / 4;
+    l.tokens = l.path + (size_t)max_path;
+    l.head_ids = l.tokens + (size_t)max_path;
+    l.head_p = l.head_ids + (size_t)n_heads * k;
+    l.words = l.head_p + (size_t)n_heads * k;
+    return l;
+}
+
+struct emt_accept_desc {
+    const float *node_logits;   /* device [n_nodes][vocab] */
+    const int32_t *node_tokens; /* host [n_nodes] (root first) */
+    const int32_t *retrieve;    /* host [n_rows][width], -1 padded (unused when width == 1) */
+    int32_t n_nodes, vocab, n_rows, width;
+    float temperature, epsilon, delta;
+    int32_t max_tokens;         /* > 0: keep at most this many tokens */
+    int32_t kv_room;            /* KV rows left (>= 1): a cut to it sets kv_full */
+    const uint8_t *stop;        /* device [vocab], 1 for a stop token; NULL: none */
+    int32_t max_path;           /* the record's path capacity (>= width) */
+    const int32_t *node_tokens_device; /* non-NULL: the node tokens in device memory, used instead */
+};
+
+struct emt_commit_desc {
+    float *kv;                  /* device: 2*n_layers slabs, K of layer l at slab 2l, V at 2l+1 */
+    size_t slab_floats, row_floats;
+    int32_t n_slabs, L;         /* L: the first row of the tree's nodes */
+    const float *hidden;        /* [n_nodes][hidden_dim] */
+    float *last_hidden;         /* [hidden_dim] */
+    int32_t hidden_dim;
+    const float *logits;        /* [n_nodes][vocab] */
+    float *next_logits;         /* [vocab] */
+    int32_t vocab;
+    int32_t max_path;           /* the record's path capacity */
+};
 
 /* matmul / embed on a weight of any dtype the backend took at load. */
 static inline void emt_matmul(const emt_backend_ops *op, emt_exec *ex, const emt_wmat *W,

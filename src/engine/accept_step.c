@@ -5,7 +5,7 @@
 #include "accept/node_flags.h"
 #include "engine/session_internal.h"
 
-static int is_stop(const entmtp_session *S, int32_t tok) {
+int emt_is_stop(const entmtp_session *S, int32_t tok) {
     if (S->p.n_stop_tokens < 0) return entmtp_token_is_eog(S->model, tok);
     for (int32_t i = 0; i < S->p.n_stop_tokens; i++)
         if (S->p.stop_tokens[i] == tok) return 1;
@@ -37,8 +37,23 @@ static entmtp_status accept_paths(entmtp_session *S, emt_step *st, const int32_t
     return status;
 }
 
+/* The device path: acceptance and the cuts are queued into the step
+ * record; the commit stage reads the outcome after its one download. */
+static void accept_on_device(entmtp_session *S, const emt_step *st) {
+    const emt_tree *t = st->tree;
+    emt_accept_desc d = { S->s.logits, S->node_tokens, t->retrieve_indices, t->n_nodes, S->model->cfg.vocab,
+                          t->n_leaves, t->depth + 1, S->p.temperature, S->p.epsilon, S->p.delta, st->max_tokens,
+                          S->kv.capacity - st->L, S->p.n_stop_tokens != 0 ? S->stop_dev : NULL,
+                          S->rec_lay.max_path, st->nodes_on_device ? S->rec_dev + S->w_node_tok : NULL };
+    S->model->be->ops->accept(S->ex, &d, S->rec_dev);
+}
+
 entmtp_status emt_step_accept(entmtp_session *S, emt_step *st) {
     const emt_tree *t = st->tree;
+    if (emt_step_on_device(S, st)) {
+        accept_on_device(S, st);
+        return ENTMTP_OK;
+    }
     const int32_t *rows = st->probe ? st->probe->commit : t->retrieve_indices;
     int32_t best = 0;
     st->acc = 0;
@@ -58,7 +73,7 @@ entmtp_status emt_step_accept(entmtp_session *S, emt_step *st) {
     st->stopped = 0;
     for (int32_t j = 0; j < n_emit; j++) {
         S->emit[j] = S->node_tokens[st->path[j]];
-        if (is_stop(S, S->emit[j])) {
+        if (emt_is_stop(S, S->emit[j])) {
             n_emit = j + 1;
             st->stopped = 1;
             st->kv_full = 0;

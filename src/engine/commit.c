@@ -4,6 +4,8 @@
 #include "engine/session_internal.h"
 #include "policy/policy_internal.h"
 
+#include <stddef.h>
+
 void emt_keep_last_row(entmtp_session *S, int32_t hidden_row, int32_t logits_row) {
     const emt_backend_ops *op = S->model->be->ops;
     int32_t zero = 0;
@@ -51,12 +53,66 @@ static entmtp_status record_step(entmtp_session *S, const emt_step *st) {
     return entmtp_policy_observe(S->policy, &o);
 }
 
-entmtp_status emt_step_commit(entmtp_session *S, emt_step *st) {
-    commit_kv(S, st);
-    int32_t last = st->path[st->n_emit - 1];
-    emt_keep_last_row(S, last, last);
-    entmtp_status status = emt_backend_sync(S->model->be, S->ex);
+entmtp_status emt_step_finish_device(entmtp_session *S, int greedy_next, int want_heads) {
+    const emt_backend *be = S->model->be;
+    const emt_backend_ops *op = be->ops;
+    const emt_step_record_layout *lay = &S->rec_lay;
+    S->next_ready = S->next_heads = 0;
+    int heads = 0;
+    if (greedy_next) {
+        char *rec = (char *)S->rec_dev;
+        int32_t *root = (int32_t *)(rec + offsetof(emt_step_record, next_root));
+        op->topk_device(S->ex, S->s.next_logits, 1, S->model->cfg.vocab, 1, NULL, root,
+                        (float *)(rec + offsetof(emt_step_record, next_p0)),
+                        (float *)(rec + offsetof(emt_step_record, next_entropy)));
+        if (want_heads && S->heads && S->bank && S->n_trees > 0) {
+            emt_heads_device(S, root, S->rec_dev + lay->head_ids, (float *)(S->rec_dev + lay->head_p));
+            heads = 1;
+        }
+    }
+    entmtp_status status = op->download(S->ex, S->rec_host, S->rec_dev, lay->words * sizeof(int32_t));
+    if (status || op->host_memory) { /* the CPU reports its ops' failures at sync */
+        entmtp_status synced = emt_backend_sync(be, S->ex);
+        if (synced) return synced;
+        if (status) return emt_fail(status, "%s backend: the step record's download failed", op->name);
+    }
+    S->next_ready = greedy_next;
+    S->next_heads = heads;
+    return ENTMTP_OK;
+}
+
+/* The device path: one gather for the KV rows and the last rows, the next
+ * position's root and heads, then the record's download (the step's one
+ * copy to the host and one wait) gives the host the outcome. */
+static entmtp_status commit_on_device(entmtp_session *S, emt_step *st) {
+    const emt_model_config *c = &S->model->cfg;
+    emt_commit_desc d = { S->kv.block, S->kv.slab, (size_t)c->n_kv_heads * c->head_dim, 2 * c->n_layers, st->L,
+                          S->s.hidden, S->s.last_hidden, c->hidden, S->s.logits, S->s.next_logits, c->vocab,
+                          S->rec_lay.max_path };
+    S->model->be->ops->commit(S->ex, &d, S->rec_dev);
+    entmtp_status status = emt_step_finish_device(S, S->p.temperature <= 0, !st->force_ar);
     if (status) return status;
+    const emt_step_record *r = (const emt_step_record *)S->rec_host;
+    st->acc = r->accepted;
+    st->accept_length = r->accepted + 1;
+    st->n_emit = r->n_emit;
+    st->stopped = r->stopped;
+    st->kv_full = r->kv_full;
+    st->path = S->rec_host + S->rec_lay.path;
+    memcpy(S->emit, S->rec_host + S->rec_lay.tokens, (size_t)st->n_emit * sizeof(int32_t));
+    return ENTMTP_OK;
+}
+
+entmtp_status emt_step_commit(entmtp_session *S, emt_step *st) {
+    entmtp_status status;
+    if (emt_step_on_device(S, st)) {
+        if ((status = commit_on_device(S, st))) return status;
+    } else {
+        commit_kv(S, st);
+        int32_t last = st->path[st->n_emit - 1];
+        emt_keep_last_row(S, last, last);
+        if ((status = emt_backend_sync(S->model->be, S->ex))) return status;
+    }
     memcpy(S->tokens + st->L, S->emit, (size_t)st->n_emit * sizeof(int32_t));
     S->n_tokens += st->n_emit;
     st->committed = 1;

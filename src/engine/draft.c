@@ -3,6 +3,8 @@
 #include "engine/session_internal.h"
 #include "policy/policy_internal.h"
 
+#include <stddef.h>
+
 static const emt_tree g_ar_tree = {
     .name = "ar", .n_paths = 0, .n_nodes = 1, .depth = 0, .topk = 1,
     .attn_mask = (uint8_t[]){ 1 }, .tree_indices = (int32_t[]){ 0 }, .position_ids = (int32_t[]){ 0 },
@@ -15,6 +17,13 @@ static const emt_tree g_ar_tree = {
 static entmtp_status draft_root(entmtp_session *S, emt_step *st) {
     const emt_backend_ops *op = S->model->be->ops;
     const int32_t V = S->model->cfg.vocab;
+    if (S->next_ready && S->p.temperature <= 0) { /* the previous step's record has it */
+        const emt_step_record *r = (const emt_step_record *)S->rec_host;
+        st->root = r->next_root;
+        st->p0 = r->next_p0;
+        st->entropy = r->next_entropy;
+        return ENTMTP_OK;
+    }
     op->topk(S->ex, S->s.next_logits, 1, V, 1, &st->root, &st->p0, &st->entropy);
     if (S->p.temperature <= 0) return ENTMTP_OK;
     const float *next_host = S->s.next_logits;
@@ -90,15 +99,75 @@ static void draft_nodes(entmtp_session *S, const emt_tree *t, int32_t root) {
     }
 }
 
+/* Hydra's node tokens on the device, where the heads leave their top-k
+ * lists: the root and the rank-0 chain from the step record, each level's
+ * off-chain parents in one head call whose input rows are embedded from the
+ * device tokens of their paths, then one gather per level into the node
+ * tokens (rec_dev + w_node_tok). Same tokens as draft_nodes. */
+static void draft_hydra_on_device(entmtp_session *S, const emt_tree *t) {
+    const emt_backend_ops *op = S->model->be->ops;
+    const int32_t H = S->model->cfg.hidden, K = S->topk;
+    int32_t *rec = S->rec_dev, *idx = S->gather_idx;
+    const int32_t w_root = (int32_t)(offsetof(emt_step_record, next_root) / sizeof(int32_t));
+    idx[0] = w_root;
+    op->gather_i32(S->ex, rec + S->w_node_tok, rec, idx, 1);
+    for (int32_t i = 0; i < t->n_nodes; i++) S->parent_row[i] = -1;
+    int32_t i = 1;
+    while (i < t->n_nodes) {
+        int32_t depth = t->position_ids[i];
+        int32_t end = i;
+        while (end < t->n_nodes && t->position_ids[end] == depth) end++;
+        /* rows of [h, e(path tokens)]: the h slot's token is a placeholder
+         * (the root), overwritten by the hidden state after the embedding */
+        int32_t rows = 0, n_idx = 0;
+        for (int32_t k = i; k < end; k++) {
+            int32_t par = t->parents[k];
+            int on_chain = 1;
+            for (int32_t a = par; a > 0; a = t->parents[a])
+                if (t->node_ranks[a] != 0) on_chain = 0;
+            if (on_chain || S->parent_row[par] >= 0) continue;
+            for (int32_t a = par; a >= 0; a = t->parents[a]) S->path[t->position_ids[a]] = a;
+            idx[n_idx++] = w_root;
+            for (int32_t j = 0; j < depth; j++) idx[n_idx++] = (int32_t)S->w_node_tok + S->path[j];
+            S->parent_row[par] = rows++;
+        }
+        if (rows > 0) {
+            op->gather_i32(S->ex, rec + S->w_row_tok, rec, idx, n_idx);
+            op->embed_device(S->ex, &S->model->tok_embd, H, rec + S->w_row_tok, n_idx, S->s.head_in);
+            for (int32_t r = 0; r < rows; r++) {
+                S->dst_rows[r] = r * (depth + 1);
+                S->src_rows[r] = 0;
+            }
+            op->copy_rows(S->ex, S->s.head_in, S->s.last_hidden, (size_t)H, S->dst_rows, S->src_rows, rows);
+            emt_head_run_device(S, depth - 1, rows, S->s.head_in, rec + S->w_draft_ids, (float *)(rec + S->w_draft_p));
+        }
+        for (int32_t k = i; k < end; k++) {
+            int32_t par = t->parents[k];
+            idx[k - i] = S->parent_row[par] >= 0 ? (int32_t)S->w_draft_ids + S->parent_row[par] * K + t->node_ranks[k]
+                                                 : (int32_t)S->rec_lay.head_ids + (depth - 1) * K + t->node_ranks[k];
+        }
+        op->gather_i32(S->ex, rec + S->w_node_tok + i, rec, idx, end - i);
+        i = end;
+    }
+}
+
 entmtp_status emt_step_draft(entmtp_session *S, emt_step *st) {
     entmtp_status status = draft_root(S, st);
+    int heads_ready = S->next_ready && S->next_heads && S->p.temperature <= 0;
+    S->next_ready = S->next_heads = 0; /* consumed: the position moves on */
     if (status) return status;
     int speculate = !st->force_ar && S->heads && (st->probe || (S->bank && S->n_trees > 0));
     float head_p[EMT_MAX_HEADS];
     st->n_heads = 0;
     if (speculate) {
         st->n_heads = S->heads->n_heads;
-        emt_draft_heads(S, st->root);
+        if (heads_ready) {
+            size_t n = (size_t)st->n_heads * S->topk;
+            memcpy(S->chain_ids, S->rec_host + S->rec_lay.head_ids, n * sizeof(int32_t));
+            memcpy(S->chain_p, S->rec_host + S->rec_lay.head_p, n * sizeof(float));
+        } else {
+            emt_draft_heads(S, st->root);
+        }
         for (int32_t d = 0; d < st->n_heads; d++) head_p[d] = S->chain_p[(size_t)d * S->topk];
     }
     emt_features_fill(&S->features, st->p0, st->entropy, head_p, st->n_heads, S->last_accept, S->ema,
@@ -107,6 +176,10 @@ entmtp_status emt_step_draft(entmtp_session *S, emt_step *st) {
     st->tree_index = -1;
     if (st->probe) st->tree = st->probe->tree;
     else if (speculate && (status = choose_tree(S, st))) return status;
-    draft_nodes(S, st->tree, st->root);
+    /* Hydra with the chain still on the device: draft there too (no wait) */
+    st->nodes_on_device = heads_ready && st->tree->n_nodes > 1 && S->heads->kind == ENTMTP_HEADS_HYDRA &&
+                          emt_step_on_device(S, st);
+    if (st->nodes_on_device) draft_hydra_on_device(S, st->tree);
+    else draft_nodes(S, st->tree, st->root);
     return ENTMTP_OK;
 }

@@ -25,6 +25,7 @@ typedef struct emt_kv {
     int32_t capacity;                 /* committed tokens it may hold */
     int32_t rows;                     /* capacity + tree scratch rows */
     float **k, **v;                   /* per layer [rows][n_kv*hd], views into block */
+    size_t slab;                      /* floats between one layer's K or V and the next */
     float *block;                     /* all layers' K and V in one allocation, so that it
                                        * is mapped and unmapped whole (a per-layer slab is
                                        * under malloc's mmap threshold and stays in an arena) */
@@ -38,6 +39,12 @@ typedef struct emt_kv {
 entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
                           const int32_t *tokens, const int32_t *positions, int32_t n,
                           int32_t kv_start, const uint8_t *mask, int exact, int32_t logits_rows);
+
+/* emt_forward with the token ids in device memory (drafted on the device;
+ * backends with embed_device). */
+entmtp_status emt_forward_device_tokens(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
+                                        const int32_t *d_tokens, const int32_t *positions, int32_t n,
+                                        int32_t kv_start, const uint8_t *mask, int exact, int32_t logits_rows);
 
 /* Benchmark support: run the verify forward of bank tree `tree_index` at the
  * session's current position `reps` times without committing anything, and
@@ -98,6 +105,11 @@ void emt_session_step_counters(const entmtp_session *S, emt_step_counters *out);
  * one for all heads; last_head_topk exposes the last step's per-head top-k
  * ([n_heads][k] ids and probabilities). */
 void emt_session_set_batch_heads(entmtp_session *S, int batch_heads);
+/* Test support: device_step = 0 makes the session take the host path (top-k
+ * and acceptance read back to the host, emt_evaluate_posterior_nodes) even
+ * on a backend with the step ops; 1 restores the device step where the
+ * backend has it. Takes effect from the next prefill or step. */
+void emt_session_set_device_step(entmtp_session *S, int device_step);
 void emt_session_last_head_topk(const entmtp_session *S, const int32_t **ids, const float **probs,
                                 int32_t *k);
 

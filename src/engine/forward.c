@@ -4,9 +4,25 @@
  * the per-layer weights present) switches its optional steps. */
 #include "engine/engine.h"
 
+static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
+                             const int32_t *tokens, const int32_t *d_tokens, const int32_t *positions, int32_t n,
+                             int32_t kv_start, const uint8_t *mask, int exact, int32_t logits_rows);
+
 entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
                           const int32_t *tokens, const int32_t *positions, int32_t n,
                           int32_t kv_start, const uint8_t *mask, int exact, int32_t logits_rows) {
+    return forward(ex, m, kv, s, tokens, NULL, positions, n, kv_start, mask, exact, logits_rows);
+}
+
+entmtp_status emt_forward_device_tokens(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
+                                        const int32_t *d_tokens, const int32_t *positions, int32_t n,
+                                        int32_t kv_start, const uint8_t *mask, int exact, int32_t logits_rows) {
+    return forward(ex, m, kv, s, NULL, d_tokens, positions, n, kv_start, mask, exact, logits_rows);
+}
+
+static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
+                             const int32_t *tokens, const int32_t *d_tokens, const int32_t *positions, int32_t n,
+                             int32_t kv_start, const uint8_t *mask, int exact, int32_t logits_rows) {
     const emt_backend_ops *op = m->be->ops;
     const emt_model_config *c = &m->cfg;
     const int32_t H = c->hidden, F = c->ffn, hd = c->head_dim;
@@ -15,7 +31,8 @@ entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_s
         return emt_fail(ENTMTP_ERR_STATE, "forward: %d rows at cache row %d do not fit (max %d rows, %d cache rows)",
                         n, kv_start, s->max_rows, kv->rows);
 
-    emt_embed(op, ex, &m->tok_embd, H, tokens, n, s->x);
+    if (d_tokens) op->embed_device(ex, &m->tok_embd, H, d_tokens, n, s->x);
+    else emt_embed(op, ex, &m->tok_embd, H, tokens, n, s->x);
     if (c->embed_scale) op->scale(ex, s->x, (int64_t)n * H, c->embed_scale);
     for (int32_t l = 0; l < c->n_layers; l++) {
         const emt_layer *L = &m->layers[l];

@@ -13,11 +13,15 @@ static const float *head_body(entmtp_session *S, int32_t h, int32_t rows, const 
     for (int32_t l = 0; l < hd->n_layers; l++) {
         const emt_head_layer *L = &hd->layers[l];
         float *y = l == hd->n_layers - 1 && out ? out : s->head_x;
-        op->matmul(S->ex, L->w, L->b, x, rows, L->n_in, H, s->head_tmp, 1);
-        if (L->res_w) {
-            op->matmul(S->ex, L->res_w, L->res_b, x, rows, L->n_in, H, s->head_res, 1);
+        if (L->res_w.data) { /* Hydra: both projections of the same rows, one job where the backend fuses */
+            const emt_wmat *W[2] = { &L->w, &L->res_w };
+            const float *b[2] = { L->b, L->res_b };
+            const int32_t n_out[2] = { H, H };
+            float *yy[2] = { s->head_tmp, s->head_res };
+            emt_matmul_multi(op, S->ex, 2, W, b, n_out, x, rows, L->n_in, yy, 1);
             op->silu_residual(S->ex, s->head_res, s->head_tmp, (int64_t)rows * H, y);
         } else {
+            emt_matmul(op, S->ex, &L->w, L->b, x, rows, L->n_in, H, s->head_tmp, 1);
             op->silu_residual(S->ex, x, s->head_tmp, (int64_t)rows * H, y);
         }
         x = y;
@@ -30,27 +34,44 @@ static void map_draft_ids(entmtp_session *S, int32_t *top_ids, int32_t rows) {
     for (int64_t i = 0; i < (int64_t)rows * S->topk; i++) top_ids[i] = S->heads->draft_ids[top_ids[i]];
 }
 
-/* Run head `h` on `rows` input rows, leaving top-k ids/probs per row in
- * top_ids/top_p. */
-void emt_head_run(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
-                     float *top_p) {
+/* Head `h` on `rows` input rows up to its logits in s->head_logits; returns
+ * their width (the draft vocabulary's size when the head ranks only it). */
+static int32_t head_logits(entmtp_session *S, int32_t h, int32_t rows, const float *in, int *draft) {
     const emt_backend_ops *op = S->model->be->ops;
     const emt_head *hd = &S->heads->heads[h];
     const int32_t H = S->model->cfg.hidden, V = S->model->cfg.vocab;
     const float *x = head_body(S, h, rows, in, NULL);
-    if (hd->draft_w || (!hd->lm_w && S->heads->draft_shared.data)) {
+    *draft = hd->draft_w || (!hd->lm_w && S->heads->draft_shared.data);
+    if (*draft) {
         /* rank the draft vocabulary only, then map back to token ids */
         int32_t K = S->heads->n_draft;
         emt_wmat own_draft = { EMT_F32, hd->draft_w, NULL };
         emt_matmul(op, S->ex, hd->draft_w ? &own_draft : &S->heads->draft_shared, hd->draft_b, x, rows, H, K,
                    S->s.head_logits, 1);
-        op->topk(S->ex, S->s.head_logits, rows, K, S->topk, top_ids, top_p, NULL);
-        map_draft_ids(S, top_ids, rows);
-        return;
+        return K;
     }
     emt_wmat own = { EMT_F32, hd->lm_w, NULL };
     emt_matmul(op, S->ex, hd->lm_w ? &own : &S->model->lm_head, hd->lm_b, x, rows, H, V, S->s.head_logits, 1);
-    op->topk(S->ex, S->s.head_logits, rows, V, S->topk, top_ids, top_p, NULL);
+    return V;
+}
+
+/* Run head `h` on `rows` input rows, leaving top-k ids/probs per row in
+ * top_ids/top_p. */
+void emt_head_run(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
+                     float *top_p) {
+    int draft = 0;
+    int32_t width = head_logits(S, h, rows, in, &draft);
+    S->model->be->ops->topk(S->ex, S->s.head_logits, rows, width, S->topk, top_ids, top_p, NULL);
+    if (draft) map_draft_ids(S, top_ids, rows);
+}
+
+/* emt_head_run with the top-k lists left in device memory (token ids). */
+void emt_head_run_device(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
+                         float *top_p) {
+    int draft = 0;
+    int32_t width = head_logits(S, h, rows, in, &draft);
+    S->model->be->ops->topk_device(S->ex, S->s.head_logits, rows, width, S->topk, draft ? S->draft_ids_dev : NULL,
+                                   top_ids, top_p, NULL);
 }
 
 /* Medusa: every head on the last hidden state; results in chain_ids/chain_p.
@@ -59,27 +80,35 @@ void emt_head_run(entmtp_session *S, int32_t h, int32_t rows, const float *in, i
  * instead of once per head (TGI's MedusaHeadV2). The exact matmul gives
  * each row the bits it would get alone, so the top-k lists are those of the
  * per-head path. */
-static void medusa_heads(entmtp_session *S) {
+/* ids/probs: host chain_ids/chain_p, or (device) the step record's head
+ * lists, which the backend fills in device memory. */
+static void medusa_heads_to(entmtp_session *S, int device, int32_t *ids, float *probs) {
     const emt_backend_ops *op = S->model->be->ops;
     const int32_t n = S->heads->n_heads, H = S->model->cfg.hidden, V = S->model->cfg.vocab;
     if (!S->heads->shares_lm_head || !S->batch_heads || n < 2) {
-        for (int32_t h = 0; h < n; h++)
-            emt_head_run(S, h, 1, S->s.last_hidden, S->chain_ids + (size_t)h * S->topk,
-                     S->chain_p + (size_t)h * S->topk);
+        for (int32_t h = 0; h < n; h++) {
+            int32_t *hi = ids + (size_t)h * S->topk;
+            float *hp = probs + (size_t)h * S->topk;
+            if (device) emt_head_run_device(S, h, 1, S->s.last_hidden, hi, hp);
+            else emt_head_run(S, h, 1, S->s.last_hidden, hi, hp);
+        }
         return;
     }
     float *rows = S->s.head_in; /* [n][H]: Medusa uses no Hydra input rows */
     for (int32_t h = 0; h < n; h++) head_body(S, h, 1, S->s.last_hidden, rows + (size_t)h * H);
-    if (S->heads->draft_shared.data) {
-        int32_t K = S->heads->n_draft;
-        emt_matmul(op, S->ex, &S->heads->draft_shared, NULL, rows, n, H, K, S->s.head_logits, 1);
-        op->topk(S->ex, S->s.head_logits, n, K, S->topk, S->chain_ids, S->chain_p, NULL);
-        map_draft_ids(S, S->chain_ids, n);
+    int draft = S->heads->draft_shared.data != NULL;
+    int32_t width = draft ? S->heads->n_draft : V;
+    emt_matmul(op, S->ex, draft ? &S->heads->draft_shared : &S->model->lm_head, NULL, rows, n, H, width,
+               S->s.head_logits, 1);
+    if (device) {
+        op->topk_device(S->ex, S->s.head_logits, n, width, S->topk, draft ? S->draft_ids_dev : NULL, ids, probs, NULL);
         return;
     }
-    emt_matmul(op, S->ex, &S->model->lm_head, NULL, rows, n, H, V, S->s.head_logits, 1);
-    op->topk(S->ex, S->s.head_logits, n, V, S->topk, S->chain_ids, S->chain_p, NULL);
+    op->topk(S->ex, S->s.head_logits, n, width, S->topk, ids, probs, NULL);
+    if (draft) map_draft_ids(S, ids, n);
 }
+
+static void medusa_heads(entmtp_session *S) { medusa_heads_to(S, 0, S->chain_ids, S->chain_p); }
 
 /* Build Hydra input row r for head `depth-1`: [h, e(path[0]), ..., e(path[depth-1])]. */
 void emt_hydra_input_row(entmtp_session *S, int32_t r, const int32_t *path, int32_t depth) {
@@ -102,6 +131,28 @@ static void hydra_chain(entmtp_session *S, int32_t root) {
         emt_head_run(S, d, 1, S->s.head_in, S->chain_ids + (size_t)d * S->topk, S->chain_p + (size_t)d * S->topk);
         path[d + 1] = S->chain_ids[(size_t)d * S->topk];
     }
+}
+
+/* Hydra's greedy chain on the device from the root token at *d_root
+ * (device): head d's input row grows by one embedding per level, its top-k
+ * goes to the record, and the chain's next token is that list's first id. */
+static void hydra_chain_device(entmtp_session *S, const int32_t *d_root, int32_t *ids, float *probs) {
+    const emt_backend_ops *op = S->model->be->ops;
+    const int32_t H = S->model->cfg.hidden;
+    float *row = S->s.head_in; /* one row: [h, e(root), e(c_0), ..., e(c_{d-1})] */
+    int32_t zero = 0;
+    op->copy_rows(S->ex, row, S->s.last_hidden, (size_t)H, &zero, &zero, 1);
+    op->embed_device(S->ex, &S->model->tok_embd, H, d_root, 1, row + H);
+    for (int32_t d = 0; d < S->heads->n_heads; d++) {
+        if (d > 0) op->embed_device(S->ex, &S->model->tok_embd, H, ids + (size_t)(d - 1) * S->topk, 1,
+                                    row + (size_t)(d + 1) * H);
+        emt_head_run_device(S, d, 1, row, ids + (size_t)d * S->topk, probs + (size_t)d * S->topk);
+    }
+}
+
+void emt_heads_device(entmtp_session *S, const int32_t *d_root, int32_t *ids, float *probs) {
+    if (S->heads->kind == ENTMTP_HEADS_MEDUSA) medusa_heads_to(S, 1, ids, probs);
+    else hydra_chain_device(S, d_root, ids, probs);
 }
 
 entmtp_status emt_session_head_topk(entmtp_session *S, const int32_t *path, int32_t n_heads,
@@ -135,6 +186,13 @@ void emt_draft_heads(entmtp_session *S, int32_t root) {
 }
 
 void emt_session_set_batch_heads(entmtp_session *S, int batch_heads) { S->batch_heads = batch_heads; }
+
+void emt_session_set_device_step(entmtp_session *S, int device_step) {
+    const emt_backend_ops *op = S->model->be->ops;
+    S->device_step = device_step && S->rec_dev && op->topk_device && op->embed_device && op->accept && op->commit &&
+                     op->gather_i32;
+    S->next_ready = S->next_heads = 0;
+}
 
 void emt_session_last_head_topk(const entmtp_session *S, const int32_t **ids, const float **probs,
                            int32_t *k) {

@@ -25,6 +25,11 @@ static void dev_free(entmtp_session *S, void *p) {
 ENTMTP_API void entmtp_session_free(entmtp_session *S) {
     if (!S) return;
     dev_free(S, S->kv.block);
+    dev_free(S, S->rec_dev);
+    dev_free(S, S->stop_dev);
+    dev_free(S, S->draft_ids_dev);
+    free(S->rec_host);
+    free(S->gather_idx);
     free(S->kv.k);
     free(S->kv.v);
     emt_scratch *s = &S->s;
@@ -116,6 +121,48 @@ static entmtp_status check_bank(const entmtp_session *S) {
         if (!(ptr)) goto oom;                                                                   \
     } while (0)
 
+/* The device step's buffers (backends with the step ops): the step record
+ * on the device and its host copy, the stop tokens as a device mask, the
+ * draft vocabulary's ids on the device. */
+static entmtp_status device_step_init(entmtp_session *S) {
+    emt_backend *be = S->model->be;
+    const emt_backend_ops *op = be->ops;
+    S->device_step = op->topk_device && op->embed_device && op->accept && op->commit && op->gather_i32;
+    if (!S->device_step) return ENTMTP_OK;
+    const int32_t V = S->model->cfg.vocab, n_heads = S->heads ? S->heads->n_heads : 0;
+    int32_t max_path = (S->max_depth > n_heads ? S->max_depth : n_heads) + 1;
+    int32_t head_rows = S->max_nodes > n_heads ? S->max_nodes : n_heads;
+    S->rec_lay = emt_step_record_layout_make(max_path, n_heads, S->topk);
+    S->w_node_tok = S->rec_lay.words;
+    S->w_draft_ids = S->w_node_tok + (size_t)S->max_nodes;
+    S->w_draft_p = S->w_draft_ids + (size_t)head_rows * S->topk;
+    S->w_row_tok = S->w_draft_p + (size_t)head_rows * S->topk;
+    size_t idx_count = (size_t)head_rows * (n_heads + 1) > (size_t)S->max_nodes ? (size_t)head_rows * (n_heads + 1)
+                                                                                : (size_t)S->max_nodes;
+    size_t rec_bytes = (S->w_row_tok + (size_t)head_rows * (n_heads + 1)) * sizeof(int32_t);
+    S->rec_dev = op->alloc(be, rec_bytes);
+    S->rec_host = emt_calloc(S->rec_lay.words, sizeof(int32_t));
+    S->gather_idx = emt_calloc(idx_count, sizeof(int32_t));
+    if (!S->gather_idx) return emt_fail(ENTMTP_ERR_OUT_OF_MEMORY, "entmtp_session_create: out of memory for the step record");
+    S->stop_dev = op->alloc(be, (size_t)V);
+    uint8_t *stop = emt_calloc((size_t)V, 1);
+    entmtp_status st = ENTMTP_ERR_OUT_OF_MEMORY;
+    if (S->rec_dev && S->rec_host && S->stop_dev && stop) {
+        for (int32_t t = 0; t < V; t++) stop[t] = (uint8_t)emt_is_stop(S, t);
+        st = op->upload(be, S->stop_dev, stop, (size_t)V);
+    }
+    free(stop);
+    if (!st && S->heads && S->heads->n_draft) {
+        size_t bytes = (size_t)S->heads->n_draft * sizeof(int32_t);
+        S->draft_ids_dev = op->alloc(be, bytes);
+        st = S->draft_ids_dev ? op->upload(be, S->draft_ids_dev, S->heads->draft_ids, bytes) : ENTMTP_ERR_OUT_OF_MEMORY;
+    }
+    if (st == ENTMTP_ERR_OUT_OF_MEMORY)
+        return emt_fail(st, "entmtp_session_create: out of memory for the step record");
+    if (st) return emt_fail(st, "entmtp_session_create: %s backend: the step buffers' upload failed", op->name);
+    return ENTMTP_OK;
+}
+
 ENTMTP_API entmtp_status entmtp_session_create(const entmtp_model *model, const entmtp_heads *heads,
                                                const entmtp_bank *bank,
                                                const entmtp_session_params *params,
@@ -181,6 +228,7 @@ entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_h
     /* one block for every layer's K and V, each slab 64-byte aligned */
     const int64_t kv_slab = ((int64_t)S->kv.rows * kv_dim + 15) / 16 * 16;
     DEV_ALLOC(S->kv.block, 2 * c->n_layers * kv_slab);
+    S->kv.slab = (size_t)kv_slab;
     for (int32_t l = 0; l < c->n_layers; l++) {
         S->kv.k[l] = S->kv.block + (2 * l) * kv_slab;
         S->kv.v[l] = S->kv.block + (2 * l + 1) * kv_slab;
@@ -224,6 +272,10 @@ entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_h
         HOST_ALLOC(S->host_logits, (int64_t)S->max_nodes * V);
         HOST_ALLOC(S->host_next, V);
     }
+    if ((st = device_step_init(S))) {
+        entmtp_session_free(S);
+        return st;
+    }
     if (n_heads && S->n_trees && (st = emt_outlook_init(&S->outlook, bank, n_heads, S->topk))) {
         entmtp_session_free(S);
         return st;
@@ -257,6 +309,7 @@ ENTMTP_API void entmtp_session_reset(entmtp_session *S) {
     if (!S) return;
     S->n_tokens = S->n_prompt = 0;
     S->have_logits = 0;
+    S->next_ready = S->next_heads = 0;
     S->rng = S->p.seed;
     S->last_accept = 0;
     S->ema = 0;
@@ -293,7 +346,11 @@ ENTMTP_API entmtp_status entmtp_session_prefill(entmtp_session *S, const int32_t
         if (last) emt_keep_last_row(S, n - 1, 0);
         done += n;
     }
-    entmtp_status st = emt_backend_sync(S->model->be, S->ex);
+    /* greedy on the device: the first step's root and heads come with the
+     * record, in the prefill's one wait */
+    S->next_ready = S->next_heads = 0;
+    entmtp_status st = S->device_step && S->p.temperature <= 0 ? emt_step_finish_device(S, 1, 1)
+                                                                : emt_backend_sync(S->model->be, S->ex);
     if (st) return st;
     memcpy(S->tokens + S->n_tokens, tokens, (size_t)n_tokens * sizeof *tokens);
     S->n_tokens += n_tokens;

@@ -52,6 +52,22 @@ struct entmtp_session {
     entmtp_session_stats stats;
     emt_step_counters counters; /* per-step work (step.c) */
     emt_outlook_state outlook; /* per-tree expected accept and step time (bank + heads only) */
+    /* the device step (backends with the step ops, backend.h): accept,
+     * commit and the next root and heads stay on the device, and one
+     * download of the step record per step brings back what the host needs */
+    int device_step;           /* the backend has topk_device, embed_device, accept, commit */
+    emt_step_record_layout rec_lay;
+    int32_t *rec_dev;          /* device record */
+    int32_t *rec_host;         /* its host copy */
+    uint8_t *stop_dev;         /* device [vocab]: 1 for a stop token */
+    int32_t *draft_ids_dev;    /* device copy of heads->draft_ids (NULL: no draft vocabulary) */
+    /* rec_dev's words beyond the downloaded record: Hydra's device drafting */
+    size_t w_node_tok;         /* [max_nodes] the tree's node tokens */
+    size_t w_draft_ids, w_draft_p; /* [head_rows][topk] one level's head calls */
+    size_t w_row_tok;          /* [head_rows][n_heads + 1] those calls' input tokens */
+    int32_t *gather_idx;       /* host [head_rows * (n_heads + 1)] */
+    int next_ready;            /* rec_host holds the current position's root, p0, entropy */
+    int next_heads;            /* ... and the heads' top-k lists */
 };
 
 /* What a search probe changes in a step: the tree verified is `tree` (not
@@ -78,6 +94,7 @@ typedef struct emt_step {
     float p0, entropy;           /* base model's top-1 probability and entropy */
     int32_t n_heads;             /* heads run this step (0: AR) */
     const emt_tree *tree;        /* the tree verified */
+    int nodes_on_device;         /* node tokens drafted on the device (rec_dev + w_node_tok) */
     int32_t tree_index;          /* its bank index, -1 when not from the bank */
     /* accept */
     int32_t acc;                 /* accepted draft tokens on the best path */
@@ -106,6 +123,29 @@ void emt_hydra_input_row(entmtp_session *S, int32_t r, const int32_t *path, int3
 /* heads.c: the heads at the current position (Medusa on the last hidden
  * state, Hydra's greedy chain from `root`) into chain_ids/chain_p. */
 void emt_draft_heads(entmtp_session *S, int32_t root);
+
+/* heads.c: the heads at the current position on the device, their top-k
+ * lists (token ids) into device ids/probs ([n_heads][topk]); Hydra's chain
+ * starts from the root token at device address d_root. */
+void emt_heads_device(entmtp_session *S, const int32_t *d_root, int32_t *ids, float *probs);
+/* heads.c: emt_head_run with the top-k lists (token ids) left in device memory */
+void emt_head_run_device(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
+                         float *top_p);
+
+/* accept_step.c: whether `tok` ends generation (the session's stop tokens,
+ * or the model's end-of-generation tokens when none were given) */
+int emt_is_stop(const entmtp_session *S, int32_t tok);
+
+/* step.c: whether this step takes the device path (accept, commit and the
+ * next position's root and heads on the device, one record download). */
+int emt_step_on_device(const entmtp_session *S, const emt_step *st);
+
+/* commit.c: with greedy_next, queue the next position's root (top-1, p0,
+ * entropy) and, with want_heads when the session drafts, its heads' top-k
+ * into the device record; then download the record: the step's one
+ * device-to-host copy and one wait. An AR step does not ask for heads (the
+ * next step, if it drafts, then runs them on its own). */
+entmtp_status emt_step_finish_device(entmtp_session *S, int greedy_next, int want_heads);
 
 /* commit.c: copy hidden row `hidden_row` to last_hidden and logits row
  * `logits_row` to next_logits (queued, no sync). */

@@ -14,6 +14,9 @@ static entmtp_status check_step(const entmtp_session *S) {
     return ENTMTP_OK;
 }
 
+/* Tree search's probes score every node on the host (node_flags.c). */
+int emt_step_on_device(const entmtp_session *S, const emt_step *st) { return S->device_step && !st->probe; }
+
 static entmtp_status run_stages(entmtp_session *S, emt_step *st) {
     entmtp_status status;
     if ((status = emt_step_draft(S, st))) return status;

@@ -6,8 +6,12 @@
 
 typedef struct emt_head_layer {
     int32_t n_in;           /* input width: hidden, or hidden*(i+2) for Hydra's first block */
-    float *w, *b;           /* linear [hidden][n_in], [hidden] */
-    float *res_w, *res_b;   /* Hydra first block: res_connection; NULL = identity residual */
+    /* linear [hidden][n_in] and Hydra's res_connection (data NULL = identity
+     * residual): F16/BF16 as stored when the model computes natively and
+     * the backend takes the type (half the bytes a draft step streams),
+     * else F32 */
+    emt_wmat w, res_w;
+    float *b, *res_b;       /* [hidden] */
 } emt_head_layer;
 
 typedef struct emt_head {

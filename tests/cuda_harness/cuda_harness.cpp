@@ -84,9 +84,14 @@ namespace {
 struct op {
     std::function<void()> run;
 };
+struct graph_state {
+    std::vector<op> ops;
+};
 struct stream_state {
     std::deque<op> queue;
     bool nonblocking;
+    graph_state *capture = nullptr; // recording instead of queueing
+    bool capture_invalid = false;
 };
 struct event_state {
     stream_state *stream = nullptr; // where it was last recorded
@@ -179,7 +184,20 @@ stream_state *queue_of(cudaStream_t s) {
     stream_state *st = resolve(s);
     return st->nonblocking ? st : &legacy_stream;
 }
-void enqueue(cudaStream_t s, std::function<void()> f) { queue_of(s)->queue.push_back(op{ std::move(f) }); }
+void enqueue(cudaStream_t s, std::function<void()> f) {
+    stream_state *st = resolve(s);
+    if (st->capture) {
+        st->capture->ops.push_back(op{ std::move(f) });
+        return;
+    }
+    queue_of(s)->queue.push_back(op{ std::move(f) });
+}
+bool capturing(cudaStream_t s) { return resolve(s)->capture != nullptr; }
+// What CUDA refuses inside a capture: the capture is invalidated, the call fails.
+cudaError_t invalidate_capture(stream_state *st, const char *what) {
+    st->capture_invalid = true;
+    return fail(cudaErrorStreamCaptureUnsupported, false, "%s: not allowed while the stream is being captured", what);
+}
 
 } // namespace
 
@@ -715,6 +733,8 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device) {
 }
 cudaError_t cudaDeviceSynchronize(void) {
     LOCK;
+    for (stream_state *x : streams)
+        if (x->capture) return invalidate_capture(x, "cudaDeviceSynchronize");
     flush_all();
     return ret(cudaSuccess);
 }
@@ -742,6 +762,8 @@ const char *cudaGetErrorName(cudaError_t e) {
     case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorLaunchOutOfResources: return "cudaErrorLaunchOutOfResources";
     case cudaErrorIllegalInstruction: return "cudaErrorIllegalInstruction";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
     }
     return "cudaErrorUnknown";
 }
@@ -827,6 +849,9 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, cudaMemcpy
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, false, "cudaMemcpyAsync: invalid stream");
     if (!bytes) return cudaSuccess;
     if (cudaError_t e = check_copy("cudaMemcpyAsync", dst, src, bytes, &kind)) return e;
+    if (capturing(stream) && ((kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) ||
+                              (kind == cudaMemcpyDeviceToHost && !is_pinned(dst, bytes))))
+        return invalidate_capture(resolve(stream), "cudaMemcpyAsync with pageable host memory");
     if (kind == cudaMemcpyHostToDevice && !is_pinned(src, bytes)) {
         // pageable source: CUDA stages it before returning
         auto copy = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + bytes);
@@ -880,12 +905,14 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     LOCK;
     if (!valid_stream(stream))
         return fail(cudaErrorInvalidResourceHandle, false, "cudaStreamSynchronize(%p): not a stream", (void *)stream);
+    if (capturing(stream)) return invalidate_capture(resolve(stream), "cudaStreamSynchronize");
     flush(queue_of(stream));
     return ret(cudaSuccess);
 }
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
     LOCK;
     if (!valid_stream(stream)) return cudaErrorInvalidResourceHandle;
+    if (capturing(stream)) return invalidate_capture(resolve(stream), "cudaStreamQuery");
     return ret(queue_of(stream)->queue.empty() ? cudaSuccess : cudaErrorNotReady);
 }
 
@@ -906,6 +933,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     LOCK;
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, false, "cudaEventRecord: invalid stream");
+    if (capturing(stream)) return invalidate_capture(resolve(stream), "cudaEventRecord (events in graphs are not modelled)");
     event_state *e = (event_state *)event;
     e->stream = queue_of(stream);
     e->recorded = true;
@@ -931,6 +959,7 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
     LOCK;
     (void)flags;
     if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, false, "cudaStreamWaitEvent: invalid stream");
+    if (capturing(stream)) return invalidate_capture(resolve(stream), "cudaStreamWaitEvent (events in graphs are not modelled)");
     event_state *e = (event_state *)event;
     if (!e->recorded) return ret(cudaSuccess);
     stream_state *src = e->stream;
@@ -945,6 +974,68 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end) 
     if (!a->completed || !b->completed) return ret(cudaErrorNotReady);
     *ms = (float)(b->done_at - a->done_at);
     return ret(cudaSuccess);
+}
+
+// ------------------------------------------------------------------ graphs
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+    LOCK;
+    (void)mode;
+    if (!stream || !valid_stream(stream))
+        return fail(cudaErrorStreamCaptureUnsupported, false, "cudaStreamBeginCapture(%p): not a created stream",
+                    (void *)stream);
+    stream_state *st = resolve(stream);
+    if (!st->nonblocking)
+        return fail(cudaErrorStreamCaptureUnsupported, false,
+                    "cudaStreamBeginCapture: the harness captures non-blocking streams only");
+    if (st->capture) return fail(cudaErrorInvalidValue, false, "cudaStreamBeginCapture: already capturing");
+    st->capture = new graph_state();
+    st->capture_invalid = false;
+    return ret(cudaSuccess);
+}
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+    LOCK;
+    if (!valid_stream(stream) || !resolve(stream)->capture)
+        return fail(cudaErrorInvalidValue, false, "cudaStreamEndCapture(%p): the stream is not capturing", (void *)stream);
+    stream_state *st = resolve(stream);
+    graph_state *g = st->capture;
+    st->capture = nullptr;
+    if (st->capture_invalid) {
+        delete g;
+        *graph = nullptr;
+        return fail(cudaErrorStreamCaptureInvalidated, false, "cudaStreamEndCapture: the capture was invalidated");
+    }
+    *graph = (cudaGraph_t)g;
+    return ret(cudaSuccess);
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *status) {
+    LOCK;
+    if (!valid_stream(stream)) return fail(cudaErrorInvalidResourceHandle, false, "cudaStreamIsCapturing: invalid stream");
+    stream_state *st = resolve(stream);
+    *status = !st->capture ? cudaStreamCaptureStatusNone
+                           : st->capture_invalid ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+    return ret(cudaSuccess);
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags) {
+    LOCK;
+    (void)flags;
+    if (!graph) return fail(cudaErrorInvalidValue, false, "cudaGraphInstantiate: no graph");
+    *exec = (cudaGraphExec_t) new graph_state(*(graph_state *)graph); // a snapshot, as CUDA's
+    return ret(cudaSuccess);
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+    LOCK;
+    if (sticky_error) return sticky_error;
+    if (!exec || !valid_stream(stream)) return fail(cudaErrorInvalidValue, false, "cudaGraphLaunch: bad graph or stream");
+    for (const op &o : ((graph_state *)exec)->ops) enqueue(stream, o.run);
+    return ret(cudaSuccess);
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+    delete (graph_state *)exec;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+    delete (graph_state *)graph;
+    return cudaSuccess;
 }
 
 cudaError_t cudaFuncSetAttribute(const void *kernel, cudaFuncAttribute attr, int value) {

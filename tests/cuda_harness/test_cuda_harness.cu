@@ -209,6 +209,60 @@ static void test_streams(void) {
     cudaFree(d);
 }
 
+// ------------------------------------------------------------------ graphs
+// A captured copy-in, kernel, copy-out: nothing runs while capturing; every
+// launch of the instantiated graph replays the three with the same
+// addresses, reading the pinned input as it is at replay time. A wait inside
+// the capture invalidates it.
+static void test_graphs(void) {
+    const int n = 200;
+    int *in = nullptr, *out = nullptr, *d = device_array<int>(n);
+    EXPECT(cudaMallocHost(&in, n * sizeof(int)) == cudaSuccess);
+    EXPECT(cudaMallocHost(&out, n * sizeof(int)) == cudaSuccess);
+    for (int i = 0; i < n; i++) in[i] = i, out[i] = -1;
+    cudaStream_t s;
+    EXPECT(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+    cudaStreamCaptureStatus cs;
+    EXPECT(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    EXPECT(cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusActive);
+    EXPECT(cudaMemcpyAsync(d, in, n * sizeof(int), cudaMemcpyHostToDevice, s) == cudaSuccess);
+    EMT_LAUNCH(add_one_kernel, (n + 127) / 128, 128, 0, s, d, n);
+    EXPECT(cudaMemcpyAsync(out, d, n * sizeof(int), cudaMemcpyDeviceToHost, s) == cudaSuccess);
+    cudaGraph_t g = nullptr;
+    EXPECT(cudaStreamEndCapture(s, &g) == cudaSuccess && g);
+    EXPECT(cudaStreamSynchronize(s) == cudaSuccess);
+    EXPECT(out[0] == -1 && out[n - 1] == -1); // captured, not run
+    cudaGraphExec_t x = nullptr;
+    EXPECT(cudaGraphInstantiate(&x, g, 0) == cudaSuccess && x);
+    EXPECT(cudaGraphDestroy(g) == cudaSuccess); // the instance is a snapshot
+    for (int rep = 0; rep < 3; rep++) {
+        for (int i = 0; i < n; i++) in[i] = i * (rep + 1);
+        EXPECT(cudaGraphLaunch(x, s) == cudaSuccess);
+        EXPECT(cudaStreamSynchronize(s) == cudaSuccess);
+        int ok = 1;
+        for (int i = 0; i < n; i++) ok &= out[i] == i * (rep + 1) + 1;
+        EXPECT(ok);
+    }
+    // a wait on the capturing stream is refused and spoils the capture
+    EXPECT(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    EMT_LAUNCH(add_one_kernel, (n + 127) / 128, 128, 0, s, d, n);
+    EXPECT(cudaStreamSynchronize(s) == cudaErrorStreamCaptureUnsupported);
+    EXPECT(cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusInvalidated);
+    EXPECT(cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated && !g);
+    // so does a pageable copy
+    int pageable[4] = { 0, 0, 0, 0 };
+    EXPECT(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    EXPECT(cudaMemcpyAsync(d, pageable, sizeof pageable, cudaMemcpyHostToDevice, s) == cudaErrorStreamCaptureUnsupported);
+    EXPECT(cudaStreamEndCapture(s, &g) == cudaErrorStreamCaptureInvalidated);
+    EXPECT(cudaGetLastError() != cudaSuccess); // the refusals were reported, not sticky
+    EXPECT(cudaGetLastError() == cudaSuccess);
+    EXPECT(cudaGraphExecDestroy(x) == cudaSuccess);
+    cudaStreamDestroy(s);
+    cudaFreeHost(in);
+    cudaFreeHost(out);
+    cudaFree(d);
+}
+
 // ------------------------------------------------------------ the faults
 __global__ void divergent_barrier_kernel(float *x) {
     if (threadIdx.x < 100) __syncthreads(); // the rest of the block never arrives
@@ -282,6 +336,7 @@ int main(void) {
     test_reduction();
     test_dynamic_shared();
     test_streams();
+    test_graphs();
     test_faults();
     if (failures) {
         fprintf(stderr, "test_cuda_harness: %d check(s) failed\n", failures);

@@ -4,6 +4,7 @@
  * own AR run equals them too. Runs on a GPU or, in CI, on the CPU CUDA
  * harness (docs/cuda-harness.md); SKIPPED when neither is there. */
 #include "backend/backend.h"
+#include "engine/engine.h"
 #include "model/model.h"
 #include "check.h"
 #include "test_policies.h"
@@ -17,8 +18,15 @@ static const int32_t prompt[] = { 3, 1, 4, 1, 5, 9, 2, 6 };
 #define N_PROMPT ((int32_t)(sizeof prompt / sizeof prompt[0]))
 #define N_TOKENS (N_PROMPT + N_GEN)
 
-/* the tokens of one greedy run (AR when pol is NULL and ar is set) */
-static void generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_policy *pol, int ar, int32_t *out) {
+/* Steps whose host waits were counted, and those that waited exactly once
+ * with exactly one download (the step record). */
+static int64_t g_counted_steps, g_single_copy_steps;
+
+/* the tokens of one greedy run (AR when pol is NULL and ar is set);
+ * one_copy: every step must leave the device exactly once (one download,
+ * one wait), checked from the step counters */
+static void generate_counted(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_policy *pol, int ar,
+                             int32_t *out, int one_copy) {
     memset(out, 0xff, N_TOKENS * sizeof *out);
     entmtp_session_params sp = entmtp_session_default_params();
     sp.kv_capacity = 128;
@@ -28,7 +36,32 @@ static void generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_po
     if (!s) return;
     if (pol) CHECK_OK(entmtp_policy_set(s, pol));
     CHECK_OK(entmtp_session_prefill(s, prompt, N_PROMPT));
-    CHECK_OK(entmtp_generate(s, N_GEN, ar, NULL, NULL));
+    if (one_copy) {
+        /* step by step: each step's counters on its own */
+        int32_t produced = 0;
+        while (produced < N_GEN) {
+            emt_step_counters before, after;
+            emt_session_step_counters(s, &before);
+            entmtp_step_result r = { .struct_size = sizeof r };
+            entmtp_status st = ar ? entmtp_step_ar(s, &r) : entmtp_step(s, N_GEN - produced, &r);
+            CHECK_OK(st);
+            if (st) break;
+            produced += r.n_tokens;
+            emt_session_step_counters(s, &after);
+            if (!after.counted) continue; /* the CPU backend counts nothing */
+            g_counted_steps++;
+            int64_t d2h = after.device.d2h_copies - before.device.d2h_copies;
+            int64_t syncs = after.device.syncs - before.device.syncs;
+            if (d2h == 1 && syncs == 1) g_single_copy_steps++;
+            else {
+                fprintf(stderr, "step %lld (%s, %d nodes): %lld downloads, %lld waits; expected 1 and 1\n",
+                        (long long)after.n_steps, ar ? "AR" : "tree", r.n_nodes, (long long)d2h, (long long)syncs);
+                emt_test_failures++;
+            }
+        }
+    } else {
+        CHECK_OK(entmtp_generate(s, N_GEN, ar, NULL, NULL));
+    }
     const int32_t *toks;
     int32_t n = 0;
     CHECK_OK(entmtp_session_tokens(s, &toks, &n));
@@ -36,6 +69,10 @@ static void generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_po
     if (n == N_TOKENS) memcpy(out, toks, sizeof(int32_t) * N_TOKENS);
     entmtp_policy_set(s, NULL);
     entmtp_session_free(s);
+}
+
+static void generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_policy *pol, int ar, int32_t *out) {
+    generate_counted(m, h, b, pol, ar, out, 0);
 }
 
 static void compare(const int32_t *ref, const int32_t *got, const char *label, const char *what) {
@@ -80,7 +117,7 @@ static void check_heads(const char *gguf, const char *heads, const char *label, 
             generate(m[1], h[1], b, NULL, 1, ref);
         } else {
             generate(m[0], h[0], b, NULL, 1, ref);
-            generate(m[1], h[1], b, NULL, 1, got);
+            generate_counted(m[1], h[1], b, NULL, 1, got, 1);
             compare(ref, got, label, "AR");
         }
         for (int32_t t = 0; t < n_trees; t++) {
@@ -88,7 +125,7 @@ static void check_heads(const char *gguf, const char *heads, const char *label, 
             pc.static_tree = t;
             entmtp_policy *pol = NULL;
             CHECK_OK(entmtp_policy_create(&pc, &pol));
-            generate(m[1], h[1], b, pol, 0, got);
+            generate_counted(m[1], h[1], b, pol, 0, got, 1);
             entmtp_tree_info ti = { sizeof ti };
             entmtp_bank_tree_info(b, t, &ti);
             snprintf(what, sizeof what, "tree %s", ti.name);
@@ -100,7 +137,7 @@ static void check_heads(const char *gguf, const char *heads, const char *label, 
             entmtp_policy_config pc = emt_test_policy_config(i, n_trees, &counter);
             entmtp_policy *pol = NULL;
             CHECK_OK(entmtp_policy_create(&pc, &pol));
-            generate(m[1], h[1], b, pol, 0, got);
+            generate_counted(m[1], h[1], b, pol, 0, got, 1);
             snprintf(what, sizeof what, "policy %s", entmtp_policy_kind_name(pc.kind));
             compare(ref, got, label, what);
             entmtp_policy_free(pol);
@@ -142,5 +179,8 @@ int main(void) {
     remove(gguf);
     remove(medusa);
     remove(hydra);
+    printf("step counters: %lld of %lld greedy steps (AR and trees) downloaded once and waited once\n",
+           (long long)g_single_copy_steps, (long long)g_counted_steps);
+    CHECK(g_counted_steps > 100 && g_single_copy_steps == g_counted_steps);
     return emt_test_finish("test_cuda_lossless");
 }

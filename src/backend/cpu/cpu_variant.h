@@ -7,6 +7,7 @@
 #include "accept/accept.h"
 #include "backend/backend.h"
 #include "backend/cpu/cpu_variants.h"
+#include "backend/cpu/cpu_step_ops.h"
 #include "backend/cpu/pool.h"
 #include "backend/cpu/quant.h"
 
@@ -23,6 +24,10 @@ struct emt_exec {
     emt_pool *pool;
     emt_xq *xq; /* activation rows quantized for the integer kernels */
     size_t xq_cap;
+    float *xsc; /* per 8-row group and block: the rows' scales d[8], then s[8] */
+    size_t xsc_cap;
+    float *attn_partial; /* attention's per-chunk partial results */
+    size_t attn_cap;
     const char *error; /* set by an op that failed; sync reports it */
 };
 
@@ -80,6 +85,8 @@ static void cpu_exec_destroy(emt_exec *ex) {
     if (!ex) return;
     emt_pool_destroy(ex->pool);
     free(ex->xq);
+    free(ex->xsc);
+    free(ex->attn_partial);
     free(ex);
 }
 
@@ -452,7 +459,9 @@ typedef struct attn_job {
     float *out;
     int32_t n_prefix, n_rows, n_heads, n_kv_heads, head_dim;
     float scale;
-    float softcap; /* 0: none */
+    float softcap;  /* 0: none */
+    float *partial; /* [row][head][chunk] of [m, l, acc[head_dim]] */
+    int32_t n_chunks;
     const int32_t *positions; /* with window > 0: the rows' positions */
     int32_t window;           /* 0: none; else keys >= window positions back are hidden */
 } attn_job;
@@ -504,73 +513,148 @@ static void attn_accumulate(float *acc, float corr, const float *p, const float 
     }
 }
 
-/* One (row, head): online softmax over the visible keys in a fixed order
- * (cache prefix, then the row's visible new rows by index), in blocks. */
-static void attn_task(void *ctx, int32_t task) {
+/* Keys are reduced in chunks of EMT_ATTN_CHUNK visible keys: a row's
+ * visible keys are one per position 0..its own, so chunk c always holds
+ * positions [c*CHUNK, (c+1)*CHUNK) whether the row is an AR token or a tree
+ * node, and the chunks are folded in order; a node's result therefore has
+ * the bits AR computes at its position. Chunks let a decode step spread one
+ * long context over the threads; a task takes every query head of one KV
+ * head (GQA), so each K/V block is read once for all of them. */
+#define EMT_ATTN_CHUNK 128
+#define EMT_ATTN_MAX_GROUP 16
+
+/* The visible keys of `row` with visible index in [v0, v0 + want): cache
+ * rows in order, then the row's visible new rows by index. With a sliding
+ * window the visible keys start `window - 1` positions before the row's
+ * own and the index counts from there, so a tree node and AR at the same
+ * position still see the same keys in the same chunks. */
+static int32_t chunk_keys(const attn_job *j, int32_t row, int32_t v0, int32_t want, int32_t *keys) {
+    int32_t first = 0, pos = 0;
+    if (j->window > 0) {
+        pos = j->positions[row];
+        first = pos - j->window + 1;
+        first = first < 0 ? 0 : first > j->n_prefix ? j->n_prefix : first;
+    }
+    int32_t nb = 0;
+    for (int32_t kr = first + v0; kr < j->n_prefix && nb < want; kr++) keys[nb++] = kr;
+    int32_t in_prefix = j->n_prefix - first;
+    int32_t skip = v0 > in_prefix ? v0 - in_prefix : 0;
+    for (int32_t col = 0; col < j->n_rows && nb < want; col++) {
+        int visible = j->mask ? j->mask[(size_t)row * j->n_rows + col] : col <= row;
+        if (!visible || (j->window > 0 && pos - j->positions[col] >= j->window)) continue;
+        if (skip > 0) { skip--; continue; }
+        keys[nb++] = j->n_prefix + col;
+    }
+    return nb;
+}
+
+/* One (row, KV head, chunk): for each query head of the group, the online
+ * softmax over the chunk's keys in blocks of EMT_ATTN_BLOCK, left in the
+ * partial record [m, l, acc[hd]] (m = -inf when the chunk is empty). */
+static void attn_chunk_task(void *ctx, int32_t task) {
     const attn_job *j = ctx;
-    int32_t row = task / j->n_heads, head = task % j->n_heads;
-    int32_t hd = j->head_dim;
-    int32_t kv_head = head / (j->n_heads / j->n_kv_heads);
-    size_t kv_stride = (size_t)j->n_kv_heads * hd;
-    const float *q = j->q + ((size_t)row * j->n_heads + head) * hd;
+    int32_t chunk = task % j->n_chunks, rest = task / j->n_chunks;
+    int32_t kv_head = rest % j->n_kv_heads, row = rest / j->n_kv_heads;
+    int32_t hd = j->head_dim, group = j->n_heads / j->n_kv_heads;
+    size_t kv_stride = (size_t)j->n_kv_heads * hd, rec = (size_t)hd + 2;
     const float *k = j->k + (size_t)kv_head * hd, *v = j->v + (size_t)kv_head * hd;
-    float acc[EMT_MAX_HEAD_DIM];
-    for (int32_t d = 0; d < hd; d++) acc[d] = 0.0f;
-    float m = -INFINITY, l = 0.0f;
+    float *part[EMT_ATTN_MAX_GROUP];
+    for (int32_t g = 0; g < group; g++) {
+        int32_t head = kv_head * group + g;
+        part[g] = j->partial + (((size_t)row * j->n_heads + head) * j->n_chunks + chunk) * rec;
+        part[g][0] = -INFINITY;
+        part[g][1] = 0.0f;
+        for (int32_t d = 0; d < hd; d++) part[g][2 + d] = 0.0f;
+    }
     int32_t keys[EMT_ATTN_BLOCK];
     float s[EMT_ATTN_BLOCK];
-    int32_t total = j->n_prefix + j->n_rows;
-    int32_t kr = 0;
-    /* sliding window: cache rows are positions; the first visible one */
-    int32_t pos = j->window > 0 ? j->positions[row] : 0;
-    if (j->window > 0 && pos - j->window + 1 > 0) kr = pos - j->window + 1 < j->n_prefix ? pos - j->window + 1 : j->n_prefix;
-    while (kr < total) {
-        int32_t nb = 0;
-        for (; kr < total && nb < EMT_ATTN_BLOCK; kr++) {
-            if (kr >= j->n_prefix) {
-                int32_t col = kr - j->n_prefix;
-                int visible = j->mask ? j->mask[(size_t)row * j->n_rows + col] : col <= row;
-                if (!visible || (j->window > 0 && pos - j->positions[col] >= j->window)) continue;
+    for (int32_t v0 = chunk * EMT_ATTN_CHUNK; v0 < (chunk + 1) * EMT_ATTN_CHUNK; v0 += EMT_ATTN_BLOCK) {
+        int32_t nb = chunk_keys(j, row, v0, EMT_ATTN_BLOCK, keys);
+        if (nb == 0) break;
+        for (int32_t g = 0; g < group; g++) { /* the block's K and V rows stay in L1 across the group */
+            int32_t head = kv_head * group + g;
+            const float *q = j->q + ((size_t)row * j->n_heads + head) * hd;
+            float *m = &part[g][0], *l = &part[g][1], *acc = part[g] + 2;
+            attn_scores(q, k, kv_stride, keys, nb, hd, j->scale, s);
+            if (j->softcap > 0.0f)
+                for (int32_t t = 0; t < nb; t++) s[t] = j->softcap * tanhf(s[t] / j->softcap);
+            float mb = -INFINITY;
+            for (int32_t t = 0; t < nb; t++)
+                if (s[t] > mb) mb = s[t];
+            float m_new = *m > mb ? *m : mb;
+            float corr = expf(*m - m_new); /* exp(-inf) = 0 on the first block */
+            *l *= corr;
+            for (int32_t t = 0; t < nb; t++) {
+                s[t] = expf(s[t] - m_new);
+                *l += s[t];
             }
-            keys[nb++] = kr;
+            attn_accumulate(acc, corr, s, v, kv_stride, keys, nb, hd);
+            *m = m_new;
         }
-        if (nb == 0) continue;
-        attn_scores(q, k, kv_stride, keys, nb, hd, j->scale, s);
-        if (j->softcap > 0.0f)
-            for (int32_t t = 0; t < nb; t++) s[t] = j->softcap * tanhf(s[t] / j->softcap);
-        float mb = -INFINITY;
-        for (int32_t t = 0; t < nb; t++)
-            if (s[t] > mb) mb = s[t];
-        float m_new = m > mb ? m : mb;
-        float corr = expf(m - m_new); /* exp(-inf) = 0 on the first block */
-        l *= corr;
-        for (int32_t t = 0; t < nb; t++) {
-            s[t] = expf(s[t] - m_new);
-            l += s[t];
-        }
-        attn_accumulate(acc, corr, s, v, kv_stride, keys, nb, hd);
+        if (nb < EMT_ATTN_BLOCK) break;
+    }
+}
+
+/* One (row, head): the chunks' partials folded in chunk order. */
+static void attn_fold_task(void *ctx, int32_t task) {
+    const attn_job *j = ctx;
+    int32_t hd = j->head_dim;
+    size_t rec = (size_t)hd + 2;
+    const float *p = j->partial + (size_t)task * j->n_chunks * rec;
+    float *o = j->out + (size_t)task * hd;
+    float m = -INFINITY, l = 0.0f;
+    for (int32_t d = 0; d < hd; d++) o[d] = 0.0f;
+    for (int32_t c = 0; c < j->n_chunks; c++, p += rec) {
+        if (p[0] == -INFINITY) continue; /* empty chunk (past this row's position) */
+        float m_new = m > p[0] ? m : p[0];
+        float a = expf(m - m_new), b = expf(p[0] - m_new);
+        l = l * a + p[1] * b;
+        for (int32_t d = 0; d < hd; d++) o[d] = o[d] * a + p[2 + d] * b;
         m = m_new;
     }
-    float *o = j->out + ((size_t)row * j->n_heads + head) * hd;
     float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int32_t d = 0; d < hd; d++) o[d] = acc[d] * inv;
+    for (int32_t d = 0; d < hd; d++) o[d] *= inv;
+}
+
+/* attention(), attention_softcap() and attention_window() (window 0:
+ * none; cap 0: none): the chunk tasks, then the folds. */
+static void run_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                          int32_t n_prefix, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
+                          int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap,
+                          float *out) {
+    int32_t n_chunks = (n_prefix + n_rows + EMT_ATTN_CHUNK - 1) / EMT_ATTN_CHUNK;
+    size_t need = (size_t)n_rows * n_heads * n_chunks * ((size_t)head_dim + 2);
+    if (n_heads / n_kv_heads > EMT_ATTN_MAX_GROUP || head_dim > EMT_MAX_HEAD_DIM) {
+        ex->error = "cpu attention: more than 16 query heads per KV head or a head wider than 512";
+        return;
+    }
+    if (need > ex->attn_cap) {
+        float *p = realloc(ex->attn_partial, need * sizeof *p);
+        if (!p) {
+            ex->error = "cpu attention: out of memory for the chunk partials";
+            return;
+        }
+        ex->attn_partial = p;
+        ex->attn_cap = need;
+    }
+    attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
+                     head_dim, 1.0f / sqrtf((float)head_dim), cap, ex->attn_partial, n_chunks, positions, window };
+    emt_pool_run(ex->pool, n_rows * n_kv_heads * n_chunks, attn_chunk_task, &job);
+    emt_pool_run(ex->pool, n_rows * n_heads, attn_fold_task, &job);
 }
 
 static void cpu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                                   int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
                                   int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
-    attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
-                     head_dim, 1.0f / sqrtf((float)head_dim), cap, NULL, 0 };
-    emt_pool_run(ex->pool, n_rows * n_heads, attn_task, &job);
+    run_attention(ex, q, k_cache, v_cache, n_prefix, n_rows, mask, NULL, n_heads, n_kv_heads, head_dim, 0, cap, out);
 }
 
 static void cpu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                                  int32_t n_prefix, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
                                  int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap,
                                  float *out) {
-    attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
-                     head_dim, 1.0f / sqrtf((float)head_dim), cap, positions, window };
-    emt_pool_run(ex->pool, n_rows * n_heads, attn_task, &job);
+    run_attention(ex, q, k_cache, v_cache, n_prefix, n_rows, mask, positions, n_heads, n_kv_heads, head_dim, window,
+                  cap, out);
 }
 
 static void cpu_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
@@ -704,22 +788,29 @@ static void quantize_row(const float *x, int32_t n, emt_xq *out) {
 #define EMT_QROWS 8 /* activation rows that share each decoded weight block */
 
 /* One quantized weight row against nr (<= EMT_QROWS) activation rows of nb
- * blocks each: out[r] = the row's dot product. Each output is computed by
- * the same sequence whatever nr is (the rows only share the weight decode),
- * so the result is batch invariant. t is a constant after inlining. */
+ * blocks each: out[r] = the row's dot product. Per block and row: the exact
+ * integer dot product of the codes, converted to float and accumulated
+ * with one FMA by dw * d_x in 8 lanes; Q4_1's minimum term mw * s_x goes
+ * into an 8-lane vector whose lane r is row r. `sc` holds, per block, the
+ * rows' d_x[8] then s_x[8] (a group's scales side by side, so one multiply
+ * gives every row's dw * d_x and one FMA every row's minimum term). Each
+ * output is computed by the same sequence whatever nr is (rows share the
+ * weight decode and the lanes of those vectors, nothing else), so the
+ * result is batch invariant. t is a constant after inlining. */
 static inline __attribute__((always_inline)) void
-qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, float *out) {
+qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32_t nb, int nr, float *out) {
 #ifdef __AVX2__
     const size_t bb = emt_qblock_bytes(t);
     __m256 acc[EMT_QROWS];
-    float acc_min[EMT_QROWS];
+    __m256 acc_min = _mm256_setzero_ps();
 #pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) {
-        acc[r] = _mm256_setzero_ps();
-        acc_min[r] = 0.0f;
-    }
-    for (int32_t b = 0; b < nb; b++, w += bb) {
-        float dw = _cvtsh_ss(emt_rd16(w)), mw = t == EMT_Q4_1 ? _cvtsh_ss(emt_rd16(w + 2)) : 0.0f;
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
+    for (int32_t b = 0; b < nb; b++, w += bb, sc += 2 * EMT_QROWS) {
+        float dw = _cvtsh_ss(emt_rd16(w));
+        float scale[EMT_QROWS];
+        _mm256_storeu_ps(scale, _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_loadu_ps(sc)));
+        if (t == EMT_Q4_1)
+            acc_min = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(emt_rd16(w + 2))), _mm256_loadu_ps(sc + EMT_QROWS), acc_min);
         __m256i wlo, whi;
         weight_codes(t, w, &wlo, &whi);
 #pragma GCC unroll 8
@@ -727,14 +818,15 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, fl
             const emt_xq *xb = x + (size_t)r * nb + b;
             __m256i xlo = _mm256_loadu_si256((const __m256i *)xb->q);
             __m256i xhi = _mm256_loadu_si256((const __m256i *)(xb->q + 16));
-            __m256i isum = dot_i16(dot_i16(_mm256_setzero_si256(), wlo, xlo), whi, xhi);
-            __m256 p = _mm256_cvtepi32_ps(isum);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb->d), p, acc[r]);
-            if (t == EMT_Q4_1) acc_min[r] += mw * xb->s;
+            __m256i isum = dot_i16(_mm256_madd_epi16(wlo, xlo), whi, xhi);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(scale[r]), _mm256_cvtepi32_ps(isum), acc[r]);
         }
     }
-    for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]) + acc_min[r];
+    float mins[EMT_QROWS];
+    _mm256_storeu_ps(mins, acc_min);
+    for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]) + mins[r];
 #else
+    (void)sc;
     for (int r = 0; r < nr; r++) out[r] = emt_dot_q_ref(t, w, x + (size_t)r * nb, nb);
 #endif
 }
@@ -779,6 +871,7 @@ typedef struct qmatmul_job {
     const emt_wmat *W;
     size_t row_bytes;
     const emt_xq *xq; /* quantized rows (integer types) */
+    const float *xsc; /* their scales by 8-row group (prepare_rows) */
     const float *x, *bias;
     float *y;
     int32_t n_rows, n_in, n_out, chunk;
@@ -796,11 +889,12 @@ qmatmul_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
             int nr = j->n_rows - r0 < EMT_QROWS ? j->n_rows - r0 : EMT_QROWS;
             const float *x = j->x + (size_t)r0 * j->n_in;
             const emt_xq *xq = j->xq + (size_t)r0 * nb;
+            const float *sc = j->xsc ? j->xsc + (size_t)(r0 / EMT_QROWS) * nb * 2 * EMT_QROWS : NULL;
             /* nr constant in each call, so the row loops unroll into registers */
 #define EMT_ROWS_CALL(k)                                                                           \
     ((t == EMT_F16 || t == EMT_BF16) ? hdot_rows(t, (const uint16_t *)w, x, j->n_in, k, v)         \
      : emt_is_kblock_type(t)         ? kdot_rows(t, w, xq, nb, k, v)                               \
-                                     : qdot_rows(t, w, xq, nb, k, v))
+                                     : qdot_rows(t, w, xq, sc, nb, k, v))
             switch (nr) {
             case 1: EMT_ROWS_CALL(1); break;
             case 2: EMT_ROWS_CALL(2); break;
@@ -857,9 +951,30 @@ static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, 
         ex->xq = p;
         ex->xq_cap = need;
     }
-    qmatmul_job job = { NULL, 0, ex->xq, x, NULL, NULL, n_rows, n_in, 0, 0 };
+    int32_t nb = n_in / EMT_QK, groups = (n_rows + EMT_QROWS - 1) / EMT_QROWS;
+    size_t need_sc = (size_t)groups * nb * 2 * EMT_QROWS;
+    if (need_sc > ex->xsc_cap) {
+        float *p = realloc(ex->xsc, need_sc * sizeof *p);
+        if (!p) {
+            ex->error = "cpu matmul: out of memory for the activation scales";
+            return NULL;
+        }
+        ex->xsc = p;
+        ex->xsc_cap = need_sc;
+    }
+    qmatmul_job job = { NULL, 0, ex->xq, NULL, x, NULL, NULL, n_rows, n_in, 0, 0 };
     if (n_rows == 1) quantize_task(&job, 0);
     else emt_pool_run(ex->pool, n_rows, quantize_task, &job);
+    for (int32_t g = 0; g < groups; g++)
+        for (int32_t b = 0; b < nb; b++) {
+            float *sc = ex->xsc + ((size_t)g * nb + b) * 2 * EMT_QROWS;
+            for (int32_t i = 0; i < EMT_QROWS; i++) {
+                int32_t r = g * EMT_QROWS + i;
+                const emt_xq *xb = r < n_rows ? &ex->xq[(size_t)r * nb + b] : NULL;
+                sc[i] = xb ? xb->d : 0.0f;
+                sc[EMT_QROWS + i] = xb ? xb->s : 0.0f;
+            }
+        }
     return ex->xq;
 }
 
@@ -872,7 +987,7 @@ static int32_t output_chunk(const emt_exec *ex, int32_t n_out) {
 
 static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bias, const emt_xq *xq,
                                const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
-    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), xq, x, bias, y, n_rows, n_in, n_out, 0 };
+    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), xq, xq ? ex->xsc : NULL, x, bias, y, n_rows, n_in, n_out, 0 };
     j.chunk = output_chunk(ex, n_out);
     return j;
 }
@@ -958,6 +1073,29 @@ static void cpu_embed_q(emt_exec *ex, const emt_wmat *table, int32_t dim, const 
     }
 }
 
+/* The device step ops (cpu_step_ops.c, the CUDA kernels' twins). */
+static void cpu_topk_device(emt_exec *ex, const float *logits, int32_t n_rows, int32_t vocab, int32_t k,
+                            const int32_t *id_map, int32_t *ids, float *probs, float *entropy) {
+    emt_cpu_topk_device(ex->pool, logits, n_rows, vocab, k, id_map, ids, probs, entropy);
+}
+static void cpu_embed_device(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *tokens,
+                             int32_t n_rows, float *out) {
+    if (table->dtype == EMT_F32) cpu_embed(ex, (const float *)table->data, dim, tokens, n_rows, out);
+    else cpu_embed_q(ex, table, dim, tokens, n_rows, out);
+}
+static void cpu_accept(emt_exec *ex, const emt_accept_desc *d, void *rec) {
+    const char *e = emt_cpu_accept(d, rec);
+    if (e && !ex->error) ex->error = e;
+}
+static void cpu_commit(emt_exec *ex, const emt_commit_desc *d, const void *rec) {
+    (void)ex;
+    emt_cpu_commit(d, rec);
+}
+static void cpu_gather_i32(emt_exec *ex, int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n) {
+    (void)ex;
+    emt_cpu_gather_i32(dst, src, idx, n);
+}
+
 const emt_backend_ops EMT_CPU_OPS = {
     .name = "cpu",
     .host_memory = 1,
@@ -989,5 +1127,10 @@ const emt_backend_ops EMT_CPU_OPS = {
     .attention_softcap = cpu_attention_softcap,
     .matmul_q_multi = cpu_matmul_q_multi,
     .matmul_q_gated = cpu_matmul_q_gated,
+    .topk_device = cpu_topk_device,
+    .embed_device = cpu_embed_device,
+    .accept = cpu_accept,
+    .commit = cpu_commit,
+    .gather_i32 = cpu_gather_i32,
     .attention_window = cpu_attention_window,
 };

@@ -61,6 +61,8 @@ enum cudaError_t {
     cudaErrorIllegalAddress = 700,
     cudaErrorLaunchOutOfResources = 701,
     cudaErrorIllegalInstruction = 715,
+    cudaErrorStreamCaptureUnsupported = 900,
+    cudaErrorStreamCaptureInvalidated = 901,
 };
 typedef cudaError_t cudaError;
 
@@ -80,6 +82,21 @@ struct CUstream_st;
 struct CUevent_st;
 typedef CUstream_st *cudaStream_t;
 typedef CUevent_st *cudaEvent_t;
+struct CUgraph_st;
+struct CUgraphExec_st;
+typedef CUgraph_st *cudaGraph_t;
+typedef CUgraphExec_st *cudaGraphExec_t;
+
+enum cudaStreamCaptureMode {
+    cudaStreamCaptureModeGlobal = 0,
+    cudaStreamCaptureModeThreadLocal = 1,
+    cudaStreamCaptureModeRelaxed = 2,
+};
+enum cudaStreamCaptureStatus {
+    cudaStreamCaptureStatusNone = 0,
+    cudaStreamCaptureStatusActive = 1,
+    cudaStreamCaptureStatusInvalidated = 2,
+};
 
 #define cudaStreamDefault 0x00u
 #define cudaStreamNonBlocking 0x01u
@@ -125,6 +142,20 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaStreamSynchronize(cudaStream_t stream);
 cudaError_t cudaStreamQuery(cudaStream_t stream);
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags = 0);
+// Stream capture and graphs: work issued to a capturing (non-blocking)
+// stream is recorded, not queued; an instantiated graph's launch queues the
+// recorded operations again, with the same kernel arguments, copy addresses
+// and sizes (pinned host memory is read or written at replay time, as on a
+// GPU). A wait on the capturing stream, a device-wide wait, a pageable copy
+// or an event on it invalidates the capture (cudaStreamEndCapture then
+// returns cudaErrorStreamCaptureInvalidated).
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus *status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph, unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t cudaEventCreate(cudaEvent_t *event);
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags);
 cudaError_t cudaEventDestroy(cudaEvent_t event);

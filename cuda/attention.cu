@@ -25,35 +25,44 @@
 #define ATTN_THREADS 128 // 4 warps
 #define ATTN_MAX_HEAD_DIM 512
 
+// With a sliding window (attention_window), row i's list starts at cache
+// row first[i] (the first prefix row fewer than `window` positions back)
+// and its new rows are only those inside the window; an AR step at the same
+// position starts at the same position, so the chunks still match.
+//
 // The cache row of the row's key at position t. tree_keys: for each row,
-// the visible new rows in index order (NULL: causal, row i sees 0..i).
+// the visible new rows in index order (NULL: causal, row i sees 0..i);
+// first: each row's first prefix row (NULL: 0).
 __device__ __forceinline__ int32_t key_row(int32_t t, int32_t n_prefix, const int32_t *tree_keys, int32_t n_rows,
-                                           int32_t row) {
-    if (t < n_prefix) return t;
-    return n_prefix + (tree_keys ? tree_keys[(size_t)row * n_rows + (t - n_prefix)] : t - n_prefix);
+                                           int32_t row, const int32_t *first) {
+    const int32_t f = first ? first[row] : 0;
+    if (t < n_prefix - f) return f + t;
+    t -= n_prefix - f;
+    return n_prefix + (tree_keys ? tree_keys[(size_t)row * n_rows + t] : t);
 }
 
-__device__ __forceinline__ int32_t keys_of_row(int32_t n_prefix, const int32_t *tree_count, int32_t row) {
-    return n_prefix + (tree_count ? tree_count[row] : row + 1);
+__device__ __forceinline__ int32_t keys_of_row(int32_t n_prefix, const int32_t *tree_count, int32_t row,
+                                               const int32_t *first) {
+    return n_prefix - (first ? first[row] : 0) + (tree_count ? tree_count[row] : row + 1);
 }
 
 // One block per (row, head) x chunk: grid (n_rows * n_heads, n_chunks), so
 // the blocks reading one chunk of K/V run next to each other.
 __global__ void __launch_bounds__(ATTN_THREADS)
     attn_chunk_kernel(const float *q, const float *k, const float *v, int32_t n_prefix, int32_t n_rows,
-                      const int32_t *tree_keys, const int32_t *tree_count, int32_t n_heads, int32_t n_kv_heads,
-                      int32_t hd, float scale, float cap, float *part_acc, float *part_ml) {
+                      const int32_t *tree_keys, const int32_t *tree_count, const int32_t *first, int32_t n_heads,
+                      int32_t n_kv_heads, int32_t hd, float scale, float cap, float *part_acc, float *part_ml) {
     __shared__ float qs[ATTN_MAX_HEAD_DIM];
     __shared__ float p[ATTN_CHUNK];
     __shared__ int32_t rows[ATTN_CHUNK];
     const int32_t row = blockIdx.x / n_heads, head = blockIdx.x % n_heads, c = blockIdx.y;
-    const int32_t n_keys = keys_of_row(n_prefix, tree_count, row), t0 = c * ATTN_CHUNK;
+    const int32_t n_keys = keys_of_row(n_prefix, tree_count, row, first), t0 = c * ATTN_CHUNK;
     if (t0 >= n_keys) return; // past this row's keys: the combine does not read it
     const int32_t nk = n_keys - t0 < ATTN_CHUNK ? n_keys - t0 : ATTN_CHUNK;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const size_t stride = (size_t)n_kv_heads * hd, kv_off = (size_t)(head / (n_heads / n_kv_heads)) * hd;
     for (int32_t d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[((size_t)row * n_heads + head) * hd + d];
-    for (int32_t t = threadIdx.x; t < nk; t += blockDim.x) rows[t] = key_row(t0 + t, n_prefix, tree_keys, n_rows, row);
+    for (int32_t t = threadIdx.x; t < nk; t += blockDim.x) rows[t] = key_row(t0 + t, n_prefix, tree_keys, n_rows, row, first);
     __syncthreads();
     // scores: one warp per key, lanes over head_dim, a fixed butterfly
     for (int32_t t = warp; t < nk; t += ATTN_THREADS / 32) {
@@ -93,10 +102,10 @@ __global__ void __launch_bounds__(ATTN_THREADS)
 
 // One block per (row, head): the row's chunks combined in chunk order.
 __global__ void __launch_bounds__(ATTN_THREADS)
-    attn_combine_kernel(int32_t n_prefix, const int32_t *tree_count, int32_t n_heads, int32_t hd, int32_t n_chunks,
-                        const float *part_acc, const float *part_ml, float *out) {
+    attn_combine_kernel(int32_t n_prefix, const int32_t *tree_count, const int32_t *first, int32_t n_heads, int32_t hd,
+                        int32_t n_chunks, const float *part_acc, const float *part_ml, float *out) {
     const int32_t row = blockIdx.x / n_heads;
-    const int32_t nc = (keys_of_row(n_prefix, tree_count, row) + ATTN_CHUNK - 1) / ATTN_CHUNK;
+    const int32_t nc = (keys_of_row(n_prefix, tree_count, row, first) + ATTN_CHUNK - 1) / ATTN_CHUNK;
     const float *ml = part_ml + (size_t)blockIdx.x * n_chunks * 2;
     const float *acc = part_acc + (size_t)blockIdx.x * n_chunks * hd;
     float m = -INFINITY;
@@ -111,35 +120,46 @@ __global__ void __launch_bounds__(ATTN_THREADS)
     }
 }
 
-void cu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
-                          int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
-                          int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
+void cu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, int32_t n_prefix,
+                         int32_t n_rows, const uint8_t *mask, const int32_t *positions, int32_t n_heads,
+                         int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out) {
     if (head_dim > ATTN_MAX_HEAD_DIM || n_kv_heads <= 0 || n_heads % n_kv_heads) {
         cu_fail(ex, "cuda attention: head_dim %d (at most %d), %d heads over %d kv heads not supported", head_dim,
                 ATTN_MAX_HEAD_DIM, n_heads, n_kv_heads);
         return;
     }
-    const int32_t *d_keys = NULL, *d_count = NULL;
-    if (mask && ex->mask_rows == n_rows && ex->mask_epoch == ex->wait_epoch &&
+    const int32_t *d_keys = NULL, *d_count = NULL, *d_first = NULL;
+    if (window <= 0 && mask && ex->mask_rows == n_rows && ex->mask_epoch == ex->wait_epoch &&
         !memcmp(ex->mask_copy, mask, (size_t)n_rows * n_rows)) {
         // the same tree as the previous layer's call, staged since the last
         // wait (staging restarts only after one): its lists are still there
         d_keys = ex->mask_keys;
         d_count = d_keys + (size_t)n_rows * n_rows;
-    } else if (mask) {
-        // the mask as index lists: row i's visible new rows, then the counts
-        int32_t *h = cu_host_index(ex, (size_t)n_rows * n_rows + n_rows);
+    } else if (mask || window > 0) {
+        // row i's visible new rows (mask, else causal; inside the window),
+        // then the counts, then (window) each row's first prefix row
+        const size_t n_idx = (size_t)n_rows * n_rows + (size_t)n_rows * (window > 0 ? 2 : 1);
+        int32_t *h = cu_host_index(ex, n_idx);
         if (!h) return;
-        int32_t *count = h + (size_t)n_rows * n_rows;
+        int32_t *count = h + (size_t)n_rows * n_rows, *first = count + n_rows;
         for (int32_t i = 0; i < n_rows; i++) {
             count[i] = 0;
-            for (int32_t j = 0; j < n_rows; j++)
-                if (mask[(size_t)i * n_rows + j]) h[(size_t)i * n_rows + count[i]++] = j;
+            for (int32_t j = 0; j < n_rows; j++) {
+                int visible = mask ? mask[(size_t)i * n_rows + j] : j <= i;
+                if (visible && (window <= 0 || positions[i] - positions[j] < window))
+                    h[(size_t)i * n_rows + count[i]++] = j;
+            }
+            if (window > 0) {
+                int32_t f = positions[i] - window + 1;
+                first[i] = f < 0 ? 0 : f > n_prefix ? n_prefix : f;
+            }
         }
-        d_keys = (const int32_t *)cu_stage(ex, h, ((size_t)n_rows * n_rows + n_rows) * sizeof(int32_t));
+        d_keys = (const int32_t *)cu_stage(ex, h, n_idx * sizeof(int32_t));
         if (!d_keys) return;
         d_count = d_keys + (size_t)n_rows * n_rows;
-        if ((size_t)n_rows * n_rows <= sizeof ex->mask_copy) {
+        if (window > 0) {
+            d_first = d_count + n_rows; // lists of this window and these positions: not kept
+        } else if ((size_t)n_rows * n_rows <= sizeof ex->mask_copy) {
             memcpy(ex->mask_copy, mask, (size_t)n_rows * n_rows);
             ex->mask_rows = n_rows;
             ex->mask_epoch = ex->wait_epoch;
@@ -154,9 +174,16 @@ void cu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, co
     const float scale = 1.0f / sqrtf((float)head_dim);
     dim3 grid((unsigned)(n_rows * n_heads), (unsigned)n_chunks);
     EMT_LAUNCH(attn_chunk_kernel, grid, ATTN_THREADS, 0, ex->stream, q, k_cache, v_cache, n_prefix, n_rows, d_keys,
-               d_count, n_heads, n_kv_heads, head_dim, scale, cap, part_acc, part_ml);
-    EMT_LAUNCH(attn_combine_kernel, n_rows * n_heads, ATTN_THREADS, 0, ex->stream, n_prefix, d_count, n_heads, head_dim,
-               n_chunks, part_acc, part_ml, out);
+               d_count, d_first, n_heads, n_kv_heads, head_dim, scale, cap, part_acc, part_ml);
+    EMT_LAUNCH(attn_combine_kernel, n_rows * n_heads, ATTN_THREADS, 0, ex->stream, n_prefix, d_count, d_first, n_heads,
+               head_dim, n_chunks, part_acc, part_ml, out);
+}
+
+void cu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                          int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
+                          int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
+    cu_attention_window(ex, q, k_cache, v_cache, n_prefix, n_rows, mask, NULL, n_heads, n_kv_heads, head_dim, 0, cap,
+                        out);
 }
 
 void cu_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, int32_t n_prefix,

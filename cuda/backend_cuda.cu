@@ -312,7 +312,7 @@ static const emt_backend_ops cuda_ops = {
     cu_accept,
     cu_commit,
     cu_gather_i32,
-    nullptr, // attention_window: not written yet (loading a model that needs it fails naming it)
+    cu_attention_window,
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

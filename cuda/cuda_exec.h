@@ -109,6 +109,9 @@ void cu_attention(emt_exec *ex, const float *q, const float *k_cache, const floa
 void cu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                           int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
                           int32_t n_kv_heads, int32_t head_dim, float cap, float *out);
+void cu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, int32_t n_prefix,
+                         int32_t n_rows, const uint8_t *mask, const int32_t *positions, int32_t n_heads,
+                         int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out);
 
 // Fixed-order warp sums: a butterfly over lane distances 16, 8, 4, 2, 1, the
 // same on every call, so a value's rounding never depends on the launch.

@@ -237,6 +237,18 @@ void emt_topk(const float *values, int32_t n, int32_t k, int32_t *indices, float
     }
 }
 
+void emt_topk_softmax(const float *logits, int32_t vocab, int32_t k, int32_t *ids, float *probs, float *entropy) {
+    emt_topk(logits, vocab, k, ids, probs);
+    double mx = probs[0], z = 0.0, sxz = 0.0;
+    for (int32_t i = 0; i < vocab; i++) {
+        double e = exp((double)logits[i] - mx);
+        z += e;
+        sxz += e * ((double)logits[i] - mx);
+    }
+    for (int32_t t = 0; t < k; t++) probs[t] = (float)(exp((double)probs[t] - mx) / z);
+    if (entropy) *entropy = (float)(log(z) - sxz / z);
+}
+
 uint64_t emt_rng_next_u64(uint64_t *s) {
     uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;

@@ -64,6 +64,10 @@ float emt_typical_threshold(const float *logits, int32_t vocab, float temperatur
 
 /* Top-k (k <= vocab) of a vector, descending, ties to the lower index. */
 void emt_topk(const float *values, int32_t n, int32_t k, int32_t *indices, float *top_values);
+/* One logits row's top-k ids (descending, ties to the lower id) and their
+ * softmax probabilities at temperature 1, plus the row's entropy (NULL to
+ * skip), the statistics in double: the CPU backend's topk ops. */
+void emt_topk_softmax(const float *logits, int32_t vocab, int32_t k, int32_t *ids, float *probs, float *entropy);
 
 /* Seeded RNG (splitmix64): runs repeat exactly for a given seed. */
 uint64_t emt_rng_next_u64(uint64_t *state);

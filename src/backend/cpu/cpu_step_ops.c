@@ -24,15 +24,7 @@ static void topk_dev_task(void *ctx, int32_t r) {
     const float *x = j->logits + (size_t)r * vocab;
     int32_t *ids = j->ids + (size_t)r * k;
     float *vals = j->probs + (size_t)r * k;
-    emt_topk(x, vocab, k, ids, vals);
-    double mx = vals[0], z = 0.0, sxz = 0.0;
-    for (int32_t i = 0; i < vocab; i++) {
-        double e = exp((double)x[i] - mx);
-        z += e;
-        sxz += e * ((double)x[i] - mx);
-    }
-    for (int32_t t = 0; t < k; t++) vals[t] = (float)(exp((double)vals[t] - mx) / z);
-    if (j->entropy) j->entropy[r] = (float)(log(z) - sxz / z);
+    emt_topk_softmax(x, vocab, k, ids, vals, j->entropy ? &j->entropy[r] : NULL);
     if (j->id_map)
         for (int32_t t = 0; t < k; t++) ids[t] = j->id_map[ids[t]];
 }

@@ -673,22 +673,14 @@ typedef struct topk_job {
     float *top_probs, *entropy;
 } topk_job;
 
-/* One row: insertion top-k, then softmax statistics in double. */
+/* One row: emt_topk_softmax (accept.c). */
 static void topk_task(void *ctx, int32_t r) {
     const topk_job *j = ctx;
     int32_t vocab = j->vocab, k = j->k;
     const float *x = j->logits + (size_t)r * vocab;
     int32_t *ids = j->top_ids + (size_t)r * k;
     float *vals = j->top_probs + (size_t)r * k;
-    emt_topk(x, vocab, k, ids, vals); /* the scalar insertion top-k of accept.c */
-    double mx = vals[0], z = 0.0, sxz = 0.0;
-    for (int32_t i = 0; i < vocab; i++) {
-        double e = exp((double)x[i] - mx);
-        z += e;
-        sxz += e * ((double)x[i] - mx);
-    }
-    for (int32_t t = 0; t < k; t++) vals[t] = (float)(exp((double)vals[t] - mx) / z);
-    if (j->entropy) j->entropy[r] = (float)(log(z) - sxz / z);
+    emt_topk_softmax(x, vocab, k, ids, vals, j->entropy ? &j->entropy[r] : NULL);
 }
 
 /* Rows are independent (the exp over the vocabulary dominates): one task

@@ -1,28 +1,32 @@
 #!/usr/bin/env bash
 # Shows that the CUDA harness tests catch broken kernels: applies each
-# mutation below to cuda/backend_cuda.cu in turn, rebuilds the harness plugin,
-# runs the CUDA tests on it (one must FAIL: test_cuda_parity_harness, then
-# test_cuda_lossless_harness if the first passed), and restores the file.
+# mutation below to its file under cuda/ in turn, rebuilds the harness
+# plugin, runs the CUDA tests on it (one must FAIL: test_cuda_parity_harness,
+# then test_cuda_step_ops_harness, then test_cuda_lossless_harness, each only
+# if the ones before passed), and restores the file.
 #   bash scripts/cuda-mutations.sh [build-dir]     (default build/mutations)
 # Exit status 0 when every mutation was caught; the log of each is printed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 build=${1:-build/mutations}
-src=cuda/backend_cuda.cu
-backup=$(mktemp)
-cp "$src" "$backup"
-restore() { cp "$backup" "$src"; rm -f "$backup"; }
+backup=$(mktemp -d)
+cp cuda/*.cu cuda/*.h "$backup"/
+restore() { cp "$backup"/* cuda/; rm -rf "$backup"; }
 trap restore EXIT
+tests=(test_cuda_parity_harness test_cuda_step_ops_harness test_cuda_lossless_harness)
 
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DENTMTP_CUDA=OFF -DENTMTP_CUDA_HARNESS=ON >/dev/null
-cmake --build "$build" -j "${JOBS:-2}" --target entmtp-cuda-harness test_cuda_parity test_cuda_lossless >/dev/null || exit 1
+cmake --build "$build" -j "${JOBS:-2}" --target entmtp-cuda-harness test_cuda_parity test_cuda_step_ops \
+  test_cuda_lossless >/dev/null || exit 1
 
-# name | python expression applied to the source text (must change it)
+# name | file | python expression applied to the file's text (must change it)
 mutations=(
-  "off-by-one in the causal mask|s.replace('int visible = mask ? mask[(size_t)row * n_rows + col] : col <= row;', 'int visible = mask ? mask[(size_t)row * n_rows + col] : col < row;')"
-  "missing __syncthreads in rmsnorm|s.replace('partial[threadIdx.x] = ss;\n    __syncthreads();', 'partial[threadIdx.x] = ss;')"
-  "partial-warp shuffle in the exact matmul|s.replace('for (int off = 16; off > 0; off >>= 1) acc += __shfl_down_sync', 'for (int off = 16; off > 0; off >>= 1) if (lane < 16) acc += __shfl_down_sync')"
+  "off-by-one in the causal mask (a row misses its own key)|cuda/attention.cu|s.replace('(tree_count ? tree_count[row] : row + 1)', '(tree_count ? tree_count[row] : row)')"
+  "missing __syncthreads in rmsnorm|cuda/elementwise.cu|s.replace('partial[threadIdx.x] = ss;\n    __syncthreads();', 'partial[threadIdx.x] = ss;')"
+  "partial-warp shuffle in the warp sum|cuda/cuda_exec.h|s.replace('for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync', 'for (int off = 16; off > 0; off >>= 1) if ((threadIdx.x & 31) < 16) v += __shfl_xor_sync')"
+  "acceptance ties to the last path instead of the first|cuda/step_ops.cu|s.replace('if (len > best_len ||', 'if (len >= best_len ||')"
+  "stop token dropped from the emitted tokens|cuda/step_ops.cu|s.replace('keep = j + 1;\n            rec->stopped = 1;', 'keep = j;\n            rec->stopped = 1;')"
 )
 # unbroken, the op-level test passes (or the demonstration means nothing)
 (cd "$build" && ctest -R '^test_cuda_parity_harness$' >/dev/null) || { echo "baseline: test_cuda_parity_harness fails"; exit 1; }
@@ -30,26 +34,28 @@ echo "baseline: test_cuda_parity_harness passes on the unmodified kernels"
 caught=0
 for m in "${mutations[@]}"; do
   name=${m%%|*}
-  expr=${m#*|}
-  cp "$backup" "$src"
+  rest=${m#*|}
+  src=${rest%%|*}
+  expr=${rest#*|}
+  cp "$backup"/* cuda/
   python3 - "$src" "$expr" <<'PY' || exit 1
 import sys
 path, expr = sys.argv[1], sys.argv[2]
 s = open(path).read()
 t = eval(expr, {"s": s})
 if t == s:
-    sys.exit("mutation did not apply: " + expr)
+    sys.exit("mutation did not apply to " + path + ": " + expr)
 open(path, "w").write(t)
 PY
   printf '\n==== mutation: %s\n' "$name"
   git --no-pager diff --no-color -U0 -- "$src" | tail -n +5
   cmake --build "$build" -j "${JOBS:-2}" --target entmtp-cuda-harness >/dev/null || exit 1
-  # the op-level test first (seconds); the end-to-end one only if it passed
+  # the op-level tests first (seconds); the end-to-end one only if they passed
   caught_by=
-  for t in test_cuda_parity_harness test_cuda_lossless_harness; do
+  for t in "${tests[@]}"; do
     out=$(cd "$build" && ctest --output-on-failure -R "^$t\$" 2>&1)
     rc=$?
-    printf '%s\n' "$out" | grep -E 'cuda-harness:|tolerance|CUDA token|Test +#|tests passed' | head -n 8
+    printf '%s\n' "$out" | grep -E 'cuda-harness:|tolerance|CUDA token|differ|Test +#|tests passed' | head -n 8
     if [ $rc != 0 ]; then caught_by=$t; break; fi
   done
   if [ -n "$caught_by" ]; then

@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "check.h"
+#include "cuda_test.h"
 #include "test_policies.h"
 #include "tiny_model.h"
 
@@ -153,22 +154,11 @@ static void check_heads(const char *gguf, const char *heads, const char *label, 
 }
 
 int main(void) {
-    emt_backend *gpu = NULL;
-    if (emt_backend_cuda_create(0, &gpu) != ENTMTP_OK) {
-        printf("SKIP: %s\n", entmtp_last_error());
-        return 77;
-    }
-    gpu->ops->destroy(gpu);
-    emt_tiny_config c = emt_tiny_default_config();
-    c.vocab = 32;
-    char gguf[512], medusa[512], hydra[512];
-    /* per process: the GPU and the harness runs of this test may overlap */
-    snprintf(gguf, sizeof gguf, "%s/cuda_lossless_tiny_%d.gguf", ENTMTP_TEST_TMP_DIR, (int)getpid());
-    snprintf(medusa, sizeof medusa, "%s/cuda_lossless_medusa_%d.safetensors", ENTMTP_TEST_TMP_DIR, (int)getpid());
-    snprintf(hydra, sizeof hydra, "%s/cuda_lossless_hydra_%d.safetensors", ENTMTP_TEST_TMP_DIR, (int)getpid());
-    CHECK_OK(emt_tiny_write_gguf(gguf, &c, EMT_F32));
-    CHECK_OK(emt_tiny_write_medusa_heads(medusa, c.hidden, c.vocab, 5, 1, 0, 3));
-    CHECK_OK(emt_tiny_write_hydra_heads(hydra, c.hidden, c.vocab, 5, 2, 0, 12));
+    if (!emt_cuda_test_have_device()) return 77;
+    emt_tiny_config c;
+    emt_cuda_test_files files;
+    emt_cuda_test_write_files("cuda_lossless", &c, &files);
+    const char *gguf = files.gguf, *medusa = files.medusa, *hydra = files.hydra;
     check_heads(gguf, medusa, "medusa", NULL);
     check_heads(gguf, hydra, "hydra", NULL);
     /* weights kept in their stored dtype on the device */
@@ -176,9 +166,7 @@ int main(void) {
     check_heads(gguf, medusa, "medusa, Q4_0 weights", "Q4_0");
     CHECK_OK(emt_tiny_write_gguf(gguf, &c, EMT_Q8_0));
     check_heads(gguf, hydra, "hydra, Q8_0 weights", "Q8_0");
-    remove(gguf);
-    remove(medusa);
-    remove(hydra);
+    emt_cuda_test_remove_files(&files);
     printf("step counters: %lld of %lld greedy steps (AR and trees) downloaded once and waited once\n",
            (long long)g_single_copy_steps, (long long)g_counted_steps);
     CHECK(g_counted_steps > 100 && g_single_copy_steps == g_counted_steps);

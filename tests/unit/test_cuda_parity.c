@@ -161,14 +161,7 @@ static void check_copy_rows(void) {
 }
 
 int main(void) {
-    if (emt_backend_cuda_create(0, &gpu) != ENTMTP_OK) {
-        printf("SKIP: %s\n", entmtp_last_error());
-        return 77;
-    }
-    CHECK_OK(emt_backend_cpu_create(&cpu));
-    ec = cpu->ops->exec_create(cpu, 2);
-    eg = gpu->ops->exec_create(gpu, 0);
-    CHECK(ec && eg);
+    if (!emt_cuda_test_open_pair(&cpu, &ec, &gpu, &eg)) return 77;
     if (ec && eg) {
         check_elementwise();
         check_embed_rmsnorm_rope();
@@ -179,9 +172,6 @@ int main(void) {
         check_copy_rows();
         CHECK_OK(gpu->ops->sync(eg));
     }
-    cpu->ops->exec_destroy(ec);
-    gpu->ops->exec_destroy(eg);
-    cpu->ops->destroy(cpu);
-    gpu->ops->destroy(gpu);
+    emt_cuda_test_close_pair(cpu, ec, gpu, eg);
     return emt_test_finish("test_cuda_parity");
 }

@@ -333,13 +333,7 @@ static void check_embed_device(void) {
 }
 
 int main(void) {
-    if (emt_backend_cuda_create(0, &gpu) != ENTMTP_OK) {
-        printf("SKIP: %s\n", entmtp_last_error());
-        return 77;
-    }
-    CHECK_OK(emt_backend_cpu_create(&cpu));
-    ec = cpu->ops->exec_create(cpu, 2);
-    eg = gpu->ops->exec_create(gpu, 0);
+    if (!emt_cuda_test_open_pair(&cpu, &ec, &gpu, &eg)) return 77;
     CHECK(ec && eg && cpu->ops->accept && gpu->ops->accept);
     if (ec && eg && cpu->ops->accept && gpu->ops->accept) {
         check_topk(1, 1, 1, 0, 0);
@@ -362,9 +356,6 @@ int main(void) {
         check_commit();
         CHECK_OK(gpu->ops->sync(eg));
     }
-    if (ec) cpu->ops->exec_destroy(ec);
-    if (eg) gpu->ops->exec_destroy(eg);
-    cpu->ops->destroy(cpu);
-    gpu->ops->destroy(gpu);
+    emt_cuda_test_close_pair(cpu, ec, gpu, eg);
     return emt_test_finish("test_cuda_step_ops");
 }

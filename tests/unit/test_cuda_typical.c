@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "engine/engine.h"
 #include "check.h"
+#include "cuda_test.h"
 #include "tiny_model.h"
 
 #include <stdio.h>
@@ -100,21 +101,11 @@ static void check_backend(const char *gguf, const char *heads, const char *label
 }
 
 int main(void) {
-    emt_backend *gpu = NULL;
-    if (emt_backend_cuda_create(0, &gpu) != ENTMTP_OK) {
-        printf("SKIP: %s\n", entmtp_last_error());
-        return 77;
-    }
-    gpu->ops->destroy(gpu);
-    emt_tiny_config c = emt_tiny_default_config();
-    c.vocab = 32;
-    char gguf[512], medusa[512], hydra[512];
-    snprintf(gguf, sizeof gguf, "%s/cuda_typical_tiny_%d.gguf", ENTMTP_TEST_TMP_DIR, (int)getpid());
-    snprintf(medusa, sizeof medusa, "%s/cuda_typical_medusa_%d.safetensors", ENTMTP_TEST_TMP_DIR, (int)getpid());
-    snprintf(hydra, sizeof hydra, "%s/cuda_typical_hydra_%d.safetensors", ENTMTP_TEST_TMP_DIR, (int)getpid());
-    CHECK_OK(emt_tiny_write_gguf(gguf, &c, EMT_F32));
-    CHECK_OK(emt_tiny_write_medusa_heads(medusa, c.hidden, c.vocab, 5, 1, 0, 3));
-    CHECK_OK(emt_tiny_write_hydra_heads(hydra, c.hidden, c.vocab, 5, 2, 0, 12));
+    if (!emt_cuda_test_have_device()) return 77;
+    emt_tiny_config c;
+    emt_cuda_test_files files;
+    emt_cuda_test_write_files("cuda_typical", &c, &files);
+    const char *gguf = files.gguf, *medusa = files.medusa, *hydra = files.hydra;
     check_backend(gguf, medusa, "cuda, medusa", ENTMTP_BACKEND_CUDA);
     check_backend(gguf, hydra, "cuda, hydra", ENTMTP_BACKEND_CUDA);
     check_backend(gguf, medusa, "cpu, medusa", ENTMTP_BACKEND_CPU);
@@ -122,8 +113,6 @@ int main(void) {
     printf("sampled device steps: %lld steps, %lld draft tokens accepted (typical acceptance did accept)\n",
            (long long)g_steps, (long long)g_accepted);
     CHECK(g_accepted > g_steps / 4);
-    remove(gguf);
-    remove(medusa);
-    remove(hydra);
+    emt_cuda_test_remove_files(&files);
     return emt_test_finish("test_cuda_typical");
 }

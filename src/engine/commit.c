@@ -65,7 +65,10 @@ entmtp_status emt_step_finish_device(entmtp_session *S, int greedy_next, int wan
         op->topk_device(S->ex, S->s.next_logits, 1, S->model->cfg.vocab, 1, NULL, root,
                         (float *)(rec + offsetof(emt_step_record, next_p0)),
                         (float *)(rec + offsetof(emt_step_record, next_entropy)));
-        if (want_heads && S->heads && S->bank && S->n_trees > 0) {
+        /* a device queues every head level into the record, so the step
+         * needs no other wait; on the host the draft stage runs the heads
+         * itself and stops at the levels the step can use (draft.c) */
+        if (want_heads && !op->host_memory && S->heads && S->bank && S->n_trees > 0) {
             emt_heads_device(S, root, S->rec_dev + lay->head_ids, (float *)(S->rec_dev + lay->head_p));
             heads = 1;
         }

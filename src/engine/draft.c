@@ -57,6 +57,32 @@ static entmtp_status choose_tree(entmtp_session *S, emt_step *st) {
     return ENTMTP_OK;
 }
 
+/* Hydra's chain runs one head call per level, and on a CPU a level costs
+ * about a tenth of an AR step, so a step runs only the levels it can use:
+ * those of the tree it will draft when that is known in advance (no
+ * policy, or the static policy), and for the outlook policies (throughput,
+ * dynamic) one level at a time while a deeper tree could still pay
+ * (emt_outlook_deeper_may_pay). Policies that read every head's features
+ * (ladder, hysteresis, UCB, custom) and tree search's probes get every
+ * level; so do Medusa heads, which run in one product. Returns the levels
+ * run. */
+static int32_t draft_chain(entmtp_session *S, const emt_step *st) {
+    const int32_t all = S->heads->n_heads;
+    if (S->heads->kind != ENTMTP_HEADS_HYDRA || st->probe) return emt_draft_heads(S, st->root, 0, all);
+    int32_t fixed = !S->policy ? 0 : emt_policy_static_tree(S->policy);
+    if (fixed >= 0 && fixed < S->n_trees) {
+        int32_t depth = emt_bank_tree(S->bank, fixed)->depth;
+        return emt_draft_heads(S, st->root, 0, depth < all ? depth : all);
+    }
+    if (!emt_policy_needs_outlook(S->policy)) return emt_draft_heads(S, st->root, 0, all);
+    int dynamic = emt_policy_wants_dynamic_tree(S->policy);
+    int32_t levels = 0;
+    while (levels < all && emt_outlook_deeper_may_pay(&S->outlook, S->bank, S->chain_p, S->topk, levels, all,
+                                                       S->topk, dynamic))
+        levels = emt_draft_heads(S, st->root, levels, levels + 1);
+    return levels;
+}
+
 /* Node tokens for the chosen tree. */
 static void draft_nodes(entmtp_session *S, const emt_tree *t, int32_t root) {
     S->node_tokens[0] = root;
@@ -166,7 +192,7 @@ entmtp_status emt_step_draft(entmtp_session *S, emt_step *st) {
             memcpy(S->chain_ids, S->rec_host + S->rec_lay.head_ids, n * sizeof(int32_t));
             memcpy(S->chain_p, S->rec_host + S->rec_lay.head_p, n * sizeof(float));
         } else {
-            emt_draft_heads(S, st->root);
+            st->n_heads = draft_chain(S, st);
         }
         for (int32_t d = 0; d < st->n_heads; d++) head_p[d] = S->chain_p[(size_t)d * S->topk];
     }
@@ -176,6 +202,8 @@ entmtp_status emt_step_draft(entmtp_session *S, emt_step *st) {
     st->tree_index = -1;
     if (st->probe) st->tree = st->probe->tree;
     else if (speculate && (status = choose_tree(S, st))) return status;
+    if (st->tree->depth > st->n_heads) /* a tree deeper than the levels the policy looked at */
+        st->n_heads = emt_draft_heads(S, st->root, st->n_heads, st->tree->depth);
     /* Hydra with the chain still on the device: draft there too (no wait) */
     st->nodes_on_device = heads_ready && st->tree->n_nodes > 1 && S->heads->kind == ENTMTP_HEADS_HYDRA &&
                           emt_step_on_device(S, st);

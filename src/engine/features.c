@@ -118,6 +118,32 @@ void emt_outlook_compute(emt_outlook_state *o, const entmtp_bank *bank, const fl
     emt_cost_model_estimate(&o->cost, o->expected_seconds);
 }
 
+int emt_outlook_deeper_may_pay(emt_outlook_state *o, const entmtp_bank *bank, const float *q, int32_t q_stride,
+                               int32_t levels, int32_t max_levels, int32_t topk, int dynamic) {
+    emt_outlook_compute(o, bank, q, q_stride, levels, topk, dynamic);
+    /* siblings exclude each other, so the chance of passing a level is at
+     * most the sum of its calibrated probabilities (and at most 1) */
+    double reach = 1.0;
+    for (int32_t d = 0; d < levels && d < EMT_MAX_HEADS; d++) {
+        double sum = 0;
+        for (int32_t r = 0; r < topk; r++) sum += emt_accept_calib_prob(&o->calib, d, r, q[(size_t)d * q_stride + r]);
+        reach *= sum < 1.0 ? sum : 1.0;
+    }
+    int32_t n_trees = entmtp_bank_size(bank);
+    double best = 0;
+    for (int32_t k = 0; k < n_trees; k++) {
+        double rate = o->expected_accept[k] / o->expected_seconds[k];
+        if (rate > best) best = rate;
+    }
+    for (int32_t k = 0; k < n_trees; k++) {
+        const emt_tree *t = emt_bank_tree(bank, k);
+        int32_t depth = dynamic ? (t->n_nodes - 1 < max_levels ? t->n_nodes - 1 : max_levels) : t->depth;
+        if (depth <= levels) continue;
+        if ((o->expected_accept[k] + reach * (depth - levels)) / o->expected_seconds[k] > best) return 1;
+    }
+    return 0;
+}
+
 const emt_tree *emt_outlook_tree(emt_outlook_state *o, const entmtp_bank *bank, int32_t k, int dynamic) {
     const emt_tree *t = emt_bank_tree(bank, k);
     return dynamic ? emt_dynamic_tree_build(&o->dynamic, t->n_nodes) : t;

@@ -64,6 +64,17 @@ void emt_outlook_free(emt_outlook_state *o);
  * expected_accept[k] is that of the best dynamic tree of tree k's size. */
 void emt_outlook_compute(emt_outlook_state *o, const entmtp_bank *bank, const float *q, int32_t q_stride,
                          int32_t n_heads, int32_t topk, int dynamic);
+/* Whether running head level `levels` (0-based; `levels` levels are in q)
+ * could lead to a faster step than the best choice available now: some
+ * deeper choice's expected accept length, bounded above by its length over
+ * the known levels plus, per unknown level, the chance that any path gets
+ * past the known ones, divided by its expected seconds, beats the best
+ * expected accept length per second of this outlook. A deeper choice's
+ * seconds are those its steps took, heads included, so the bound counts
+ * the head calls it needs. Computes the outlook (as emt_outlook_compute)
+ * for `levels` levels; max_levels caps a dynamic tree's depth. */
+int emt_outlook_deeper_may_pay(emt_outlook_state *o, const entmtp_bank *bank, const float *q, int32_t q_stride,
+                               int32_t levels, int32_t max_levels, int32_t topk, int dynamic);
 /* The tree to draft for choice k: bank tree k, or the dynamic tree of its
  * size (built from the last emt_outlook_compute). */
 const emt_tree *emt_outlook_tree(emt_outlook_state *o, const entmtp_bank *bank, int32_t k, int dynamic);

@@ -121,12 +121,14 @@ void emt_hydra_input_row(entmtp_session *S, int32_t r, const int32_t *path, int3
     for (int32_t j = 0; j < depth; j++) emt_embed(op, S->ex, &S->model->tok_embd, H, &path[j], 1, row + (size_t)(j + 1) * H);
 }
 
-/* Hydra greedy chain from the root: head d sees root and the chain's first
- * d tokens. Gives the features and the rank-0 path of every tree. */
-static void hydra_chain(entmtp_session *S, int32_t root) {
+/* Hydra greedy chain from the root, levels [from, to): head d sees the root
+ * and the chain's first d tokens (the rank-0 entries of the levels before
+ * it). Gives the features and the rank-0 path of every tree. */
+static void hydra_chain(entmtp_session *S, int32_t root, int32_t from, int32_t to) {
     int32_t *path = S->path;
     path[0] = root;
-    for (int32_t d = 0; d < S->heads->n_heads; d++) {
+    for (int32_t d = 0; d < from; d++) path[d + 1] = S->chain_ids[(size_t)d * S->topk];
+    for (int32_t d = from; d < to; d++) {
         emt_hydra_input_row(S, 0, path, d + 1);
         emt_head_run(S, d, 1, S->s.head_in, S->chain_ids + (size_t)d * S->topk, S->chain_p + (size_t)d * S->topk);
         path[d + 1] = S->chain_ids[(size_t)d * S->topk];
@@ -180,9 +182,13 @@ entmtp_status emt_session_head_topk(entmtp_session *S, const int32_t *path, int3
 
 int32_t emt_session_topk(const entmtp_session *S) { return S ? S->topk : 0; }
 
-void emt_draft_heads(entmtp_session *S, int32_t root) {
-    if (S->heads->kind == ENTMTP_HEADS_MEDUSA) medusa_heads(S);
-    else hydra_chain(S, root);
+int32_t emt_draft_heads(entmtp_session *S, int32_t root, int32_t from, int32_t to) {
+    if (S->heads->kind == ENTMTP_HEADS_MEDUSA) { /* one product serves every head */
+        if (from == 0) medusa_heads(S);
+        return S->heads->n_heads;
+    }
+    hydra_chain(S, root, from, to);
+    return to;
 }
 
 void emt_session_set_batch_heads(entmtp_session *S, int batch_heads) { S->batch_heads = batch_heads; }

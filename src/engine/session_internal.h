@@ -120,9 +120,11 @@ void emt_head_run(entmtp_session *S, int32_t h, int32_t rows, const float *in, i
 /* heads.c: Hydra input row r for head depth-1 in s->head_in:
  * [h, e(path[0]), ..., e(path[depth-1])]. */
 void emt_hydra_input_row(entmtp_session *S, int32_t r, const int32_t *path, int32_t depth);
-/* heads.c: the heads at the current position (Medusa on the last hidden
- * state, Hydra's greedy chain from `root`) into chain_ids/chain_p. */
-void emt_draft_heads(entmtp_session *S, int32_t root);
+/* heads.c: the heads at the current position into chain_ids/chain_p:
+ * Medusa's on the last hidden state (all at once, when from = 0), levels
+ * [from, to) of Hydra's greedy chain from `root`. Returns the levels now
+ * in chain_ids (Medusa: all). */
+int32_t emt_draft_heads(entmtp_session *S, int32_t root, int32_t from, int32_t to);
 
 /* heads.c: the heads at the current position on the device, their top-k
  * lists (token ids) into device ids/probs ([n_heads][topk]); Hydra's chain

@@ -249,6 +249,10 @@ int emt_policy_needs_outlook(const entmtp_policy *p) {
 
 int emt_policy_wants_dynamic_tree(const entmtp_policy *p) { return p && p->set.cfg.kind == EMT_POLICY_DYNAMIC; }
 
+int32_t emt_policy_static_tree(const entmtp_policy *p) {
+    return p && p->set.cfg.kind == ENTMTP_POLICY_STATIC ? p->set.cfg.static_tree : -1;
+}
+
 entmtp_status emt_policy_select_outlook(entmtp_policy *p, const entmtp_features *f, const emt_tree_outlook *outlook,
                                         int32_t n_trees, int32_t *out_index) {
     if (!p || !f || !out_index)

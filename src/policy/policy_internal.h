@@ -31,6 +31,8 @@ entmtp_status emt_policy_select_outlook(entmtp_policy *p, const entmtp_features 
  * whether the chosen index names a node budget for a dynamic tree. */
 int emt_policy_needs_outlook(const entmtp_policy *p);
 int emt_policy_wants_dynamic_tree(const entmtp_policy *p);
+/* The static policy's tree index; -1 for every other kind. */
+int32_t emt_policy_static_tree(const entmtp_policy *p);
 
 /* Policy settings as the library keeps them: the public config, whose arrays
  * (thresholds, ladder_trees) point into storage held beside it, so a policy

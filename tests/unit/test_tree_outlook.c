@@ -116,8 +116,44 @@ static void cost_model(void) {
     entmtp_bank_free(b);
 }
 
+/* Whether the draft stage runs another Hydra level: only while a deeper tree
+ * could beat the best tree over the levels run so far (figures by hand). */
+static void deeper_may_pay(void) {
+    entmtp_bank *b = make_bank();
+    CHECK_OK(entmtp_bank_set_figures(b, 0, 1.0f, 20.0f)); /* root: 0.05 s */
+    CHECK_OK(entmtp_bank_set_figures(b, 1, 1.7f, 25.0f)); /* chain2: 0.068 s; wide: (0.05 + 0.068 / 3) / 2 * 6 s */
+    emt_outlook_state o;
+    CHECK_OK(emt_outlook_init(&o, b, 2, TOPK));
+    /* no level run yet: every tree expects 1 token, the root is the fastest
+     * (20 tokens/s), but chain2 could reach (1 + 2) / 0.068 = 44 */
+    CHECK(emt_outlook_deeper_may_pay(&o, b, q, TOPK, 0, 2, TOPK, 0));
+    /* head 0 confident: chain2 over one level is 1.5 / 0.068 = 22.1 tokens/s,
+     * and with the 0.9 that pass level 1 at most 2.4 / 0.068 = 35.3 */
+    CHECK(emt_outlook_deeper_may_pay(&o, b, q, TOPK, 1, 2, TOPK, 0));
+    CHECK_NEAR(o.expected_accept[1], 1.5, 1e-6);
+    CHECK_NEAR(o.expected_accept[2], 1.8, 1e-6);
+    /* head 0 unsure (0.08 in all pass level 1): chain2 could reach at most
+     * (1.05 + 0.08) / 0.068 = 16.6 < the root's 20: stop */
+    const float unsure[2 * TOPK] = { 0.05f, 0.02f, 0.01f, 0.9f, 0.05f, 0.01f };
+    CHECK(!emt_outlook_deeper_may_pay(&o, b, unsure, TOPK, 1, 2, TOPK, 0));
+    /* the same for dynamic trees of each tree's size (3 nodes: at most depth 2) */
+    CHECK(!emt_outlook_deeper_may_pay(&o, b, unsure, TOPK, 1, 2, TOPK, 1));
+    CHECK(emt_outlook_deeper_may_pay(&o, b, q, TOPK, 1, 2, TOPK, 1));
+    /* every level run: nothing deeper exists */
+    CHECK(!emt_outlook_deeper_may_pay(&o, b, q, TOPK, 2, 2, TOPK, 0));
+    /* a device where chain2 is dear (1 s a step): not worth a level */
+    for (int i = 0; i < 100; i++) {
+        emt_outlook_observe(&o, emt_bank_tree(b, 1), 1, q, TOPK, 1, TOPK, (const int32_t[]){ 0, 1, 2 }, 1, 1.0);
+        emt_outlook_observe(&o, emt_bank_tree(b, 0), 0, q, TOPK, 1, TOPK, (const int32_t[]){ 0 }, 0, 0.05);
+    }
+    CHECK(!emt_outlook_deeper_may_pay(&o, b, q, TOPK, 1, 2, TOPK, 0));
+    emt_outlook_free(&o);
+    entmtp_bank_free(b);
+}
+
 int main(void) {
     expected_accept();
     cost_model();
+    deeper_may_pay();
     return emt_test_finish("test_tree_outlook");
 }

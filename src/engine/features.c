@@ -86,6 +86,7 @@ entmtp_status emt_outlook_init(emt_outlook_state *o, const entmtp_bank *bank, in
     o->expected_accept = emt_calloc((size_t)n, sizeof *o->expected_accept);
     o->expected_seconds = emt_calloc((size_t)n, sizeof *o->expected_seconds);
     o->node_prob = emt_calloc((size_t)nodes, sizeof *o->node_prob);
+    o->depth1_rate = 1.0f; /* a fresh session looks */
     if (!o->expected_accept || !o->expected_seconds || !o->node_prob) {
         emt_outlook_free(o);
         return ENTMTP_ERR_OUT_OF_MEMORY;
@@ -123,7 +124,7 @@ int emt_outlook_deeper_may_pay(emt_outlook_state *o, const entmtp_bank *bank, co
     emt_outlook_compute(o, bank, q, q_stride, levels, topk, dynamic);
     /* siblings exclude each other, so the chance of passing a level is at
      * most the sum of its calibrated probabilities (and at most 1) */
-    double reach = 1.0;
+    double reach = levels == 0 && o->blind_steps < EMT_OUTLOOK_BLIND_STEPS ? o->depth1_rate : 1.0;
     for (int32_t d = 0; d < levels && d < EMT_MAX_HEADS; d++) {
         double sum = 0;
         for (int32_t r = 0; r < topk; r++) sum += emt_accept_calib_prob(&o->calib, d, r, q[(size_t)d * q_stride + r]);
@@ -153,4 +154,7 @@ void emt_outlook_observe(emt_outlook_state *o, const emt_tree *t, int32_t k, con
                          int32_t n_heads, int32_t topk, const int32_t *row, int32_t acc, double seconds) {
     emt_accept_calib_observe(&o->calib, t, q, q_stride, n_heads, topk, row, acc);
     emt_cost_model_observe(&o->cost, k, seconds);
+    /* a window of about 10 drafting steps: the rate follows the text */
+    if (t->depth >= 1) o->depth1_rate += 0.1f * ((acc >= 1 ? 1.0f : 0.0f) - o->depth1_rate);
+    o->blind_steps = n_heads > 0 ? 0 : o->blind_steps + 1;
 }

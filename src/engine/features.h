@@ -56,7 +56,16 @@ typedef struct emt_outlook_state {
     float *expected_accept;   /* [n_trees] */
     double *expected_seconds; /* [n_trees] */
     float *node_prob;         /* [largest tree] scratch */
+    /* Before any head runs, the step has no probability to go by: the
+     * chance that a depth-1 draft is accepted is taken from recent steps
+     * (decayed rate over the steps that drafted one), and after
+     * EMT_OUTLOOK_BLIND_STEPS steps in a row without a head call the heads
+     * run anyway, so a change of text is seen. */
+    float depth1_rate;
+    int32_t blind_steps;
 } emt_outlook_state;
+
+#define EMT_OUTLOOK_BLIND_STEPS 4
 
 entmtp_status emt_outlook_init(emt_outlook_state *o, const entmtp_bank *bank, int32_t n_heads, int32_t topk);
 void emt_outlook_free(emt_outlook_state *o);
@@ -69,7 +78,8 @@ void emt_outlook_compute(emt_outlook_state *o, const entmtp_bank *bank, const fl
  * deeper choice's expected accept length, bounded above by its length over
  * the known levels plus, per unknown level, the chance that any path gets
  * past the known ones, divided by its expected seconds, beats the best
- * expected accept length per second of this outlook. A deeper choice's
+ * expected accept length per second of this outlook. With no level run,
+ * that chance is the recent depth-1 acceptance rate (see depth1_rate). A deeper choice's
  * seconds are those its steps took, heads included, so the bound counts
  * the head calls it needs. Computes the outlook (as emt_outlook_compute)
  * for `levels` levels; max_levels caps a dynamic tree's depth. */

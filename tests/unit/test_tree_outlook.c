@@ -139,6 +139,20 @@ static void deeper_may_pay(void) {
     /* the same for dynamic trees of each tree's size (3 nodes: at most depth 2) */
     CHECK(!emt_outlook_deeper_may_pay(&o, b, unsure, TOPK, 1, 2, TOPK, 1));
     CHECK(emt_outlook_deeper_may_pay(&o, b, q, TOPK, 1, 2, TOPK, 1));
+    /* before any level: recent depth-1 drafts all rejected -> no look,
+     * until EMT_OUTLOOK_BLIND_STEPS steps in a row ran no head */
+    emt_outlook_state fresh;
+    CHECK_OK(emt_outlook_init(&fresh, b, 2, TOPK));
+    for (int i = 0; i < 60; i++)
+        emt_outlook_observe(&fresh, emt_bank_tree(b, 1), 1, q, TOPK, 2, TOPK, (const int32_t[]){ 0 }, 0, 0.068);
+    CHECK(fresh.depth1_rate < 0.01f);
+    CHECK(!emt_outlook_deeper_may_pay(&fresh, b, q, TOPK, 0, 2, TOPK, 0));
+    for (int i = 0; i < EMT_OUTLOOK_BLIND_STEPS; i++) {
+        CHECK(!emt_outlook_deeper_may_pay(&fresh, b, q, TOPK, 0, 2, TOPK, 0));
+        emt_outlook_observe(&fresh, emt_bank_tree(b, 0), 0, q, TOPK, 0, TOPK, (const int32_t[]){ 0 }, 0, 0.05);
+    }
+    CHECK(emt_outlook_deeper_may_pay(&fresh, b, q, TOPK, 0, 2, TOPK, 0));
+    emt_outlook_free(&fresh);
     /* every level run: nothing deeper exists */
     CHECK(!emt_outlook_deeper_may_pay(&o, b, q, TOPK, 2, 2, TOPK, 0));
     /* a device where chain2 is dear (1 s a step): not worth a level */

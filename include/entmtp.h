@@ -360,11 +360,13 @@ ENTMTP_API entmtp_status entmtp_bank_tree_buffers(const entmtp_bank *bank, int32
 /* ================================================================ policy */
 
 /* Features of the current position, computed from logits the step already
- * has. Passed to a policy's select(). */
+ * has. Passed to a policy's select(). Fields were appended over versions:
+ * read one only when struct_size covers it (ENTMTP_FEATURES_HAS below); a
+ * session always passes the whole struct of the library it runs. */
 typedef struct entmtp_features {
     size_t struct_size;
     float p0;                         /* base model top-1 probability */
-    int32_t n_heads;                  /* entries in head_p and g */
+    int32_t n_heads;                  /* entries in head_p and g; rows of head_topk_p */
     const float *head_p;              /* n_heads: top-1 probability of head d (p1..pD) */
     const float *g;                   /* n_heads: g_d = p0 * p1 * ... * pd */
     float s;                          /* max(p0, g_1..g_D) */
@@ -372,7 +374,28 @@ typedef struct entmtp_features {
     int32_t last_accept_length;       /* tokens emitted by the previous step (0 at start) */
     float accept_length_ema;          /* exponential moving average of it */
     int64_t step;                     /* steps taken in this session so far */
+    /* appended: every rank of every head, and what each tree of the
+     * bank is expected to give and cost at this step */
+    int32_t topk;                     /* ranks per head in head_topk_p (0 without heads) */
+    int32_t n_trees;                  /* the bank's trees: entries in expected_accept and
+                                       * expected_seconds (0 without a bank) */
+    const float *head_topk_p;         /* n_heads * topk: head d's rank-r probability at
+                                       * [d * topk + r], ranks in descending order (Hydra:
+                                       * given the rank-0 tokens of the levels before d);
+                                       * head_p[d] == head_topk_p[d * topk] */
+    const float *expected_accept;     /* n_trees: tokens a step with tree k is expected to
+                                       * emit (>= 1), from head_topk_p calibrated by the
+                                       * session's observed acceptances; NULL when the
+                                       * session has no outlook (see below) */
+    const double *expected_seconds;   /* n_trees: expected seconds of a step with tree k
+                                       * (bank timings, then measured step times); NULL
+                                       * with expected_accept */
 } entmtp_features;
+
+/* Whether `f` (an entmtp_features *) carries `field`: a struct from an older
+ * library or caller stops before the fields appended after it. */
+#define ENTMTP_FEATURES_HAS(f, field) \
+    ((f)->struct_size >= offsetof(entmtp_features, field) + sizeof((f)->field))
 
 /* What a step produced; passed to a policy's observe(). */
 typedef struct entmtp_outcome {
@@ -383,8 +406,25 @@ typedef struct entmtp_outcome {
     int32_t accept_length; /* tokens emitted, root included (>= 1) */
     double seconds;        /* wall time of the step */
 } entmtp_outcome;
-/* The arrays a session shows its policy (features.head_p, features.g) stay
- * valid until the session's next step; copy them to keep them. */
+/* The arrays a session shows its policy (features.head_p, g, head_topk_p,
+ * expected_accept, expected_seconds) stay valid until the session's next
+ * step; copy them to keep them.
+ *
+ * The outlook (expected_accept, expected_seconds, n_trees = the bank's tree
+ * count) is computed for the throughput, dynamic and custom policies; the
+ * static, ladder, hysteresis and UCB policies do not read it and see NULL
+ * (n_trees is still the bank's size). For the dynamic policy entry k
+ * describes the tree built this step with tree k's node count. n_heads is
+ * the head levels the step ran: on a CPU the throughput and dynamic policies'
+ * Hydra chain may stop before the last head (a deeper tree could not pay);
+ * a custom policy always sees every level.
+ *
+ * entmtp_policy_select() outside a session: a throughput or dynamic policy
+ * takes the outlook from the caller's features (expected_accept and
+ * expected_seconds set, n_trees equal to the n_trees argument); a features
+ * struct smaller than the library's is read only up to its struct_size,
+ * and a custom policy's callback is shown a copy with the missing fields
+ * zero (NULL arrays). */
 
 typedef enum entmtp_policy_kind {
     ENTMTP_POLICY_STATIC = 0,     /* always one tree */

@@ -195,29 +195,44 @@ void emt_features_clear(emt_features_store *store) {
     store->f.struct_size = sizeof store->f;
     store->f.head_p = store->head_p;
     store->f.g = store->g;
+    store->f.head_topk_p = store->head_topk_p;
 }
 
-void emt_features_fill(emt_features_store *store, float p0, float entropy, const float *head_p,
-                       int32_t n_heads, int32_t last_accept_length, float accept_length_ema,
-                       int64_t step) {
+void emt_features_fill(emt_features_store *store, float p0, float entropy, const float *head_topk_p,
+                       int32_t n_heads, int32_t topk, int32_t stride, int32_t n_trees,
+                       int32_t last_accept_length, float accept_length_ema, int64_t step) {
     emt_features_clear(store);
     entmtp_features *out = &store->f;
     if (n_heads > EMT_MAX_HEADS) n_heads = EMT_MAX_HEADS;
-    if (n_heads < 0) n_heads = 0;
+    if (n_heads < 0 || !head_topk_p) n_heads = 0;
+    if (topk > EMT_MAX_TOPK) topk = EMT_MAX_TOPK;
+    if (topk > stride) topk = stride;
+    if (topk < 1 || n_heads == 0) topk = n_heads = 0;
     out->p0 = p0;
     out->n_heads = n_heads;
+    out->topk = topk;
+    out->n_trees = n_trees > 0 ? n_trees : 0;
     out->entropy = entropy;
     out->s = p0;
     float g = p0;
     for (int32_t d = 0; d < n_heads; d++) {
-        store->head_p[d] = head_p[d];
-        g *= head_p[d];
+        const float *row = head_topk_p + (size_t)d * (size_t)stride;
+        memcpy(store->head_topk_p + (size_t)d * (size_t)topk, row, (size_t)topk * sizeof *row);
+        store->head_p[d] = row[0];
+        g *= row[0];
         store->g[d] = g;
         if (g > out->s) out->s = g;
     }
     out->last_accept_length = last_accept_length;
     out->accept_length_ema = accept_length_ema;
     out->step = step;
+}
+
+void emt_features_set_outlook(emt_features_store *store, const float *expected_accept,
+                              const double *expected_seconds) {
+    int shown = expected_accept && expected_seconds && store->f.n_trees > 0;
+    store->f.expected_accept = shown ? expected_accept : NULL;
+    store->f.expected_seconds = shown ? expected_seconds : NULL;
 }
 
 void emt_topk(const float *values, int32_t n, int32_t k, int32_t *indices, float *top_values) {

@@ -44,17 +44,25 @@ void emt_softmax_stats(const float *logits, int32_t vocab, int32_t *top1, float 
 
 /* Features with the storage their arrays point into. */
 typedef struct emt_features_store {
-    entmtp_features f; /* f.head_p and f.g point at the arrays below */
+    entmtp_features f; /* f.head_p, f.g and f.head_topk_p point at the arrays below;
+                        * f.expected_accept/expected_seconds at the session's outlook */
     float head_p[EMT_MAX_HEADS];
     float g[EMT_MAX_HEADS];
+    float head_topk_p[EMT_MAX_HEADS * EMT_MAX_TOPK];
 } emt_features_store;
 
-/* Zeroed features (no heads), arrays pointing into `out`. */
+/* Zeroed features (no heads, no outlook), arrays pointing into `out`. */
 void emt_features_clear(emt_features_store *out);
-/* Fill features from p0, entropy and the heads' top-1 probabilities. */
-void emt_features_fill(emt_features_store *out, float p0, float entropy, const float *head_p,
-                       int32_t n_heads, int32_t last_accept_length, float accept_length_ema,
-                       int64_t step);
+/* Fill features from p0, entropy and the heads' top-k probabilities
+ * (head_topk_p: [n_heads][stride], the first topk ranks taken; head_p[d] is
+ * rank 0). n_trees: the bank's size; the outlook stays NULL (set it with
+ * emt_features_set_outlook once computed). */
+void emt_features_fill(emt_features_store *out, float p0, float entropy, const float *head_topk_p,
+                       int32_t n_heads, int32_t topk, int32_t stride, int32_t n_trees,
+                       int32_t last_accept_length, float accept_length_ema, int64_t step);
+/* Show the per-tree outlook (f.n_trees entries each; NULL: none). */
+void emt_features_set_outlook(emt_features_store *out, const float *expected_accept,
+                              const double *expected_seconds);
 
 /* Typical-acceptance threshold for one distribution: min(eps, delta*exp(-H))
  * where H is the entropy of softmax(logits / temperature) with the reference's

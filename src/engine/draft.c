@@ -43,8 +43,11 @@ static entmtp_status choose_tree(entmtp_session *S, emt_step *st) {
         const emt_tree_outlook *ol = NULL;
         emt_tree_outlook view = { S->outlook.expected_accept, S->outlook.expected_seconds };
         dynamic = emt_policy_wants_dynamic_tree(S->policy);
-        if (emt_policy_needs_outlook(S->policy)) {
+        /* the throughput and dynamic policies choose by the outlook; a custom
+         * policy is shown it (features.expected_accept/expected_seconds) */
+        if (emt_policy_shows_outlook(S->policy) && S->outlook.expected_accept) {
             emt_outlook_compute(&S->outlook, S->bank, S->chain_p, S->topk, st->n_heads, S->topk, dynamic);
+            emt_features_set_outlook(&S->features, S->outlook.expected_accept, S->outlook.expected_seconds);
             ol = &view;
         }
         entmtp_status status = emt_policy_select_outlook(S->policy, &S->features.f, ol, S->n_trees, &k);
@@ -183,7 +186,6 @@ entmtp_status emt_step_draft(entmtp_session *S, emt_step *st) {
     S->next_ready = S->next_heads = 0; /* consumed: the position moves on */
     if (status) return status;
     int speculate = !st->force_ar && S->heads && (st->probe || (S->bank && S->n_trees > 0));
-    float head_p[EMT_MAX_HEADS];
     st->n_heads = 0;
     if (speculate) {
         st->n_heads = S->heads->n_heads;
@@ -194,10 +196,9 @@ entmtp_status emt_step_draft(entmtp_session *S, emt_step *st) {
         } else {
             st->n_heads = draft_chain(S, st);
         }
-        for (int32_t d = 0; d < st->n_heads; d++) head_p[d] = S->chain_p[(size_t)d * S->topk];
     }
-    emt_features_fill(&S->features, st->p0, st->entropy, head_p, st->n_heads, S->last_accept, S->ema,
-                      S->stats.n_steps);
+    emt_features_fill(&S->features, st->p0, st->entropy, S->chain_p, st->n_heads, S->topk, S->topk, S->n_trees,
+                      S->last_accept, S->ema, S->stats.n_steps);
     st->tree = &g_ar_tree;
     st->tree_index = -1;
     if (st->probe) st->tree = st->probe->tree;

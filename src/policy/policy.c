@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct entmtp_policy {
     emt_policy_settings set;
@@ -228,8 +229,9 @@ static entmtp_status ucb_select(entmtp_policy *p, int32_t n_trees, int32_t *out)
  * second. Ties go to the lower index (the bank lists smaller trees first). */
 static entmtp_status throughput_select(const emt_tree_outlook *o, int32_t n_trees, int32_t *out) {
     if (!o || !o->expected_accept || !o->expected_seconds)
-        return emt_fail(ENTMTP_ERR_STATE, "throughput/dynamic policy: no per-tree outlook (expected accept lengths and step "
-                                          "times); attach the policy to a session with entmtp_policy_set");
+        return emt_fail(ENTMTP_ERR_STATE, "throughput/dynamic policy: no per-tree outlook (features.expected_accept and "
+                                          "expected_seconds are NULL); attach the policy to a session with "
+                                          "entmtp_policy_set, or set them");
     int32_t best = -1;
     double best_v = -INFINITY;
     for (int32_t k = 0; k < n_trees; k++) {
@@ -249,6 +251,10 @@ int emt_policy_needs_outlook(const entmtp_policy *p) {
 
 int emt_policy_wants_dynamic_tree(const entmtp_policy *p) { return p && p->set.cfg.kind == EMT_POLICY_DYNAMIC; }
 
+int emt_policy_shows_outlook(const entmtp_policy *p) {
+    return emt_policy_needs_outlook(p) || (p && p->set.cfg.kind == ENTMTP_POLICY_CUSTOM);
+}
+
 int32_t emt_policy_static_tree(const entmtp_policy *p) {
     return p && p->set.cfg.kind == ENTMTP_POLICY_STATIC ? p->set.cfg.static_tree : -1;
 }
@@ -260,6 +266,29 @@ entmtp_status emt_policy_select_outlook(entmtp_policy *p, const entmtp_features 
     if (n_trees < 1) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_select: n_trees = %d", n_trees);
     entmtp_status st = emt_check_versioned(f, sizeof *f, "entmtp_features");
     if (st) return st;
+    /* the caller's struct may be an older, smaller one: read only its bytes,
+     * and show a custom callback the library's struct with the rest zero */
+    size_t given;
+    memcpy(&given, f, sizeof given);
+    entmtp_features full;
+    if (given < sizeof full) {
+        memset(&full, 0, sizeof full);
+        memcpy(&full, f, given);
+        full.struct_size = sizeof full;
+        f = &full;
+    }
+    emt_tree_outlook from_features = { f->expected_accept, f->expected_seconds };
+    if (!outlook && emt_policy_needs_outlook(p) && (f->expected_accept || f->expected_seconds)) {
+        if (!f->expected_accept || !f->expected_seconds)
+            return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_select: features.%s is NULL but %s is set; "
+                                                         "give both or neither",
+                            f->expected_accept ? "expected_seconds" : "expected_accept",
+                            f->expected_accept ? "expected_accept" : "expected_seconds");
+        if (f->n_trees != n_trees)
+            return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_select: features.n_trees = %d but n_trees = %d; "
+                                                         "the outlook needs one entry per tree", f->n_trees, n_trees);
+        outlook = &from_features;
+    }
     const entmtp_policy_config *c = &p->set.cfg;
     int32_t k = 0;
     if ((c->kind == ENTMTP_POLICY_LADDER || c->kind == ENTMTP_POLICY_HYSTERESIS) && (st = check_features(f))) return st;

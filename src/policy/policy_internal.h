@@ -23,7 +23,8 @@ typedef struct emt_tree_outlook {
 } emt_tree_outlook;
 
 /* entmtp_policy_select with the per-tree outlook (NULL when the caller has
- * none; the throughput policy then fails with ENTMTP_ERR_STATE). */
+ * none: the throughput policy then takes the features' expected_accept and
+ * expected_seconds, and fails with ENTMTP_ERR_STATE without them). */
 entmtp_status emt_policy_select_outlook(entmtp_policy *p, const entmtp_features *f,
                                         const emt_tree_outlook *outlook, int32_t n_trees,
                                         int32_t *out_index);
@@ -31,6 +32,9 @@ entmtp_status emt_policy_select_outlook(entmtp_policy *p, const entmtp_features 
  * whether the chosen index names a node budget for a dynamic tree. */
 int emt_policy_needs_outlook(const entmtp_policy *p);
 int emt_policy_wants_dynamic_tree(const entmtp_policy *p);
+/* Whether the session computes the outlook and shows it in the features:
+ * the policies that need it, and custom policies (their own rule may). */
+int emt_policy_shows_outlook(const entmtp_policy *p);
 /* The static policy's tree index; -1 for every other kind. */
 int32_t emt_policy_static_tree(const entmtp_policy *p);
 

@@ -165,17 +165,41 @@ static void features_topk_sampling(void) {
 
     emt_features_store f;
     const float hp[3] = { 0.5f, 0.9f, 0.1f };
-    emt_features_fill(&f, 0.8f, 1.2f, hp, 3, 2, 1.5f, 7);
+    emt_features_fill(&f, 0.8f, 1.2f, hp, 3, 1, 1, 4, 2, 1.5f, 7);
     CHECK_NEAR(f.f.g[0], 0.4, 1e-6);
     CHECK_NEAR(f.f.g[1], 0.36, 1e-6);
     CHECK_NEAR(f.f.g[2], 0.036, 1e-6);
     CHECK_NEAR(f.f.s, 0.8, 1e-6); /* s = max(p0, g..) = p0 here */
     const float hp2[2] = { 1.0f, 1.0f };
-    emt_features_fill(&f, 0.3f, 0.0f, hp2, 2, 0, 0, 0);
+    emt_features_fill(&f, 0.3f, 0.0f, hp2, 2, 1, 1, 0, 0, 0, 0);
     CHECK_NEAR(f.f.s, 0.3, 1e-7);
     CHECK_EQ_INT(f.f.n_heads, 2);
     CHECK_EQ_INT(f.f.struct_size, sizeof f.f);
     CHECK(f.f.head_p == f.head_p && f.f.g == f.g); /* arrays live in the store */
+    /* every rank of every head: the first topk of each stride-wide row, rank
+     * 0 is head_p; no outlook until one is set */
+    const float q[3 * 4] = { 0.5f, 0.2f, 0.1f, 0.05f, 0.9f, 0.04f, 0.03f, 0.01f, 0.1f, 0.09f, 0.08f, 0.07f };
+    emt_features_fill(&f, 0.8f, 1.2f, q, 3, 3, 4, 2, 2, 1.5f, 7);
+    CHECK_EQ_INT(f.f.topk, 3);
+    CHECK_EQ_INT(f.f.n_trees, 2);
+    CHECK(f.f.head_topk_p == f.head_topk_p);
+    CHECK_NEAR(f.f.head_topk_p[0 * 3 + 1], 0.2f, 0);
+    CHECK_NEAR(f.f.head_topk_p[1 * 3 + 2], 0.03f, 0);
+    CHECK_NEAR(f.f.head_topk_p[2 * 3 + 0], 0.1f, 0);
+    for (int32_t d = 0; d < 3; d++) CHECK_NEAR(f.f.head_p[d], f.f.head_topk_p[d * 3], 0);
+    CHECK_NEAR(f.f.g[2], 0.036, 1e-6);
+    CHECK(f.f.expected_accept == NULL && f.f.expected_seconds == NULL);
+    const float ea[2] = { 1.5f, 2.0f };
+    const double es[2] = { 0.01, 0.02 };
+    emt_features_set_outlook(&f, ea, es);
+    CHECK(f.f.expected_accept == ea && f.f.expected_seconds == es);
+    emt_features_set_outlook(&f, ea, NULL); /* both or neither */
+    CHECK(f.f.expected_accept == NULL && f.f.expected_seconds == NULL);
+    /* no heads: no ranks */
+    emt_features_fill(&f, 0.3f, 0.0f, NULL, 0, 10, 10, 2, 0, 0, 0);
+    CHECK_EQ_INT(f.f.n_heads, 0);
+    CHECK_EQ_INT(f.f.topk, 0);
+    CHECK(f.f.head_topk_p != NULL);
 
     const float v[6] = { 1, 3, 3, 0, 2, 3 };
     int32_t ids[3];

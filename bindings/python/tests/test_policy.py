@@ -254,6 +254,49 @@ def test_features_limits():
         Policy.static().select("0.5", 1)
 
 
+def test_custom_sees_every_rank_and_the_outlook():
+    seen = []
+    p = Policy.custom(lambda f, n: seen.append(f) or 0)
+    f = Features(s=0.5, p0=0.5, head_p=[0.6, 0.3], g=[0.3, 0.09],
+                 head_topk_p=[[0.6, 0.2, 0.1], [0.3, 0.25, 0.2]],
+                 expected_accept=[1.0, 1.5], expected_seconds=[0.01, 0.02])
+    assert f.topk == 3 and f.n_heads == 2
+    assert p.select(f, 2) == 0
+    got = seen[-1]
+    assert got.topk == 3 and got.n_trees == 2
+    assert got.head_topk_p == [pytest.approx([0.6, 0.2, 0.1]), pytest.approx([0.3, 0.25, 0.2])]
+    assert got.expected_accept == pytest.approx([1.0, 1.5])
+    assert got.expected_seconds == pytest.approx([0.01, 0.02])
+    # without them: empty ranks, no outlook
+    assert p.select(0.5, 2) == 0
+    assert seen[-1].head_topk_p == [] and seen[-1].topk == 0
+    assert seen[-1].expected_accept is None and seen[-1].expected_seconds is None
+
+
+def test_throughput_reads_the_outlook_of_the_features():
+    p = Policy(PolicyKind.THROUGHPUT)
+    # 1.0, 1.333 and 1.0 tokens per second: the middle tree
+    f = Features(expected_accept=[1.0, 2.0, 3.0], expected_seconds=[1.0, 1.5, 3.0])
+    assert p.select(f, 3) == 1
+    with pytest.raises(entmtp.InvalidArgumentError, match="features.n_trees = 3"):
+        p.select(f, 2)
+    with pytest.raises(entmtp.StateError, match="expected_accept"):
+        p.select(0.5, 3)  # no outlook
+
+
+@pytest.mark.parametrize("kw, needle", [
+    ({"head_topk_p": [[0.5]]}, "one row per head"),
+    ({"head_p": [0.5], "g": [0.5], "head_topk_p": [[0.5, 0.1], [0.4]]}, "one row per head"),
+    ({"head_p": [0.5], "g": [0.5], "head_topk_p": [[0.1] * 65]}, "one row per head"),
+    ({"expected_accept": [1.0]}, "both or neither"),
+    ({"expected_accept": [1.0], "expected_seconds": [0.1, 0.2]}, "same count"),
+    ({"expected_accept": [1.0], "expected_seconds": [0.1], "n_trees": 2}, "same count"),
+])
+def test_features_outlook_errors(kw, needle):
+    with pytest.raises(entmtp.InvalidArgumentError, match=needle):
+        Policy.static().select(Features(**kw), 1)
+
+
 def test_context_manager_and_close():
     with Policy.static() as p:
         assert p.select(0.0, 1) == 0

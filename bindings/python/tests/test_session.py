@@ -5,7 +5,7 @@ import gc
 import pytest
 
 import entmtp
-from entmtp import Policy, Session, _ffi
+from entmtp import Policy, PolicyKind, Session, _ffi
 
 PROMPTS = [[1, 5, 9, 3], [7, 8], [100, 200, 31]]
 
@@ -278,6 +278,43 @@ def test_custom_policy_in_a_session(model, medusa, bank2):
         assert sum(o.accept_length for o in calls["observe"]) >= 20
         s.reset()
         assert calls["reset"] == 2
+
+
+@pytest.mark.parametrize("heads_name", ["medusa", "hydra"])
+def test_custom_throughput_rule_matches_the_throughput_policy(request, model, heads_name):
+    """A custom policy reading expected_accept / expected_seconds makes the
+    built-in throughput policy's choice at every step; both are lossless."""
+    heads = request.getfixturevalue(heads_name)
+    bank = entmtp.Bank(max_depth=4)
+    for name in ("chain_1", "chain_2", "chain_4", "mc_sim_7b_63"):
+        bank.add_builtin(name)
+    seen = []
+
+    def select(f, n):
+        assert n == 4 and f.n_trees == 4 and f.n_heads == 4 and f.topk == 10
+        assert [row[0] for row in f.head_topk_p] == f.head_p
+        assert all(row == sorted(row, reverse=True) for row in f.head_topk_p)
+        seen.append(f)
+        return max(range(n), key=lambda k: (f.expected_accept[k] / f.expected_seconds[k], -k))
+
+    def run(policy):
+        with Session(model, heads, bank, stop_tokens=[], reproducible=True) as s:
+            s.set_policy(policy)
+            s.prefill(PROMPTS[0])
+            trees, out = [], []
+            while len(out) < 40:
+                r = s.step(40 - len(out))
+                trees.append(r.tree_index)
+                out += r.tokens
+            return out, trees
+
+    want = ar_reference(model, PROMPTS[0], 40)
+    out_t, trees_t = run(Policy(PolicyKind.THROUGHPUT))
+    out_c, trees_c = run(Policy.custom(select))
+    assert out_t == want and out_c == want
+    assert trees_c == trees_t
+    assert len(seen) == len(trees_c)
+    bank.close()
 
 
 def test_custom_policy_exception_fails_the_step(model, medusa, bank2):

@@ -181,6 +181,11 @@ typedef struct entmtp_features {
     int32_t last_accept_length;
     float accept_length_ema;
     int64_t step;
+    int32_t topk;
+    int32_t n_trees;
+    const float *head_topk_p;
+    const float *expected_accept;
+    const double *expected_seconds;
 } entmtp_features;
 
 typedef struct entmtp_outcome {

@@ -17,13 +17,24 @@ KindArg = Union[PolicyKind, str, int]  # a kind, its name or its number
 
 MAX_HEADS = lib.entmtp_limit(lib.ENTMTP_LIMIT_MAX_HEADS)
 MAX_LADDER = lib.entmtp_limit(lib.ENTMTP_LIMIT_MAX_LADDER)
+MAX_TOPK = lib.entmtp_limit(lib.ENTMTP_LIMIT_MAX_TOPK)
+# entmtp_features up to its last field: a struct_size this large carries them all
+_FEATURES_FULL = ffi.offsetof("entmtp_features", "expected_seconds") + ffi.sizeof("double *")
 
 
 @dataclasses.dataclass
 class Features:
     """entmtp_features: what a policy sees at each step. n_heads is
     len(head_p); head_p and g hold at most entmtp_limit(ENTMTP_LIMIT_MAX_HEADS)
-    values."""
+    values.
+
+    head_topk_p[d][r] is head d's rank-r probability (ranks in descending
+    order, topk of them; head_topk_p[d][0] == head_p[d]). expected_accept[k]
+    and expected_seconds[k] are the tokens a step with bank tree k is
+    expected to emit and the seconds it is expected to take; a session shows
+    them to custom (and the throughput and dynamic) policies and leaves them
+    None otherwise. n_trees is the bank's tree count (0 outside a session
+    unless the outlook is given)."""
     s: float = 0.0
     p0: float = 0.0
     head_p: List[float] = dataclasses.field(default_factory=list)
@@ -32,26 +43,61 @@ class Features:
     last_accept_length: int = 0
     accept_length_ema: float = 0.0
     step: int = 0
+    head_topk_p: List[List[float]] = dataclasses.field(default_factory=list)
+    n_trees: int = 0
+    expected_accept: Optional[List[float]] = None
+    expected_seconds: Optional[List[float]] = None
 
     @property
     def n_heads(self) -> int:
         return len(self.head_p)
+
+    @property
+    def topk(self) -> int:
+        """Ranks per head in head_topk_p (0 without them)."""
+        return len(self.head_topk_p[0]) if self.head_topk_p else 0
 
     @classmethod
     def _from_c(cls, f: Any) -> "Features":
         n = max(0, min(f.n_heads, MAX_HEADS))
         head_p = list(ffi.unpack(f.head_p, n)) if n and f.head_p != ffi.NULL else []
         g = list(ffi.unpack(f.g, n)) if n and f.g != ffi.NULL else []
-        return cls(s=f.s, p0=f.p0, head_p=head_p, g=g, entropy=f.entropy,
-                   last_accept_length=f.last_accept_length, accept_length_ema=f.accept_length_ema,
-                   step=f.step)
+        out = cls(s=f.s, p0=f.p0, head_p=head_p, g=g, entropy=f.entropy,
+                  last_accept_length=f.last_accept_length, accept_length_ema=f.accept_length_ema,
+                  step=f.step)
+        # the appended fields, when the library that filled the struct has them
+        if f.struct_size >= _FEATURES_FULL:
+            k = max(0, min(f.topk, MAX_TOPK))
+            if n and k and f.head_topk_p != ffi.NULL:
+                flat = ffi.unpack(f.head_topk_p, n * k)
+                out.head_topk_p = [list(flat[d * k:(d + 1) * k]) for d in range(n)]
+            out.n_trees = max(0, f.n_trees)
+            if out.n_trees and f.expected_accept != ffi.NULL and f.expected_seconds != ffi.NULL:
+                out.expected_accept = list(ffi.unpack(f.expected_accept, out.n_trees))
+                out.expected_seconds = list(ffi.unpack(f.expected_seconds, out.n_trees))
+        return out
 
     def _to_c(self) -> Tuple[Any, Any]:
         """(cdata entmtp_features *, keepalive): the struct points into the
         arrays held by keepalive."""
+        def bad(msg: str) -> InvalidArgumentError:
+            return InvalidArgumentError(lib.ENTMTP_ERR_INVALID_ARGUMENT, "features: " + msg)
         if len(self.head_p) > MAX_HEADS or len(self.g) != len(self.head_p):
-            raise InvalidArgumentError(lib.ENTMTP_ERR_INVALID_ARGUMENT,
-                                       "features: head_p and g need the same length, at most %d" % MAX_HEADS)
+            raise bad("head_p and g need the same length, at most %d" % MAX_HEADS)
+        rows = [list(r) for r in self.head_topk_p]
+        k = len(rows[0]) if rows else 0
+        if rows and (len(rows) != len(self.head_p) or any(len(r) != k for r in rows) or not 1 <= k <= MAX_TOPK):
+            raise bad("head_topk_p needs one row per head (%d), each of the same length 1..%d"
+                      % (len(self.head_p), MAX_TOPK))
+        if (self.expected_accept is None) != (self.expected_seconds is None):
+            raise bad("expected_accept and expected_seconds go together (both or neither)")
+        n_trees = self.n_trees
+        if self.expected_accept is not None:
+            m = len(self.expected_accept)
+            if len(self.expected_seconds) != m or n_trees not in (0, m):
+                raise bad("expected_accept (%d), expected_seconds (%d) and n_trees (%d) need the same count"
+                          % (m, len(self.expected_seconds), n_trees))
+            n_trees = m
         f = new_struct("entmtp_features")
         f.s, f.p0, f.entropy = self.s, self.p0, self.entropy
         head_p, n = float_array(self.head_p)
@@ -62,7 +108,17 @@ class Features:
         f.last_accept_length = self.last_accept_length
         f.accept_length_ema = self.accept_length_ema
         f.step = self.step
-        return f, (head_p, g)
+        topk_p, _ = float_array([p for r in rows for p in r])
+        f.topk = k
+        f.head_topk_p = topk_p
+        f.n_trees = n_trees
+        keep = [head_p, g, topk_p]
+        if self.expected_accept is not None:
+            acc, _ = float_array(self.expected_accept)
+            sec = ffi.new("double[]", [float(v) for v in self.expected_seconds]) if n_trees else ffi.NULL
+            f.expected_accept, f.expected_seconds = acc, sec
+            keep += [acc, sec]
+        return f, keep
 
 
 @dataclasses.dataclass

@@ -1305,12 +1305,17 @@ pub struct entmtp_features {
     pub last_accept_length: i32,
     pub accept_length_ema: f32,
     pub step: i64,
+    pub topk: i32,
+    pub n_trees: i32,
+    pub head_topk_p: *const f32,
+    pub expected_accept: *const f32,
+    pub expected_seconds: *const f64,
 }
 #[test]
 fn bindgen_test_layout_entmtp_features() {
     assert_eq!(
         ::std::mem::size_of::<entmtp_features>(),
-        56usize,
+        88usize,
         concat!("Size of: ", stringify!(entmtp_features))
     );
     assert_eq!(
@@ -1468,6 +1473,86 @@ fn bindgen_test_layout_entmtp_features() {
         );
     }
     test_field_step();
+    fn test_field_topk() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_features>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).topk) as usize - ptr as usize
+            },
+            56usize,
+            concat!("Offset of field: ", stringify!(entmtp_features), "::", stringify!(topk))
+        );
+    }
+    test_field_topk();
+    fn test_field_n_trees() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_features>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_trees) as usize - ptr as usize
+            },
+            60usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_features),
+                "::",
+                stringify!(n_trees)
+            )
+        );
+    }
+    test_field_n_trees();
+    fn test_field_head_topk_p() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_features>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).head_topk_p) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_features),
+                "::",
+                stringify!(head_topk_p)
+            )
+        );
+    }
+    test_field_head_topk_p();
+    fn test_field_expected_accept() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_features>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).expected_accept) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_features),
+                "::",
+                stringify!(expected_accept)
+            )
+        );
+    }
+    test_field_expected_accept();
+    fn test_field_expected_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_features>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).expected_seconds) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_features),
+                "::",
+                stringify!(expected_seconds)
+            )
+        );
+    }
+    test_field_expected_seconds();
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]

@@ -94,6 +94,28 @@ pub struct Features {
     pub accept_length_ema: f32,
     /// Steps taken in this session so far.
     pub step: i64,
+    /// Every rank of every head: `head_topk_p[d][r]` is head d's rank-r
+    /// probability, ranks in descending order (`head_topk_p[d][0] ==
+    /// head_p[d]`); empty without heads. One row per head, rows of equal length.
+    pub head_topk_p: Vec<Vec<f32>>,
+    /// The bank's tree count (a session sets it even without an outlook).
+    pub n_trees: usize,
+    /// Per bank tree: tokens a step with it is expected to emit (>= 1).
+    /// `None` when the session shows no outlook (static, ladder, hysteresis
+    /// and UCB policies); custom, throughput and dynamic policies see it.
+    pub expected_accept: Option<Vec<f32>>,
+    /// Per bank tree: seconds a step with it is expected to take (with
+    /// `expected_accept`).
+    pub expected_seconds: Option<Vec<f64>>,
+}
+
+/// `struct_size` of an `entmtp_features` that carries every field.
+fn features_full() -> usize {
+    let f = std::mem::MaybeUninit::<sys::entmtp_features>::uninit();
+    let base = f.as_ptr();
+    // SAFETY: the address of a field, nothing read.
+    let last = unsafe { ptr::addr_of!((*base).expected_seconds) };
+    last as usize - base as usize + std::mem::size_of::<*const f64>()
 }
 
 impl Features {
@@ -120,6 +142,25 @@ impl Features {
         &self.g
     }
 
+    /// Ranks per head in `head_topk_p` (0 without them).
+    pub fn topk(&self) -> usize {
+        self.head_topk_p.first().map_or(0, |r| r.len())
+    }
+
+    /// Head `d`'s top-k probabilities in rank order (empty for a head the
+    /// features do not have).
+    pub fn head_topk(&self, d: usize) -> &[f32] {
+        self.head_topk_p.get(d).map_or(&[], |r| r.as_slice())
+    }
+
+    /// Tree `k`'s expected accept length and step seconds, when the
+    /// features carry the outlook and the bank has tree `k`.
+    pub fn outlook(&self, k: usize) -> Option<(f32, f64)> {
+        let a = self.expected_accept.as_ref()?.get(k)?;
+        let t = self.expected_seconds.as_ref()?.get(k)?;
+        Some((*a, *t))
+    }
+
     pub(crate) fn from_c(f: &sys::entmtp_features) -> Features {
         let n = f.n_heads.max(0) as usize;
         let copy = |p: *const f32| {
@@ -130,7 +171,7 @@ impl Features {
                 unsafe { std::slice::from_raw_parts(p, n) }.to_vec()
             }
         };
-        Features {
+        let mut out = Features {
             p0: f.p0,
             head_p: copy(f.head_p),
             g: copy(f.g),
@@ -139,22 +180,67 @@ impl Features {
             last_accept_length: f.last_accept_length,
             accept_length_ema: f.accept_length_ema,
             step: f.step,
+            ..Features::default()
+        };
+        // the appended fields, only when the library that filled the struct has them
+        if f.struct_size >= features_full() {
+            let k = (f.topk.max(0) as usize).min(limit(Limit::MaxTopk));
+            if n > 0 && k > 0 && !f.head_topk_p.is_null() {
+                // SAFETY: n_heads rows of topk values.
+                let flat = unsafe { std::slice::from_raw_parts(f.head_topk_p, n * k) };
+                out.head_topk_p = flat.chunks(k).map(|r| r.to_vec()).collect();
+            }
+            out.n_trees = f.n_trees.max(0) as usize;
+            if out.n_trees > 0 && !f.expected_accept.is_null() && !f.expected_seconds.is_null() {
+                // SAFETY: n_trees values each.
+                unsafe {
+                    out.expected_accept = Some(std::slice::from_raw_parts(f.expected_accept, out.n_trees).to_vec());
+                    out.expected_seconds = Some(std::slice::from_raw_parts(f.expected_seconds, out.n_trees).to_vec());
+                }
+            }
         }
+        out
     }
 
-    /// The C struct, pointing into `self`'s vectors (valid while `self` is).
-    fn to_c(&self) -> Result<sys::entmtp_features> {
+    /// The C struct, pointing into `self`'s vectors and into the returned
+    /// flat copy of `head_topk_p` (valid while both are).
+    fn to_c(&self) -> Result<(sys::entmtp_features, Vec<f32>)> {
+        let bad = |msg: String| Err(Error::new(Status::InvalidArgument, format!("features: {msg}")));
         let max = limit(Limit::MaxHeads);
         if self.head_p.len() > max || self.g.len() != self.head_p.len() {
-            return Err(Error::new(
-                Status::InvalidArgument,
-                format!(
-                    "features: {} head_p and {} g values; they need the same count, at most {max}",
-                    self.head_p.len(),
-                    self.g.len()
-                ),
+            return bad(format!(
+                "{} head_p and {} g values; they need the same count, at most {max}",
+                self.head_p.len(),
+                self.g.len()
             ));
         }
+        let k = self.topk();
+        if !self.head_topk_p.is_empty()
+            && (self.head_topk_p.len() != self.head_p.len()
+                || self.head_topk_p.iter().any(|r| r.len() != k)
+                || k == 0
+                || k > limit(Limit::MaxTopk))
+        {
+            return bad(format!(
+                "head_topk_p needs one row per head ({}), each of the same length 1..{}",
+                self.head_p.len(),
+                limit(Limit::MaxTopk)
+            ));
+        }
+        let mut n_trees = self.n_trees;
+        match (&self.expected_accept, &self.expected_seconds) {
+            (None, None) => {}
+            (Some(a), Some(t)) if a.len() == t.len() && (n_trees == 0 || n_trees == a.len()) => n_trees = a.len(),
+            (Some(a), Some(t)) => {
+                return bad(format!(
+                    "expected_accept ({}), expected_seconds ({}) and n_trees ({n_trees}) need the same count",
+                    a.len(),
+                    t.len()
+                ))
+            }
+            _ => return bad("expected_accept and expected_seconds go together (both or neither)".into()),
+        }
+        let flat: Vec<f32> = self.head_topk_p.iter().flatten().copied().collect();
         let mut f = versioned!(sys::entmtp_features);
         f.p0 = self.p0;
         f.n_heads = self.head_p.len() as i32;
@@ -165,7 +251,14 @@ impl Features {
         f.last_accept_length = self.last_accept_length;
         f.accept_length_ema = self.accept_length_ema;
         f.step = self.step;
-        Ok(f)
+        f.topk = k as i32;
+        f.head_topk_p = if flat.is_empty() { std::ptr::null() } else { flat.as_ptr() };
+        f.n_trees = to_i32(n_trees, "n_trees")?;
+        if let (Some(a), Some(t)) = (&self.expected_accept, &self.expected_seconds) {
+            f.expected_accept = a.as_ptr();
+            f.expected_seconds = t.as_ptr();
+        }
+        Ok((f, flat))
     }
 }
 
@@ -418,6 +511,19 @@ impl Policy {
         Policy::create(c, ptr::null_mut())
     }
 
+    /// Expected throughput: the tree with the most expected accepted tokens
+    /// per expected step second (the session's outlook, or the features'
+    /// `expected_accept` and `expected_seconds` when called directly).
+    pub fn throughput() -> Result<Policy> {
+        Policy::create(Policy::default_config(PolicyKind::Throughput), ptr::null_mut())
+    }
+
+    /// The throughput rule over node budgets, drafting each step the tree of
+    /// that size built from the heads' probabilities.
+    pub fn dynamic() -> Result<Policy> {
+        Policy::create(Policy::default_config(PolicyKind::Dynamic), ptr::null_mut())
+    }
+
     /// A policy whose select is a closure `(features, n_trees) -> tree`.
     pub fn custom<F>(select: F) -> Result<Policy>
     where
@@ -516,7 +622,7 @@ impl Policy {
 
     /// The tree for the next step.
     pub fn select(&mut self, features: &Features, n_trees: usize) -> Result<usize> {
-        let f = features.to_c()?;
+        let (f, _ranks) = features.to_c()?;
         let mut k = -1i32;
         let st = unsafe { sys::entmtp_policy_select(self.raw.as_ptr(), &f, to_i32(n_trees, "n_trees")?, &mut k) };
         self.finish(st, "the custom policy's select callback")?;

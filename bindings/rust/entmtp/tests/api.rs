@@ -578,3 +578,84 @@ fn features_limits() {
         Status::InvalidArgument
     );
 }
+
+#[test]
+fn custom_policy_sees_every_rank_and_the_outlook() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let mut p = Policy::custom(move |f, _| {
+        log.lock().unwrap().push(f.clone());
+        0
+    })
+    .unwrap();
+    let f = Features {
+        p0: 0.5,
+        head_p: vec![0.6, 0.3],
+        g: vec![0.3, 0.09],
+        head_topk_p: vec![vec![0.6, 0.2, 0.1], vec![0.3, 0.25, 0.2]],
+        expected_accept: Some(vec![1.0, 1.5]),
+        expected_seconds: Some(vec![0.01, 0.02]),
+        ..Features::default()
+    };
+    assert_eq!((f.topk(), f.n_heads()), (3, 2));
+    assert_eq!(p.select(&f, 2).unwrap(), 0);
+    let got = seen.lock().unwrap().last().unwrap().clone();
+    assert_eq!((got.topk(), got.n_trees), (3, 2));
+    assert_eq!(got.head_topk(1), &[0.3, 0.25, 0.2]);
+    assert!(got.head_topk(2).is_empty());
+    assert_eq!(got.expected_accept, Some(vec![1.0, 1.5]));
+    assert_eq!(got.outlook(1), Some((1.5, 0.02)));
+    assert_eq!(got.outlook(2), None);
+    // without them: no ranks, no outlook
+    p.select(&Features::with_s(0.5), 2).unwrap();
+    let got = seen.lock().unwrap().last().unwrap().clone();
+    assert!(got.head_topk_p.is_empty() && got.expected_accept.is_none() && got.outlook(0).is_none());
+}
+
+#[test]
+fn throughput_reads_the_outlook_of_the_features() {
+    let mut p = Policy::throughput().unwrap();
+    assert_eq!(p.kind(), PolicyKind::Throughput);
+    // 1.0, 1.333 and 1.0 tokens per second: the middle tree
+    let f = Features {
+        expected_accept: Some(vec![1.0, 2.0, 3.0]),
+        expected_seconds: Some(vec![1.0, 1.5, 3.0]),
+        ..Features::default()
+    };
+    assert_eq!(p.select(&f, 3).unwrap(), 1);
+    let e = p.select(&f, 2).unwrap_err();
+    assert_eq!(e.status(), Status::InvalidArgument);
+    assert!(e.message().contains("features.n_trees = 3"), "{}", e.message());
+    assert_eq!(p.select(&Features::with_s(0.5), 3).unwrap_err().status(), Status::State);
+    assert_eq!(Policy::dynamic().unwrap().kind(), PolicyKind::Dynamic);
+}
+
+#[test]
+fn features_outlook_errors() {
+    let mut p = Policy::static_tree(0).unwrap();
+    let cases = [
+        Features {
+            head_topk_p: vec![vec![0.5]],
+            ..Features::default()
+        },
+        Features {
+            head_p: vec![0.5],
+            g: vec![0.5],
+            head_topk_p: vec![vec![0.1; 65]],
+            ..Features::default()
+        },
+        Features {
+            expected_accept: Some(vec![1.0]),
+            ..Features::default()
+        },
+        Features {
+            expected_accept: Some(vec![1.0]),
+            expected_seconds: Some(vec![0.1]),
+            n_trees: 2,
+            ..Features::default()
+        },
+    ];
+    for f in &cases {
+        assert_eq!(p.select(f, 1).unwrap_err().status(), Status::InvalidArgument, "{f:?}");
+    }
+}

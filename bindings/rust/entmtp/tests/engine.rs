@@ -314,6 +314,53 @@ fn step_by_step_equals_generate() {
     assert_eq!(f.head_p().len(), 4);
 }
 
+/// A custom policy reading expected_accept / expected_seconds makes the
+/// built-in throughput policy's choice at every step; both are lossless.
+#[test]
+fn custom_throughput_rule_matches_the_throughput_policy() {
+    let m = model();
+    let mut bank = Bank::with_max_depth(4).unwrap();
+    for name in ["chain_1", "chain_2", "chain_4", "mc_sim_7b_63"] {
+        bank.add_builtin(name).unwrap();
+    }
+    let want = ar_reference(&m, PROMPTS[0], 40);
+    for heads in [&files().medusa, &files().hydra] {
+        let h = m.load_heads(heads).unwrap();
+        let run = |policy: &mut Policy| {
+            let opts = SessionOptions {
+                reproducible: true,
+                ..no_stop()
+            };
+            let mut s = Session::with_options(&m, Some(&h), Some(&bank), &opts).unwrap();
+            s.set_policy(Some(policy)).unwrap();
+            s.prefill(PROMPTS[0]).unwrap();
+            let (mut out, mut trees) = (Vec::new(), Vec::new());
+            while out.len() < 40 {
+                let r = s.step(40 - out.len()).unwrap();
+                trees.push(r.tree_index);
+                out.extend_from_slice(&r.tokens);
+            }
+            let f = s.features().unwrap();
+            assert_eq!((f.n_trees, f.topk(), f.head_topk_p.len()), (4, 10, f.n_heads()));
+            (out, trees, f.expected_accept.is_some() && f.n_heads() == 4)
+        };
+        // (the throughput policy may stop Hydra's chain before the last head)
+        let (out_t, trees_t, _) = run(&mut Policy::throughput().unwrap());
+        let mut custom = Policy::custom(|f, n| {
+            assert!(f.n_trees == n && f.topk() == 10 && f.head_topk_p.len() == f.n_heads());
+            assert!(f.head_topk_p.iter().zip(&f.head_p).all(|(r, &p)| r[0] == p));
+            let rate = |k: usize| f.outlook(k).map(|(a, t)| a as f64 / t).unwrap();
+            (0..n).fold(0, |best, k| if rate(k) > rate(best) { k } else { best })
+        })
+        .unwrap();
+        let (out_c, trees_c, shown) = run(&mut custom);
+        assert_eq!(out_t, want);
+        assert_eq!(out_c, want);
+        assert_eq!(trees_c, trees_t);
+        assert!(shown, "the session keeps the outlook and every head level a custom policy saw");
+    }
+}
+
 #[test]
 fn ar_steps_logits_and_plain_sessions() {
     let m = model();

@@ -33,12 +33,15 @@
 // The cache row of the row's key at position t. tree_keys: for each row,
 // the visible new rows in index order (NULL: causal, row i sees 0..i);
 // first: each row's first prefix row (NULL: 0).
-__device__ __forceinline__ int32_t key_row(int32_t t, int32_t n_prefix, const int32_t *tree_keys, int32_t n_rows,
-                                           int32_t row, const int32_t *first) {
+// The new rows' K/V are at cache rows row0.. (row0 = n_prefix, or the
+// fixed tree area of attention_dyn, whose n_prefix is read from device
+// memory: *d_len).
+__device__ __forceinline__ int32_t key_row(int32_t t, int32_t n_prefix, int32_t row0, const int32_t *tree_keys,
+                                           int32_t n_rows, int32_t row, const int32_t *first) {
     const int32_t f = first ? first[row] : 0;
     if (t < n_prefix - f) return f + t;
     t -= n_prefix - f;
-    return n_prefix + (tree_keys ? tree_keys[(size_t)row * n_rows + t] : t);
+    return row0 + (tree_keys ? tree_keys[(size_t)row * n_rows + t] : t);
 }
 
 __device__ __forceinline__ int32_t keys_of_row(int32_t n_prefix, const int32_t *tree_count, int32_t row,
@@ -47,22 +50,26 @@ __device__ __forceinline__ int32_t keys_of_row(int32_t n_prefix, const int32_t *
 }
 
 // One block per (row, head) x chunk: grid (n_rows * n_heads, n_chunks), so
-// the blocks reading one chunk of K/V run next to each other.
+// the blocks reading one chunk of K/V run next to each other. With d_len
+// the grid covers the longest prefix (the KV capacity) and the blocks past
+// a row's keys return at once.
 __global__ void __launch_bounds__(ATTN_THREADS)
-    attn_chunk_kernel(const float *q, const float *k, const float *v, int32_t n_prefix, int32_t n_rows,
+    attn_chunk_kernel(const float *q, const float *k, const float *v, const int32_t *d_len, int32_t n_prefix,
+                      int32_t row0, int32_t n_rows,
                       const int32_t *tree_keys, const int32_t *tree_count, const int32_t *first, int32_t n_heads,
                       int32_t n_kv_heads, int32_t hd, float scale, float cap, float *part_acc, float *part_ml) {
     __shared__ float qs[ATTN_MAX_HEAD_DIM];
     __shared__ float p[ATTN_CHUNK];
     __shared__ int32_t rows[ATTN_CHUNK];
     const int32_t row = blockIdx.x / n_heads, head = blockIdx.x % n_heads, c = blockIdx.y;
+    if (d_len) n_prefix = *d_len;
     const int32_t n_keys = keys_of_row(n_prefix, tree_count, row, first), t0 = c * ATTN_CHUNK;
     if (t0 >= n_keys) return; // past this row's keys: the combine does not read it
     const int32_t nk = n_keys - t0 < ATTN_CHUNK ? n_keys - t0 : ATTN_CHUNK;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const size_t stride = (size_t)n_kv_heads * hd, kv_off = (size_t)(head / (n_heads / n_kv_heads)) * hd;
     for (int32_t d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[((size_t)row * n_heads + head) * hd + d];
-    for (int32_t t = threadIdx.x; t < nk; t += blockDim.x) rows[t] = key_row(t0 + t, n_prefix, tree_keys, n_rows, row, first);
+    for (int32_t t = threadIdx.x; t < nk; t += blockDim.x) rows[t] = key_row(t0 + t, n_prefix, row0, tree_keys, n_rows, row, first);
     __syncthreads();
     // scores: one warp per key, lanes over head_dim, a fixed butterfly
     for (int32_t t = warp; t < nk; t += ATTN_THREADS / 32) {
@@ -102,9 +109,10 @@ __global__ void __launch_bounds__(ATTN_THREADS)
 
 // One block per (row, head): the row's chunks combined in chunk order.
 __global__ void __launch_bounds__(ATTN_THREADS)
-    attn_combine_kernel(int32_t n_prefix, const int32_t *tree_count, const int32_t *first, int32_t n_heads, int32_t hd,
+    attn_combine_kernel(const int32_t *d_len, int32_t n_prefix, const int32_t *tree_count, const int32_t *first, int32_t n_heads, int32_t hd,
                         int32_t n_chunks, const float *part_acc, const float *part_ml, float *out) {
     const int32_t row = blockIdx.x / n_heads;
+    if (d_len) n_prefix = *d_len;
     const int32_t nc = (keys_of_row(n_prefix, tree_count, row, first) + ATTN_CHUNK - 1) / ATTN_CHUNK;
     const float *ml = part_ml + (size_t)blockIdx.x * n_chunks * 2;
     const float *acc = part_acc + (size_t)blockIdx.x * n_chunks * hd;
@@ -120,9 +128,11 @@ __global__ void __launch_bounds__(ATTN_THREADS)
     }
 }
 
-void cu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, int32_t n_prefix,
-                         int32_t n_rows, const uint8_t *mask, const int32_t *positions, int32_t n_heads,
-                         int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out) {
+// Every attention op: n_prefix = *d_len when d_len is given (at most
+// row0), else the argument; the new rows' K/V at cache rows row0...
+static void attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, const int32_t *d_len,
+                      int32_t n_prefix, int32_t row0, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
+                      int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out) {
     if (head_dim > ATTN_MAX_HEAD_DIM || n_kv_heads <= 0 || n_heads % n_kv_heads) {
         cu_fail(ex, "cuda attention: head_dim %d (at most %d), %d heads over %d kv heads not supported", head_dim,
                 ATTN_MAX_HEAD_DIM, n_heads, n_kv_heads);
@@ -166,17 +176,32 @@ void cu_attention_window(emt_exec *ex, const float *q, const float *k_cache, con
             ex->mask_keys = d_keys;
         }
     }
-    const int32_t n_chunks = (n_prefix + n_rows + ATTN_CHUNK - 1) / ATTN_CHUNK;
+    const int32_t max_prefix = d_len ? row0 : n_prefix;
+    const int32_t n_chunks = (max_prefix + n_rows + ATTN_CHUNK - 1) / ATTN_CHUNK;
     const size_t parts = (size_t)n_rows * n_heads * n_chunks;
     float *part_acc = cu_scratch(ex, parts * (head_dim + 2));
     if (!part_acc) return;
     float *part_ml = part_acc + parts * head_dim;
     const float scale = 1.0f / sqrtf((float)head_dim);
     dim3 grid((unsigned)(n_rows * n_heads), (unsigned)n_chunks);
-    EMT_LAUNCH(attn_chunk_kernel, grid, ATTN_THREADS, 0, ex->stream, q, k_cache, v_cache, n_prefix, n_rows, d_keys,
-               d_count, d_first, n_heads, n_kv_heads, head_dim, scale, cap, part_acc, part_ml);
-    EMT_LAUNCH(attn_combine_kernel, n_rows * n_heads, ATTN_THREADS, 0, ex->stream, n_prefix, d_count, d_first, n_heads,
-               head_dim, n_chunks, part_acc, part_ml, out);
+    EMT_LAUNCH(attn_chunk_kernel, grid, ATTN_THREADS, 0, ex->stream, q, k_cache, v_cache, d_len, n_prefix, row0,
+               n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, head_dim, scale, cap, part_acc, part_ml);
+    EMT_LAUNCH(attn_combine_kernel, n_rows * n_heads, ATTN_THREADS, 0, ex->stream, d_len, n_prefix, d_count, d_first,
+               n_heads, head_dim, n_chunks, part_acc, part_ml, out);
+}
+
+void cu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, int32_t n_prefix,
+                         int32_t n_rows, const uint8_t *mask, const int32_t *positions, int32_t n_heads,
+                         int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out) {
+    attention(ex, q, k_cache, v_cache, NULL, n_prefix, n_prefix, n_rows, mask, positions, n_heads, n_kv_heads,
+              head_dim, window, cap, out);
+}
+
+void cu_attention_dyn(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                      const emt_dyn_rows *rows, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
+                      int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
+    attention(ex, q, k_cache, v_cache, rows->len, 0, rows->row0, n_rows, mask, NULL, n_heads, n_kv_heads, head_dim, 0,
+              cap, out);
 }
 
 void cu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,

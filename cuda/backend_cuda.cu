@@ -30,22 +30,28 @@ void cu_fail(emt_exec *ex, const char *fmt, ...) {
 
 // A buffer that queued work may still read: freed after the next wait (at
 // once after a wait when the list is full, which a step never fills).
-static void retire(emt_exec *ex, void *p, int host) {
+void cu_retire(emt_exec *ex, void *p, int host) {
     int *n = host ? &ex->n_retired_host : &ex->n_retired_dev;
-    if (*n == 8) cu_wait(ex);
+    if (*n == 32) cu_wait(ex);
     (host ? ex->retired_host : ex->retired_dev)[(*n)++] = p;
 }
 
-// Reserve `bytes` of staging and copy `src` there; returns the device pointer.
-void *cu_stage(emt_exec *ex, const void *src, size_t bytes) {
+// Reserve `bytes` of staging and copy `src` there; the pinned copy goes to
+// `dst` when given, else to the ring's device half. Returns the device copy.
+static void *stage(emt_exec *ex, void *dst, const void *src, size_t bytes) {
+    if (ex->recording || ex->measuring) {
+        if (dst) ex->capture_broken = 1; // a per-step input inside a span: not replayable
+        else if (ex->recording) return cu_graph_stage(ex, src, bytes);
+        else cu_graph_stage(ex, src, bytes);
+    }
     size_t need = ex->st.used + ((bytes + 255) & ~(size_t)255);
     if (need > ex->st.cap) {
         // grow: only when a larger request than ever before arrives; queued
         // copies may still read the old buffers, which are freed after the
         // next wait (so growing never waits inside a step)
         size_t cap = need * 2 > ((size_t)4 << 20) ? need * 2 : ((size_t)4 << 20);
-        if (ex->st.host) retire(ex, ex->st.host, 1);
-        if (ex->st.dev) retire(ex, ex->st.dev, 0);
+        if (ex->st.host) cu_retire(ex, ex->st.host, 1);
+        if (ex->st.dev) cu_retire(ex, ex->st.dev, 0);
         ex->st.host = NULL;
         ex->st.dev = NULL;
         CUDA_OK(ex, cudaMallocHost(&ex->st.host, cap));
@@ -61,7 +67,7 @@ void *cu_stage(emt_exec *ex, const void *src, size_t bytes) {
         ex->st.used = 0;
     }
     char *h = (char *)ex->st.host + ex->st.used;
-    char *d = (char *)ex->st.dev + ex->st.used;
+    char *d = dst ? (char *)dst : (char *)ex->st.dev + ex->st.used;
     memcpy(h, src, bytes);
     CUDA_OK(ex, cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, ex->stream));
     ex->counters.h2d_copies++;
@@ -70,11 +76,20 @@ void *cu_stage(emt_exec *ex, const void *src, size_t bytes) {
     return d;
 }
 
+void *cu_stage(emt_exec *ex, const void *src, size_t bytes) { return stage(ex, NULL, src, bytes); }
+
+void cu_stage_to(emt_exec *ex, void *dst, const void *src, size_t bytes) { stage(ex, dst, src, bytes); }
+
 // Grown by half again at least, the old buffer retired: kernels queued
 // before may still use it.
 float *cu_scratch(emt_exec *ex, size_t floats) {
     if (floats > ex->scratch_cap) {
-        if (ex->scratch) retire(ex, ex->scratch, 0);
+        if (ex->recording) { // no allocation inside a capture: it fails, the span runs directly
+            ex->capture_broken = 1;
+            return NULL;
+        }
+        cu_graph_reset(ex); // the recorded graphs read the old buffer
+        if (ex->scratch) cu_retire(ex, ex->scratch, 0);
         ex->scratch = NULL;
         size_t cap = floats + floats / 2;
         CUDA_OK(ex, cudaMalloc(&ex->scratch, cap * sizeof(float)));
@@ -172,12 +187,16 @@ static emt_exec *cu_exec_create(emt_backend *be, int32_t n_threads) {
     if (cudaStreamCreateWithFlags(&ex->stream, cudaStreamNonBlocking) != cudaSuccess) { free(ex); return NULL; }
     if (cublasCreate(&ex->blas) != CUBLAS_STATUS_SUCCESS) { cudaStreamDestroy(ex->stream); free(ex); return NULL; }
     cublasSetStream(ex->blas, ex->stream);
+    const char *graphs = getenv("ENTMTP_CUDA_GRAPHS");
+    ex->graphs_on = !(graphs && !strcmp(graphs, "0"));
     return ex;
 }
 
 static void cu_exec_destroy(emt_exec *ex) {
     if (!ex) return;
     cudaStreamSynchronize(ex->stream);
+    cu_graph_reset(ex);
+    free(ex->graphs);
     cublasDestroy(ex->blas);
     cudaStreamDestroy(ex->stream);
     if (ex->st.host) cudaFreeHost(ex->st.host);
@@ -313,6 +332,12 @@ static const emt_backend_ops cuda_ops = {
     cu_commit,
     cu_gather_i32,
     cu_attention_window,
+    cu_rope_dyn,
+    cu_attention_dyn,
+    cu_write_i32,
+    cu_graph_begin,
+    cu_graph_end,
+    cu_graph_reset,
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

@@ -25,6 +25,20 @@ struct staging {
     size_t cap, used;
 };
 
+// One recorded step span (graphs.cu): the ops the engine issued between
+// graph_begin and graph_end for one (key, variant), and the index arrays
+// they staged, which live with the graph (the staging ring is reused after
+// every wait, a graph is replayed long after).
+enum { GRAPH_NEW, GRAPH_SEEN, GRAPH_READY, GRAPH_FAILED };
+struct step_graph {
+    const void *key;
+    int32_t variant;
+    int state;            // GRAPH_SEEN: ran directly once, its staging measured
+    size_t const_bytes;   // the staging its ops used
+    void *const_host, *const_dev;
+    cudaGraphExec_t exec; // GRAPH_READY
+};
+
 struct emt_exec {
     emt_backend *be;
     cudaStream_t stream;
@@ -37,7 +51,7 @@ struct emt_exec {
     emt_exec_counters counters; // syncs and copies (launches: emt_cuda_launch_count)
     // buffers replaced while work that reads them may still be queued: freed
     // after the next wait, so that growing never waits inside a step
-    void *retired_dev[8], *retired_host[8];
+    void *retired_dev[32], *retired_host[32];
     int n_retired_dev, n_retired_host;
     // attention: the last tree mask's staged index lists, valid until the next wait
     uint64_t wait_epoch, mask_epoch;
@@ -46,6 +60,15 @@ struct emt_exec {
     uint8_t mask_copy[128 * 128];
     void *bounce; // pinned landing buffer for small downloads (the step record)
     size_t bounce_cap;
+    // step graphs (graphs.cu): off with ENTMTP_CUDA_GRAPHS=0
+    int graphs_on;
+    step_graph *graphs;
+    int n_graphs, graphs_cap;
+    step_graph *measuring;      // a span's first use: its staging is counted
+    step_graph *recording;      // a span being captured: staging goes to its constants
+    size_t const_used;          // of recording->const_bytes
+    int capture_broken;         // something the capture cannot hold was asked for
+    long long launches_before;  // emt_cuda_launch_count when the capture began
     char error[256];
 };
 
@@ -60,10 +83,22 @@ void cu_copy_to_host(emt_exec *ex, void *dst, const void *src, size_t bytes);
 void cu_counters(emt_exec *ex, emt_exec_counters *out);
 // After a completed wait: staging restarts at 0 and retired buffers are freed.
 void cu_after_wait(emt_exec *ex);
+// A buffer that queued work may still read: freed after the next wait.
+void cu_retire(emt_exec *ex, void *p, int host);
+
+// graphs.cu: the step graphs (backend.h: graph_begin, graph_end, graph_reset)
+int cu_graph_begin(emt_exec *ex, const void *key, int32_t variant);
+int cu_graph_end(emt_exec *ex, int discard);
+void cu_graph_reset(emt_exec *ex);
+// Staging while a span is measured or recorded: the device address of the
+// recorded copy (NULL after counting, when not recording).
+void *cu_graph_stage(emt_exec *ex, const void *src, size_t bytes);
 
 // Copies `bytes` from the host into staging; returns the device copy (NULL
 // with the context's error set on failure).
 void *cu_stage(emt_exec *ex, const void *src, size_t bytes);
+// Copies `bytes` from the host to device memory `dst` through staging (no wait).
+void cu_stage_to(emt_exec *ex, void *dst, const void *src, size_t bytes);
 // Device scratch of at least `floats` floats, grown (never shrunk) on demand.
 float *cu_scratch(emt_exec *ex, size_t floats);
 // Host scratch of at least `n` int32 values.
@@ -75,6 +110,8 @@ void cu_embed_rows(emt_exec *ex, const float *table, int32_t dim, const int32_t 
 void cu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_rows, int32_t dim, float eps, float *out);
 void cu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
              const int32_t *positions, const float *inv_freq);
+void cu_rope_dyn(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                 const emt_dyn_rows *rows, const float *inv_freq);
 void cu_swiglu(emt_exec *ex, const float *g, const float *u, int64_t n, float *out);
 void cu_geglu(emt_exec *ex, const float *g, const float *u, int64_t n, float *out);
 void cu_add(emt_exec *ex, float *x, const float *y, int64_t n);
@@ -99,6 +136,7 @@ void cu_topk_device(emt_exec *ex, const float *logits, int32_t n_rows, int32_t v
 void cu_accept(emt_exec *ex, const emt_accept_desc *d, void *rec);
 void cu_commit(emt_exec *ex, const emt_commit_desc *d, const void *rec);
 void cu_gather_i32(emt_exec *ex, int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n);
+void cu_write_i32(emt_exec *ex, int32_t *dst, const int32_t *src, int32_t n);
 // backend_cuda.cu: the k-rescan top-k for k beyond the one-pass kernel's lists
 __global__ void topk_kernel(const float *logits, int32_t vocab, int32_t k, int32_t *ids, float *probs, float *entropy);
 
@@ -112,6 +150,9 @@ void cu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, co
 void cu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, int32_t n_prefix,
                          int32_t n_rows, const uint8_t *mask, const int32_t *positions, int32_t n_heads,
                          int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out);
+void cu_attention_dyn(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                      const emt_dyn_rows *rows, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
+                      int32_t n_kv_heads, int32_t head_dim, float cap, float *out);
 
 // Fixed-order warp sums: a butterfly over lane distances 16, 8, 4, 2, 1, the
 // same on every call, so a value's rounding never depends on the launch.

@@ -43,13 +43,14 @@ void cu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_rows, in
     EMT_LAUNCH(rmsnorm_kernel, n_rows, 256, 0, ex->stream, x, w, dim, eps, out);
 }
 
-// rotate-half RoPE: one thread per (row, head, i < n_rot/2)
-__global__ void rope_kernel(float *x, int32_t n_heads, int32_t head_dim, int32_t half, const int32_t *pos,
-                            const float *inv_freq) {
+// rotate-half RoPE: one thread per (row, head, i < n_rot/2); row r at
+// position pos[r], plus *d_base when given (rope_dyn: the committed length)
+__global__ void rope_kernel(float *x, int32_t n_heads, int32_t head_dim, int32_t half, const int32_t *d_base,
+                            const int32_t *pos, const float *inv_freq) {
     int32_t r = blockIdx.x, idx = threadIdx.x + blockIdx.y * blockDim.x;
     if (idx >= n_heads * half) return;
     int32_t h = idx / half, i = idx % half;
-    double angle = (double)pos[r] * (double)inv_freq[i];
+    double angle = (double)((d_base ? *d_base : 0) + pos[r]) * (double)inv_freq[i];
     float c = (float)cos(angle), s = (float)sin(angle);
     float *v = x + ((size_t)r * n_heads + h) * head_dim;
     float a = v[i], b = v[i + half];
@@ -57,14 +58,24 @@ __global__ void rope_kernel(float *x, int32_t n_heads, int32_t head_dim, int32_t
     v[i + half] = b * c + a * s;
 }
 
-void cu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
-             const int32_t *positions, const float *inv_freq) {
+static void rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                 const int32_t *d_base, const int32_t *positions, const float *inv_freq) {
     int32_t half = n_rot / 2;
     const int32_t *d_pos = (const int32_t *)cu_stage(ex, positions, (size_t)n_rows * sizeof(int32_t));
     const float *d_freq = (const float *)cu_stage(ex, inv_freq, (size_t)half * sizeof(float));
     if (!d_pos || !d_freq) return;
     dim3 grid(n_rows, (n_heads * half + 255) / 256);
-    EMT_LAUNCH(rope_kernel, grid, 256, 0, ex->stream, x, n_heads, head_dim, half, d_pos, d_freq);
+    EMT_LAUNCH(rope_kernel, grid, 256, 0, ex->stream, x, n_heads, head_dim, half, d_base, d_pos, d_freq);
+}
+
+void cu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+             const int32_t *positions, const float *inv_freq) {
+    rope(ex, x, n_rows, n_heads, head_dim, n_rot, NULL, positions, inv_freq);
+}
+
+void cu_rope_dyn(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                 const emt_dyn_rows *rows, const float *inv_freq) {
+    rope(ex, x, n_rows, n_heads, head_dim, n_rot, rows->len, rows->offsets, inv_freq);
 }
 
 // ------------------------------------------------- elementwise, grid-stride

@@ -1,6 +1,6 @@
 // The step counters of a context (emt_exec_counters, src/backend/backend.h):
 // every host wait and every device-to-host copy of the plugin goes through
-// these two functions, so `entmtp bench --backend cuda` and the harness test
+// these two functions (graphs.cu counts graph launches and captures), so `entmtp bench --backend cuda` and the harness test
 // (tests/unit/test_step_counters.c) see exactly what the plugin did. Kernel
 // launches are counted by EMT_LAUNCH (cuda_launch.h). No CPU twin: the CPU
 // backend has no device boundary to count.
@@ -15,6 +15,10 @@ static double now_seconds(void) {
 }
 
 void cu_wait(emt_exec *ex) {
+    if (ex->recording) { // a wait cannot be recorded: the capture fails, the span runs directly
+        ex->capture_broken = 1;
+        return;
+    }
     double t0 = now_seconds();
     cudaError_t e = cudaStreamSynchronize(ex->stream);
     CUDA_OK(ex, e);
@@ -24,6 +28,10 @@ void cu_wait(emt_exec *ex) {
 }
 
 void cu_copy_to_host(emt_exec *ex, void *dst, const void *src, size_t bytes) {
+    if (ex->recording) { // a download inside a span: not replayable
+        ex->capture_broken = 1;
+        return;
+    }
     CUDA_OK(ex, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ex->stream));
     ex->counters.d2h_copies++;
     ex->counters.d2h_bytes += (int64_t)bytes;

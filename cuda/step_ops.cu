@@ -223,7 +223,8 @@ __global__ void accept_parents_kernel(const float *logits, int32_t vocab, const 
 __global__ void accept_pick_kernel(const float *logits, int32_t vocab, const int32_t *tokens, const int32_t *retrieve,
                                    int32_t n_nodes, int32_t n_rows, int32_t width, float T, const int32_t *par_arg,
                                    const float *par_thr, const float *par_mx, const double *par_z, int32_t max_tokens,
-                                   int32_t kv_room, const uint8_t *stop, int32_t max_path, int32_t *rec_words) {
+                                   int32_t kv_room, const int32_t *lengths, int32_t kv_capacity, const uint8_t *stop,
+                                   int32_t max_path, int32_t *rec_words) {
     emt_step_record *rec = (emt_step_record *)rec_words;
     int32_t *path = rec_words + sizeof(emt_step_record) / 4;
     int32_t *out_tokens = path + max_path;
@@ -266,6 +267,10 @@ __global__ void accept_pick_kernel(const float *logits, int32_t vocab, const int
     rec->stopped = 0;
     rec->kv_full = 0;
     for (int32_t j = 0; j <= acc; j++) path[j] = width > 1 ? retrieve[(size_t)best * width + j] : 0;
+    if (lengths) { // device-resident: { L, max_tokens }
+        max_tokens = lengths[1];
+        kv_room = kv_capacity - lengths[0];
+    }
     int32_t keep = acc + 1;
     if (max_tokens > 0 && keep > max_tokens) keep = max_tokens;
     if (keep > kv_room) {
@@ -327,31 +332,36 @@ void cu_accept(emt_exec *ex, const emt_accept_desc *d, void *rec) {
                    d->temperature, d->epsilon, d->delta, par_arg, par_thr, par_mx, par_z);
     EMT_LAUNCH(accept_pick_kernel, 1, 1, 0, ex->stream, d->node_logits, d->vocab, d_tokens, d_retrieve, d->n_nodes,
                d->n_rows, d->width, d->temperature, (const int32_t *)par_arg, (const float *)par_thr,
-               (const float *)par_mx, (const double *)par_z, d->max_tokens, d->kv_room, d->stop, d->max_path,
-               (int32_t *)rec);
+               (const float *)par_mx, (const double *)par_z, d->max_tokens, d->kv_room, d->lengths, d->kv_capacity,
+               d->stop, d->max_path, (int32_t *)rec);
 }
 
 // ----------------------------------------------------------------- commit
 
-// Blocks 0..n_slabs-1: one K or V slab each, the kept path's rows moved to
-// L + j in order j = 0, 1, ... (a row's source is at or after its
-// destination and after every earlier destination, so the order makes the
-// in-place move safe); block n_slabs: the last node's hidden row; block
-// n_slabs + 1: its logits row. CPU twin: emt_cpu_commit.
+// Blocks 0..n_slabs-1: one K or V slab each, the kept path's rows moved
+// from src0 + path[j] to L + j in order j = 0, 1, ... (with src0 = L a
+// row's source is at or after its destination and after every earlier
+// destination, so the order makes the in-place move safe; with lengths, L
+// is lengths[0] and src0 the tree area past the capacity); block n_slabs:
+// the last node's hidden row; block n_slabs + 1: its logits row. CPU twin:
+// emt_cpu_commit.
 __global__ void commit_kernel(float *kv, size_t slab_floats, size_t row_floats, int32_t n_slabs, int32_t L,
+                              const int32_t *lengths, int32_t src0,
                               const float *hidden, float *last_hidden, int32_t hidden_dim, const float *logits,
                               float *next_logits, int32_t vocab, const int32_t *rec_words) {
     const emt_step_record *rec = (const emt_step_record *)rec_words;
     const int32_t *path = rec_words + sizeof(emt_step_record) / 4;
     const int32_t b = blockIdx.x;
+    if (lengths) L = lengths[0];
+    else src0 = L;
     if (b < n_slabs) {
         float *slab = kv + (size_t)b * slab_floats;
         const int32_t n_emit = rec->n_emit;
         for (int32_t j = 0; j < n_emit; j++) {
-            const int32_t src = path[j];
-            if (src != j) {
+            const int32_t src = src0 + path[j];
+            if (src != L + j) {
                 float *dst = slab + (size_t)(L + j) * row_floats;
-                const float *from = slab + (size_t)(L + src) * row_floats;
+                const float *from = slab + (size_t)src * row_floats;
                 for (size_t i = threadIdx.x; i < row_floats; i += blockDim.x) dst[i] = from[i];
             }
             __syncthreads();
@@ -369,8 +379,8 @@ __global__ void commit_kernel(float *kv, size_t slab_floats, size_t row_floats, 
 
 void cu_commit(emt_exec *ex, const emt_commit_desc *d, const void *rec) {
     EMT_LAUNCH(commit_kernel, d->n_slabs + 2, STEP_THREADS, 0, ex->stream, d->kv, d->slab_floats, d->row_floats,
-               d->n_slabs, d->L, d->hidden, d->last_hidden, d->hidden_dim, d->logits, d->next_logits, d->vocab,
-               (const int32_t *)rec);
+               d->n_slabs, d->L, d->lengths, d->src_row0, d->hidden, d->last_hidden, d->hidden_dim, d->logits,
+               d->next_logits, d->vocab, (const int32_t *)rec);
 }
 
 // ----------------------------------------------------------------- gather
@@ -385,4 +395,9 @@ void cu_gather_i32(emt_exec *ex, int32_t *dst, const int32_t *src, const int32_t
     const int32_t *d_idx = (const int32_t *)cu_stage(ex, idx, (size_t)n * sizeof(int32_t));
     if (!d_idx) return;
     EMT_LAUNCH(gather_i32_kernel, (n + 255) / 256, 256, 0, ex->stream, dst, src, d_idx, n);
+}
+
+// Host values into device memory through the staging ring (no kernel).
+void cu_write_i32(emt_exec *ex, int32_t *dst, const int32_t *src, int32_t n) {
+    if (n > 0) cu_stage_to(ex, dst, src, (size_t)n * sizeof(int32_t));
 }

@@ -46,7 +46,27 @@ typedef struct emt_exec_counters {
     int64_t d2h_copies, d2h_bytes; /* device-to-host copies */
     int64_t h2d_copies, h2d_bytes; /* host-to-device copies (staged index arrays) */
     double wait_seconds;           /* host time spent inside those waits */
+    /* CUDA graphs (graph_begin/graph_end): launches of captured graphs (each
+     * counted here, not in `launches`), captures made, and captures that
+     * failed or were not attempted, whose ops ran as direct launches */
+    int64_t graph_launches, graph_captures, graph_fallbacks;
 } emt_exec_counters;
+
+/* The rows of a verify step whose lengths live in device memory, so that
+ * the step's launches do not depend on the context length and can be
+ * captured once and replayed (graph_begin): the committed length
+ * L = len[0] (device int32, at most row0), new row i at position
+ * L + offsets[i] (host [n_rows], the tree's depths) with its K and V at
+ * cache row row0 + i (a fixed area past the KV capacity), attending to the
+ * cache prefix [0, L) and then to the new rows under the mask. */
+typedef struct emt_dyn_rows {
+    const int32_t *len;
+    const int32_t *offsets;
+    int32_t row0;
+} emt_dyn_rows;
+
+/* graph_begin's answer when it launched a recorded graph */
+#define EMT_GRAPH_REPLAYED 1
 
 typedef struct emt_backend_ops {
     const char *name;
@@ -199,6 +219,38 @@ typedef struct emt_backend_ops {
                              int32_t n_prefix, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
                              int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap,
                              float *out);
+
+    /* ---- Device-resident lengths (appended, optional: without them the
+     * device step passes L as an argument, and nothing is captured). ----
+     * rope() at positions rows->len[0] + rows->offsets[i] */
+    void (*rope_dyn)(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                     const emt_dyn_rows *rows, const float *inv_freq);
+    /* attention_softcap() (cap 0 = none) over the prefix [0, rows->len[0])
+     * and the new rows at cache rows rows->row0 + j: the same keys in the
+     * same order as attention() with n_prefix = L and the new rows at L,
+     * so the same bits */
+    void (*attention_dyn)(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                          const emt_dyn_rows *rows, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
+                          int32_t n_kv_heads, int32_t head_dim, float cap, float *out);
+    /* dst[i] = src[i], i < n: host values into device memory, queued (no wait) */
+    void (*write_i32)(emt_exec *ex, int32_t *dst, const int32_t *src, int32_t n);
+
+    /* ---- Graphs (appended, optional; NULL on the CPU). The ops the engine
+     * issues between graph_begin and graph_end are recorded once per
+     * (key, variant) and replayed on later calls with the same key: every
+     * argument of those ops (host index arrays included) must then be the
+     * same, and whatever changes between steps must be read from device
+     * memory (emt_dyn_rows, the accept and commit descriptors' `lengths`).
+     * graph_begin returns EMT_GRAPH_REPLAYED when it launched the recorded
+     * graph (the engine issues nothing), else 0: the engine issues the ops,
+     * then calls graph_end, which returns 0 when they ran (recorded and
+     * launched, or launched directly) and nonzero when a capture failed and
+     * nothing ran (the engine issues them again; that key is not captured
+     * again). With `discard` (the engine failed while issuing) a recording
+     * is dropped unlaunched. graph_reset forgets every graph (session reset). */
+    int (*graph_begin)(emt_exec *ex, const void *key, int32_t variant);
+    int (*graph_end)(emt_exec *ex, int discard);
+    void (*graph_reset)(emt_exec *ex);
 } emt_backend_ops;
 
 #define EMT_MAX_FUSED 4
@@ -249,6 +301,10 @@ struct emt_accept_desc {
     const uint8_t *stop;        /* device [vocab], 1 for a stop token; NULL: none */
     int32_t max_path;           /* the record's path capacity (>= width) */
     const int32_t *node_tokens_device; /* non-NULL: the node tokens in device memory, used instead */
+    /* non-NULL: device [2] = { L, max_tokens } used instead of max_tokens
+     * and kv_room (kv_room = kv_capacity - L) */
+    const int32_t *lengths;
+    int32_t kv_capacity;
 };
 
 struct emt_commit_desc {
@@ -262,6 +318,10 @@ struct emt_commit_desc {
     float *next_logits;         /* [vocab] */
     int32_t vocab;
     int32_t max_path;           /* the record's path capacity */
+    /* non-NULL: device [1.. ] whose [0] is L, used instead of L, and the
+     * tree's nodes are at rows src_row0.. (emt_dyn_rows.row0) instead of L.. */
+    const int32_t *lengths;
+    int32_t src_row0;
 };
 
 /* matmul / embed on a weight of any dtype the backend took at load. */

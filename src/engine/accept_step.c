@@ -44,7 +44,8 @@ static void accept_on_device(entmtp_session *S, const emt_step *st) {
     emt_accept_desc d = { S->s.logits, S->node_tokens, t->retrieve_indices, t->n_nodes, S->model->cfg.vocab,
                           t->n_leaves, t->depth + 1, S->p.temperature, S->p.epsilon, S->p.delta, st->max_tokens,
                           S->kv.capacity - st->L, S->p.n_stop_tokens != 0 ? S->stop_dev : NULL,
-                          S->rec_lay.max_path, st->nodes_on_device ? S->rec_dev + S->w_node_tok : NULL };
+                          S->rec_lay.max_path, st->nodes_on_device ? S->rec_dev + S->w_node_tok : NULL,
+                          emt_step_dyn(S, st) ? S->rec_dev + S->w_len : NULL, S->kv.capacity };
     S->model->be->ops->accept(S->ex, &d, S->rec_dev);
 }
 

@@ -53,47 +53,63 @@ static entmtp_status record_step(entmtp_session *S, const emt_step *st) {
     return entmtp_policy_observe(S->policy, &o);
 }
 
-entmtp_status emt_step_finish_device(entmtp_session *S, int greedy_next, int want_heads) {
+/* Whether the record carries the next position's heads: a device queues
+ * every head level into it, so the step needs no other wait; on the host
+ * the draft stage runs the heads itself and stops at the levels the step
+ * can use (draft.c, draft_chain). */
+static int record_has_heads(const entmtp_session *S, int greedy_next, int want_heads) {
+    return greedy_next && want_heads && !S->model->be->ops->host_memory && S->heads && S->bank && S->n_trees > 0;
+}
+
+void emt_step_queue_next(entmtp_session *S, int greedy_next, int want_heads) {
+    const emt_backend_ops *op = S->model->be->ops;
+    const emt_step_record_layout *lay = &S->rec_lay;
+    if (!greedy_next) return;
+    char *rec = (char *)S->rec_dev;
+    int32_t *root = (int32_t *)(rec + offsetof(emt_step_record, next_root));
+    op->topk_device(S->ex, S->s.next_logits, 1, S->model->cfg.vocab, 1, NULL, root,
+                    (float *)(rec + offsetof(emt_step_record, next_p0)),
+                    (float *)(rec + offsetof(emt_step_record, next_entropy)));
+    if (record_has_heads(S, greedy_next, want_heads))
+        emt_heads_device(S, root, S->rec_dev + lay->head_ids, (float *)(S->rec_dev + lay->head_p));
+}
+
+entmtp_status emt_step_download(entmtp_session *S, int greedy_next, int want_heads) {
     const emt_backend *be = S->model->be;
     const emt_backend_ops *op = be->ops;
-    const emt_step_record_layout *lay = &S->rec_lay;
     S->next_ready = S->next_heads = 0;
-    int heads = 0;
-    if (greedy_next) {
-        char *rec = (char *)S->rec_dev;
-        int32_t *root = (int32_t *)(rec + offsetof(emt_step_record, next_root));
-        op->topk_device(S->ex, S->s.next_logits, 1, S->model->cfg.vocab, 1, NULL, root,
-                        (float *)(rec + offsetof(emt_step_record, next_p0)),
-                        (float *)(rec + offsetof(emt_step_record, next_entropy)));
-        /* a device queues every head level into the record, so the step
-         * needs no other wait; on the host the draft stage runs the heads
-         * itself and stops at the levels the step can use (draft.c) */
-        if (want_heads && !op->host_memory && S->heads && S->bank && S->n_trees > 0) {
-            emt_heads_device(S, root, S->rec_dev + lay->head_ids, (float *)(S->rec_dev + lay->head_p));
-            heads = 1;
-        }
-    }
-    entmtp_status status = op->download(S->ex, S->rec_host, S->rec_dev, lay->words * sizeof(int32_t));
+    entmtp_status status = op->download(S->ex, S->rec_host, S->rec_dev, S->rec_lay.words * sizeof(int32_t));
     if (status || op->host_memory) { /* the CPU reports its ops' failures at sync */
         entmtp_status synced = emt_backend_sync(be, S->ex);
         if (synced) return synced;
         if (status) return emt_fail(status, "%s backend: the step record's download failed", op->name);
     }
     S->next_ready = greedy_next;
-    S->next_heads = heads;
+    S->next_heads = record_has_heads(S, greedy_next, want_heads);
     return ENTMTP_OK;
 }
 
-/* The device path: one gather for the KV rows and the last rows, the next
- * position's root and heads, then the record's download (the step's one
- * copy to the host and one wait) gives the host the outcome. */
-static entmtp_status commit_on_device(entmtp_session *S, emt_step *st) {
+entmtp_status emt_step_finish_device(entmtp_session *S, int greedy_next, int want_heads) {
+    emt_step_queue_next(S, greedy_next, want_heads);
+    return emt_step_download(S, greedy_next, want_heads);
+}
+
+/* The device path, queued: one gather for the KV rows and the last rows,
+ * then the next position's root and heads into the record. */
+void emt_step_commit_queue(entmtp_session *S, const emt_step *st) {
     const emt_model_config *c = &S->model->cfg;
+    const int dyn = emt_step_dyn(S, st);
     emt_commit_desc d = { S->kv.block, S->kv.slab, (size_t)c->n_kv_heads * c->head_dim, 2 * c->n_layers, st->L,
                           S->s.hidden, S->s.last_hidden, c->hidden, S->s.logits, S->s.next_logits, c->vocab,
-                          S->rec_lay.max_path };
+                          S->rec_lay.max_path, dyn ? S->rec_dev + S->w_len : NULL, S->kv.capacity };
     S->model->be->ops->commit(S->ex, &d, S->rec_dev);
-    entmtp_status status = emt_step_finish_device(S, S->p.temperature <= 0, !st->force_ar);
+    emt_step_queue_next(S, S->p.temperature <= 0, !st->force_ar);
+}
+
+/* The record's download (the step's one copy to the host and one wait)
+ * gives the host the outcome. */
+static entmtp_status commit_on_device(entmtp_session *S, emt_step *st) {
+    entmtp_status status = emt_step_download(S, S->p.temperature <= 0, !st->force_ar);
     if (status) return status;
     const emt_step_record *r = (const emt_step_record *)S->rec_host;
     st->acc = r->accepted;

@@ -57,6 +57,7 @@ static entmtp_status choose_tree(entmtp_session *S, emt_step *st) {
         return emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "entmtp_step: the policy chose tree %d, outside the bank [0, %d)", k, S->n_trees);
     st->tree = emt_outlook_tree(&S->outlook, S->bank, k, dynamic);
     st->tree_index = k;
+    st->dynamic_tree = dynamic;
     return ENTMTP_OK;
 }
 
@@ -180,7 +181,24 @@ static void draft_hydra_on_device(entmtp_session *S, const emt_tree *t) {
     }
 }
 
+/* The node tokens where the record's root and head lists are: Medusa's and
+ * a one-node tree's in one gather (the same picks as draft_nodes), Hydra's
+ * by draft_hydra_on_device. The index arrays depend on the tree alone. */
+void emt_step_draft_device(entmtp_session *S, const emt_step *st) {
+    const emt_tree *t = st->tree;
+    if (t->n_nodes > 1 && S->heads->kind == ENTMTP_HEADS_HYDRA) {
+        draft_hydra_on_device(S, t);
+        return;
+    }
+    int32_t *idx = S->gather_idx;
+    idx[0] = (int32_t)(offsetof(emt_step_record, next_root) / sizeof(int32_t));
+    for (int32_t i = 1; i < t->n_nodes; i++)
+        idx[i] = (int32_t)S->rec_lay.head_ids + (t->position_ids[i] - 1) * S->topk + t->node_ranks[i];
+    S->model->be->ops->gather_i32(S->ex, S->rec_dev + S->w_node_tok, S->rec_dev, idx, t->n_nodes);
+}
+
 entmtp_status emt_step_draft(entmtp_session *S, emt_step *st) {
+    int root_ready = S->next_ready && S->p.temperature <= 0; /* the root is in the device record */
     entmtp_status status = draft_root(S, st);
     int heads_ready = S->next_ready && S->next_heads && S->p.temperature <= 0;
     S->next_ready = S->next_heads = 0; /* consumed: the position moves on */
@@ -205,10 +223,9 @@ entmtp_status emt_step_draft(entmtp_session *S, emt_step *st) {
     else if (speculate && (status = choose_tree(S, st))) return status;
     if (st->tree->depth > st->n_heads) /* a tree deeper than the levels the policy looked at */
         st->n_heads = emt_draft_heads(S, st->root, st->n_heads, st->tree->depth);
-    /* Hydra with the chain still on the device: draft there too (no wait) */
-    st->nodes_on_device = heads_ready && st->tree->n_nodes > 1 && S->heads->kind == ENTMTP_HEADS_HYDRA &&
-                          emt_step_on_device(S, st);
-    if (st->nodes_on_device) draft_hydra_on_device(S, st->tree);
-    else draft_nodes(S, st->tree, st->root);
+    /* the root and the heads' lists still on the device: the node tokens are
+     * drafted there too (emt_step_draft_device, in the step's device span) */
+    st->nodes_on_device = root_ready && (st->tree->n_nodes == 1 || heads_ready) && emt_step_on_device(S, st);
+    if (!st->nodes_on_device) draft_nodes(S, st->tree, st->root);
     return ENTMTP_OK;
 }

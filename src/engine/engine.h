@@ -46,6 +46,17 @@ entmtp_status emt_forward_device_tokens(emt_exec *ex, const entmtp_model *m, emt
                                         const int32_t *d_tokens, const int32_t *positions, int32_t n,
                                         int32_t kv_start, const uint8_t *mask, int exact, int32_t logits_rows);
 
+/* emt_forward of n rows whose lengths live in device memory (emt_dyn_rows:
+ * the prefix length, the rows' positions L + offsets[i], their K/V at cache
+ * rows rows->row0 + i), token ids in device memory: no argument depends on
+ * the context length (backends with rope_dyn and attention_dyn; models
+ * without sliding-window layers). */
+entmtp_status emt_forward_dyn(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
+                              const int32_t *d_tokens, const emt_dyn_rows *rows, int32_t n, const uint8_t *mask,
+                              int exact, int32_t logits_rows);
+/* 1 when the model and the backend can run emt_forward_dyn */
+int emt_forward_dyn_supported(const entmtp_model *m);
+
 /* Benchmark support: run the verify forward of bank tree `tree_index` at the
  * session's current position `reps` times without committing anything, and
  * return the median seconds per verify (tokens are arbitrary ids). */

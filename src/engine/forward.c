@@ -4,25 +4,45 @@
  * the per-layer weights present) switches its optional steps. */
 #include "engine/engine.h"
 
+/* dyn: the lengths in device memory (emt_forward_dyn); kv_start is then dyn->row0 */
 static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
                              const int32_t *tokens, const int32_t *d_tokens, const int32_t *positions, int32_t n,
-                             int32_t kv_start, const uint8_t *mask, int exact, int32_t logits_rows);
+                             int32_t kv_start, const emt_dyn_rows *dyn, const uint8_t *mask, int exact,
+                             int32_t logits_rows);
 
 entmtp_status emt_forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
                           const int32_t *tokens, const int32_t *positions, int32_t n,
                           int32_t kv_start, const uint8_t *mask, int exact, int32_t logits_rows) {
-    return forward(ex, m, kv, s, tokens, NULL, positions, n, kv_start, mask, exact, logits_rows);
+    return forward(ex, m, kv, s, tokens, NULL, positions, n, kv_start, NULL, mask, exact, logits_rows);
 }
 
 entmtp_status emt_forward_device_tokens(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
                                         const int32_t *d_tokens, const int32_t *positions, int32_t n,
                                         int32_t kv_start, const uint8_t *mask, int exact, int32_t logits_rows) {
-    return forward(ex, m, kv, s, NULL, d_tokens, positions, n, kv_start, mask, exact, logits_rows);
+    return forward(ex, m, kv, s, NULL, d_tokens, positions, n, kv_start, NULL, mask, exact, logits_rows);
+}
+
+int emt_forward_dyn_supported(const entmtp_model *m) {
+    const emt_backend_ops *op = m->be->ops;
+    if (!op->rope_dyn || !op->attention_dyn || !op->embed_device) return 0;
+    for (int32_t l = 0; l < m->cfg.n_layers; l++)
+        if (m->layers[l].window) return 0; /* attention_dyn has no sliding window */
+    return 1;
+}
+
+entmtp_status emt_forward_dyn(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
+                              const int32_t *d_tokens, const emt_dyn_rows *rows, int32_t n, const uint8_t *mask,
+                              int exact, int32_t logits_rows) {
+    if (!emt_forward_dyn_supported(m))
+        return emt_fail(ENTMTP_ERR_STATE, "forward: the %s backend or this model (sliding-window layers) cannot read "
+                        "the step's lengths from device memory", m->be->ops->name);
+    return forward(ex, m, kv, s, NULL, d_tokens, NULL, n, rows->row0, rows, mask, exact, logits_rows);
 }
 
 static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
                              const int32_t *tokens, const int32_t *d_tokens, const int32_t *positions, int32_t n,
-                             int32_t kv_start, const uint8_t *mask, int exact, int32_t logits_rows) {
+                             int32_t kv_start, const emt_dyn_rows *dyn, const uint8_t *mask, int exact,
+                             int32_t logits_rows) {
     const emt_backend_ops *op = m->be->ops;
     const emt_model_config *c = &m->cfg;
     const int32_t H = c->hidden, F = c->ffn, hd = c->head_dim;
@@ -49,10 +69,18 @@ static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, em
             op->rmsnorm(ex, k_rows, L->k_norm, n * c->n_kv_heads, hd, c->rms_eps, k_rows);
         }
         const float *inv_freq = L->inv_freq ? L->inv_freq : m->inv_freq; /* local or global */
-        op->rope(ex, s->q, n, c->n_heads, hd, c->n_rot, positions, inv_freq);
-        op->rope(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, positions, inv_freq);
+        if (dyn) {
+            op->rope_dyn(ex, s->q, n, c->n_heads, hd, c->n_rot, dyn, inv_freq);
+            op->rope_dyn(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, dyn, inv_freq);
+        } else {
+            op->rope(ex, s->q, n, c->n_heads, hd, c->n_rot, positions, inv_freq);
+            op->rope(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, positions, inv_freq);
+        }
         if (c->q_scale) op->scale(ex, s->q, (int64_t)n * q_dim, c->q_scale);
-        if (L->window) /* sliding window (local layers) */
+        if (dyn)
+            op->attention_dyn(ex, s->q, kv->k[l], kv->v[l], dyn, n, mask, c->n_heads, c->n_kv_heads, hd,
+                              c->attn_softcap, s->att);
+        else if (L->window) /* sliding window (local layers) */
             op->attention_window(ex, s->q, kv->k[l], kv->v[l], kv_start, n, mask, positions, c->n_heads,
                                  c->n_kv_heads, hd, L->window, c->attn_softcap, s->att);
         else if (c->attn_softcap)

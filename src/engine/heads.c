@@ -191,13 +191,23 @@ int32_t emt_draft_heads(entmtp_session *S, int32_t root, int32_t from, int32_t t
     return to;
 }
 
-void emt_session_set_batch_heads(entmtp_session *S, int batch_heads) { S->batch_heads = batch_heads; }
+void emt_session_forget_graphs(entmtp_session *S) {
+    const emt_backend_ops *op = S->model->be->ops;
+    if (op->graph_reset && S->ex) op->graph_reset(S->ex);
+}
+
+void emt_session_set_batch_heads(entmtp_session *S, int batch_heads) {
+    S->batch_heads = batch_heads;
+    emt_session_forget_graphs(S); /* the recorded heads' launches change */
+}
 
 void emt_session_set_device_step(entmtp_session *S, int device_step) {
     const emt_backend_ops *op = S->model->be->ops;
     S->device_step = device_step && S->rec_dev && op->topk_device && op->embed_device && op->accept && op->commit &&
                      op->gather_i32;
+    S->dyn_step = S->device_step && op->write_i32 && emt_forward_dyn_supported(S->model);
     S->next_ready = S->next_heads = 0;
+    emt_session_forget_graphs(S);
 }
 
 void emt_session_last_head_topk(const entmtp_session *S, const int32_t **ids, const float **probs,

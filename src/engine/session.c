@@ -139,7 +139,9 @@ static entmtp_status device_step_init(entmtp_session *S) {
     S->w_row_tok = S->w_draft_p + (size_t)head_rows * S->topk;
     size_t idx_count = (size_t)head_rows * (n_heads + 1) > (size_t)S->max_nodes ? (size_t)head_rows * (n_heads + 1)
                                                                                 : (size_t)S->max_nodes;
-    size_t rec_bytes = (S->w_row_tok + (size_t)head_rows * (n_heads + 1)) * sizeof(int32_t);
+    S->w_len = S->w_row_tok + (size_t)head_rows * (n_heads + 1);
+    size_t rec_bytes = (S->w_len + 2) * sizeof(int32_t);
+    S->dyn_step = op->write_i32 && emt_forward_dyn_supported(S->model);
     S->rec_dev = op->alloc(be, rec_bytes);
     S->rec_host = emt_calloc(S->rec_lay.words, sizeof(int32_t));
     S->gather_idx = emt_calloc(idx_count, sizeof(int32_t));
@@ -310,6 +312,7 @@ ENTMTP_API void entmtp_session_reset(entmtp_session *S) {
     S->n_tokens = S->n_prompt = 0;
     S->have_logits = 0;
     S->next_ready = S->next_heads = 0;
+    emt_session_forget_graphs(S);
     S->rng = S->p.seed;
     S->last_accept = 0;
     S->ema = 0;

@@ -56,6 +56,10 @@ struct entmtp_session {
      * commit and the next root and heads stay on the device, and one
      * download of the step record per step brings back what the host needs */
     int device_step;           /* the backend has topk_device, embed_device, accept, commit */
+    /* ... and the step's lengths live in device memory (rec_dev + w_len),
+     * so that its launches do not depend on the context length and the
+     * backend may replay them as one graph per tree (backend.h, graphs) */
+    int dyn_step;
     emt_step_record_layout rec_lay;
     int32_t *rec_dev;          /* device record */
     int32_t *rec_host;         /* its host copy */
@@ -65,6 +69,7 @@ struct entmtp_session {
     size_t w_node_tok;         /* [max_nodes] the tree's node tokens */
     size_t w_draft_ids, w_draft_p; /* [head_rows][topk] one level's head calls */
     size_t w_row_tok;          /* [head_rows][n_heads + 1] those calls' input tokens */
+    size_t w_len;              /* [2] the step's inputs: L, max_tokens (dyn_step) */
     int32_t *gather_idx;       /* host [head_rows * (n_heads + 1)] */
     int next_ready;            /* rec_host holds the current position's root, p0, entropy */
     int next_heads;            /* ... and the heads' top-k lists */
@@ -96,6 +101,7 @@ typedef struct emt_step {
     const emt_tree *tree;        /* the tree verified */
     int nodes_on_device;         /* node tokens drafted on the device (rec_dev + w_node_tok) */
     int32_t tree_index;          /* its bank index, -1 when not from the bank */
+    int dynamic_tree;            /* built for this step (not a bank tree: never replayed) */
     /* accept */
     int32_t acc;                 /* accepted draft tokens on the best path */
     const int32_t *path;         /* the best path's node ids (root first) */
@@ -107,10 +113,16 @@ typedef struct emt_step {
     double seconds;              /* host time of the whole step */
 } emt_step;
 
-/* The stages, in order; each returns a status with its error recorded. */
+/* The stages, in order; each returns a status with its error recorded. On
+ * the device path (emt_step_on_device) the device's part of the stages is
+ * queued without a wait, as one span that step.c may record as a graph:
+ * emt_step_draft_device (node tokens), verify, accept, emt_step_commit_queue;
+ * then emt_step_commit downloads the record. */
 entmtp_status emt_step_draft(entmtp_session *S, emt_step *st);
+void emt_step_draft_device(entmtp_session *S, const emt_step *st);
 entmtp_status emt_step_verify(entmtp_session *S, emt_step *st);
 entmtp_status emt_step_accept(entmtp_session *S, emt_step *st);
+void emt_step_commit_queue(entmtp_session *S, const emt_step *st);
 entmtp_status emt_step_commit(entmtp_session *S, emt_step *st);
 
 /* heads.c: run head `h` on `rows` input rows (width of its first layer),
@@ -141,13 +153,23 @@ int emt_is_stop(const entmtp_session *S, int32_t tok);
 /* step.c: whether this step takes the device path (accept, commit and the
  * next position's root and heads on the device, one record download). */
 int emt_step_on_device(const entmtp_session *S, const emt_step *st);
+/* step.c: whether this device step reads its lengths from device memory
+ * (rec_dev + w_len): the verify forward, accept and commit take them there */
+int emt_step_dyn(const entmtp_session *S, const emt_step *st);
 
 /* commit.c: with greedy_next, queue the next position's root (top-1, p0,
  * entropy) and, with want_heads when the session drafts, its heads' top-k
- * into the device record; then download the record: the step's one
- * device-to-host copy and one wait. An AR step does not ask for heads (the
- * next step, if it drafts, then runs them on its own). */
+ * into the device record (emt_step_queue_next); then download the record
+ * (emt_step_download): the step's one device-to-host copy and one wait. An
+ * AR step does not ask for heads (the next step, if it drafts, then runs
+ * them on its own). */
+void emt_step_queue_next(entmtp_session *S, int greedy_next, int want_heads);
+entmtp_status emt_step_download(entmtp_session *S, int greedy_next, int want_heads);
 entmtp_status emt_step_finish_device(entmtp_session *S, int greedy_next, int want_heads);
+
+/* heads.c: drop the backend's recorded step graphs (session reset, a
+ * change of the ops a step issues) */
+void emt_session_forget_graphs(entmtp_session *S);
 
 /* commit.c: copy hidden row `hidden_row` to last_hidden and logits row
  * `logits_row` to next_logits (queued, no sync). */

@@ -17,11 +17,46 @@ static entmtp_status check_step(const entmtp_session *S) {
 /* Tree search's probes score every node on the host (node_flags.c). */
 int emt_step_on_device(const entmtp_session *S, const emt_step *st) { return S->device_step && !st->probe; }
 
+int emt_step_dyn(const entmtp_session *S, const emt_step *st) {
+    return S->dyn_step && st->nodes_on_device && emt_step_on_device(S, st);
+}
+
+/* The device's part of the step, queued without a wait. */
+static entmtp_status queue_device_span(entmtp_session *S, emt_step *st) {
+    if (st->nodes_on_device) emt_step_draft_device(S, st);
+    entmtp_status status = emt_step_verify(S, st);
+    if (!status) status = emt_step_accept(S, st);
+    if (!status) emt_step_commit_queue(S, st);
+    return status;
+}
+
+/* With the lengths in device memory, the span's launches depend on the
+ * tree alone: the step's inputs (L, max_tokens) go ahead in one small copy,
+ * and a backend with graphs records the span once per bank tree and
+ * replays it (backend.h). A tree built for this step (dynamic) is never
+ * recorded. */
+static entmtp_status run_device_span(entmtp_session *S, emt_step *st) {
+    const emt_backend_ops *op = S->model->be->ops;
+    if (!emt_step_dyn(S, st)) return queue_device_span(S, st);
+    const int32_t inputs[2] = { st->L, st->max_tokens };
+    op->write_i32(S->ex, S->rec_dev + S->w_len, inputs, 2);
+    if (!op->graph_begin || st->dynamic_tree) return queue_device_span(S, st);
+    if (op->graph_begin(S->ex, st->tree, !st->force_ar) == EMT_GRAPH_REPLAYED) return ENTMTP_OK;
+    entmtp_status status = queue_device_span(S, st);
+    int not_run = op->graph_end(S->ex, status != ENTMTP_OK);
+    if (!status && not_run) status = queue_device_span(S, st); /* the capture failed: direct launches */
+    return status;
+}
+
 static entmtp_status run_stages(entmtp_session *S, emt_step *st) {
     entmtp_status status;
     if ((status = emt_step_draft(S, st))) return status;
-    if ((status = emt_step_verify(S, st))) return status;
-    if ((status = emt_step_accept(S, st))) return status;
+    if (emt_step_on_device(S, st)) {
+        if ((status = run_device_span(S, st))) return status;
+    } else {
+        if ((status = emt_step_verify(S, st))) return status;
+        if ((status = emt_step_accept(S, st))) return status;
+    }
     if ((status = emt_step_commit(S, st))) return status;
     if (st->kv_full)
         return emt_fail(ENTMTP_ERR_KV_FULL, "entmtp_step: the KV cache is full (%d tokens); %d of %d accepted tokens were kept",
@@ -48,6 +83,9 @@ static void count_step(entmtp_session *S, const emt_exec_counters *before, doubl
     c->device.d2h_bytes += now.d2h_bytes - before->d2h_bytes;
     c->device.h2d_copies += now.h2d_copies - before->h2d_copies;
     c->device.h2d_bytes += now.h2d_bytes - before->h2d_bytes;
+    c->device.graph_launches += now.graph_launches - before->graph_launches;
+    c->device.graph_captures += now.graph_captures - before->graph_captures;
+    c->device.graph_fallbacks += now.graph_fallbacks - before->graph_fallbacks;
     double wait = now.wait_seconds - before->wait_seconds;
     c->device.wait_seconds += wait;
     c->step_seconds += seconds;

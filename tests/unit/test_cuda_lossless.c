@@ -1,8 +1,11 @@
 /* End to end on the CUDA backend: greedy tokens of EntMTP with every built-in
  * tree and every policy, with Medusa and with Hydra heads, on the tiny
  * models, equal the CPU backend's greedy AR tokens; and the CUDA backend's
- * own AR run equals them too. Runs on a GPU or, in CI, on the CPU CUDA
- * harness (docs/cuda-harness.md); SKIPPED when neither is there. */
+ * own AR run equals them too. Each F32 run is made twice, with the step
+ * graphs (one recorded graph per tree, replayed) and with direct launches
+ * (ENTMTP_CUDA_GRAPHS=0), and a long prompt checks that graphs recorded at
+ * one context length replay at others. Runs on a GPU or, in CI, on the CPU
+ * CUDA harness (docs/cuda-harness.md); SKIPPED when neither is there. */
 #include "backend/backend.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -22,6 +25,45 @@ static const int32_t prompt[] = { 3, 1, 4, 1, 5, 9, 2, 6 };
 /* Steps whose host waits were counted, and those that waited exactly once
  * with exactly one download (the step record). */
 static int64_t g_counted_steps, g_single_copy_steps;
+
+/* The step graphs: on (g_graphs = 1) or off for the sessions created next.
+ * With graphs, a step is replayed (one graph launch, no kernel launch, one
+ * host-to-device copy: the step's L and max_tokens), recorded (its span
+ * captured, then launched) or direct (a tree's first use, which sizes the
+ * graph's constants; a dynamic tree); without, every step is direct. */
+static int g_graphs;
+static int64_t g_replayed, g_recorded, g_direct[2], g_direct_launches[2];
+
+static void set_graphs(int on) {
+    setenv("ENTMTP_CUDA_GRAPHS", on ? "1" : "0", 1);
+    g_graphs = on;
+}
+
+static void count_graph_step(const emt_exec_counters *d, const entmtp_step_result *r, int ar) {
+    int ok = 1;
+    if (!g_graphs) {
+        ok = d->graph_launches == 0 && d->graph_captures == 0;
+        g_direct[0]++;
+        g_direct_launches[0] += d->launches;
+    } else if (d->graph_launches == 1 && d->graph_captures == 0) {
+        ok = d->launches == 0 && d->h2d_copies == 1;
+        g_replayed++;
+    } else if (d->graph_launches == 1 && d->graph_captures == 1) {
+        ok = d->launches == 0;
+        g_recorded++;
+    } else {
+        ok = d->graph_launches == 0 && d->graph_fallbacks <= 1;
+        g_direct[1]++;
+        g_direct_launches[1] += d->launches;
+    }
+    if (!ok) {
+        fprintf(stderr, "step (%s, %d nodes, graphs %s): %lld launches, %lld graph launches, %lld captures, "
+                "%lld direct spans, %lld h2d copies\n", ar ? "AR" : "tree", r->n_nodes, g_graphs ? "on" : "off",
+                (long long)d->launches, (long long)d->graph_launches, (long long)d->graph_captures,
+                (long long)d->graph_fallbacks, (long long)d->h2d_copies);
+        emt_test_failures++;
+    }
+}
 
 /* the tokens of one greedy run (AR when pol is NULL and ar is set);
  * one_copy: every step must leave the device exactly once (one download,
@@ -53,6 +95,13 @@ static void generate_counted(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, e
             g_counted_steps++;
             int64_t d2h = after.device.d2h_copies - before.device.d2h_copies;
             int64_t syncs = after.device.syncs - before.device.syncs;
+            emt_exec_counters d = after.device;
+            d.launches -= before.device.launches;
+            d.h2d_copies -= before.device.h2d_copies;
+            d.graph_launches -= before.device.graph_launches;
+            d.graph_captures -= before.device.graph_captures;
+            d.graph_fallbacks -= before.device.graph_fallbacks;
+            count_graph_step(&d, &r, ar);
             if (d2h == 1 && syncs == 1) g_single_copy_steps++;
             else {
                 fprintf(stderr, "step %lld (%s, %d nodes): %lld downloads, %lld waits; expected 1 and 1\n",
@@ -118,8 +167,13 @@ static void check_heads(const char *gguf, const char *heads, const char *label, 
             generate(m[1], h[1], b, NULL, 1, ref);
         } else {
             generate(m[0], h[0], b, NULL, 1, ref);
+        }
+        /* F32: with graphs, then with direct launches; typed weights: graphs */
+        for (int pass = 0; pass < (device_dtype ? 1 : 2); pass++) {
+        set_graphs(pass == 0);
+        if (!device_dtype) {
             generate_counted(m[1], h[1], b, NULL, 1, got, 1);
-            compare(ref, got, label, "AR");
+            compare(ref, got, label, g_graphs ? "AR (graphs)" : "AR (direct launches)");
         }
         for (int32_t t = 0; t < n_trees; t++) {
             entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
@@ -129,7 +183,7 @@ static void check_heads(const char *gguf, const char *heads, const char *label, 
             generate_counted(m[1], h[1], b, pol, 0, got, 1);
             entmtp_tree_info ti = { sizeof ti };
             entmtp_bank_tree_info(b, t, &ti);
-            snprintf(what, sizeof what, "tree %s", ti.name);
+            snprintf(what, sizeof what, "tree %s (%s)", ti.name, g_graphs ? "graphs" : "direct launches");
             compare(ref, got, label, what);
             entmtp_policy_free(pol);
         }
@@ -139,10 +193,13 @@ static void check_heads(const char *gguf, const char *heads, const char *label, 
             entmtp_policy *pol = NULL;
             CHECK_OK(entmtp_policy_create(&pc, &pol));
             generate_counted(m[1], h[1], b, pol, 0, got, 1);
-            snprintf(what, sizeof what, "policy %s", entmtp_policy_kind_name(pc.kind));
+            snprintf(what, sizeof what, "policy %s (%s)", entmtp_policy_kind_name(pc.kind),
+                     g_graphs ? "graphs" : "direct launches");
             compare(ref, got, label, what);
             entmtp_policy_free(pol);
         }
+        }
+        set_graphs(1);
         printf("%s: CUDA == %s AR for %d trees and %d policies\n", label, device_dtype ? "CUDA" : "CPU", n_trees,
                EMT_TEST_N_POLICIES);
     }
@@ -151,6 +208,95 @@ static void check_heads(const char *gguf, const char *heads, const char *label, 
         entmtp_heads_free(h[k]);
         entmtp_model_free(m[k]);
     }
+}
+
+/* Graphs recorded at one context length replay at any other: a 250-token
+ * prompt, so that the steps' keys cross attention's chunk boundary (256
+ * positions) with graphs recorded before it; the largest built-in tree the
+ * heads take, tokens equal to the same backend's AR with direct launches
+ * (the prompt's prefill goes through cuBLAS on both). */
+#define LONG_PROMPT 250
+#define LONG_GEN 24
+static void check_long_context(emt_tiny_config *c, const emt_cuda_test_files *f) {
+    c->ctx = 640;
+    CHECK_OK(emt_tiny_write_gguf(f->gguf, c, EMT_F32));
+    int32_t toks[LONG_PROMPT];
+    for (int32_t i = 0; i < LONG_PROMPT; i++) toks[i] = (i * 7 + 3) % c->vocab;
+    entmtp_model_params mp = entmtp_model_default_params();
+    mp.backend = ENTMTP_BACKEND_CUDA;
+    mp.n_threads = 1;
+    entmtp_model *m = NULL;
+    CHECK_OK(entmtp_model_load(f->gguf, &mp, &m));
+    const char *heads_files[2] = { f->medusa, f->hydra };
+    for (int k = 0; m && k < 2; k++) {
+        entmtp_heads *h = NULL;
+        CHECK_OK(entmtp_heads_load(m, heads_files[k], &h));
+        entmtp_bank *b = NULL;
+        entmtp_bank_params bp = entmtp_bank_default_params();
+        bp.max_depth = 5;
+        CHECK_OK(entmtp_bank_create(&bp, &b));
+        for (int32_t i = 0; b && entmtp_builtin_tree_name(i); i++) {
+            entmtp_status st = entmtp_bank_add_builtin(b, entmtp_builtin_tree_name(i), NULL);
+            if (st != ENTMTP_ERR_INVALID_TREE) CHECK_OK(st);
+        }
+        int32_t out[2][LONG_PROMPT + LONG_GEN];
+        for (int graphs = 0; h && b && graphs < 2; graphs++) {
+            set_graphs(graphs);
+            entmtp_session_params sp = entmtp_session_default_params();
+            sp.kv_capacity = 600;
+            sp.n_stop_tokens = 0;
+            entmtp_session *s = NULL;
+            CHECK_OK(entmtp_session_create(m, h, b, &sp, &s));
+            if (!s) break;
+            entmtp_policy *pol = NULL;
+            if (graphs) { /* the largest tree */
+                entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
+                int32_t best = 0;
+                entmtp_tree_info ti = { sizeof ti }, bi = { sizeof bi };
+                for (int32_t t = 0; t < entmtp_bank_size(b); t++) {
+                    entmtp_bank_tree_info(b, t, &ti);
+                    entmtp_bank_tree_info(b, best, &bi);
+                    if (ti.n_nodes > bi.n_nodes) best = t;
+                }
+                pc.static_tree = best;
+                CHECK_OK(entmtp_policy_create(&pc, &pol));
+                CHECK_OK(entmtp_policy_set(s, pol));
+            }
+            CHECK_OK(entmtp_session_prefill(s, toks, LONG_PROMPT));
+            emt_step_counters before, after;
+            emt_session_step_counters(s, &before);
+            CHECK_OK(entmtp_generate(s, LONG_GEN, !graphs, NULL, NULL));
+            emt_session_step_counters(s, &after);
+            const int32_t *all;
+            int32_t n = 0;
+            CHECK_OK(entmtp_session_tokens(s, &all, &n));
+            CHECK_EQ_INT(n, LONG_PROMPT + LONG_GEN);
+            memset(out[graphs], 0xff, sizeof out[graphs]);
+            if (n == LONG_PROMPT + LONG_GEN) memcpy(out[graphs], all, sizeof out[graphs]);
+            if (graphs) { /* every step after the first two of the tree is a replay */
+                int64_t steps = after.n_steps - before.n_steps;
+                int64_t replays = after.device.graph_launches - before.device.graph_launches -
+                                  (after.device.graph_captures - before.device.graph_captures);
+                printf("long context (%s): %lld steps from position %d, %lld replayed\n", k ? "hydra" : "medusa",
+                       (long long)steps, LONG_PROMPT, (long long)replays);
+                CHECK(steps > 2 && replays == steps - 2);
+            }
+            entmtp_policy_set(s, NULL);
+            entmtp_policy_free(pol);
+            entmtp_session_free(s);
+        }
+        if (memcmp(out[0], out[1], sizeof out[0])) {
+            int32_t i = 0;
+            while (out[0][i] == out[1][i]) i++;
+            fprintf(stderr, "long context (%s): token %d is %d with graphs, %d with direct AR\n",
+                    k ? "hydra" : "medusa", i, out[1][i], out[0][i]);
+            emt_test_failures++;
+        }
+        set_graphs(1);
+        entmtp_bank_free(b);
+        entmtp_heads_free(h);
+    }
+    entmtp_model_free(m);
 }
 
 int main(void) {
@@ -166,9 +312,17 @@ int main(void) {
     check_heads(gguf, medusa, "medusa, Q4_0 weights", "Q4_0");
     CHECK_OK(emt_tiny_write_gguf(gguf, &c, EMT_Q8_0));
     check_heads(gguf, hydra, "hydra, Q8_0 weights", "Q8_0");
+    check_long_context(&c, &files);
     emt_cuda_test_remove_files(&files);
     printf("step counters: %lld of %lld greedy steps (AR and trees) downloaded once and waited once\n",
            (long long)g_single_copy_steps, (long long)g_counted_steps);
     CHECK(g_counted_steps > 100 && g_single_copy_steps == g_counted_steps);
+    printf("graphs: %lld steps replayed (1 graph launch, 0 kernel launches, 1 h2d copy each), %lld recorded, "
+           "%lld direct (%.1f kernel launches per step: first uses, dynamic trees); without graphs %lld steps, "
+           "%.1f kernel launches per step\n",
+           (long long)g_replayed, (long long)g_recorded, (long long)g_direct[1],
+           g_direct[1] ? (double)g_direct_launches[1] / (double)g_direct[1] : 0.0, (long long)g_direct[0],
+           g_direct[0] ? (double)g_direct_launches[0] / (double)g_direct[0] : 0.0);
+    CHECK(g_replayed > g_recorded && g_replayed > g_direct[1] && g_direct[0] > 100);
     return emt_test_finish("test_cuda_lossless");
 }

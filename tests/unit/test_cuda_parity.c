@@ -147,6 +147,66 @@ static void check_attention(int32_t prefix, int32_t n, int tree) {
     free(q); free(k); free(v); free(o); free(mask);
 }
 
+/* The graph-capturable forms (emt_dyn_rows): the prefix length L read from
+ * device memory, the tree's K/V at rows row0.. past the capacity, positions
+ * L + depth. Bit-identical to attention() / rope() with the rows at L and
+ * the positions given, on each backend, and close across them; L = 5 leaves
+ * most of the grid (sized for row0) idle, L = 3000 crosses a chunk boundary. */
+static void check_dyn(int32_t L, int32_t n) {
+    const int32_t H = 4, KV = 2, hd = 40, row0 = 3100, n_rot = 32;
+    const size_t qn = (size_t)n * H * hd, row = (size_t)KV * hd, kn = (size_t)(row0 + n) * row;
+    float *q = host_random(qn, 1.0f), *k = host_random(kn, 1.0f), *v = host_random(kn, 1.0f);
+    /* the same keys with the tree's rows at L, as attention() takes them */
+    float *k2 = malloc(kn * sizeof(float)), *v2 = malloc(kn * sizeof(float));
+    memcpy(k2, k, kn * sizeof(float));
+    memcpy(v2, v, kn * sizeof(float));
+    memcpy(k2 + (size_t)L * row, k + (size_t)row0 * row, (size_t)n * row * sizeof(float));
+    memcpy(v2 + (size_t)L * row, v + (size_t)row0 * row, (size_t)n * row * sizeof(float));
+    uint8_t *mask = malloc((size_t)n * n);
+    random_tree_mask(n, mask);
+    int32_t *depth = malloc((size_t)n * sizeof(int32_t)), *pos = malloc((size_t)n * sizeof(int32_t));
+    for (int32_t i = 0; i < n; i++) {
+        depth[i] = 0;
+        for (int32_t j = 0; j < i; j++) depth[i] += mask[(size_t)i * n + j];
+        pos[i] = L + depth[i];
+    }
+    float *o = malloc(qn * sizeof(float)), *o2 = malloc(qn * sizeof(float));
+    int32_t *dlen = emt_test_device_copy(gpu, &L, sizeof L);
+    emt_dyn_rows hrows = { &L, depth, row0 }, drows = { dlen, depth, row0 };
+    cpu->ops->attention_dyn(ec, q, k, v, &hrows, n, mask, H, KV, hd, 0.0f, o);
+    cpu->ops->attention(ec, q, k2, v2, L, n, mask, H, KV, hd, o2);
+    CHECK(!memcmp(o, o2, qn * sizeof(float)));
+    float *dq = dev_copy(q, qn), *dk = dev_copy(k, kn), *dv = dev_copy(v, kn), *dk2 = dev_copy(k2, kn);
+    float *dv2 = dev_copy(v2, kn), *dout = gpu->ops->alloc(gpu, qn * sizeof(float));
+    float *dout2 = gpu->ops->alloc(gpu, qn * sizeof(float));
+    gpu->ops->attention_dyn(eg, dq, dk, dv, &drows, n, mask, H, KV, hd, 0.0f, dout);
+    gpu->ops->attention(eg, dq, dk2, dv2, L, n, mask, H, KV, hd, dout2);
+    char name[64];
+    snprintf(name, sizeof name, "attention_dyn %d+%d", L, n);
+    expect_close(name, dout, o, qn, 1e-5);
+    CHECK_OK(gpu->ops->download(eg, o, dout2, qn * sizeof(float)));
+    snprintf(name, sizeof name, "  = attention %d+%d", L, n);
+    expect_close(name, dout, o, qn, 0);
+    /* rope at L + depth over the queries */
+    float inv_freq[16];
+    for (int i = 0; i < n_rot / 2; i++) inv_freq[i] = powf(10000.0f, -2.0f * (float)i / (float)n_rot);
+    memcpy(o2, q, qn * sizeof(float));
+    CHECK_OK(gpu->ops->upload(gpu, dout2, q, qn * sizeof(float)));
+    cpu->ops->rope_dyn(ec, q, n, H, hd, n_rot, &hrows, inv_freq);
+    cpu->ops->rope(ec, o2, n, H, hd, n_rot, pos, inv_freq);
+    CHECK(!memcmp(q, o2, qn * sizeof(float)));
+    gpu->ops->rope_dyn(eg, dq, n, H, hd, n_rot, &drows, inv_freq);
+    gpu->ops->rope(eg, dout2, n, H, hd, n_rot, pos, inv_freq);
+    snprintf(name, sizeof name, "rope_dyn at %d + depth", L);
+    expect_close(name, dq, q, qn, 1e-5);
+    CHECK_OK(gpu->ops->download(eg, o, dout2, qn * sizeof(float)));
+    snprintf(name, sizeof name, "  = rope at %d + depth", L);
+    expect_close(name, dq, o, qn, 0);
+    float *p[] = { dq, dk, dv, dk2, dv2, dout, dout2, (float *)dlen };
+    for (int i = 0; i < 8; i++) gpu->ops->release(gpu, p[i]);
+    free(q); free(k); free(v); free(k2); free(v2); free(mask); free(depth); free(pos); free(o); free(o2);
+}
+
 /* the engine's KV commit: rows moved toward lower indices inside one buffer */
 static void check_copy_rows(void) {
     const int32_t n_rows = 40, width = 333;
@@ -169,6 +229,8 @@ int main(void) {
         check_attention(0, 37, 0);    /* prompt: causal, no prefix */
         check_attention(3000, 128, 1); /* long context, a 128-node tree */
         check_attention(1, 1, 0);     /* one decode row */
+        check_dyn(5, 64);
+        check_dyn(3000, 64);
         check_copy_rows();
         CHECK_OK(gpu->ops->sync(eg));
     }

@@ -225,10 +225,39 @@ static void check_cuts(void) {
         CHECK_EQ_INT(r->stopped, cases[i].stopped);
         CHECK_EQ_INT(r->kv_full, cases[i].full);
         CHECK_EQ_INT(r->last_node, cases[i].emit - 1);
+        /* the same cuts with max_tokens and L in device memory (the replayable step):
+         * the KV room is kv_capacity - L */
+        int32_t lens[2] = { 50, c.max_tokens }, *rg = calloc(lay.words, 4);
+        int32_t *dlen = dev_copy(lens, sizeof lens);
+        d.max_tokens = -7; /* ignored */
+        d.kv_room = -7;
+        d.lengths = lens;
+        d.kv_capacity = 50 + c.kv_room;
+        memset(rc, 0, lay.words * 4);
+        cpu->ops->accept(ec, &d, rc);
+        float *dl = dev_copy(logits, (size_t)t.n_nodes * vocab * sizeof(float));
+        uint8_t *dstop = c.stop ? dev_copy(c.stop, (size_t)vocab) : NULL;
+        void *drec = gpu->ops->alloc(gpu, lay.words * 4);
+        d.node_logits = dl;
+        d.stop = dstop;
+        d.lengths = dlen;
+        gpu->ops->accept(eg, &d, drec);
+        download(rg, drec, lay.words * 4);
+        const emt_step_record *g = (const emt_step_record *)rg;
+        CHECK_EQ_INT(r->n_emit, cases[i].emit);
+        CHECK_EQ_INT(r->kv_full, cases[i].full);
+        CHECK_EQ_INT(g->n_emit, cases[i].emit);
+        CHECK_EQ_INT(g->stopped, cases[i].stopped);
+        CHECK_EQ_INT(g->kv_full, cases[i].full);
+        gpu->ops->release(gpu, dl);
+        if (dstop) gpu->ops->release(gpu, dstop);
+        gpu->ops->release(gpu, drec);
+        gpu->ops->release(gpu, dlen);
+        free(rg);
         free(rc);
     }
-    printf("accept cuts (max_tokens, KV room, stop tokens): %zu cases as the engine cuts\n",
-           sizeof cases / sizeof cases[0]);
+    printf("accept cuts (max_tokens, KV room, stop tokens): %zu cases as the engine cuts, from arguments and from "
+           "device lengths\n", sizeof cases / sizeof cases[0]);
     free(logits);
     emt_tree_destroy(&t);
 }
@@ -274,8 +303,11 @@ static void check_commit(void) {
     size_t slab_floats = (size_t)rows * row_floats + 8;
     float *kv = emt_test_host_random(&rng, slab_floats * slabs, 1.0f);
     float *hidden = emt_test_host_random(&rng, (size_t)8 * H, 1.0f), *logits = emt_test_host_random(&rng, (size_t)8 * V, 1.0f);
-    const int32_t paths[][4] = { { 0, 2, 5, 7 }, { 0, 1, 2, 3 }, { 0, 3, 4, 6 } };
-    for (int p = 0; p < 3; p++) {
+    const int32_t paths[][4] = { { 0, 2, 5, 7 }, { 0, 1, 2, 3 }, { 0, 3, 4, 6 }, { 0, 2, 5, 7 } };
+    /* the last path from the tree area at rows 30.. to L = 20 read from device memory */
+    const int32_t lengths[1] = { L }, src0 = 30;
+    for (int p = 0; p < 4; p++) {
+        const int dyn = p == 3;
         emt_step_record_layout lay = emt_step_record_layout_make(MAX_PATH, 0, 0);
         int32_t *rec = calloc(lay.words, 4);
         emt_step_record *r = (emt_step_record *)rec;
@@ -285,30 +317,36 @@ static void check_commit(void) {
         float *kc = malloc(slab_floats * slabs * sizeof(float)), *kg = malloc(slab_floats * slabs * sizeof(float));
         memcpy(kc, kv, slab_floats * slabs * sizeof(float));
         float lh_c[16], nl_c[70], lh_g[16], nl_g[70];
-        emt_commit_desc d = { kc, slab_floats, row_floats, slabs, L, hidden, lh_c, H, logits, nl_c, V, MAX_PATH };
+        emt_commit_desc d = { kc, slab_floats, row_floats, slabs, dyn ? -1 : L, hidden, lh_c, H, logits, nl_c, V,
+                              MAX_PATH, dyn ? lengths : NULL, src0 };
         cpu->ops->commit(ec, &d, rec);
         float *dkv = dev_copy(kv, slab_floats * slabs * sizeof(float));
         float *dh = dev_copy(hidden, (size_t)8 * H * sizeof(float)), *dlg = dev_copy(logits, (size_t)8 * V * sizeof(float));
         float *dlh = gpu->ops->alloc(gpu, sizeof lh_g), *dnl = gpu->ops->alloc(gpu, sizeof nl_g);
         int32_t *drec = dev_copy(rec, lay.words * 4);
-        emt_commit_desc dg = { dkv, slab_floats, row_floats, slabs, L, dh, dlh, H, dlg, dnl, V, MAX_PATH };
+        int32_t *dlen = dev_copy(lengths, sizeof lengths);
+        emt_commit_desc dg = { dkv, slab_floats, row_floats, slabs, dyn ? -1 : L, dh, dlh, H, dlg, dnl, V, MAX_PATH,
+                               dyn ? dlen : NULL, src0 };
         gpu->ops->commit(eg, &dg, drec);
         download(kg, dkv, slab_floats * slabs * sizeof(float));
         download(lh_g, dlh, sizeof lh_g);
         download(nl_g, dnl, sizeof nl_g);
         CHECK(!memcmp(kc, kg, slab_floats * slabs * sizeof(float)));
         CHECK(!memcmp(lh_c, lh_g, sizeof lh_c) && !memcmp(nl_c, nl_g, sizeof nl_c));
-        /* and the CPU moved what it should: row L+j of every slab is old row L+path[j] */
+        /* and the CPU moved what it should: row L+j of every slab is old row L+path[j] (src0+path[j]) */
         for (int32_t s = 0; s < slabs; s++)
             for (int32_t j = 0; j < r->n_emit; j++)
                 CHECK(!memcmp(kc + s * slab_floats + (size_t)(L + j) * row_floats,
-                              kv + s * slab_floats + (size_t)(L + paths[p][j]) * row_floats, row_floats * sizeof(float)));
+                              kv + s * slab_floats + (size_t)((dyn ? src0 : L) + paths[p][j]) * row_floats,
+                              row_floats * sizeof(float)));
         CHECK(!memcmp(lh_c, hidden + (size_t)r->last_node * H, sizeof lh_c));
         gpu->ops->release(gpu, dkv); gpu->ops->release(gpu, dh); gpu->ops->release(gpu, dlg);
         gpu->ops->release(gpu, dlh); gpu->ops->release(gpu, dnl); gpu->ops->release(gpu, drec);
+        gpu->ops->release(gpu, dlen);
         free(kc); free(kg); free(rec);
     }
-    printf("commit: the gather of %d slabs and the last rows equal the CPU's for 3 paths\n", slabs);
+    printf("commit: the gather of %d slabs and the last rows equal the CPU's for 4 paths (one from the tree area "
+           "to L in device memory)\n", slabs);
     free(kv); free(hidden); free(logits);
 }
 

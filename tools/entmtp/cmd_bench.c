@@ -276,10 +276,11 @@ static void json_counters(FILE *f, const char *key, const emt_step_counters *c) 
     double n = c->n_steps > 0 ? (double)c->n_steps : 1;
     fprintf(f, ",\"%s\":{\"steps\":%lld,\"host_seconds\":%.7f", key, (long long)c->n_steps, c->host_seconds / n);
     if (c->counted)
-        fprintf(f, ",\"launches\":%.2f,\"syncs\":%.2f,\"d2h_copies\":%.2f,\"d2h_bytes\":%.1f,\"h2d_copies\":%.2f,"
-                   "\"h2d_bytes\":%.1f",
-                (double)c->device.launches / n, (double)c->device.syncs / n, (double)c->device.d2h_copies / n,
-                (double)c->device.d2h_bytes / n, (double)c->device.h2d_copies / n, (double)c->device.h2d_bytes / n);
+        fprintf(f, ",\"launches\":%.2f,\"graph_launches\":%.2f,\"syncs\":%.2f,\"d2h_copies\":%.2f,\"d2h_bytes\":%.1f,"
+                   "\"h2d_copies\":%.2f,\"h2d_bytes\":%.1f",
+                (double)c->device.launches / n, (double)c->device.graph_launches / n, (double)c->device.syncs / n,
+                (double)c->device.d2h_copies / n, (double)c->device.d2h_bytes / n, (double)c->device.h2d_copies / n,
+                (double)c->device.h2d_bytes / n);
     fprintf(f, "}");
 }
 
@@ -289,9 +290,10 @@ static void print_counters(const char *what, const emt_step_counters *c) {
         printf("%-28s host time %.1f us (all work is host work on the CPU backend)\n", what, 1e6 * c->host_seconds / n);
         return;
     }
-    printf("%-28s %.1f launches, %.1f syncs, %.1f device-to-host copies (%.0f bytes), %.1f host-to-device (%.0f bytes), "
-           "host time %.1f us\n",
-           what, (double)c->device.launches / n, (double)c->device.syncs / n, (double)c->device.d2h_copies / n,
+    printf("%-28s %.1f launches + %.2f graph launches, %.1f syncs, %.1f device-to-host copies (%.0f bytes), "
+           "%.1f host-to-device (%.0f bytes), host time %.1f us\n",
+           what, (double)c->device.launches / n, (double)c->device.graph_launches / n, (double)c->device.syncs / n,
+           (double)c->device.d2h_copies / n,
            (double)c->device.d2h_bytes / n, (double)c->device.h2d_copies / n, (double)c->device.h2d_bytes / n,
            1e6 * c->host_seconds / n);
 }

@@ -57,9 +57,11 @@ const char *emt_cpu_accept(const emt_accept_desc *d, void *rec_words) {
     else
         path[0] = 0;
     int32_t keep = n;
-    if (d->max_tokens > 0 && keep > d->max_tokens) keep = d->max_tokens;
-    if (keep > d->kv_room) {
-        keep = d->kv_room;
+    const int32_t max_tokens = d->lengths ? d->lengths[1] : d->max_tokens;
+    const int32_t kv_room = d->lengths ? d->kv_capacity - d->lengths[0] : d->kv_room;
+    if (max_tokens > 0 && keep > max_tokens) keep = max_tokens;
+    if (keep > kv_room) {
+        keep = kv_room;
         rec->kv_full = 1;
     }
     for (int32_t j = 0; j < keep; j++) {
@@ -79,11 +81,12 @@ const char *emt_cpu_accept(const emt_accept_desc *d, void *rec_words) {
 void emt_cpu_commit(const emt_commit_desc *d, const void *rec_words) {
     const emt_step_record *rec = rec_words;
     const int32_t *path = (const int32_t *)rec_words + sizeof(emt_step_record) / 4;
+    const int32_t L = d->lengths ? d->lengths[0] : d->L, src0 = d->lengths ? d->src_row0 : L;
     for (int32_t s = 0; s < d->n_slabs; s++) {
         float *slab = d->kv + (size_t)s * d->slab_floats;
         for (int32_t j = 0; j < rec->n_emit; j++) {
-            if (path[j] == j) continue;
-            memcpy(slab + (size_t)(d->L + j) * d->row_floats, slab + (size_t)(d->L + path[j]) * d->row_floats,
+            if (src0 + path[j] == L + j) continue;
+            memcpy(slab + (size_t)(L + j) * d->row_floats, slab + (size_t)(src0 + path[j]) * d->row_floats,
                    d->row_floats * sizeof(float));
         }
     }

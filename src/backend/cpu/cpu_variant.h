@@ -188,13 +188,13 @@ static void cpu_silu_residual(emt_exec *ex, const float *res, const float *pre, 
     for (int64_t i = 0; i < n; i++) out[i] = res[i] + silu(pre[i]);
 }
 
-static void cpu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim,
-                     int32_t n_rot, const int32_t *positions, const float *inv_freq) {
-    (void)ex;
+/* rope at positions base + positions[r] */
+static void rope_rows(float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot, int32_t base,
+                      const int32_t *positions, const float *inv_freq) {
     int32_t half = n_rot / 2;
     for (int32_t r = 0; r < n_rows; r++) {
         for (int32_t i = 0; i < half; i++) {
-            double angle = (double)positions[r] * (double)inv_freq[i];
+            double angle = (double)(base + positions[r]) * (double)inv_freq[i];
             float c = (float)cos(angle), s = (float)sin(angle);
             for (int32_t h = 0; h < n_heads; h++) {
                 float *v = x + ((size_t)r * n_heads + h) * head_dim;
@@ -204,6 +204,18 @@ static void cpu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, in
             }
         }
     }
+}
+
+static void cpu_rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim,
+                     int32_t n_rot, const int32_t *positions, const float *inv_freq) {
+    (void)ex;
+    rope_rows(x, n_rows, n_heads, head_dim, n_rot, 0, positions, inv_freq);
+}
+
+static void cpu_rope_dyn(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
+                         const emt_dyn_rows *rows, const float *inv_freq) {
+    (void)ex;
+    rope_rows(x, n_rows, n_heads, head_dim, n_rot, rows->len[0], rows->offsets, inv_freq);
 }
 
 /* ---------------------------------------------------------------- matmul */
@@ -458,6 +470,7 @@ typedef struct attn_job {
     const uint8_t *mask;
     float *out;
     int32_t n_prefix, n_rows, n_heads, n_kv_heads, head_dim;
+    int32_t row0;   /* cache row of new row 0 (n_prefix, or attention_dyn's tree area) */
     float scale;
     float softcap;  /* 0: none */
     float *partial; /* [row][head][chunk] of [m, l, acc[head_dim]] */
@@ -543,7 +556,7 @@ static int32_t chunk_keys(const attn_job *j, int32_t row, int32_t v0, int32_t wa
         int visible = j->mask ? j->mask[(size_t)row * j->n_rows + col] : col <= row;
         if (!visible || (j->window > 0 && pos - j->positions[col] >= j->window)) continue;
         if (skip > 0) { skip--; continue; }
-        keys[nb++] = j->n_prefix + col;
+        keys[nb++] = j->row0 + col;
     }
     return nb;
 }
@@ -619,7 +632,7 @@ static void attn_fold_task(void *ctx, int32_t task) {
 /* attention(), attention_softcap() and attention_window() (window 0:
  * none; cap 0: none): the chunk tasks, then the folds. */
 static void run_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
-                          int32_t n_prefix, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
+                          int32_t n_prefix, int32_t row0, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
                           int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap,
                           float *out) {
     int32_t n_chunks = (n_prefix + n_rows + EMT_ATTN_CHUNK - 1) / EMT_ATTN_CHUNK;
@@ -638,7 +651,7 @@ static void run_attention(emt_exec *ex, const float *q, const float *k_cache, co
         ex->attn_cap = need;
     }
     attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
-                     head_dim, 1.0f / sqrtf((float)head_dim), cap, ex->attn_partial, n_chunks, positions, window };
+                     head_dim, row0, 1.0f / sqrtf((float)head_dim), cap, ex->attn_partial, n_chunks, positions, window };
     emt_pool_run(ex->pool, n_rows * n_kv_heads * n_chunks, attn_chunk_task, &job);
     emt_pool_run(ex->pool, n_rows * n_heads, attn_fold_task, &job);
 }
@@ -646,15 +659,27 @@ static void run_attention(emt_exec *ex, const float *q, const float *k_cache, co
 static void cpu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                                   int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
                                   int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
-    run_attention(ex, q, k_cache, v_cache, n_prefix, n_rows, mask, NULL, n_heads, n_kv_heads, head_dim, 0, cap, out);
+    run_attention(ex, q, k_cache, v_cache, n_prefix, n_prefix, n_rows, mask, NULL, n_heads, n_kv_heads, head_dim, 0,
+                  cap, out);
+}
+
+static void cpu_attention_dyn(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
+                              const emt_dyn_rows *rows, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
+                              int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
+    if (rows->len[0] < 0 || rows->len[0] > rows->row0) {
+        ex->error = "cpu attention_dyn: the prefix length lies outside [0, row0]";
+        return;
+    }
+    run_attention(ex, q, k_cache, v_cache, rows->len[0], rows->row0, n_rows, mask, NULL, n_heads, n_kv_heads,
+                  head_dim, 0, cap, out);
 }
 
 static void cpu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                                  int32_t n_prefix, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
                                  int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap,
                                  float *out) {
-    run_attention(ex, q, k_cache, v_cache, n_prefix, n_rows, mask, positions, n_heads, n_kv_heads, head_dim, window,
-                  cap, out);
+    run_attention(ex, q, k_cache, v_cache, n_prefix, n_prefix, n_rows, mask, positions, n_heads, n_kv_heads, head_dim,
+                  window, cap, out);
 }
 
 static void cpu_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
@@ -1088,6 +1113,11 @@ static void cpu_gather_i32(emt_exec *ex, int32_t *dst, const int32_t *src, const
     emt_cpu_gather_i32(dst, src, idx, n);
 }
 
+static void cpu_write_i32(emt_exec *ex, int32_t *dst, const int32_t *src, int32_t n) {
+    (void)ex;
+    memcpy(dst, src, (size_t)n * sizeof *dst);
+}
+
 const emt_backend_ops EMT_CPU_OPS = {
     .name = "cpu",
     .host_memory = 1,
@@ -1125,4 +1155,7 @@ const emt_backend_ops EMT_CPU_OPS = {
     .commit = cpu_commit,
     .gather_i32 = cpu_gather_i32,
     .attention_window = cpu_attention_window,
+    .rope_dyn = cpu_rope_dyn,
+    .attention_dyn = cpu_attention_dyn,
+    .write_i32 = cpu_write_i32,
 };

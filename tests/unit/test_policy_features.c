@@ -32,7 +32,19 @@ typedef struct old_features {
     float accept_length_ema;
     int64_t step;
 } old_features;
-_Static_assert(sizeof(old_features) == offsetof(entmtp_features, topk), "old_features is the struct's prefix");
+/* the old fields never move: the new struct starts with the old one */
+#define SAME_OFFSET(field) \
+    _Static_assert(offsetof(old_features, field) == offsetof(entmtp_features, field), #field " moved")
+SAME_OFFSET(p0);
+SAME_OFFSET(n_heads);
+SAME_OFFSET(head_p);
+SAME_OFFSET(g);
+SAME_OFFSET(s);
+SAME_OFFSET(entropy);
+SAME_OFFSET(last_accept_length);
+SAME_OFFSET(accept_length_ema);
+SAME_OFFSET(step);
+_Static_assert(sizeof(old_features) == offsetof(entmtp_features, topk), "the new fields are appended");
 
 typedef struct throughput_rule {
     int32_t n_heads, topk, n_trees; /* what every call must show */

@@ -818,6 +818,35 @@ static inline __attribute__((always_inline)) void
 qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32_t nb, int nr, float *out) {
 #ifdef __AVX2__
     const size_t bb = emt_qblock_bytes(t);
+    if (nr == 1) {
+        /* one row (every AR step): the same operations as lane 0 of the
+         * group path below (IEEE products and FMAs are exact per lane),
+         * without the 8-lane scale vectors; Q4_1 reads d and m in one
+         * conversion */
+        __m256 acc1 = _mm256_setzero_ps();
+        float min1 = 0.0f;
+        for (int32_t b = 0; b < nb; b++, w += bb, sc += 2 * EMT_QROWS) {
+            float dw, mw = 0.0f;
+            if (t == EMT_Q4_1) {
+                uint32_t dm;
+                memcpy(&dm, w, 4);
+                __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dm));
+                dw = _mm_cvtss_f32(f);
+                mw = _mm_cvtss_f32(_mm_movehdup_ps(f));
+            } else {
+                dw = _cvtsh_ss(emt_rd16(w));
+            }
+            __m256i wlo, whi;
+            weight_codes(t, w, &wlo, &whi);
+            __m256i xlo = _mm256_loadu_si256((const __m256i *)x[b].q);
+            __m256i xhi = _mm256_loadu_si256((const __m256i *)(x[b].q + 16));
+            __m256i isum = dot_i16(_mm256_madd_epi16(wlo, xlo), whi, xhi);
+            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw * sc[0]), _mm256_cvtepi32_ps(isum), acc1);
+            if (t == EMT_Q4_1) min1 = fmaf(mw, sc[EMT_QROWS], min1);
+        }
+        out[0] = hsum_ps(acc1) + min1;
+        return;
+    }
     __m256 acc[EMT_QROWS];
     __m256 acc_min = _mm256_setzero_ps();
 #pragma GCC unroll 8

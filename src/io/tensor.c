@@ -83,6 +83,48 @@ void emt_quantize_q4_0(const float *x, int64_t n, void *out) {
 
 static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
 
+/* Block b's F16 scales (Q6_K keeps its d last; Q4_1, Q5_1, Q4_K and Q5_K
+ * have a second one, the minimum, next to d): an error naming the block
+ * when one is not finite. With finite scales every value of the block is
+ * finite (codes and sub-block scales are small integers). */
+static entmtp_status block_scales(const emt_tensor *t, const uint8_t *blk, int64_t b, float *d, float *d2) {
+    int second = t->dtype == EMT_Q4_1 || t->dtype == EMT_Q5_1 || t->dtype == EMT_Q4_K || t->dtype == EMT_Q5_K;
+    *d = emt_f16_to_f32(rd16(blk + (t->dtype == EMT_Q6_K ? 208 : 0)));
+    *d2 = second ? emt_f16_to_f32(rd16(blk + 2)) : 0.0f;
+    if (!isfinite(*d) || !isfinite(*d2))
+        return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s': block %lld has a non-finite %s",
+                        t->file ? t->file : "?", t->name, (long long)b, isfinite(*d) ? "minimum" : "scale");
+    return ENTMTP_OK;
+}
+
+entmtp_status emt_tensor_check_finite(const emt_tensor *t, int64_t *bad) {
+    *bad = -1;
+    const uint8_t *p = t->data;
+    int64_t numel = emt_tensor_numel(t);
+    if (emt_dtype_is_quantized(t->dtype)) {
+        int64_t be = (int64_t)g_types[t->dtype].block_elems;
+        size_t bb = g_types[t->dtype].block_bytes;
+        float d, d2;
+        for (int64_t b = 0; b < numel / be; b++) {
+            entmtp_status st = block_scales(t, p + (size_t)b * bb, b, &d, &d2);
+            if (st) return st;
+        }
+        return ENTMTP_OK;
+    }
+    if (t->dtype != EMT_F32 && t->dtype != EMT_F16 && t->dtype != EMT_BF16) return ENTMTP_OK; /* integers */
+    /* the exponent's bits all ones: infinity or NaN */
+    for (int64_t i = 0; i < numel && *bad < 0; i++) {
+        if (t->dtype == EMT_F16 && (rd16(p + i * 2) & 0x7C00) == 0x7C00) *bad = i;
+        else if (t->dtype == EMT_BF16 && (rd16(p + i * 2) & 0x7F80) == 0x7F80) *bad = i;
+        else if (t->dtype == EMT_F32) {
+            uint32_t bits;
+            memcpy(&bits, p + i * 4, 4);
+            if ((bits & 0x7F800000u) == 0x7F800000u) *bad = i;
+        }
+    }
+    return ENTMTP_OK;
+}
+
 entmtp_status emt_tensor_to_f32(const emt_tensor *t, int64_t first, int64_t count, float *out) {
     int64_t numel = emt_tensor_numel(t);
     if (first < 0 || count < 0 || first > numel || count > numel - first)
@@ -129,13 +171,9 @@ entmtp_status emt_tensor_to_f32(const emt_tensor *t, int64_t first, int64_t coun
     for (int64_t b = first / be; b < (first + count) / be; b++) {
         const uint8_t *blk = p + (size_t)b * bb;
         float *o = out + (b - first / be) * be;
-        /* the scales: Q6_K keeps its d last; Q4_1, Q5_1, Q4_K, Q5_K have a second F16 next to d */
-        int second = t->dtype == EMT_Q4_1 || t->dtype == EMT_Q5_1 || t->dtype == EMT_Q4_K || t->dtype == EMT_Q5_K;
-        float d = emt_f16_to_f32(rd16(blk + (t->dtype == EMT_Q6_K ? 208 : 0)));
-        float d2 = second ? emt_f16_to_f32(rd16(blk + 2)) : 0.0f;
-        if (!isfinite(d) || !isfinite(d2))
-            return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s': block %lld has a non-finite %s",
-                            t->file ? t->file : "?", t->name, (long long)b, isfinite(d) ? "minimum" : "scale");
+        float d, d2;
+        entmtp_status st = block_scales(t, blk, b, &d, &d2);
+        if (st) return st;
         if (t->dtype == EMT_Q5_0) { emt_dequant_q5_0(blk, o); continue; }
         if (t->dtype == EMT_Q5_1) { emt_dequant_q5_1(blk, o); continue; }
         if (t->dtype == EMT_Q4_K) { emt_dequant_q4_k(blk, o); continue; }

@@ -132,6 +132,12 @@ size_t emt_dtype_nbytes(emt_dtype t, int64_t numel);
  * block scales of quantized types (error names the tensor). */
 entmtp_status emt_tensor_to_f32(const emt_tensor *t, int64_t first, int64_t count, float *out);
 
+/* Whether every value of a tensor is finite, without converting it: for
+ * quantized types the block scales (an ENTMTP_ERR_FORMAT naming the block,
+ * as emt_tensor_to_f32), for F32/F16/BF16 each value's exponent bits
+ * (*bad = the first non-finite element's index, -1 when none; integer
+ * tensors are always finite). */
+entmtp_status emt_tensor_check_finite(const emt_tensor *t, int64_t *bad);
 /* Read-only memory mapping of a whole file. */
 typedef struct emt_mapping {
     const uint8_t *data;

@@ -117,25 +117,13 @@ entmtp_status emt_weights_load_norm(emt_weights *w, const char *name, int64_t d0
 }
 
 /* Checks every block scale (and F16/BF16 value) of a tensor kept in its
- * stored form, a stripe at a time through the F32 conversion. */
+ * stored form, from its bits: no conversion of the weights at load. */
 static entmtp_status check_finite(const emt_weights *w, const emt_tensor *t, const char *name) {
-    enum { STRIPE = 32 * 1024 };
-    float *buf = emt_malloc(STRIPE, sizeof(float));
-    if (!buf) return ENTMTP_ERR_OUT_OF_MEMORY;
-    int64_t numel = emt_tensor_numel(t);
-    entmtp_status st = ENTMTP_OK;
-    for (int64_t i = 0; i < numel && !st; i += STRIPE) {
-        int64_t n = numel - i < STRIPE ? numel - i : STRIPE;
-        if ((st = emt_tensor_to_f32(t, i, n, buf))) break;
-        for (int64_t k = 0; k < n; k++)
-            if (!isfinite(buf[k])) {
-                st = emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s' element %lld is not finite",
-                              t->file ? t->file : w->path, name, (long long)(i + k));
-                break;
-            }
-    }
-    free(buf);
-    return st;
+    int64_t bad;
+    entmtp_status st = emt_tensor_check_finite(t, &bad);
+    if (st || bad < 0) return st;
+    return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s' element %lld is not finite", t->file ? t->file : w->path, name,
+                    (long long)bad);
 }
 
 /* The weight's bytes into dev, rows unpermuted when unpermute_heads > 0;

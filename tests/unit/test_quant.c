@@ -44,9 +44,41 @@ static void hand_blocks(void) {
     CHECK_OK(emt_tensor_to_f32(&tb, 0, 2, out));
     CHECK_NEAR(out[0], 1.0, 0);
     CHECK_NEAR(out[1], -3.0, 0);
+    /* the load-time finiteness check reads bits, converting nothing */
+    int64_t bad = 0;
+    CHECK_OK(emt_tensor_check_finite(&t8, &bad));
+    CHECK_EQ_INT((int)bad, -1);
+    CHECK_OK(emt_tensor_check_finite(&th, &bad)); /* f16: 1, -2, subnormal, inf */
+    CHECK_EQ_INT((int)bad, 3);
+    CHECK_OK(emt_tensor_check_finite(&tb, &bad));
+    CHECK_EQ_INT((int)bad, -1);
+    uint8_t bfnan[6] = { 0x80, 0x3F, 0xC1, 0x7F, 0x80, 0xFF }; /* 1.0, NaN, -inf */
+    emt_tensor tbn = { "bfnan", EMT_BF16, 1, { 3 }, bfnan, 6, "hand" };
+    CHECK_OK(emt_tensor_check_finite(&tbn, &bad));
+    CHECK_EQ_INT((int)bad, 1);
+    float f32[3] = { 1.0f, 3e38f, 0.0f };
+    emt_tensor tf = { "f32", EMT_F32, 1, { 3 }, f32, 12, "hand" };
+    CHECK_OK(emt_tensor_check_finite(&tf, &bad));
+    CHECK_EQ_INT((int)bad, -1);
+    f32[2] = f32[1] * 10.0f; /* overflows to inf */
+    CHECK_OK(emt_tensor_check_finite(&tf, &bad));
+    CHECK_EQ_INT((int)bad, 2);
+    /* Q4_1 blocks: the second block's minimum is NaN */
+    uint8_t q41b[2 * 20] = { 0x00, 0x3C, 0x00, 0x00 };
+    q41b[20] = 0x00; q41b[21] = 0x3C; q41b[22] = 0x01; q41b[23] = 0x7E;
+    emt_tensor t41 = { "q41", EMT_Q4_1, 1, { 64 }, q41b, sizeof q41b, "hand" };
+    CHECK_ERR(emt_tensor_check_finite(&t41, &bad), ENTMTP_ERR_FORMAT, "block 1 has a non-finite minimum");
+    /* Q6_K keeps d at the end of its 210 bytes */
+    uint8_t q6k[210] = { 0 };
+    q6k[208] = 0x00; q6k[209] = 0x3C;
+    emt_tensor t6 = { "q6k", EMT_Q6_K, 1, { 256 }, q6k, sizeof q6k, "hand" };
+    CHECK_OK(emt_tensor_check_finite(&t6, &bad));
+    q6k[209] = 0x7C;
+    CHECK_ERR(emt_tensor_check_finite(&t6, &bad), ENTMTP_ERR_FORMAT, "block 0 has a non-finite scale");
     /* a non-finite block scale is a format error naming the tensor */
     q80[0] = 0x00; q80[1] = 0x7C;
     CHECK_ERR(emt_tensor_to_f32(&t8, 0, 32, out), ENTMTP_ERR_FORMAT, "q80");
+    CHECK_ERR(emt_tensor_check_finite(&t8, &bad), ENTMTP_ERR_FORMAT, "q80");
 }
 
 static float *embedding(const char *path, emt_dtype type, int64_t *n) {

@@ -30,23 +30,30 @@
 // and its new rows are only those inside the window; an AR step at the same
 // position starts at the same position, so the chunks still match.
 //
+// The row's first prefix row f: first[row] (NULL: 0), which attention_dyn
+// gives relative to its prefix length n_prefix = *d_len (the tree's depth
+// less window - 1), so it is clamped to [0, n_prefix] on the device.
+__device__ __forceinline__ int32_t first_row(const int32_t *first, int32_t row, const int32_t *d_len,
+                                             int32_t n_prefix) {
+    if (!first) return 0;
+    const int32_t f = (d_len ? n_prefix : 0) + first[row];
+    return f < 0 ? 0 : f > n_prefix ? n_prefix : f;
+}
+
 // The cache row of the row's key at position t. tree_keys: for each row,
-// the visible new rows in index order (NULL: causal, row i sees 0..i);
-// first: each row's first prefix row (NULL: 0).
-// The new rows' K/V are at cache rows row0.. (row0 = n_prefix, or the
-// fixed tree area of attention_dyn, whose n_prefix is read from device
-// memory: *d_len).
+// the visible new rows in index order (NULL: causal, row i sees 0..i); f:
+// the row's first prefix row. The new rows' K/V are at cache rows row0..
+// (row0 = n_prefix, or the fixed tree area of attention_dyn, whose
+// n_prefix is read from device memory: *d_len).
 __device__ __forceinline__ int32_t key_row(int32_t t, int32_t n_prefix, int32_t row0, const int32_t *tree_keys,
-                                           int32_t n_rows, int32_t row, const int32_t *first) {
-    const int32_t f = first ? first[row] : 0;
+                                           int32_t n_rows, int32_t row, int32_t f) {
     if (t < n_prefix - f) return f + t;
     t -= n_prefix - f;
     return row0 + (tree_keys ? tree_keys[(size_t)row * n_rows + t] : t);
 }
 
-__device__ __forceinline__ int32_t keys_of_row(int32_t n_prefix, const int32_t *tree_count, int32_t row,
-                                               const int32_t *first) {
-    return n_prefix - (first ? first[row] : 0) + (tree_count ? tree_count[row] : row + 1);
+__device__ __forceinline__ int32_t keys_of_row(int32_t n_prefix, const int32_t *tree_count, int32_t row, int32_t f) {
+    return n_prefix - f + (tree_count ? tree_count[row] : row + 1);
 }
 
 // One block per (row, head) x chunk: grid (n_rows * n_heads, n_chunks), so
@@ -63,13 +70,14 @@ __global__ void __launch_bounds__(ATTN_THREADS)
     __shared__ int32_t rows[ATTN_CHUNK];
     const int32_t row = blockIdx.x / n_heads, head = blockIdx.x % n_heads, c = blockIdx.y;
     if (d_len) n_prefix = *d_len;
-    const int32_t n_keys = keys_of_row(n_prefix, tree_count, row, first), t0 = c * ATTN_CHUNK;
+    const int32_t f = first_row(first, row, d_len, n_prefix);
+    const int32_t n_keys = keys_of_row(n_prefix, tree_count, row, f), t0 = c * ATTN_CHUNK;
     if (t0 >= n_keys) return; // past this row's keys: the combine does not read it
     const int32_t nk = n_keys - t0 < ATTN_CHUNK ? n_keys - t0 : ATTN_CHUNK;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const size_t stride = (size_t)n_kv_heads * hd, kv_off = (size_t)(head / (n_heads / n_kv_heads)) * hd;
     for (int32_t d = threadIdx.x; d < hd; d += blockDim.x) qs[d] = q[((size_t)row * n_heads + head) * hd + d];
-    for (int32_t t = threadIdx.x; t < nk; t += blockDim.x) rows[t] = key_row(t0 + t, n_prefix, row0, tree_keys, n_rows, row, first);
+    for (int32_t t = threadIdx.x; t < nk; t += blockDim.x) rows[t] = key_row(t0 + t, n_prefix, row0, tree_keys, n_rows, row, f);
     __syncthreads();
     // scores: one warp per key, lanes over head_dim, a fixed butterfly
     for (int32_t t = warp; t < nk; t += ATTN_THREADS / 32) {
@@ -113,7 +121,8 @@ __global__ void __launch_bounds__(ATTN_THREADS)
                         int32_t n_chunks, const float *part_acc, const float *part_ml, float *out) {
     const int32_t row = blockIdx.x / n_heads;
     if (d_len) n_prefix = *d_len;
-    const int32_t nc = (keys_of_row(n_prefix, tree_count, row, first) + ATTN_CHUNK - 1) / ATTN_CHUNK;
+    const int32_t f = first_row(first, row, d_len, n_prefix);
+    const int32_t nc = (keys_of_row(n_prefix, tree_count, row, f) + ATTN_CHUNK - 1) / ATTN_CHUNK;
     const float *ml = part_ml + (size_t)blockIdx.x * n_chunks * 2;
     const float *acc = part_acc + (size_t)blockIdx.x * n_chunks * hd;
     float m = -INFINITY;
@@ -129,7 +138,8 @@ __global__ void __launch_bounds__(ATTN_THREADS)
 }
 
 // Every attention op: n_prefix = *d_len when d_len is given (at most
-// row0), else the argument; the new rows' K/V at cache rows row0...
+// row0), else the argument; the new rows' K/V at cache rows row0... With
+// d_len, `positions` are relative to it (the tree's depths).
 static void attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, const int32_t *d_len,
                       int32_t n_prefix, int32_t row0, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
                       int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out) {
@@ -159,9 +169,9 @@ static void attention(emt_exec *ex, const float *q, const float *k_cache, const 
                 if (visible && (window <= 0 || positions[i] - positions[j] < window))
                     h[(size_t)i * n_rows + count[i]++] = j;
             }
-            if (window > 0) {
+            if (window > 0) { // relative to *d_len (clamped on the device) or absolute
                 int32_t f = positions[i] - window + 1;
-                first[i] = f < 0 ? 0 : f > n_prefix ? n_prefix : f;
+                first[i] = d_len ? f : f < 0 ? 0 : f > n_prefix ? n_prefix : f;
             }
         }
         d_keys = (const int32_t *)cu_stage(ex, h, n_idx * sizeof(int32_t));
@@ -199,9 +209,9 @@ void cu_attention_window(emt_exec *ex, const float *q, const float *k_cache, con
 
 void cu_attention_dyn(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                       const emt_dyn_rows *rows, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
-                      int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
-    attention(ex, q, k_cache, v_cache, rows->len, 0, rows->row0, n_rows, mask, NULL, n_heads, n_kv_heads, head_dim, 0,
-              cap, out);
+                      int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out) {
+    attention(ex, q, k_cache, v_cache, rows->len, 0, rows->row0, n_rows, mask, rows->offsets, n_heads, n_kv_heads,
+              head_dim, window, cap, out);
 }
 
 void cu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,

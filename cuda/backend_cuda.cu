@@ -39,8 +39,11 @@ void cu_retire(emt_exec *ex, void *p, int host) {
 // Reserve `bytes` of staging and copy `src` there; the pinned copy goes to
 // `dst` when given, else to the ring's device half. Returns the device copy.
 static void *stage(emt_exec *ex, void *dst, const void *src, size_t bytes) {
+    // inside a step graph's span (graphs.cu) the staged index arrays are the
+    // graph's constants: counted on the key's first use, copied there while
+    // it is recorded; a per-step input (dst) cannot be recorded
     if (ex->recording || ex->measuring) {
-        if (dst) ex->capture_broken = 1; // a per-step input inside a span: not replayable
+        if (dst) ex->capture_broken = 1;
         else if (ex->recording) return cu_graph_stage(ex, src, bytes);
         else cu_graph_stage(ex, src, bytes);
     }

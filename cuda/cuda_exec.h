@@ -152,7 +152,7 @@ void cu_attention_window(emt_exec *ex, const float *q, const float *k_cache, con
                          int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out);
 void cu_attention_dyn(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                       const emt_dyn_rows *rows, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
-                      int32_t n_kv_heads, int32_t head_dim, float cap, float *out);
+                      int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out);
 
 // Fixed-order warp sums: a butterfly over lane distances 16, 8, 4, 2, 1, the
 // same on every call, so a value's rounding never depends on the launch.

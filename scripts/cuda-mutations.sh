@@ -27,7 +27,7 @@ mutations=(
   "partial-warp shuffle in the warp sum|cuda/cuda_exec.h|s.replace('for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync', 'for (int off = 16; off > 0; off >>= 1) if ((threadIdx.x & 31) < 16) v += __shfl_xor_sync')"
   "acceptance ties to the last path instead of the first|cuda/step_ops.cu|s.replace('if (len > best_len ||', 'if (len >= best_len ||')"
   "stop token dropped from the emitted tokens|cuda/step_ops.cu|s.replace('keep = j + 1;\n            rec->stopped = 1;', 'keep = j;\n            rec->stopped = 1;')"
-  "attention_dyn keeps the launch's prefix length (a replayed graph's stale L)|cuda/attention.cu|s.replace('    if (d_len) n_prefix = *d_len;\n    const int32_t n_keys', '    const int32_t n_keys')"
+  "attention_dyn keeps the launch's prefix length (a replayed graph's stale L)|cuda/attention.cu|s.replace('    if (d_len) n_prefix = *d_len;\n    const int32_t f = first_row(first, row, d_len, n_prefix);\n    const int32_t n_keys', '    const int32_t f = first_row(first, row, d_len, n_prefix);\n    const int32_t n_keys')"
   "a graph's index arrays staged in the reused ring instead of its constants|cuda/backend_cuda.cu|s.replace('else if (ex->recording) return cu_graph_stage(ex, src, bytes);', 'else if (ex->recording) cu_graph_stage(ex, src, bytes);')"
 )
 # unbroken, the op-level test passes (or the demonstration means nothing)

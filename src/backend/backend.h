@@ -225,13 +225,14 @@ typedef struct emt_backend_ops {
      * rope() at positions rows->len[0] + rows->offsets[i] */
     void (*rope_dyn)(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
                      const emt_dyn_rows *rows, const float *inv_freq);
-    /* attention_softcap() (cap 0 = none) over the prefix [0, rows->len[0])
-     * and the new rows at cache rows rows->row0 + j: the same keys in the
-     * same order as attention() with n_prefix = L and the new rows at L,
-     * so the same bits */
+    /* attention_window() (window 0 = none, cap 0 = none) over the prefix
+     * [0, rows->len[0]) and the new rows at cache rows rows->row0 + j, the
+     * rows at positions L + rows->offsets[i]: the same keys in the same
+     * order as attention_window() with n_prefix = L, the new rows at L and
+     * those positions, so the same bits */
     void (*attention_dyn)(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                           const emt_dyn_rows *rows, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
-                          int32_t n_kv_heads, int32_t head_dim, float cap, float *out);
+                          int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out);
     /* dst[i] = src[i], i < n: host values into device memory, queued (no wait) */
     void (*write_i32)(emt_exec *ex, int32_t *dst, const int32_t *src, int32_t n);
 

@@ -49,8 +49,7 @@ entmtp_status emt_forward_device_tokens(emt_exec *ex, const entmtp_model *m, emt
 /* emt_forward of n rows whose lengths live in device memory (emt_dyn_rows:
  * the prefix length, the rows' positions L + offsets[i], their K/V at cache
  * rows rows->row0 + i), token ids in device memory: no argument depends on
- * the context length (backends with rope_dyn and attention_dyn; models
- * without sliding-window layers). */
+ * the context length (backends with rope_dyn and attention_dyn). */
 entmtp_status emt_forward_dyn(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
                               const int32_t *d_tokens, const emt_dyn_rows *rows, int32_t n, const uint8_t *mask,
                               int exact, int32_t logits_rows);

@@ -24,18 +24,15 @@ entmtp_status emt_forward_device_tokens(emt_exec *ex, const entmtp_model *m, emt
 
 int emt_forward_dyn_supported(const entmtp_model *m) {
     const emt_backend_ops *op = m->be->ops;
-    if (!op->rope_dyn || !op->attention_dyn || !op->embed_device) return 0;
-    for (int32_t l = 0; l < m->cfg.n_layers; l++)
-        if (m->layers[l].window) return 0; /* attention_dyn has no sliding window */
-    return 1;
+    return op->rope_dyn && op->attention_dyn && op->embed_device;
 }
 
 entmtp_status emt_forward_dyn(emt_exec *ex, const entmtp_model *m, emt_kv *kv, emt_scratch *s,
                               const int32_t *d_tokens, const emt_dyn_rows *rows, int32_t n, const uint8_t *mask,
                               int exact, int32_t logits_rows) {
     if (!emt_forward_dyn_supported(m))
-        return emt_fail(ENTMTP_ERR_STATE, "forward: the %s backend or this model (sliding-window layers) cannot read "
-                        "the step's lengths from device memory", m->be->ops->name);
+        return emt_fail(ENTMTP_ERR_STATE, "forward: the %s backend cannot read the step's lengths from device memory",
+                        m->be->ops->name);
     return forward(ex, m, kv, s, NULL, d_tokens, NULL, n, rows->row0, rows, mask, exact, logits_rows);
 }
 
@@ -78,7 +75,7 @@ static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, em
         }
         if (c->q_scale) op->scale(ex, s->q, (int64_t)n * q_dim, c->q_scale);
         if (dyn)
-            op->attention_dyn(ex, s->q, kv->k[l], kv->v[l], dyn, n, mask, c->n_heads, c->n_kv_heads, hd,
+            op->attention_dyn(ex, s->q, kv->k[l], kv->v[l], dyn, n, mask, c->n_heads, c->n_kv_heads, hd, L->window,
                               c->attn_softcap, s->att);
         else if (L->window) /* sliding window (local layers) */
             op->attention_window(ex, s->q, kv->k[l], kv->v[l], kv_start, n, mask, positions, c->n_heads,

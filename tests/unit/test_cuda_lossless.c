@@ -210,6 +210,95 @@ static void check_heads(const char *gguf, const char *heads, const char *label, 
     }
 }
 
+/* One session decoding several prompts: entmtp_session_reset drops its
+ * graphs, and a longer prompt's prefill grows the plugin's scratch, which
+ * drops them too (they read the old buffer); the trees are then recorded
+ * again. Tokens equal a fresh session's with direct launches each time. */
+static void check_reuse(const char *gguf, const char *heads) {
+    entmtp_model_params mp = entmtp_model_default_params();
+    mp.backend = ENTMTP_BACKEND_CUDA;
+    mp.n_threads = 1;
+    entmtp_model *m = NULL;
+    entmtp_heads *h = NULL;
+    entmtp_bank *b = NULL;
+    entmtp_bank_params bp = entmtp_bank_default_params();
+    bp.max_depth = 5;
+    CHECK_OK(entmtp_model_load(gguf, &mp, &m));
+    if (m) CHECK_OK(entmtp_heads_load(m, heads, &h));
+    CHECK_OK(entmtp_bank_create(&bp, &b));
+    /* two trees, switched every step by the custom policy: each is recorded on its second use */
+    for (int32_t i = 0; b && entmtp_builtin_tree_name(i) && entmtp_bank_size(b) < 2; i++) {
+        entmtp_status st = entmtp_bank_add_builtin(b, entmtp_builtin_tree_name(i), NULL);
+        if (st != ENTMTP_ERR_INVALID_TREE) CHECK_OK(st);
+    }
+    int32_t counter = 0;
+    entmtp_policy_config pc = emt_test_policy_config(3, 2, &counter);
+    CHECK(pc.kind == ENTMTP_POLICY_CUSTOM);
+    int32_t long_prompt[100];
+    for (int32_t i = 0; i < 100; i++) long_prompt[i] = (i * 5 + 1) % 32;
+    const int32_t *prompts[3] = { prompt, prompt, long_prompt }, lens[3] = { N_PROMPT, N_PROMPT, 100 };
+    entmtp_session *s[2] = { NULL, NULL };
+    entmtp_policy *pol[2] = { NULL, NULL };
+    entmtp_session_params sp = entmtp_session_default_params();
+    sp.kv_capacity = 128;
+    sp.n_stop_tokens = 0;
+    for (int k = 0; m && h && b && k < 2; k++) { /* 0: graphs, reused; 1: direct launches, fresh each time */
+        set_graphs(k == 0);
+        CHECK_OK(entmtp_policy_create(&pc, &pol[k]));
+        if (k == 0) CHECK_OK(entmtp_session_create(m, h, b, &sp, &s[0]));
+        if (k == 0 && s[0]) CHECK_OK(entmtp_policy_set(s[0], pol[0]));
+    }
+    int64_t captures = 0;
+    for (int p = 0; s[0] && pol[1] && p < 3; p++) {
+        int32_t out[2][100 + N_GEN];
+        for (int k = 0; k < 2; k++) {
+            entmtp_session *x = s[0];
+            if (k == 1) {
+                set_graphs(0);
+                counter = 0;
+                entmtp_policy_reset(pol[1]);
+                CHECK_OK(entmtp_session_create(m, h, b, &sp, &x));
+                if (!x) return;
+                CHECK_OK(entmtp_policy_set(x, pol[1]));
+            } else {
+                counter = 0;
+                entmtp_session_reset(x); /* also resets the policy */
+            }
+            CHECK_OK(entmtp_session_prefill(x, prompts[p], lens[p]));
+            emt_step_counters before, after;
+            emt_session_step_counters(x, &before);
+            CHECK_OK(entmtp_generate(x, N_GEN, 0, NULL, NULL));
+            emt_session_step_counters(x, &after);
+            if (k == 0) captures += after.device.graph_captures - before.device.graph_captures;
+            const int32_t *all;
+            int32_t n = 0;
+            CHECK_OK(entmtp_session_tokens(x, &all, &n));
+            CHECK_EQ_INT(n, lens[p] + N_GEN);
+            memset(out[k], 0xff, sizeof out[k]);
+            if (n == lens[p] + N_GEN) memcpy(out[k], all, (size_t)n * sizeof(int32_t));
+            if (k == 1) {
+                entmtp_policy_set(x, NULL);
+                entmtp_session_free(x);
+            }
+        }
+        if (memcmp(out[0], out[1], sizeof out[0])) {
+            fprintf(stderr, "reused session, prompt %d: graph tokens differ from a fresh session's direct launches\n", p);
+            emt_test_failures++;
+        }
+    }
+    /* every prompt records both trees again (reset; then the grown scratch) */
+    printf("reused session: 3 prompts, %lld graphs recorded\n", (long long)captures);
+    CHECK(captures >= 6);
+    set_graphs(1);
+    if (s[0]) entmtp_policy_set(s[0], NULL);
+    entmtp_session_free(s[0]);
+    entmtp_policy_free(pol[0]);
+    entmtp_policy_free(pol[1]);
+    entmtp_bank_free(b);
+    entmtp_heads_free(h);
+    entmtp_model_free(m);
+}
+
 /* Graphs recorded at one context length replay at any other: a 250-token
  * prompt, so that the steps' keys cross attention's chunk boundary (256
  * positions) with graphs recorded before it; the largest built-in tree the
@@ -306,6 +395,7 @@ int main(void) {
     emt_cuda_test_write_files("cuda_lossless", &c, &files);
     const char *gguf = files.gguf, *medusa = files.medusa, *hydra = files.hydra;
     check_heads(gguf, medusa, "medusa", NULL);
+    check_reuse(gguf, medusa);
     check_heads(gguf, hydra, "hydra", NULL);
     /* weights kept in their stored dtype on the device */
     CHECK_OK(emt_tiny_write_gguf(gguf, &c, EMT_Q4_0));

@@ -149,10 +149,11 @@ static void check_attention(int32_t prefix, int32_t n, int tree) {
 
 /* The graph-capturable forms (emt_dyn_rows): the prefix length L read from
  * device memory, the tree's K/V at rows row0.. past the capacity, positions
- * L + depth. Bit-identical to attention() / rope() with the rows at L and
- * the positions given, on each backend, and close across them; L = 5 leaves
- * most of the grid (sized for row0) idle, L = 3000 crosses a chunk boundary. */
-static void check_dyn(int32_t L, int32_t n) {
+ * L + depth. Bit-identical to attention_window() (window 0: none) / rope()
+ * with the rows at L and the positions given, on each backend, and close
+ * across them; L = 5 leaves most of the grid (sized for row0) idle, L = 3000
+ * crosses a chunk boundary. */
+static void check_dyn(int32_t L, int32_t n, int32_t window) {
     const int32_t H = 4, KV = 2, hd = 40, row0 = 3100, n_rot = 32;
     const size_t qn = (size_t)n * H * hd, row = (size_t)KV * hd, kn = (size_t)(row0 + n) * row;
     float *q = host_random(qn, 1.0f), *k = host_random(kn, 1.0f), *v = host_random(kn, 1.0f);
@@ -173,19 +174,19 @@ static void check_dyn(int32_t L, int32_t n) {
     float *o = malloc(qn * sizeof(float)), *o2 = malloc(qn * sizeof(float));
     int32_t *dlen = emt_test_device_copy(gpu, &L, sizeof L);
     emt_dyn_rows hrows = { &L, depth, row0 }, drows = { dlen, depth, row0 };
-    cpu->ops->attention_dyn(ec, q, k, v, &hrows, n, mask, H, KV, hd, 0.0f, o);
-    cpu->ops->attention(ec, q, k2, v2, L, n, mask, H, KV, hd, o2);
+    cpu->ops->attention_dyn(ec, q, k, v, &hrows, n, mask, H, KV, hd, window, 0.0f, o);
+    cpu->ops->attention_window(ec, q, k2, v2, L, n, mask, pos, H, KV, hd, window, 0.0f, o2);
     CHECK(!memcmp(o, o2, qn * sizeof(float)));
     float *dq = dev_copy(q, qn), *dk = dev_copy(k, kn), *dv = dev_copy(v, kn), *dk2 = dev_copy(k2, kn);
     float *dv2 = dev_copy(v2, kn), *dout = gpu->ops->alloc(gpu, qn * sizeof(float));
     float *dout2 = gpu->ops->alloc(gpu, qn * sizeof(float));
-    gpu->ops->attention_dyn(eg, dq, dk, dv, &drows, n, mask, H, KV, hd, 0.0f, dout);
-    gpu->ops->attention(eg, dq, dk2, dv2, L, n, mask, H, KV, hd, dout2);
+    gpu->ops->attention_dyn(eg, dq, dk, dv, &drows, n, mask, H, KV, hd, window, 0.0f, dout);
+    gpu->ops->attention_window(eg, dq, dk2, dv2, L, n, mask, pos, H, KV, hd, window, 0.0f, dout2);
     char name[64];
-    snprintf(name, sizeof name, "attention_dyn %d+%d", L, n);
+    snprintf(name, sizeof name, "attention_dyn %d+%d w %d", L, n, window);
     expect_close(name, dout, o, qn, 1e-5);
     CHECK_OK(gpu->ops->download(eg, o, dout2, qn * sizeof(float)));
-    snprintf(name, sizeof name, "  = attention %d+%d", L, n);
+    snprintf(name, sizeof name, "  = attention_window %d+%d", L, n);
     expect_close(name, dout, o, qn, 0);
     /* rope at L + depth over the queries */
     float inv_freq[16];
@@ -229,8 +230,10 @@ int main(void) {
         check_attention(0, 37, 0);    /* prompt: causal, no prefix */
         check_attention(3000, 128, 1); /* long context, a 128-node tree */
         check_attention(1, 1, 0);     /* one decode row */
-        check_dyn(5, 64);
-        check_dyn(3000, 64);
+        check_dyn(5, 64, 0);
+        check_dyn(3000, 64, 0);
+        check_dyn(3000, 64, 300); /* a sliding window: the prefix starts at L + depth - 299 */
+        check_dyn(5, 64, 4);      /* a window shorter than the tree: nodes hide their far ancestors */
         check_copy_rows();
         CHECK_OK(gpu->ops->sync(eg));
     }

@@ -370,6 +370,75 @@ static void check_embed_device(void) {
     free(table);
 }
 
+/* The plugin's step graphs as a state machine, on a span of one op (x += 1,
+ * so the value counts how often the span ran): a key's first span runs
+ * directly, its second is recorded and launched, later ones are replays
+ * (EMT_GRAPH_REPLAYED, the engine issues nothing); a span that downloads
+ * cannot be recorded: graph_end reports that nothing ran, and the key runs
+ * directly from then on; a discarded recording runs nothing; graph_reset
+ * starts over. */
+static void check_graphs(void) {
+    const emt_backend_ops *op = gpu->ops;
+    if (!op->graph_begin) return; /* a backend without graphs */
+    const float one = 1.0f;
+    float *x = op->alloc(gpu, sizeof(float)), *y = dev_copy(&one, sizeof one), got = 0;
+    int32_t ids[1];
+    float probs[1];
+    emt_exec_counters c0, c1;
+    op->counters(eg, &c0);
+    static char keys[3]; /* three distinct keys */
+    const void *key_a = &keys[0], *key_b = &keys[1], *key_c = &keys[2];
+    int ran = 0, not_run = 0;
+    for (int i = 0; i < 5; i++) { /* key a: direct, recorded, then 3 replays */
+        if (op->graph_begin(eg, key_a, 0) == EMT_GRAPH_REPLAYED) continue;
+        op->add(eg, x, y, 1);
+        not_run += op->graph_end(eg, 0);
+        ran++;
+    }
+    download(&got, x, sizeof got);
+    CHECK(ran == 2 && not_run == 0 && got == 5.0f);
+    op->counters(eg, &c1);
+    CHECK_EQ_INT((int)(c1.graph_captures - c0.graph_captures), 1);
+    CHECK_EQ_INT((int)(c1.graph_launches - c0.graph_launches), 4);
+    CHECK_EQ_INT((int)(c1.graph_fallbacks - c0.graph_fallbacks), 1);
+    for (int i = 0; i < 3; i++) { /* key b: a download inside the span */
+        CHECK(op->graph_begin(eg, key_b, 1) == 0);
+        op->add(eg, x, y, 1);
+        op->topk(eg, y, 1, 1, 1, ids, probs, NULL);
+        int r = op->graph_end(eg, 0);
+        CHECK_EQ_INT(r, i == 1); /* the recording failed: nothing ran, issue it again */
+        if (r) op->add(eg, x, y, 1);
+    }
+    download(&got, x, sizeof got);
+    CHECK(got == 8.0f);
+    CHECK_OK(op->sync(eg)); /* the refused download is not the context's error */
+    /* key c: the engine failed while issuing the recording: dropped, not launched */
+    CHECK(op->graph_begin(eg, key_c, 0) == 0); /* first use: direct */
+    op->add(eg, x, y, 1);
+    CHECK_EQ_INT(op->graph_end(eg, 0), 0);
+    CHECK(op->graph_begin(eg, key_c, 0) == 0);
+    op->add(eg, x, y, 1);
+    CHECK_EQ_INT(op->graph_end(eg, 1), 0);
+    download(&got, x, sizeof got);
+    CHECK(got == 9.0f);
+    /* reset: key a starts over (direct, then recorded) */
+    op->graph_reset(eg);
+    for (int i = 0; i < 2; i++) {
+        CHECK(op->graph_begin(eg, key_a, 0) == 0);
+        op->add(eg, x, y, 1);
+        CHECK_EQ_INT(op->graph_end(eg, 0), 0);
+    }
+    download(&got, x, sizeof got);
+    CHECK(got == 11.0f);
+    op->counters(eg, &c1);
+    printf("graphs: direct first use, recorded second, replays; a span that downloads falls back to direct "
+           "launches (%lld fallbacks, %lld captures, %lld graph launches)\n",
+           (long long)(c1.graph_fallbacks - c0.graph_fallbacks), (long long)(c1.graph_captures - c0.graph_captures),
+           (long long)(c1.graph_launches - c0.graph_launches));
+    op->release(gpu, x);
+    op->release(gpu, y);
+}
+
 int main(void) {
     if (!emt_cuda_test_open_pair(&cpu, &ec, &gpu, &eg)) return 77;
     CHECK(ec && eg && cpu->ops->accept && gpu->ops->accept);
@@ -392,6 +461,7 @@ int main(void) {
         free(recorded);
         check_cuts();
         check_commit();
+        check_graphs();
         CHECK_OK(gpu->ops->sync(eg));
     }
     emt_cuda_test_close_pair(cpu, ec, gpu, eg);

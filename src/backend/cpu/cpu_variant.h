@@ -475,7 +475,8 @@ typedef struct attn_job {
     float softcap;  /* 0: none */
     float *partial; /* [row][head][chunk] of [m, l, acc[head_dim]] */
     int32_t n_chunks;
-    const int32_t *positions; /* with window > 0: the rows' positions */
+    const int32_t *positions; /* with window > 0: the rows' positions, less pos_base */
+    int32_t pos_base;         /* attention_dyn: L (positions are then the tree's depths) */
     int32_t window;           /* 0: none; else keys >= window positions back are hidden */
 } attn_job;
 
@@ -544,7 +545,7 @@ static void attn_accumulate(float *acc, float corr, const float *p, const float 
 static int32_t chunk_keys(const attn_job *j, int32_t row, int32_t v0, int32_t want, int32_t *keys) {
     int32_t first = 0, pos = 0;
     if (j->window > 0) {
-        pos = j->positions[row];
+        pos = j->pos_base + j->positions[row];
         first = pos - j->window + 1;
         first = first < 0 ? 0 : first > j->n_prefix ? j->n_prefix : first;
     }
@@ -554,7 +555,7 @@ static int32_t chunk_keys(const attn_job *j, int32_t row, int32_t v0, int32_t wa
     int32_t skip = v0 > in_prefix ? v0 - in_prefix : 0;
     for (int32_t col = 0; col < j->n_rows && nb < want; col++) {
         int visible = j->mask ? j->mask[(size_t)row * j->n_rows + col] : col <= row;
-        if (!visible || (j->window > 0 && pos - j->positions[col] >= j->window)) continue;
+        if (!visible || (j->window > 0 && pos - (j->pos_base + j->positions[col]) >= j->window)) continue;
         if (skip > 0) { skip--; continue; }
         keys[nb++] = j->row0 + col;
     }
@@ -633,7 +634,7 @@ static void attn_fold_task(void *ctx, int32_t task) {
  * none; cap 0: none): the chunk tasks, then the folds. */
 static void run_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                           int32_t n_prefix, int32_t row0, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
-                          int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap,
+                          int32_t pos_base, int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap,
                           float *out) {
     int32_t n_chunks = (n_prefix + n_rows + EMT_ATTN_CHUNK - 1) / EMT_ATTN_CHUNK;
     size_t need = (size_t)n_rows * n_heads * n_chunks * ((size_t)head_dim + 2);
@@ -651,7 +652,8 @@ static void run_attention(emt_exec *ex, const float *q, const float *k_cache, co
         ex->attn_cap = need;
     }
     attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
-                     head_dim, row0, 1.0f / sqrtf((float)head_dim), cap, ex->attn_partial, n_chunks, positions, window };
+                     head_dim, row0, 1.0f / sqrtf((float)head_dim), cap, ex->attn_partial, n_chunks, positions,
+                     pos_base, window };
     emt_pool_run(ex->pool, n_rows * n_kv_heads * n_chunks, attn_chunk_task, &job);
     emt_pool_run(ex->pool, n_rows * n_heads, attn_fold_task, &job);
 }
@@ -659,27 +661,27 @@ static void run_attention(emt_exec *ex, const float *q, const float *k_cache, co
 static void cpu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                                   int32_t n_prefix, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
                                   int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
-    run_attention(ex, q, k_cache, v_cache, n_prefix, n_prefix, n_rows, mask, NULL, n_heads, n_kv_heads, head_dim, 0,
+    run_attention(ex, q, k_cache, v_cache, n_prefix, n_prefix, n_rows, mask, NULL, 0, n_heads, n_kv_heads, head_dim, 0,
                   cap, out);
 }
 
 static void cpu_attention_dyn(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                               const emt_dyn_rows *rows, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
-                              int32_t n_kv_heads, int32_t head_dim, float cap, float *out) {
+                              int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out) {
     if (rows->len[0] < 0 || rows->len[0] > rows->row0) {
         ex->error = "cpu attention_dyn: the prefix length lies outside [0, row0]";
         return;
     }
-    run_attention(ex, q, k_cache, v_cache, rows->len[0], rows->row0, n_rows, mask, NULL, n_heads, n_kv_heads,
-                  head_dim, 0, cap, out);
+    run_attention(ex, q, k_cache, v_cache, rows->len[0], rows->row0, n_rows, mask, rows->offsets, rows->len[0],
+                  n_heads, n_kv_heads, head_dim, window, cap, out);
 }
 
 static void cpu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                                  int32_t n_prefix, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
                                  int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap,
                                  float *out) {
-    run_attention(ex, q, k_cache, v_cache, n_prefix, n_prefix, n_rows, mask, positions, n_heads, n_kv_heads, head_dim,
-                  window, cap, out);
+    run_attention(ex, q, k_cache, v_cache, n_prefix, n_prefix, n_rows, mask, positions, 0, n_heads, n_kv_heads,
+                  head_dim, window, cap, out);
 }
 
 static void cpu_attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,

@@ -53,34 +53,12 @@ static entmtp_status check_dims(const emt_st *st, const char *path, const char *
     return ENTMTP_OK;
 }
 
-/* A head matrix [rows][cols]: a copy of the stored F16/BF16 bytes when the
- * model computes natively and the backend takes the type (the heads file
- * is closed after loading), else F32. */
-static entmtp_status load_head_matrix(entmtp_heads *h, emt_weights *w, const char *name, int64_t rows,
-                                      int64_t cols, emt_wmat *out) {
-    emt_backend *be = w->be;
-    const emt_tensor *t = emt_st_find(w->st, name);
-    memset(out, 0, sizeof *out);
-    int keep = t && h->model->compute == ENTMTP_COMPUTE_NATIVE && (t->dtype == EMT_F16 || t->dtype == EMT_BF16) &&
-               (be->ops->weight_types & (1u << t->dtype)) && t->n_dims == 2 && t->shape[0] == rows &&
-               t->shape[1] == cols && t->nbytes == emt_dtype_nbytes(t->dtype, cols) * (size_t)rows;
-    if (!keep) {
-        float *f32;
-        entmtp_status st = emt_weights_load(w, name, rows, cols, 0, 0, &f32);
-        if (st) return st;
-        *out = (emt_wmat){ EMT_F32, f32, f32 };
-        return ENTMTP_OK;
-    }
-    void *dev = be->ops->alloc(be, t->nbytes);
-    if (!dev) return ENTMTP_ERR_OUT_OF_MEMORY;
-    entmtp_status st = be->ops->upload(be, dev, t->data, t->nbytes);
-    if (st) {
-        be->ops->release(be, dev);
-        return emt_fail(st, "%s: tensor '%s': its %zu bytes could not be placed on the %s backend", h->path, name,
-                        t->nbytes, be->ops->name);
-    }
-    *out = (emt_wmat){ t->dtype, dev, dev };
-    return ENTMTP_OK;
+/* A head's weight matrix [rows][cols]: F16/BF16 kept as stored where the
+ * model computes natively and the backend takes the type, else F32
+ * (emt_weights_load_mat; the heads' file closes after loading, so a kept
+ * matrix is a copy in backend memory). */
+static entmtp_status load_head_matrix(emt_weights *w, const char *name, int64_t rows, int64_t cols, emt_wmat *out) {
+    return emt_weights_load_mat(w, name, rows, cols, 0, out);
 }
 
 static entmtp_status load_medusa(entmtp_heads *h, emt_weights *w, const char *prefix) {
@@ -98,7 +76,7 @@ static entmtp_status load_medusa(entmtp_heads *h, emt_weights *w, const char *pr
             hd->layers[l].n_in = c->hidden;
             snprintf(name, sizeof name, "%s%d.%d.linear.weight", prefix, i, l);
             if ((st = check_dims(w->st, h->path, name, c->hidden, c->hidden, "hidden size"))) return st;
-            if ((st = load_head_matrix(h, w, name, c->hidden, c->hidden, &hd->layers[l].w))) return st;
+            if ((st = load_head_matrix(w, name, c->hidden, c->hidden, &hd->layers[l].w))) return st;
             snprintf(name, sizeof name, "%s%d.%d.linear.bias", prefix, i, l);
             if ((st = emt_weights_load(w, name, c->hidden, 0, 0, 0, &hd->layers[l].b))) return st;
         }
@@ -131,12 +109,12 @@ static entmtp_status load_hydra(entmtp_heads *h, emt_weights *w) {
             hl->n_in = l == 0 ? c->hidden * (i + 2) : c->hidden;
             snprintf(name, sizeof name, "hydra_mlp.%d.%d.linear.weight", i, l);
             if ((st = check_dims(w->st, h->path, name, c->hidden, hl->n_in, "hidden size"))) return st;
-            if ((st = load_head_matrix(h, w, name, c->hidden, hl->n_in, &hl->w))) return st;
+            if ((st = load_head_matrix(w, name, c->hidden, hl->n_in, &hl->w))) return st;
             snprintf(name, sizeof name, "hydra_mlp.%d.%d.linear.bias", i, l);
             if ((st = emt_weights_load(w, name, c->hidden, 0, 0, 0, &hl->b))) return st;
             if (l == 0) {
                 snprintf(name, sizeof name, "hydra_mlp.%d.0.res_connection.weight", i);
-                if ((st = load_head_matrix(h, w, name, c->hidden, hl->n_in, &hl->res_w))) return st;
+                if ((st = load_head_matrix(w, name, c->hidden, hl->n_in, &hl->res_w))) return st;
                 snprintf(name, sizeof name, "hydra_mlp.%d.0.res_connection.bias", i);
                 if ((st = emt_weights_load(w, name, c->hidden, 0, 0, 0, &hl->res_b))) return st;
             }
@@ -234,6 +212,8 @@ ENTMTP_API entmtp_status entmtp_heads_load(entmtp_model *model, const char *path
     memset(&w, 0, sizeof w);
     w.path = path;
     w.be = model->be;
+    w.native = model->compute == ENTMTP_COMPUTE_NATIVE;
+    w.copy_weights = 1; /* the file closes after loading */
     entmtp_status st = emt_st_open(path, &w.st);
     if (st) return st;
     entmtp_heads *h = emt_calloc(1, sizeof *h);

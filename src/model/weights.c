@@ -165,7 +165,7 @@ entmtp_status emt_weights_load_mat(emt_weights *w, const char *name, int64_t d0,
     if ((st = check_finite(w, t, name))) return st;
     out->dtype = t->dtype;
     out->data = t->data;
-    if (unpermute_heads > 0 || !w->be->ops->host_memory) {
+    if (unpermute_heads > 0 || w->copy_weights || !w->be->ops->host_memory) {
         /* GGUF's rotary row order undone by moving whole rows of blocks (the
          * one copy of a quantized weight on the CPU: Q and K only); a device
          * backend gets its own copy of every weight, in the stored bytes */

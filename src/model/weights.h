@@ -20,6 +20,9 @@ typedef struct emt_weights {
     /* keep matrices in their stored dtype where the backend takes it (the
      * 'native' compute type); 0 converts every weight to F32 */
     int native;
+    /* kept matrices are copied to backend memory even on a host backend
+     * (the file is closed after loading, so its mapping cannot be used) */
+    int copy_weights;
 } emt_weights;
 
 const emt_tensor *emt_weights_find(const emt_weights *w, const char *name);
@@ -37,7 +40,8 @@ entmtp_status emt_weights_load_norm(emt_weights *w, const char *name, int64_t d0
 
 /* Loads weight matrix `name` [d0][d1] for matmul: with w->native and a
  * dtype the backend takes, in place in the file's mapping (which must
- * outlive the model), or as a copy when rows must be un-permuted; else
+ * outlive the model), or as a copy when rows must be un-permuted or
+ * w->copy_weights is set; else
  * converted to F32 as emt_weights_load does. Every block scale is checked
  * finite either way. */
 entmtp_status emt_weights_load_mat(emt_weights *w, const char *name, int64_t d0, int64_t d1,

@@ -341,6 +341,7 @@ static const emt_backend_ops cuda_ops = {
     cu_graph_begin,
     cu_graph_end,
     cu_graph_reset,
+    cu_sample_root,
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

@@ -137,6 +137,8 @@ void cu_accept(emt_exec *ex, const emt_accept_desc *d, void *rec);
 void cu_commit(emt_exec *ex, const emt_commit_desc *d, const void *rec);
 void cu_gather_i32(emt_exec *ex, int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n);
 void cu_write_i32(emt_exec *ex, int32_t *dst, const int32_t *src, int32_t n);
+void cu_sample_root(emt_exec *ex, const float *logits, int32_t vocab, float temperature, float epsilon, float delta,
+                    const int32_t *uniform, int32_t *token);
 // backend_cuda.cu: the k-rescan top-k for k beyond the one-pass kernel's lists
 __global__ void topk_kernel(const float *logits, int32_t vocab, int32_t k, int32_t *ids, float *probs, float *entropy);
 

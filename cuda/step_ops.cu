@@ -7,6 +7,10 @@
 // src/accept/accept.c, emt_cpu_commit).
 #include "cuda_exec.h"
 
+extern "C" {
+#include "accept/accept.h" // EMT_SAMPLE_CHUNKS: the sampled root's summation order
+}
+
 #include <math.h>
 #include <string.h>
 
@@ -381,6 +385,122 @@ void cu_commit(emt_exec *ex, const emt_commit_desc *d, const void *rec) {
     EMT_LAUNCH(commit_kernel, d->n_slabs + 2, STEP_THREADS, 0, ex->stream, d->kv, d->slab_floats, d->row_floats,
                d->n_slabs, d->L, d->lengths, d->src_row0, d->hidden, d->last_hidden, d->hidden_dim, d->logits,
                d->next_logits, d->vocab, (const int32_t *)rec);
+}
+
+// ------------------------------------------------------------ sampled root
+
+// The root at temperature > 0 (CPU twin: emt_sample_typical_u, whose sums
+// this follows operation for operation): one block, thread c owns chunk c
+// of the vocabulary (EMT_SAMPLE_CHUNKS contiguous chunks of ceil(vocab /
+// chunks) ids) and sums it in id order; thread 0 adds the chunk sums in
+// chunk order. The uniform is u53 * 2^-53, u53's two halves read from
+// uniform[0..1] (host-drawn, written with the step's inputs: a replayed
+// graph reads the new one).
+__device__ __forceinline__ double sample_p(const float *x, int32_t i, double mx, double T, double z) {
+    return exp(((double)x[i] - mx) / T) / z;
+}
+
+__global__ void sample_root_kernel(const float *x, int32_t vocab, float temperature, float epsilon, float delta,
+                                   const int32_t *uniform, int32_t *token) {
+    __shared__ float bv[EMT_SAMPLE_CHUNKS];
+    __shared__ int32_t bi[EMT_SAMPLE_CHUNKS];
+    __shared__ double part[EMT_SAMPLE_CHUNKS];
+    __shared__ double total;
+    const int tid = threadIdx.x;
+    const int32_t width = (vocab + EMT_SAMPLE_CHUNKS - 1) / EMT_SAMPLE_CHUNKS;
+    const int32_t lo = tid * width < vocab ? tid * width : vocab, hi = lo + width < vocab ? lo + width : vocab;
+    float v = -INFINITY;
+    int32_t vi = INT32_MAX;
+    for (int32_t i = lo; i < hi; i++) // ids increase: the first visited wins ties
+        if (vi == INT32_MAX || x[i] > v) {
+            v = x[i];
+            vi = i;
+        }
+    bv[tid] = v;
+    bi[tid] = vi;
+    __syncthreads();
+    for (int s = EMT_SAMPLE_CHUNKS / 2; s > 0; s >>= 1) {
+        if (tid < s && ranks_before(bv[tid + s], bi[tid + s], bv[tid], bi[tid])) {
+            bv[tid] = bv[tid + s];
+            bi[tid] = bi[tid + s];
+        }
+        __syncthreads();
+    }
+    const int32_t top = bi[0];
+    const double mx = (double)bv[0], T = (double)temperature;
+    double s = 0.0;
+    for (int32_t i = lo; i < hi; i++) s += exp(((double)x[i] - mx) / T);
+    part[tid] = s;
+    __syncthreads();
+    if (tid == 0) {
+        double z = 0.0;
+        for (int c = 0; c < EMT_SAMPLE_CHUNKS; c++) z += part[c];
+        total = z;
+    }
+    __syncthreads();
+    const double z = total;
+    s = 0.0;
+    for (int32_t i = lo; i < hi; i++) {
+        double p = sample_p(x, i, mx, T, z);
+        s -= p * log(p + 1e-5);
+    }
+    part[tid] = s;
+    __syncthreads();
+    if (tid == 0) {
+        double h = 0.0;
+        for (int c = 0; c < EMT_SAMPLE_CHUNKS; c++) h += part[c];
+        double thr = delta * exp(-h);
+        total = thr > epsilon ? (double)epsilon : thr;
+    }
+    __syncthreads();
+    const double thr = total;
+    s = 0.0;
+    for (int32_t i = lo; i < hi; i++) {
+        double p = sample_p(x, i, mx, T, z);
+        if (p > thr || i == top) s += p;
+    }
+    part[tid] = s;
+    __syncthreads();
+    if (tid != 0) return;
+    double mass = 0.0;
+    for (int c = 0; c < EMT_SAMPLE_CHUNKS; c++) mass += part[c];
+    const uint64_t u53 = (uint64_t)(uint32_t)uniform[0] | (uint64_t)(uint32_t)uniform[1] << 32;
+    const double target = (double)u53 * (1.0 / 9007199254740992.0) * mass;
+    double before = 0.0;
+    for (int c = 0; c < EMT_SAMPLE_CHUNKS; c++) {
+        const double after = before + part[c];
+        if (target < after) {
+            const int32_t end = c * width + width < vocab ? c * width + width : vocab;
+            double run = 0.0;
+            for (int32_t i = c * width; i < end; i++) {
+                double p = sample_p(x, i, mx, T, z);
+                if (!(p > thr || i == top)) continue;
+                run += p;
+                if (target < before + run) {
+                    *token = i;
+                    return;
+                }
+            }
+        }
+        before = after;
+    }
+    // u * mass rounded up to the whole mass: the last allowed id
+    for (int32_t i = vocab - 1; i >= 0; i--)
+        if (i == top || sample_p(x, i, mx, T, z) > thr) {
+            *token = i;
+            return;
+        }
+}
+
+void cu_sample_root(emt_exec *ex, const float *logits, int32_t vocab, float temperature, float epsilon, float delta,
+                    const int32_t *uniform, int32_t *token) {
+    if (vocab < 1 || !(temperature > 0.0f)) {
+        cu_fail(ex, "cuda sample_root: vocabulary %d and temperature %g (needs >= 1 and > 0)", vocab,
+                (double)temperature);
+        return;
+    }
+    EMT_LAUNCH(sample_root_kernel, 1, EMT_SAMPLE_CHUNKS, 0, ex->stream, logits, vocab, temperature, epsilon, delta,
+               uniform, token);
 }
 
 // ----------------------------------------------------------------- gather

@@ -29,6 +29,7 @@ mutations=(
   "stop token dropped from the emitted tokens|cuda/step_ops.cu|s.replace('keep = j + 1;\n            rec->stopped = 1;', 'keep = j;\n            rec->stopped = 1;')"
   "attention_dyn keeps the launch's prefix length (a replayed graph's stale L)|cuda/attention.cu|s.replace('    if (d_len) n_prefix = *d_len;\n    const int32_t f = first_row(first, row, d_len, n_prefix);\n    const int32_t n_keys', '    const int32_t f = first_row(first, row, d_len, n_prefix);\n    const int32_t n_keys')"
   "a graph's index arrays staged in the reused ring instead of its constants|cuda/backend_cuda.cu|s.replace('else if (ex->recording) return cu_graph_stage(ex, src, bytes);', 'else if (ex->recording) cu_graph_stage(ex, src, bytes);')"
+  "the sampled root's running sum compared before the token's probability is added (off by one token)|cuda/step_ops.cu|s.replace('run += p;\n                if (target < before + run) {\n                    *token = i;\n                    return;\n                }', 'if (target < before + run) {\n                    *token = i;\n                    return;\n                }\n                run += p;')"
 )
 # unbroken, the op-level test passes (or the demonstration means nothing)
 (cd "$build" && ctest -R '^test_cuda_parity_harness$' >/dev/null) || { echo "baseline: test_cuda_parity_harness fails"; exit 1; }

@@ -271,38 +271,84 @@ uint64_t emt_rng_next_u64(uint64_t *s) {
     return z ^ (z >> 31);
 }
 
-double emt_rng_uniform(uint64_t *s) { return (double)(emt_rng_next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
+uint64_t emt_rng_u53(uint64_t *s) { return emt_rng_next_u64(s) >> 11; }
+
+double emt_u53_uniform(uint64_t u53) { return (double)u53 * (1.0 / 9007199254740992.0); }
+
+double emt_rng_uniform(uint64_t *s) { return emt_u53_uniform(emt_rng_u53(s)); }
+
+/* The typical sample's summation order (the CUDA sample_root kernel follows
+ * it step for step, one thread per chunk): the vocabulary in
+ * EMT_SAMPLE_CHUNKS contiguous chunks of ceil(vocab / chunks) ids; every
+ * sum is each chunk's own sum in id order, then the chunk sums added in
+ * chunk order. p_i = exp((x_i - max) / T) / z, recomputed the same way in
+ * every pass. */
+int32_t emt_sample_typical_u(const float *logits, int32_t vocab, float temperature, float epsilon, float delta,
+                             double u) {
+    const int32_t width = (vocab + EMT_SAMPLE_CHUNKS - 1) / EMT_SAMPLE_CHUNKS;
+    const int32_t top = argmax(logits, vocab);
+    const double mx = logits[top], T = temperature;
+    double z = 0.0;
+    for (int32_t c = 0; c < EMT_SAMPLE_CHUNKS; c++) {
+        int32_t lo = c * width < vocab ? c * width : vocab, hi = lo + width < vocab ? lo + width : vocab;
+        double s = 0.0;
+        for (int32_t i = lo; i < hi; i++) s += exp(((double)logits[i] - mx) / T);
+        z += s;
+    }
+    double h = 0.0;
+    for (int32_t c = 0; c < EMT_SAMPLE_CHUNKS; c++) {
+        int32_t lo = c * width < vocab ? c * width : vocab, hi = lo + width < vocab ? lo + width : vocab;
+        double s = 0.0;
+        for (int32_t i = lo; i < hi; i++) {
+            double p = exp(((double)logits[i] - mx) / T) / z;
+            s -= p * log(p + 1e-5);
+        }
+        h += s;
+    }
+    double thr = delta * exp(-h);
+    if (thr > epsilon) thr = epsilon;
+    /* per chunk: the mass of the allowed tokens (above the threshold, or the top-1) */
+    double mass_of[EMT_SAMPLE_CHUNKS], mass = 0.0;
+    int32_t last = top;
+    for (int32_t c = 0; c < EMT_SAMPLE_CHUNKS; c++) {
+        int32_t lo = c * width < vocab ? c * width : vocab, hi = lo + width < vocab ? lo + width : vocab;
+        double s = 0.0;
+        for (int32_t i = lo; i < hi; i++) {
+            double p = exp(((double)logits[i] - mx) / T) / z;
+            if (p > thr || i == top) {
+                s += p;
+                last = i;
+            }
+        }
+        mass_of[c] = s;
+        mass += s;
+    }
+    /* the first chunk whose end passes u * mass (the running sum of the
+     * chunk sums, as `mass` was added), then the first allowed id of it
+     * whose running sum, added to the chunks before, passes it */
+    const double target = u * mass;
+    double before = 0.0;
+    for (int32_t c = 0; c < EMT_SAMPLE_CHUNKS; c++) {
+        double after = before + mass_of[c];
+        if (target < after) {
+            int32_t lo = c * width, hi = lo + width < vocab ? lo + width : vocab;
+            double s = 0.0;
+            for (int32_t i = lo; i < hi; i++) {
+                double p = exp(((double)logits[i] - mx) / T) / z;
+                if (!(p > thr || i == top)) continue;
+                s += p;
+                if (target < before + s) return i;
+            }
+        }
+        before = after;
+    }
+    return last; /* u * mass rounded up to the whole mass: the last allowed id */
+}
 
 entmtp_status emt_sample_typical(const float *logits, int32_t vocab, float temperature, float epsilon,
                                  float delta, uint64_t *rng_state, int32_t *out_token) {
     if (!(temperature > 0))
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "sample_typical: temperature = %g must be > 0", (double)temperature);
-    /* two passes over the vocabulary, no allocation: max, then z and entropy,
-     * then the cumulative walk over the allowed tokens */
-    int32_t top = argmax(logits, vocab);
-    double mx = logits[top], z = 0.0;
-    for (int32_t i = 0; i < vocab; i++) z += exp(((double)logits[i] - mx) / temperature);
-    double h = 0.0;
-    for (int32_t i = 0; i < vocab; i++) {
-        double p = exp(((double)logits[i] - mx) / temperature) / z;
-        h -= p * log(p + 1e-5);
-    }
-    double thr = delta * exp(-h);
-    if (thr > epsilon) thr = epsilon;
-    double mass = 0.0;
-    for (int32_t i = 0; i < vocab; i++) {
-        double p = exp(((double)logits[i] - mx) / temperature) / z;
-        if (p > thr || i == top) mass += p;
-    }
-    double u = emt_rng_uniform(rng_state) * mass, acc = 0.0;
-    int32_t last = top;
-    for (int32_t i = 0; i < vocab; i++) {
-        double p = exp(((double)logits[i] - mx) / temperature) / z;
-        if (!(p > thr || i == top)) continue;
-        acc += p;
-        last = i;
-        if (u < acc) { *out_token = i; return ENTMTP_OK; }
-    }
-    *out_token = last;
+    *out_token = emt_sample_typical_u(logits, vocab, temperature, epsilon, delta, emt_rng_uniform(rng_state));
     return ENTMTP_OK;
 }

@@ -79,12 +79,26 @@ void emt_topk_softmax(const float *logits, int32_t vocab, int32_t k, int32_t *id
 
 /* Seeded RNG (splitmix64): runs repeat exactly for a given seed. */
 uint64_t emt_rng_next_u64(uint64_t *state);
-double emt_rng_uniform(uint64_t *state); /* [0, 1) */
+uint64_t emt_rng_u53(uint64_t *state);   /* the next value's top 53 bits */
+double emt_u53_uniform(uint64_t u53);    /* u53 * 2^-53, in [0, 1) */
+double emt_rng_uniform(uint64_t *state); /* emt_u53_uniform(emt_rng_u53(state)) */
 
-/* Sample the root token at temperature > 0: from softmax(logits / T)
- * restricted to tokens whose probability exceeds the typical threshold
- * min(epsilon, delta * exp(-H)) (the top-1 token is always allowed),
- * renormalised. Deterministic for a given RNG state. */
+/* The chunks of the typical sample's summation order (emt_sample_typical_u) */
+#define EMT_SAMPLE_CHUNKS 256
+
+/* The root token at temperature > 0 for the uniform u in [0, 1): from
+ * softmax(logits / T) restricted to tokens whose probability exceeds the
+ * typical threshold min(epsilon, delta * exp(-H)) (the top-1 token, ties to
+ * the lower id, is always allowed), renormalised: the first allowed token
+ * whose cumulative probability exceeds u times the allowed mass. The sums
+ * run in a fixed order of EMT_SAMPLE_CHUNKS contiguous chunks (accept.c),
+ * the one the backends' sample_root op follows (the CUDA kernel and the CPU
+ * backend both), so that every backend picks the same token for the same
+ * logits and u. temperature must be > 0. */
+int32_t emt_sample_typical_u(const float *logits, int32_t vocab, float temperature, float epsilon, float delta,
+                             double u);
+/* emt_sample_typical_u with u = emt_rng_uniform(rng_state); ENTMTP_ERR_INVALID_ARGUMENT
+ * when temperature is not > 0. */
 entmtp_status emt_sample_typical(const float *logits, int32_t vocab, float temperature,
                                  float epsilon, float delta, uint64_t *rng_state,
                                  int32_t *out_token);

@@ -252,6 +252,17 @@ typedef struct emt_backend_ops {
     int (*graph_begin)(emt_exec *ex, const void *key, int32_t variant);
     int (*graph_end)(emt_exec *ex, int discard);
     void (*graph_reset)(emt_exec *ex);
+
+    /* ---- The sampled root (appended, optional: without it, or without
+     * write_i32, a step at temperature > 0 samples its root on the host
+     * from the downloaded distribution). ----
+     * *token (device) = emt_sample_typical_u(logits, vocab, temperature,
+     * epsilon, delta, u) (src/accept/accept.h), the same sums in the same
+     * order, with u = emt_u53_uniform(u53) read from device memory:
+     * uniform[0] and uniform[1] are the low and high 32 bits of u53, drawn
+     * on the host (the session's RNG) and written with the step's inputs. */
+    void (*sample_root)(emt_exec *ex, const float *logits, int32_t vocab, float temperature, float epsilon,
+                        float delta, const int32_t *uniform, int32_t *token);
 } emt_backend_ops;
 
 #define EMT_MAX_FUSED 4

@@ -57,24 +57,29 @@ static entmtp_status record_step(entmtp_session *S, const emt_step *st) {
  * every head level into it, so the step needs no other wait; on the host
  * the draft stage runs the heads itself and stops at the levels the step
  * can use (draft.c, draft_chain). */
-static int record_has_heads(const entmtp_session *S, int greedy_next, int want_heads) {
-    return greedy_next && want_heads && !S->model->be->ops->host_memory && S->heads && S->bank && S->n_trees > 0;
+static int record_has_heads(const entmtp_session *S, int root_next, int want_heads) {
+    return root_next && want_heads && !S->model->be->ops->host_memory && S->heads && S->bank && S->n_trees > 0;
 }
 
-void emt_step_queue_next(entmtp_session *S, int greedy_next, int want_heads) {
+void emt_step_queue_next(entmtp_session *S, int root_next, int want_heads) {
     const emt_backend_ops *op = S->model->be->ops;
     const emt_step_record_layout *lay = &S->rec_lay;
-    if (!greedy_next) return;
+    if (!root_next) return;
     char *rec = (char *)S->rec_dev;
     int32_t *root = (int32_t *)(rec + offsetof(emt_step_record, next_root));
     op->topk_device(S->ex, S->s.next_logits, 1, S->model->cfg.vocab, 1, NULL, root,
                     (float *)(rec + offsetof(emt_step_record, next_p0)),
                     (float *)(rec + offsetof(emt_step_record, next_entropy)));
-    if (record_has_heads(S, greedy_next, want_heads))
+    /* at temperature > 0 the root is the sample (p0 and entropy stay the
+     * top-1's features), drawn with the uniform written ahead of the span */
+    if (S->p.temperature > 0)
+        op->sample_root(S->ex, S->s.next_logits, S->model->cfg.vocab, S->p.temperature, S->p.epsilon, S->p.delta,
+                        S->rec_dev + S->w_len + 2, root);
+    if (record_has_heads(S, root_next, want_heads))
         emt_heads_device(S, root, S->rec_dev + lay->head_ids, (float *)(S->rec_dev + lay->head_p));
 }
 
-entmtp_status emt_step_download(entmtp_session *S, int greedy_next, int want_heads) {
+entmtp_status emt_step_download(entmtp_session *S, int root_next, int want_heads) {
     const emt_backend *be = S->model->be;
     const emt_backend_ops *op = be->ops;
     S->next_ready = S->next_heads = 0;
@@ -84,14 +89,14 @@ entmtp_status emt_step_download(entmtp_session *S, int greedy_next, int want_hea
         if (synced) return synced;
         if (status) return emt_fail(status, "%s backend: the step record's download failed", op->name);
     }
-    S->next_ready = greedy_next;
-    S->next_heads = record_has_heads(S, greedy_next, want_heads);
+    S->next_ready = root_next;
+    S->next_heads = record_has_heads(S, root_next, want_heads);
     return ENTMTP_OK;
 }
 
-entmtp_status emt_step_finish_device(entmtp_session *S, int greedy_next, int want_heads) {
-    emt_step_queue_next(S, greedy_next, want_heads);
-    return emt_step_download(S, greedy_next, want_heads);
+entmtp_status emt_step_finish_device(entmtp_session *S, int root_next, int want_heads) {
+    emt_step_queue_next(S, root_next, want_heads);
+    return emt_step_download(S, root_next, want_heads);
 }
 
 /* The device path, queued: one gather for the KV rows and the last rows,
@@ -103,13 +108,13 @@ void emt_step_commit_queue(entmtp_session *S, const emt_step *st) {
                           S->s.hidden, S->s.last_hidden, c->hidden, S->s.logits, S->s.next_logits, c->vocab,
                           S->rec_lay.max_path, dyn ? S->rec_dev + S->w_len : NULL, S->kv.capacity };
     S->model->be->ops->commit(S->ex, &d, S->rec_dev);
-    emt_step_queue_next(S, S->p.temperature <= 0, !st->force_ar);
+    emt_step_queue_next(S, emt_root_on_device(S), !st->force_ar);
 }
 
 /* The record's download (the step's one copy to the host and one wait)
  * gives the host the outcome. */
 static entmtp_status commit_on_device(entmtp_session *S, emt_step *st) {
-    entmtp_status status = emt_step_download(S, S->p.temperature <= 0, !st->force_ar);
+    entmtp_status status = emt_step_download(S, emt_root_on_device(S), !st->force_ar);
     if (status) return status;
     const emt_step_record *r = (const emt_step_record *)S->rec_host;
     st->acc = r->accepted;

@@ -13,15 +13,18 @@ static const emt_tree g_ar_tree = {
 };
 
 /* The root: greedy top-1 of the next-token logits, or a typical sample at
- * temperature > 0; p0 and entropy are the base model's features. */
+ * temperature > 0; p0 and entropy are the base model's features. Where the
+ * previous step's record has it (the device sampled it with this root's
+ * uniform), it is taken from there. */
 static entmtp_status draft_root(entmtp_session *S, emt_step *st) {
     const emt_backend_ops *op = S->model->be->ops;
     const int32_t V = S->model->cfg.vocab;
-    if (S->next_ready && S->p.temperature <= 0) { /* the previous step's record has it */
+    if (S->next_ready) {
         const emt_step_record *r = (const emt_step_record *)S->rec_host;
         st->root = r->next_root;
         st->p0 = r->next_p0;
         st->entropy = r->next_entropy;
+        emt_root_taken(S);
         return ENTMTP_OK;
     }
     op->topk(S->ex, S->s.next_logits, 1, V, 1, &st->root, &st->p0, &st->entropy);
@@ -32,7 +35,10 @@ static entmtp_status draft_root(entmtp_session *S, emt_step *st) {
         if (status) return status;
         next_host = S->host_next;
     }
-    return emt_sample_typical(next_host, V, S->p.temperature, S->p.epsilon, S->p.delta, &S->rng, &st->root);
+    double u = emt_u53_uniform(emt_root_uniform(S));
+    emt_root_taken(S);
+    st->root = emt_sample_typical_u(next_host, V, S->p.temperature, S->p.epsilon, S->p.delta, u);
+    return ENTMTP_OK;
 }
 
 /* The policy's tree for this step (bank tree 0 without a policy). */
@@ -198,9 +204,9 @@ void emt_step_draft_device(entmtp_session *S, const emt_step *st) {
 }
 
 entmtp_status emt_step_draft(entmtp_session *S, emt_step *st) {
-    int root_ready = S->next_ready && S->p.temperature <= 0; /* the root is in the device record */
+    int root_ready = S->next_ready; /* the root is in the device record */
     entmtp_status status = draft_root(S, st);
-    int heads_ready = S->next_ready && S->next_heads && S->p.temperature <= 0;
+    int heads_ready = S->next_ready && S->next_heads;
     S->next_ready = S->next_heads = 0; /* consumed: the position moves on */
     if (status) return status;
     int speculate = !st->force_ar && S->heads && (st->probe || (S->bank && S->n_trees > 0));

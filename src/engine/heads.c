@@ -206,6 +206,7 @@ void emt_session_set_device_step(entmtp_session *S, int device_step) {
     S->device_step = device_step && S->rec_dev && op->topk_device && op->embed_device && op->accept && op->commit &&
                      op->gather_i32;
     S->dyn_step = S->device_step && op->write_i32 && emt_forward_dyn_supported(S->model);
+    S->device_sample = S->device_step && op->sample_root && op->write_i32;
     S->next_ready = S->next_heads = 0;
     emt_session_forget_graphs(S);
 }

@@ -140,8 +140,9 @@ static entmtp_status device_step_init(entmtp_session *S) {
     size_t idx_count = (size_t)head_rows * (n_heads + 1) > (size_t)S->max_nodes ? (size_t)head_rows * (n_heads + 1)
                                                                                 : (size_t)S->max_nodes;
     S->w_len = S->w_row_tok + (size_t)head_rows * (n_heads + 1);
-    size_t rec_bytes = (S->w_len + 2) * sizeof(int32_t);
+    size_t rec_bytes = (S->w_len + 4) * sizeof(int32_t);
     S->dyn_step = op->write_i32 && emt_forward_dyn_supported(S->model);
+    S->device_sample = op->sample_root && op->write_i32;
     S->rec_dev = op->alloc(be, rec_bytes);
     S->rec_host = emt_calloc(S->rec_lay.words, sizeof(int32_t));
     S->gather_idx = emt_calloc(idx_count, sizeof(int32_t));
@@ -314,6 +315,7 @@ ENTMTP_API void entmtp_session_reset(entmtp_session *S) {
     S->next_ready = S->next_heads = 0;
     emt_session_forget_graphs(S);
     S->rng = S->p.seed;
+    S->root_u_drawn = 0;
     S->last_accept = 0;
     S->ema = 0;
     emt_features_clear(&S->features);
@@ -349,11 +351,17 @@ ENTMTP_API entmtp_status entmtp_session_prefill(entmtp_session *S, const int32_t
         if (last) emt_keep_last_row(S, n - 1, 0);
         done += n;
     }
-    /* greedy on the device: the first step's root and heads come with the
-     * record, in the prefill's one wait */
+    /* on the device: the first step's root (greedy, or sampled with the
+     * uniform written here) and heads come with the record, in the
+     * prefill's one wait */
     S->next_ready = S->next_heads = 0;
-    entmtp_status st = S->device_step && S->p.temperature <= 0 ? emt_step_finish_device(S, 1, 1)
-                                                                : emt_backend_sync(S->model->be, S->ex);
+    entmtp_status st;
+    if (emt_root_on_device(S)) {
+        emt_root_uniform_write(S);
+        st = emt_step_finish_device(S, 1, 1);
+    } else {
+        st = emt_backend_sync(S->model->be, S->ex);
+    }
     if (st) return st;
     memcpy(S->tokens + S->n_tokens, tokens, (size_t)n_tokens * sizeof *tokens);
     S->n_tokens += n_tokens;

@@ -33,6 +33,12 @@ struct entmtp_session {
     int32_t n_tokens, n_prompt;
     int have_logits;
     uint64_t rng;
+    /* the uniform of the next root sample (temperature > 0), drawn from rng
+     * ahead of the step that samples it on the device and kept until a root
+     * is taken, so the stream gives each root the uniform it gives without
+     * the device (one draw per root, in order) */
+    uint64_t root_u53;
+    int root_u_drawn;
     /* host-side per-step buffers */
     int32_t *node_tokens, *positions, *dst_rows, *src_rows, *emit;
     int32_t *top_ids;      /* [max_rows][topk] */
@@ -60,6 +66,9 @@ struct entmtp_session {
      * so that its launches do not depend on the context length and the
      * backend may replay them as one graph per tree (backend.h, graphs) */
     int dyn_step;
+    /* ... and samples the root at temperature > 0 (sample_root, write_i32):
+     * the uniform goes to rec_dev + w_len + 2 with the step's inputs */
+    int device_sample;
     emt_step_record_layout rec_lay;
     int32_t *rec_dev;          /* device record */
     int32_t *rec_host;         /* its host copy */
@@ -69,7 +78,8 @@ struct entmtp_session {
     size_t w_node_tok;         /* [max_nodes] the tree's node tokens */
     size_t w_draft_ids, w_draft_p; /* [head_rows][topk] one level's head calls */
     size_t w_row_tok;          /* [head_rows][n_heads + 1] those calls' input tokens */
-    size_t w_len;              /* [2] the step's inputs: L, max_tokens (dyn_step) */
+    size_t w_len;              /* [4] the step's inputs: L, max_tokens (dyn_step), the next root's
+                                * uniform (device_sample, temperature > 0: u53's low and high words) */
     int32_t *gather_idx;       /* host [head_rows * (n_heads + 1)] */
     int next_ready;            /* rec_host holds the current position's root, p0, entropy */
     int next_heads;            /* ... and the heads' top-k lists */
@@ -153,19 +163,32 @@ int emt_is_stop(const entmtp_session *S, int32_t tok);
 /* step.c: whether this step takes the device path (accept, commit and the
  * next position's root and heads on the device, one record download). */
 int emt_step_on_device(const entmtp_session *S, const emt_step *st);
+/* step.c: whether the device queues the next position's root into the
+ * record (greedy top-1, or at temperature > 0 the typical sample with the
+ * uniform of emt_root_uniform) */
+int emt_root_on_device(const entmtp_session *S);
+/* step.c: the next root's uniform (u53), drawn from the session's RNG on
+ * the first call after a root was taken; emt_root_taken consumes it */
+uint64_t emt_root_uniform(entmtp_session *S);
+void emt_root_taken(entmtp_session *S);
+/* step.c: at temperature > 0, write the next root's uniform where the
+ * device's sample_root reads it (rec_dev + w_len + 2) */
+void emt_root_uniform_write(entmtp_session *S);
+
 /* step.c: whether this device step reads its lengths from device memory
  * (rec_dev + w_len): the verify forward, accept and commit take them there */
 int emt_step_dyn(const entmtp_session *S, const emt_step *st);
 
-/* commit.c: with greedy_next, queue the next position's root (top-1, p0,
- * entropy) and, with want_heads when the session drafts, its heads' top-k
- * into the device record (emt_step_queue_next); then download the record
- * (emt_step_download): the step's one device-to-host copy and one wait. An
- * AR step does not ask for heads (the next step, if it drafts, then runs
- * them on its own). */
-void emt_step_queue_next(entmtp_session *S, int greedy_next, int want_heads);
-entmtp_status emt_step_download(entmtp_session *S, int greedy_next, int want_heads);
-entmtp_status emt_step_finish_device(entmtp_session *S, int greedy_next, int want_heads);
+/* commit.c: with root_next, queue the next position's root (top-1, p0,
+ * entropy; at temperature > 0 the root is then the typical sample of
+ * sample_root) and, with want_heads when the session drafts, its heads'
+ * top-k into the device record (emt_step_queue_next); then download the
+ * record (emt_step_download): the step's one device-to-host copy and one
+ * wait. An AR step does not ask for heads (the next step, if it drafts,
+ * then runs them on its own). */
+void emt_step_queue_next(entmtp_session *S, int root_next, int want_heads);
+entmtp_status emt_step_download(entmtp_session *S, int root_next, int want_heads);
+entmtp_status emt_step_finish_device(entmtp_session *S, int root_next, int want_heads);
 
 /* heads.c: drop the backend's recorded step graphs (session reset, a
  * change of the ops a step issues) */

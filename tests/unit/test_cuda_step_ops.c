@@ -12,7 +12,10 @@
  *   count, path, tokens) as the oracle; the cuts (max_tokens, KV room, stop
  *   tokens) as the engine made them;
  * - commit: the gather of the accepted rows of every K/V slab in place,
- *   bit-identical to the CPU's.
+ *   bit-identical to the CPU's;
+ * - sample_root: the sampled root equal to the CPU op's and the twin
+ *   emt_sample_typical_u's for random and boundary uniforms, vocabularies
+ *   of 1 to 50000 (chunks of 1 to 196 ids), flat and peaked distributions.
  * Runs on a GPU or on the CPU CUDA harness; SKIPPED when neither is there. */
 #define ENTMTP_EXPERIMENTAL_API 1
 #include "accept/accept.h"
@@ -370,6 +373,89 @@ static void check_embed_device(void) {
     free(table);
 }
 
+/* ------------------------------------------------------------ sampled root */
+
+/* sample_root on both backends against the twin emt_sample_typical_u, for
+ * n uniforms: random ones, 0, the largest, and ones on the token
+ * boundaries of a plain sequential cumulative sum (where an off-by-one in
+ * the kernel's running sums picks a neighbour). Device == CPU op == twin,
+ * token for token; the twin's token is allowed and its plain cumulative
+ * interval holds u (within 1e-9: the sums' orders differ). */
+static void check_sample_root(int32_t vocab, float T, float scale, int32_t n) {
+    const float eps = 0.09f, delta = 0.3f;
+    float *x = emt_test_host_random(&rng, (size_t)vocab, scale);
+    uint64_t *u53 = malloc(sizeof(uint64_t) * n);
+    int32_t *words = malloc(sizeof(int32_t) * 2 * n), *tc = malloc(sizeof(int32_t) * n),
+            *tg = malloc(sizeof(int32_t) * n);
+    /* the plain reference: probabilities, threshold, allowed mass and cumulative ends */
+    double *p = malloc(sizeof(double) * vocab), *cum = malloc(sizeof(double) * vocab);
+    int32_t top = 0;
+    for (int32_t i = 1; i < vocab; i++)
+        if (x[i] > x[top]) top = i;
+    double z = 0, h = 0, mass = 0;
+    for (int32_t i = 0; i < vocab; i++) z += exp(((double)x[i] - x[top]) / T);
+    for (int32_t i = 0; i < vocab; i++) {
+        p[i] = exp(((double)x[i] - x[top]) / T) / z;
+        h -= p[i] * log(p[i] + 1e-5);
+    }
+    double thr = fmin(delta * exp(-h), eps);
+    int32_t n_allowed = 0;
+    for (int32_t i = 0; i < vocab; i++) {
+        if (p[i] > thr || i == top) {
+            mass += p[i];
+            n_allowed++;
+        }
+        cum[i] = mass;
+    }
+    for (int32_t k = 0; k < n; k++) {
+        if (k == 0) u53[k] = 0;
+        else if (k == 1) u53[k] = (1ull << 53) - 1;
+        else if (k % 2 == 0) u53[k] = emt_rng_u53(&rng);
+        else { /* next to the end of a random token's interval, a few ulps either side */
+            int32_t i = emt_test_irand(&rng, vocab);
+            double b = cum[i] / mass * 9007199254740992.0 + (double)(emt_test_irand(&rng, 9) - 4);
+            u53[k] = b <= 0 ? 0 : b >= 9007199254740991.0 ? (1ull << 53) - 1 : (uint64_t)b;
+        }
+        words[2 * k] = (int32_t)(uint32_t)(u53[k] & 0xffffffffu);
+        words[2 * k + 1] = (int32_t)(uint32_t)(u53[k] >> 32);
+    }
+    float *dx = dev_copy(x, sizeof(float) * vocab);
+    int32_t *dw = dev_copy(words, sizeof(int32_t) * 2 * n), *dt = gpu->ops->alloc(gpu, sizeof(int32_t) * n);
+    for (int32_t k = 0; k < n; k++) gpu->ops->sample_root(eg, dx, vocab, T, eps, delta, dw + 2 * k, dt + k);
+    download(tg, dt, sizeof(int32_t) * n);
+    int same = 1, sound = 1;
+    for (int32_t k = 0; k < n; k++) {
+        cpu->ops->sample_root(ec, x, vocab, T, eps, delta, words + 2 * k, &tc[k]);
+        int32_t twin = emt_sample_typical_u(x, vocab, T, eps, delta, emt_u53_uniform(u53[k]));
+        if (tc[k] != twin || tg[k] != twin) {
+            if (same)
+                fprintf(stderr, "sample_root vocab %d, T %.1f, u53 %llu: CUDA %d, CPU op %d, twin %d\n", vocab,
+                        (double)T, (unsigned long long)u53[k], tg[k], tc[k], twin);
+            same = 0;
+        }
+        double u = emt_u53_uniform(u53[k]);
+        int ok = twin >= 0 && twin < vocab && (p[twin] > thr * (1 + 1e-9) || twin == top ||
+                                               fabs(p[twin] - thr) <= 1e-9 * thr);
+        if (ok) {
+            double lo = (twin ? cum[twin - 1] : 0) / mass, hi = cum[twin] / mass;
+            ok = u >= lo - 1e-9 && u <= hi + 1e-9;
+        }
+        if (!ok && sound)
+            fprintf(stderr, "sample_root vocab %d, T %.1f: u %.17g gave token %d outside its interval\n", vocab,
+                    (double)T, u, twin);
+        sound = sound && ok;
+    }
+    printf("sample_root vocab %5d, T %.1f, %4d allowed: %d uniforms, CUDA == CPU op == twin: %s, "
+           "each token's cumulative interval holds u: %s\n",
+           vocab, (double)T, n_allowed, n, same ? "yes" : "NO", sound ? "yes" : "NO");
+    CHECK(same);
+    CHECK(sound);
+    gpu->ops->release(gpu, dx);
+    gpu->ops->release(gpu, dw);
+    gpu->ops->release(gpu, dt);
+    free(x); free(u53); free(words); free(tc); free(tg); free(p); free(cum);
+}
+
 /* The plugin's step graphs as a state machine, on a span of one op (x += 1,
  * so the value counts how often the span ran): a key's first span runs
  * directly, its second is recorded and launched, later ones are replays
@@ -451,6 +537,15 @@ int main(void) {
         check_topk(2, 700, 40, 0, 1);
         check_topk(1, 20, 20, 1, 0);
         check_embed_device();
+        CHECK(cpu->ops->sample_root && gpu->ops->sample_root);
+        if (cpu->ops->sample_root && gpu->ops->sample_root) {
+            check_sample_root(1, 0.7f, 1.0f, 4);
+            check_sample_root(32, 0.7f, 3.0f, 64);
+            check_sample_root(257, 1.0f, 2.0f, 64);
+            check_sample_root(1001, 1.3f, 3.0f, 64);
+            check_sample_root(1001, 0.5f, 8.0f, 16); /* peaked: few allowed */
+            check_sample_root(50000, 0.7f, 2.0f, 24);
+        }
         const int32_t V = 64;
         float *random = emt_test_host_random(&rng, (size_t)32 * V, 4.0f);
         check_accept_trees("random logits", random, 32, V);

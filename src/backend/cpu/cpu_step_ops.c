@@ -98,3 +98,9 @@ void emt_cpu_commit(const emt_commit_desc *d, const void *rec_words) {
 void emt_cpu_gather_i32(int32_t *dst, const int32_t *src, const int32_t *idx, int32_t n) {
     for (int32_t i = 0; i < n; i++) dst[i] = src[idx[i]];
 }
+
+int32_t emt_cpu_sample_root(const float *logits, int32_t vocab, float temperature, float epsilon, float delta,
+                            const int32_t *uniform) {
+    uint64_t u53 = (uint64_t)(uint32_t)uniform[0] | (uint64_t)(uint32_t)uniform[1] << 32;
+    return emt_sample_typical_u(logits, vocab, temperature, epsilon, delta, emt_u53_uniform(u53));
+}

@@ -1149,6 +1149,13 @@ static void cpu_write_i32(emt_exec *ex, int32_t *dst, const int32_t *src, int32_
     memcpy(dst, src, (size_t)n * sizeof *dst);
 }
 
+/* The root sample, on the host: the twin itself (accept.c) */
+static void cpu_sample_root(emt_exec *ex, const float *logits, int32_t vocab, float temperature, float epsilon,
+                            float delta, const int32_t *uniform, int32_t *token) {
+    (void)ex;
+    *token = emt_cpu_sample_root(logits, vocab, temperature, epsilon, delta, uniform);
+}
+
 const emt_backend_ops EMT_CPU_OPS = {
     .name = "cpu",
     .host_memory = 1,
@@ -1189,4 +1196,5 @@ const emt_backend_ops EMT_CPU_OPS = {
     .rope_dyn = cpu_rope_dyn,
     .attention_dyn = cpu_attention_dyn,
     .write_i32 = cpu_write_i32,
+    .sample_root = cpu_sample_root,
 };

@@ -61,6 +61,14 @@ cc -std=c11 -Wall -Wextra -Werror examples/c/generate.c $(pkg-config --cflags --
 LD_LIBRARY_PATH="$libdir" build/ci/example_generate --bank-demo
 LD_LIBRARY_PATH="$libdir" build/ci/example_generate build/ci/tests/tmp/lossless_tiny.gguf \
    build/ci/tests/tmp/lossless_medusa.safetensors 1 5 9 3
+cc -std=c11 -Wall -Wextra -Werror examples/c/trace_steps.c $(pkg-config --cflags --libs entmtp) \
+   -o build/ci/example_trace_steps
+# a missing model is an error message and status 1, not a crash
+echo "Hello" > build/ci/trace_prompt.txt
+if LD_LIBRARY_PATH="$libdir" build/ci/example_trace_steps /nonexistent.gguf h b t build/ci/trace_prompt.txt 4 2>build/ci/trace_err.txt; then
+  echo "example_trace_steps accepted a missing model" >&2; exit 1
+fi
+grep -q "nonexistent.gguf" build/ci/trace_err.txt
 
 log "install and build examples/ with CMake's find_package(entmtp)"
 cmake -S examples/cmake -B build/ci/consumer -DCMAKE_PREFIX_PATH="$prefix" >/dev/null

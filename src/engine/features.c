@@ -86,7 +86,6 @@ entmtp_status emt_outlook_init(emt_outlook_state *o, const entmtp_bank *bank, in
     o->expected_accept = emt_calloc((size_t)n, sizeof *o->expected_accept);
     o->expected_seconds = emt_calloc((size_t)n, sizeof *o->expected_seconds);
     o->node_prob = emt_calloc((size_t)nodes, sizeof *o->node_prob);
-    o->depth1_rate = 1.0f; /* a fresh session looks */
     if (!o->expected_accept || !o->expected_seconds || !o->node_prob) {
         emt_outlook_free(o);
         return ENTMTP_ERR_OUT_OF_MEMORY;
@@ -119,16 +118,33 @@ void emt_outlook_compute(emt_outlook_state *o, const entmtp_bank *bank, const fl
     emt_cost_model_estimate(&o->cost, o->expected_seconds);
 }
 
+/* pseudo-counts of the chain pass rates (a fresh session: 1/2) and their
+ * per-step decay (a window of about 50 steps: the rate follows the text) */
+#define EMT_CHAIN_PRIOR 1.0
+#define EMT_CHAIN_DECAY 0.98
+
+float emt_outlook_level_rate(const emt_outlook_state *o, int32_t d) {
+    if (d < 0 || d >= EMT_MAX_HEADS) return 0.0f;
+    return (float)((o->chain_passed[d] + EMT_CHAIN_PRIOR) / (o->chain_reached[d] + 2 * EMT_CHAIN_PRIOR));
+}
+
 int emt_outlook_deeper_may_pay(emt_outlook_state *o, const entmtp_bank *bank, const float *q, int32_t q_stride,
                                int32_t levels, int32_t max_levels, int32_t topk, int dynamic) {
     emt_outlook_compute(o, bank, q, q_stride, levels, topk, dynamic);
+    if (levels == 0 && o->blind_steps >= EMT_OUTLOOK_BLIND_STEPS) return 1;
     /* siblings exclude each other, so the chance of passing a level is at
      * most the sum of its calibrated probabilities (and at most 1) */
-    double reach = levels == 0 && o->blind_steps < EMT_OUTLOOK_BLIND_STEPS ? o->depth1_rate : 1.0;
+    double reach = 1.0;
     for (int32_t d = 0; d < levels && d < EMT_MAX_HEADS; d++) {
         double sum = 0;
         for (int32_t r = 0; r < topk; r++) sum += emt_accept_calib_prob(&o->calib, d, r, q[(size_t)d * q_stride + r]);
         reach *= sum < 1.0 ? sum : 1.0;
+    }
+    /* gain[j]: the tokens expected from the unknown levels levels..j-1 */
+    double gain[EMT_MAX_HEADS + 1] = { 0 }, p = reach;
+    for (int32_t j = levels; j < EMT_MAX_HEADS; j++) {
+        p *= emt_outlook_level_rate(o, j);
+        gain[j + 1] = gain[j] + p;
     }
     int32_t n_trees = entmtp_bank_size(bank);
     double best = 0;
@@ -140,7 +156,8 @@ int emt_outlook_deeper_may_pay(emt_outlook_state *o, const entmtp_bank *bank, co
         const emt_tree *t = emt_bank_tree(bank, k);
         int32_t depth = dynamic ? (t->n_nodes - 1 < max_levels ? t->n_nodes - 1 : max_levels) : t->depth;
         if (depth <= levels) continue;
-        if ((o->expected_accept[k] + reach * (depth - levels)) / o->expected_seconds[k] > best) return 1;
+        if (depth > EMT_MAX_HEADS) depth = EMT_MAX_HEADS;
+        if ((o->expected_accept[k] + gain[depth]) / o->expected_seconds[k] > best) return 1;
     }
     return 0;
 }
@@ -154,7 +171,21 @@ void emt_outlook_observe(emt_outlook_state *o, const emt_tree *t, int32_t k, con
                          int32_t n_heads, int32_t topk, const int32_t *row, int32_t acc, double seconds) {
     emt_accept_calib_observe(&o->calib, t, q, q_stride, n_heads, topk, row, acc);
     emt_cost_model_observe(&o->cost, k, seconds);
-    /* a window of about 10 drafting steps: the rate follows the text */
-    if (t->depth >= 1) o->depth1_rate += 0.1f * ((acc >= 1 ? 1.0f : 0.0f) - o->depth1_rate);
     o->blind_steps = n_heads > 0 ? 0 : o->blind_steps + 1;
+    /* the rank-0 chain's levels this tree tested: reached when the accepted
+     * path holds the chain's node at depth d, passed when also its rank-0 child */
+    for (int32_t d = 0; d < EMT_MAX_HEADS; d++) {
+        o->chain_reached[d] *= EMT_CHAIN_DECAY;
+        o->chain_passed[d] *= EMT_CHAIN_DECAY;
+    }
+    int32_t node = 0;
+    for (int32_t d = 0; d < t->depth && d < n_heads && d < EMT_MAX_HEADS; d++) {
+        int32_t child = -1;
+        for (int32_t i = node + 1; i < t->n_nodes && child < 0; i++)
+            if (t->parents[i] == node && t->node_ranks[i] == 0) child = i;
+        if (child < 0 || acc < d || row[d] != node) break;
+        o->chain_reached[d] += 1.0;
+        if (acc >= d + 1 && row[d + 1] == child) o->chain_passed[d] += 1.0;
+        node = child;
+    }
 }

@@ -56,13 +56,16 @@ typedef struct emt_outlook_state {
     float *expected_accept;   /* [n_trees] */
     double *expected_seconds; /* [n_trees] */
     float *node_prob;         /* [largest tree] scratch */
-    /* Before any head runs, the step has no probability to go by: the
-     * chance that a depth-1 draft is accepted is taken from recent steps
-     * (decayed rate over the steps that drafted one), and after
-     * EMT_OUTLOOK_BLIND_STEPS steps in a row without a head call the heads
-     * run anyway, so a change of text is seen. */
-    float depth1_rate;
+    /* steps in a row without a head call (after EMT_OUTLOOK_BLIND_STEPS the
+     * heads run anyway, so a change of text is seen) */
     int32_t blind_steps;
+    /* Decayed counts, per head level d, of the steps whose accepted path
+     * reached the rank-0 chain's node at depth d, and of those that also
+     * accepted its rank-0 child: the chance that a level not yet run
+     * passes, which decides whether it is worth running (see
+     * emt_outlook_deeper_may_pay). Before any level runs, level 0's rate
+     * is the step's only guide. */
+    double chain_reached[EMT_MAX_HEADS], chain_passed[EMT_MAX_HEADS];
 } emt_outlook_state;
 
 #define EMT_OUTLOOK_BLIND_STEPS 4
@@ -74,17 +77,25 @@ void emt_outlook_free(emt_outlook_state *o);
 void emt_outlook_compute(emt_outlook_state *o, const entmtp_bank *bank, const float *q, int32_t q_stride,
                          int32_t n_heads, int32_t topk, int dynamic);
 /* Whether running head level `levels` (0-based; `levels` levels are in q)
- * could lead to a faster step than the best choice available now: some
- * deeper choice's expected accept length, bounded above by its length over
- * the known levels plus, per unknown level, the chance that any path gets
- * past the known ones, divided by its expected seconds, beats the best
- * expected accept length per second of this outlook. With no level run,
- * that chance is the recent depth-1 acceptance rate (see depth1_rate). A deeper choice's
- * seconds are those its steps took, heads included, so the bound counts
- * the head calls it needs. Computes the outlook (as emt_outlook_compute)
- * for `levels` levels; max_levels caps a dynamic tree's depth. */
+ * is expected to lead to a faster step than the best choice available now:
+ * some deeper choice's expected accept length, its length over the known
+ * levels plus, per unknown level, the chance of getting there (the chance
+ * that any path passes the known levels, times the recent pass rate of each
+ * unknown level before it on the rank-0 chain, emt_outlook_level_rate),
+ * divided by its expected seconds, beats the best expected accept length
+ * per second of this outlook. With no level run, the heads run anyway
+ * after EMT_OUTLOOK_BLIND_STEPS steps in a row without them, so a change of
+ * text is seen. A deeper choice's seconds are those its steps took, heads
+ * included, so the estimate counts the head calls it needs. Computes the
+ * outlook (as emt_outlook_compute) for `levels` levels; max_levels caps a
+ * dynamic tree's depth. (An upper bound here instead of an estimate, each
+ * unknown level passing for sure, ran levels that were seldom used: on the
+ * CPU a level costs about 5% of an AR step; docs/policies.md.) */
 int emt_outlook_deeper_may_pay(emt_outlook_state *o, const entmtp_bank *bank, const float *q, int32_t q_stride,
                                int32_t levels, int32_t max_levels, int32_t topk, int dynamic);
+/* The recent rate at which head level d's rank-0 draft was accepted when
+ * the step's accepted path reached it (a fresh session: 1/2). */
+float emt_outlook_level_rate(const emt_outlook_state *o, int32_t d);
 /* The tree to draft for choice k: bank tree k, or the dynamic tree of its
  * size (built from the last emt_outlook_compute). */
 const emt_tree *emt_outlook_tree(emt_outlook_state *o, const entmtp_bank *bank, int32_t k, int dynamic);

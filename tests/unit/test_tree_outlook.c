@@ -117,35 +117,61 @@ static void cost_model(void) {
 }
 
 /* Whether the draft stage runs another Hydra level: only while a deeper tree
- * could beat the best tree over the levels run so far (figures by hand). */
+ * is expected to beat the best tree over the levels run so far, each level
+ * not yet run passing at its recent rate (figures by hand). */
 static void deeper_may_pay(void) {
     entmtp_bank *b = make_bank();
     CHECK_OK(entmtp_bank_set_figures(b, 0, 1.0f, 20.0f)); /* root: 0.05 s */
     CHECK_OK(entmtp_bank_set_figures(b, 1, 1.7f, 25.0f)); /* chain2: 0.068 s; wide: (0.05 + 0.068 / 3) / 2 * 6 s */
     emt_outlook_state o;
     CHECK_OK(emt_outlook_init(&o, b, 2, TOPK));
+    /* a fresh session expects each level to pass half the time */
+    CHECK_NEAR(emt_outlook_level_rate(&o, 0), 0.5, 1e-6);
+    CHECK_NEAR(emt_outlook_level_rate(&o, 1), 0.5, 1e-6);
     /* no level run yet: every tree expects 1 token, the root is the fastest
-     * (20 tokens/s), but chain2 could reach (1 + 2) / 0.068 = 44 */
+     * (20 tokens/s), but chain2 is expected to reach (1 + .5 + .25) / 0.068 = 25.7 */
     CHECK(emt_outlook_deeper_may_pay(&o, b, q, TOPK, 0, 2, TOPK, 0));
     /* head 0 confident: chain2 over one level is 1.5 / 0.068 = 22.1 tokens/s,
-     * and with the 0.9 that pass level 1 at most 2.4 / 0.068 = 35.3 */
+     * and with 0.9 passing level 0 and half of that level 1, 1.95 / 0.068 = 28.7 */
     CHECK(emt_outlook_deeper_may_pay(&o, b, q, TOPK, 1, 2, TOPK, 0));
     CHECK_NEAR(o.expected_accept[1], 1.5, 1e-6);
     CHECK_NEAR(o.expected_accept[2], 1.8, 1e-6);
-    /* head 0 unsure (0.08 in all pass level 1): chain2 could reach at most
-     * (1.05 + 0.08) / 0.068 = 16.6 < the root's 20: stop */
+    /* head 0 unsure (0.08 in all pass level 0): chain2 is expected at
+     * (1.05 + 0.04) / 0.068 = 16.0 < the root's 20: stop */
     const float unsure[2 * TOPK] = { 0.05f, 0.02f, 0.01f, 0.9f, 0.05f, 0.01f };
     CHECK(!emt_outlook_deeper_may_pay(&o, b, unsure, TOPK, 1, 2, TOPK, 0));
     /* the same for dynamic trees of each tree's size (3 nodes: at most depth 2) */
     CHECK(!emt_outlook_deeper_may_pay(&o, b, unsure, TOPK, 1, 2, TOPK, 1));
     CHECK(emt_outlook_deeper_may_pay(&o, b, q, TOPK, 1, 2, TOPK, 1));
+    /* the estimate, not a bound: head 0 at 0.4 in all, chain2 over one level
+     * 1.3 / 0.068 = 19.1 < 20. Level 1 passing half the time: 1.5 / 0.068 =
+     * 22.1, worth a look; level 1 seen to fail 100 times: 19.2, not (a bound
+     * that let level 1 pass for sure, 25.0, would look) */
+    const float fair[2 * TOPK] = { 0.3f, 0.05f, 0.05f, 0.9f, 0.05f, 0.01f };
+    CHECK(emt_outlook_deeper_may_pay(&o, b, fair, TOPK, 1, 2, TOPK, 0));
+    o.chain_reached[1] = 100.0;
+    o.chain_passed[1] = 0.0;
+    CHECK(!emt_outlook_deeper_may_pay(&o, b, fair, TOPK, 1, 2, TOPK, 0));
+    o.chain_reached[1] = o.chain_passed[1] = 0.0;
+    /* the rates are learnt from the accepted paths: chain2 accepting its
+     * depth-1 node but not the depth-2 one passes level 0 and fails level 1 */
+    emt_outlook_state seen;
+    CHECK_OK(emt_outlook_init(&seen, b, 2, TOPK));
+    for (int i = 0; i < 200; i++)
+        emt_outlook_observe(&seen, emt_bank_tree(b, 1), 1, q, TOPK, 2, TOPK, (const int32_t[]){ 0, 1 }, 1, 0.068);
+    CHECK(emt_outlook_level_rate(&seen, 0) > 0.95f);
+    CHECK(emt_outlook_level_rate(&seen, 1) < 0.05f);
+    /* a root-only step tests no level: the rates only decay */
+    emt_outlook_observe(&seen, emt_bank_tree(b, 0), 0, q, TOPK, 0, TOPK, (const int32_t[]){ 0 }, 0, 0.05);
+    CHECK(emt_outlook_level_rate(&seen, 0) > 0.95f);
+    emt_outlook_free(&seen);
     /* before any level: recent depth-1 drafts all rejected -> no look,
      * until EMT_OUTLOOK_BLIND_STEPS steps in a row ran no head */
     emt_outlook_state fresh;
     CHECK_OK(emt_outlook_init(&fresh, b, 2, TOPK));
     for (int i = 0; i < 60; i++)
         emt_outlook_observe(&fresh, emt_bank_tree(b, 1), 1, q, TOPK, 2, TOPK, (const int32_t[]){ 0 }, 0, 0.068);
-    CHECK(fresh.depth1_rate < 0.01f);
+    CHECK(emt_outlook_level_rate(&fresh, 0) < 0.05f);
     CHECK(!emt_outlook_deeper_may_pay(&fresh, b, q, TOPK, 0, 2, TOPK, 0));
     for (int i = 0; i < EMT_OUTLOOK_BLIND_STEPS; i++) {
         CHECK(!emt_outlook_deeper_may_pay(&fresh, b, q, TOPK, 0, 2, TOPK, 0));

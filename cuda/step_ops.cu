@@ -154,23 +154,15 @@ void cu_topk_device(emt_exec *ex, const float *logits, int32_t n_rows, int32_t v
 
 // ------------------------------------------------------------- acceptance
 
-// Per parent node (one block each): the greedy argmax (ties to the lower id)
-// or, at temperature > 0, the typical threshold min(eps, delta*exp(-H)) of
-// softmax(x / T) with the reference's +1e-5 inside the log, plus the max and
-// the normaliser that the pick needs for a child's probability. Probabilities
-// are rounded as the host oracle rounds them (float of the double exp, float
-// of its quotient); the sums are a fixed tree of per-thread partial sums.
-__global__ void accept_parents_kernel(const float *logits, int32_t vocab, const int32_t *parents, float T, float eps,
-                                      float delta, int32_t *par_arg, float *par_thr, float *par_mx, double *par_z) {
-    __shared__ float bv[STEP_THREADS];
-    __shared__ int32_t bi[STEP_THREADS];
-    __shared__ double red[STEP_THREADS];
+// The block's argmax (ties to the lower id) into bv[0], bi[0]: each thread
+// scans its ids start, start + step, .. < end (increasing, so the first
+// visited wins ties), then a tree over the block's threads (bv and bi hold
+// one entry per thread; blockDim.x a power of two).
+__device__ void block_argmax(const float *x, int32_t start, int32_t end, int32_t step, float *bv, int32_t *bi) {
     const int tid = threadIdx.x;
-    const int32_t p = parents[blockIdx.x];
-    const float *x = logits + (size_t)p * vocab;
     float v = -INFINITY;
     int32_t vi = INT32_MAX;
-    for (int32_t i = tid; i < vocab; i += blockDim.x) // ids increase: the first visited wins ties
+    for (int32_t i = start; i < end; i += step)
         if (vi == INT32_MAX || x[i] > v) {
             v = x[i];
             vi = i;
@@ -185,6 +177,23 @@ __global__ void accept_parents_kernel(const float *logits, int32_t vocab, const 
         }
         __syncthreads();
     }
+}
+
+// Per parent node (one block each): the greedy argmax (ties to the lower id)
+// or, at temperature > 0, the typical threshold min(eps, delta*exp(-H)) of
+// softmax(x / T) with the reference's +1e-5 inside the log, plus the max and
+// the normaliser that the pick needs for a child's probability. Probabilities
+// are rounded as the host oracle rounds them (float of the double exp, float
+// of its quotient); the sums are a fixed tree of per-thread partial sums.
+__global__ void accept_parents_kernel(const float *logits, int32_t vocab, const int32_t *parents, float T, float eps,
+                                      float delta, int32_t *par_arg, float *par_thr, float *par_mx, double *par_z) {
+    __shared__ float bv[STEP_THREADS];
+    __shared__ int32_t bi[STEP_THREADS];
+    __shared__ double red[STEP_THREADS];
+    const int tid = threadIdx.x;
+    const int32_t p = parents[blockIdx.x];
+    const float *x = logits + (size_t)p * vocab;
+    block_argmax(x, tid, vocab, blockDim.x, bv, bi);
     const float mx = bv[0];
     if (!(T > 0.0f)) {
         if (tid == 0) par_arg[p] = bi[0];
@@ -409,23 +418,7 @@ __global__ void sample_root_kernel(const float *x, int32_t vocab, float temperat
     const int tid = threadIdx.x;
     const int32_t width = (vocab + EMT_SAMPLE_CHUNKS - 1) / EMT_SAMPLE_CHUNKS;
     const int32_t lo = tid * width < vocab ? tid * width : vocab, hi = lo + width < vocab ? lo + width : vocab;
-    float v = -INFINITY;
-    int32_t vi = INT32_MAX;
-    for (int32_t i = lo; i < hi; i++) // ids increase: the first visited wins ties
-        if (vi == INT32_MAX || x[i] > v) {
-            v = x[i];
-            vi = i;
-        }
-    bv[tid] = v;
-    bi[tid] = vi;
-    __syncthreads();
-    for (int s = EMT_SAMPLE_CHUNKS / 2; s > 0; s >>= 1) {
-        if (tid < s && ranks_before(bv[tid + s], bi[tid + s], bv[tid], bi[tid])) {
-            bv[tid] = bv[tid + s];
-            bi[tid] = bi[tid + s];
-        }
-        __syncthreads();
-    }
+    block_argmax(x, lo, hi, 1, bv, bi);
     const int32_t top = bi[0];
     const double mx = (double)bv[0], T = (double)temperature;
     double s = 0.0;

@@ -283,6 +283,12 @@ double emt_rng_uniform(uint64_t *s) { return emt_u53_uniform(emt_rng_u53(s)); }
  * sum is each chunk's own sum in id order, then the chunk sums added in
  * chunk order. p_i = exp((x_i - max) / T) / z, recomputed the same way in
  * every pass. */
+/* chunk c's ids [*lo, *hi) (empty past the vocabulary's end) */
+static void sample_chunk(int32_t c, int32_t width, int32_t vocab, int32_t *lo, int32_t *hi) {
+    *lo = c * width < vocab ? c * width : vocab;
+    *hi = *lo + width < vocab ? *lo + width : vocab;
+}
+
 int32_t emt_sample_typical_u(const float *logits, int32_t vocab, float temperature, float epsilon, float delta,
                              double u) {
     const int32_t width = (vocab + EMT_SAMPLE_CHUNKS - 1) / EMT_SAMPLE_CHUNKS;
@@ -290,14 +296,16 @@ int32_t emt_sample_typical_u(const float *logits, int32_t vocab, float temperatu
     const double mx = logits[top], T = temperature;
     double z = 0.0;
     for (int32_t c = 0; c < EMT_SAMPLE_CHUNKS; c++) {
-        int32_t lo = c * width < vocab ? c * width : vocab, hi = lo + width < vocab ? lo + width : vocab;
+        int32_t lo, hi;
+        sample_chunk(c, width, vocab, &lo, &hi);
         double s = 0.0;
         for (int32_t i = lo; i < hi; i++) s += exp(((double)logits[i] - mx) / T);
         z += s;
     }
     double h = 0.0;
     for (int32_t c = 0; c < EMT_SAMPLE_CHUNKS; c++) {
-        int32_t lo = c * width < vocab ? c * width : vocab, hi = lo + width < vocab ? lo + width : vocab;
+        int32_t lo, hi;
+        sample_chunk(c, width, vocab, &lo, &hi);
         double s = 0.0;
         for (int32_t i = lo; i < hi; i++) {
             double p = exp(((double)logits[i] - mx) / T) / z;
@@ -311,7 +319,8 @@ int32_t emt_sample_typical_u(const float *logits, int32_t vocab, float temperatu
     double mass_of[EMT_SAMPLE_CHUNKS], mass = 0.0;
     int32_t last = top;
     for (int32_t c = 0; c < EMT_SAMPLE_CHUNKS; c++) {
-        int32_t lo = c * width < vocab ? c * width : vocab, hi = lo + width < vocab ? lo + width : vocab;
+        int32_t lo, hi;
+        sample_chunk(c, width, vocab, &lo, &hi);
         double s = 0.0;
         for (int32_t i = lo; i < hi; i++) {
             double p = exp(((double)logits[i] - mx) / T) / z;
@@ -331,7 +340,8 @@ int32_t emt_sample_typical_u(const float *logits, int32_t vocab, float temperatu
     for (int32_t c = 0; c < EMT_SAMPLE_CHUNKS; c++) {
         double after = before + mass_of[c];
         if (target < after) {
-            int32_t lo = c * width, hi = lo + width < vocab ? lo + width : vocab;
+            int32_t lo, hi;
+            sample_chunk(c, width, vocab, &lo, &hi);
             double s = 0.0;
             for (int32_t i = lo; i < hi; i++) {
                 double p = exp(((double)logits[i] - mx) / T) / z;

@@ -115,11 +115,16 @@ void emt_session_step_counters(const entmtp_session *S, emt_step_counters *out);
  * one for all heads; last_head_topk exposes the last step's per-head top-k
  * ([n_heads][k] ids and probabilities). */
 void emt_session_set_batch_heads(entmtp_session *S, int batch_heads);
-/* Test support: device_step = 0 makes the session take the host path (top-k
- * and acceptance read back to the host, emt_evaluate_posterior_nodes) even
- * on a backend with the step ops; 1 restores the device step where the
- * backend has it. Takes effect from the next prefill or step. */
+/* device_step = 0 makes the session take the host path (top-k and
+ * acceptance read back to the host, emt_evaluate_posterior_nodes) even on a
+ * backend with the step ops (test support); 1 turns on the device step, and
+ * its replayable and sampling forms, where the backend has the ops (session
+ * creation does, once the step buffers exist). Takes effect from the next
+ * prefill or step. */
 void emt_session_set_device_step(entmtp_session *S, int device_step);
+/* 1 when the backend has the ops of the device step (topk_device,
+ * embed_device, accept, commit, gather_i32) */
+int emt_backend_has_step_ops(const emt_backend_ops *op);
 void emt_session_last_head_topk(const entmtp_session *S, const int32_t **ids, const float **probs,
                                 int32_t *k);
 

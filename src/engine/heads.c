@@ -201,10 +201,13 @@ void emt_session_set_batch_heads(entmtp_session *S, int batch_heads) {
     emt_session_forget_graphs(S); /* the recorded heads' launches change */
 }
 
+int emt_backend_has_step_ops(const emt_backend_ops *op) {
+    return op->topk_device && op->embed_device && op->accept && op->commit && op->gather_i32;
+}
+
 void emt_session_set_device_step(entmtp_session *S, int device_step) {
     const emt_backend_ops *op = S->model->be->ops;
-    S->device_step = device_step && S->rec_dev && op->topk_device && op->embed_device && op->accept && op->commit &&
-                     op->gather_i32;
+    S->device_step = device_step && S->rec_dev && emt_backend_has_step_ops(op);
     S->dyn_step = S->device_step && op->write_i32 && emt_forward_dyn_supported(S->model);
     S->device_sample = S->device_step && op->sample_root && op->write_i32;
     S->next_ready = S->next_heads = 0;

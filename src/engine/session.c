@@ -127,8 +127,7 @@ static entmtp_status check_bank(const entmtp_session *S) {
 static entmtp_status device_step_init(entmtp_session *S) {
     emt_backend *be = S->model->be;
     const emt_backend_ops *op = be->ops;
-    S->device_step = op->topk_device && op->embed_device && op->accept && op->commit && op->gather_i32;
-    if (!S->device_step) return ENTMTP_OK;
+    if (!emt_backend_has_step_ops(op)) return ENTMTP_OK;
     const int32_t V = S->model->cfg.vocab, n_heads = S->heads ? S->heads->n_heads : 0;
     int32_t max_path = (S->max_depth > n_heads ? S->max_depth : n_heads) + 1;
     int32_t head_rows = S->max_nodes > n_heads ? S->max_nodes : n_heads;
@@ -141,8 +140,6 @@ static entmtp_status device_step_init(entmtp_session *S) {
                                                                                 : (size_t)S->max_nodes;
     S->w_len = S->w_row_tok + (size_t)head_rows * (n_heads + 1);
     size_t rec_bytes = (S->w_len + 4) * sizeof(int32_t);
-    S->dyn_step = op->write_i32 && emt_forward_dyn_supported(S->model);
-    S->device_sample = op->sample_root && op->write_i32;
     S->rec_dev = op->alloc(be, rec_bytes);
     S->rec_host = emt_calloc(S->rec_lay.words, sizeof(int32_t));
     S->gather_idx = emt_calloc(idx_count, sizeof(int32_t));
@@ -163,6 +160,7 @@ static entmtp_status device_step_init(entmtp_session *S) {
     if (st == ENTMTP_ERR_OUT_OF_MEMORY)
         return emt_fail(st, "entmtp_session_create: out of memory for the step record");
     if (st) return emt_fail(st, "entmtp_session_create: %s backend: the step buffers' upload failed", op->name);
+    emt_session_set_device_step(S, 1); /* device_step, dyn_step and device_sample from the backend's ops */
     return ENTMTP_OK;
 }
 

@@ -41,8 +41,11 @@ static void uniform_words(uint64_t u53, int32_t *w) {
     w[1] = (int32_t)(uint32_t)(u53 >> 32);
 }
 
+/* the next root is a sample drawn on the device (its uniform goes with the step's inputs) */
+static int root_sampled_on_device(const entmtp_session *S) { return S->p.temperature > 0 && emt_root_on_device(S); }
+
 void emt_root_uniform_write(entmtp_session *S) {
-    if (S->p.temperature <= 0 || !emt_root_on_device(S)) return;
+    if (!root_sampled_on_device(S)) return;
     int32_t w[2];
     uniform_words(emt_root_uniform(S), w);
     S->model->be->ops->write_i32(S->ex, S->rec_dev + S->w_len + 2, w, 2);
@@ -70,7 +73,7 @@ static entmtp_status run_device_span(entmtp_session *S, emt_step *st) {
     }
     int32_t inputs[4] = { st->L, st->max_tokens, 0, 0 };
     int32_t n_inputs = 2;
-    if (S->p.temperature > 0 && emt_root_on_device(S)) {
+    if (root_sampled_on_device(S)) {
         uniform_words(emt_root_uniform(S), inputs + 2);
         n_inputs = 4;
     }

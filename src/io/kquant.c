@@ -177,6 +177,15 @@ static void quantize_q6_k(const float *x, uint8_t *blk) {
     wr16(blk + 208, emt_f32_to_f16(d));
 }
 
+/* Q8_0: one F16 scale d = amax / 127 and 32 signed bytes round(x / d). */
+static void quantize_q8_0(const float *x, uint8_t *o) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    wr16(o, emt_f32_to_f16(d));
+    for (int j = 0; j < 32; j++) o[2 + j] = (uint8_t)(int8_t)clampi((int)lrintf(x[j] * id), -127, 127);
+}
+
 entmtp_status emt_quantize_blocks(emt_dtype t, const float *x, int64_t n, void *out) {
     int64_t be = (int64_t)emt_dtype_block_elems(t), bb = (int64_t)emt_dtype_block_bytes(t);
     if (!emt_dtype_is_quantized(t) || n % be)
@@ -185,6 +194,7 @@ entmtp_status emt_quantize_blocks(emt_dtype t, const float *x, int64_t n, void *
     uint8_t *o = out;
     for (int64_t b = 0; b < n / be; b++, x += be, o += bb) {
         switch (t) {
+        case EMT_Q8_0: quantize_q8_0(x, o); break;
         case EMT_Q4_0: emt_quantize_q4_0(x, 32, o); break;
         case EMT_Q5_0: quantize_q5_0(x, o); break;
         case EMT_Q5_1: quantize_q5_1(x, o); break;

@@ -109,7 +109,7 @@ void emt_dequant_q4_k(const uint8_t *blk, float *out);
 void emt_dequant_q5_k(const uint8_t *blk, float *out);
 void emt_dequant_q6_k(const uint8_t *blk, float *out);
 
-/* Quantize n values (whole blocks) of Q4_0, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K:
+/* Quantize n values (whole blocks) of Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K:
  * per-block ranges rounded to the format (src/io/kquant.c), not llama.cpp's
  * search for the best scales. ENTMTP_ERR_UNSUPPORTED for other types. */
 entmtp_status emt_quantize_blocks(emt_dtype t, const float *x, int64_t n, void *out);

@@ -7,9 +7,10 @@
 typedef struct emt_head_layer {
     int32_t n_in;           /* input width: hidden, or hidden*(i+2) for Hydra's first block */
     /* linear [hidden][n_in] and Hydra's res_connection (data NULL = identity
-     * residual): F16/BF16 as stored when the model computes natively and
-     * the backend takes the type (half the bytes a draft step streams),
-     * else F32 */
+     * residual): re-quantized to Q8_0 at load when the model computes
+     * natively and the backend takes Q8_0 (a quarter of F32's bytes, about
+     * half of F16's, and a draft level's time is the bytes it reads), else
+     * F32 */
     emt_wmat w, res_w;
     float *b, *res_b;       /* [hidden] */
 } emt_head_layer;

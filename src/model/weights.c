@@ -66,6 +66,24 @@ static entmtp_status report_progress(emt_weights *w, const emt_tensor *t) {
     return ENTMTP_OK;
 }
 
+/* Tensor t as F32 in a new host buffer (*out), every element checked finite. */
+static entmtp_status read_f32_host(const emt_weights *w, const emt_tensor *t, const char *name, int64_t numel,
+                                   float **out) {
+    float *host = emt_malloc((size_t)numel, sizeof(float));
+    if (!host) return ENTMTP_ERR_OUT_OF_MEMORY;
+    entmtp_status st = emt_tensor_to_f32(t, 0, numel, host);
+    if (st != ENTMTP_OK) { free(host); return st; }
+    for (int64_t i = 0; i < numel; i++) {
+        if (!isfinite(host[i])) {
+            free(host);
+            return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s' element %lld is not finite",
+                            t->file ? t->file : w->path, name, (long long)i);
+        }
+    }
+    *out = host;
+    return ENTMTP_OK;
+}
+
 static entmtp_status load_f32(emt_weights *w, const char *name, int64_t d0, int64_t d1,
                               int32_t unpermute_heads, int optional, float offset, float **out) {
     *out = NULL;
@@ -74,18 +92,9 @@ static entmtp_status load_f32(emt_weights *w, const char *name, int64_t d0, int6
     entmtp_status st = find_checked(w, name, d0, d1, unpermute_heads, &t);
     if (st) return st;
     int64_t numel = d0 * (d1 ? d1 : 1);
-    float *host = emt_malloc((size_t)numel, sizeof(float));
-    if (!host) return ENTMTP_ERR_OUT_OF_MEMORY;
-    st = emt_tensor_to_f32(t, 0, numel, host);
-    if (st != ENTMTP_OK) { free(host); return st; }
-    for (int64_t i = 0; i < numel; i++) {
-        if (!isfinite(host[i])) {
-            free(host);
-            return emt_fail(ENTMTP_ERR_FORMAT, "%s: tensor '%s' element %lld is not finite",
-                            t->file ? t->file : w->path, name, (long long)i);
-        }
-        host[i] += offset;
-    }
+    float *host;
+    if ((st = read_f32_host(w, t, name, numel, &host))) return st;
+    for (int64_t i = 0; i < numel; i++) host[i] += offset;
     if (unpermute_heads > 0) {
         float *tmp = emt_malloc((size_t)numel, sizeof(float));
         if (!tmp) { free(host); return ENTMTP_ERR_OUT_OF_MEMORY; }
@@ -182,6 +191,38 @@ entmtp_status emt_weights_load_mat(emt_weights *w, const char *name, int64_t d0,
     w->n_params += d0 * d1;
     if ((st = report_progress(w, t))) {
         if (out->owned) w->be->ops->release(w->be, out->owned);
+        memset(out, 0, sizeof *out);
+    }
+    return st;
+}
+
+entmtp_status emt_weights_load_mat_as(emt_weights *w, const char *name, int64_t d0, int64_t d1, emt_dtype want,
+                                      emt_wmat *out) {
+    memset(out, 0, sizeof *out);
+    const emt_tensor *t = emt_weights_find(w, name);
+    int plain = t && (t->dtype == EMT_F32 || t->dtype == EMT_F16 || t->dtype == EMT_BF16);
+    int64_t per_block = (int64_t)emt_dtype_block_elems(want);
+    if (!w->native || !plain || !(w->be->ops->weight_types & (1u << want)) || d1 % per_block != 0)
+        return emt_weights_load_mat(w, name, d0, d1, 0, out);
+    entmtp_status st = find_checked(w, name, d0, d1, 0, &t);
+    if (st) return st;
+    float *host;
+    if ((st = read_f32_host(w, t, name, d0 * d1, &host))) return st;
+    size_t bytes = emt_dtype_nbytes(want, d0 * d1);
+    uint8_t *q = emt_malloc(bytes, 1);
+    uint8_t *dev = q ? w->be->ops->alloc(w->be, bytes) : NULL;
+    if (!dev) st = ENTMTP_ERR_OUT_OF_MEMORY;
+    if (!st) st = emt_quantize_blocks(want, host, d0 * d1, q);
+    if (!st) st = w->be->ops->upload(w->be, dev, q, bytes);
+    free(host);
+    free(q);
+    if (!st) {
+        *out = (emt_wmat){ want, dev, dev };
+        w->n_params += d0 * d1;
+        st = report_progress(w, t);
+    }
+    if (st && dev) {
+        w->be->ops->release(w->be, dev);
         memset(out, 0, sizeof *out);
     }
     return st;

@@ -47,4 +47,12 @@ entmtp_status emt_weights_load_norm(emt_weights *w, const char *name, int64_t d0
 entmtp_status emt_weights_load_mat(emt_weights *w, const char *name, int64_t d0, int64_t d1,
                                    int32_t unpermute_heads, emt_wmat *out);
 
+/* Loads weight matrix `name` [d0][d1] re-quantized to block type `want`
+ * (e.g. Q8_0) in backend memory, when w->native, the backend takes `want`,
+ * the file stores plain floats (F32/F16/BF16) and d1 is whole blocks; else
+ * exactly as emt_weights_load_mat. For small matrices read once per draft
+ * step (the heads), where bytes read are the cost. */
+entmtp_status emt_weights_load_mat_as(emt_weights *w, const char *name, int64_t d0, int64_t d1, emt_dtype want,
+                                      emt_wmat *out);
+
 #endif

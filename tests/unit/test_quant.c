@@ -4,9 +4,12 @@
 #include "check.h"
 #include "io/gguf.h"
 #include "tiny_model.h"
+#include "model/heads.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static void hand_blocks(void) {
     /* f16 0x3C00 = 1.0, 0x3800 = 0.5, 0xC000 = -2.0 */
@@ -95,8 +98,82 @@ static float *embedding(const char *path, emt_dtype type, int64_t *n) {
     return v;
 }
 
+/* The Q8_0 quantizer: d = amax / 127, q = round(x / d); exact where the
+ * values are whole multiples of a representable d, within d/2 elsewhere. */
+static void q8_0_quantizer(void) {
+    float x[64], out[64];
+    uint8_t q[2 * 34];
+    for (int j = 0; j < 32; j++) x[j] = j == 31 ? 127.0f : (float)(j * 8 - 127);      /* -127..113, then 127: d = 1 */
+    for (int j = 0; j < 32; j++) x[32 + j] = 0.0f;                                  /* an all-zero block */
+    CHECK_OK(emt_quantize_blocks(EMT_Q8_0, x, 64, q));
+    CHECK_EQ_INT(q[0] | q[1] << 8, 0x3C00);                                         /* d = 1.0 in F16 */
+    CHECK_EQ_INT(q[34] | q[35] << 8, 0);
+    emt_tensor t = { "q8", EMT_Q8_0, 1, { 64 }, q, sizeof q, "hand" };
+    CHECK_OK(emt_tensor_to_f32(&t, 0, 64, out));
+    for (int j = 0; j < 64; j++) CHECK_NEAR(out[j], x[j], 0);
+    /* arbitrary values: within half a step (the step itself rounded to F16) */
+    for (int j = 0; j < 64; j++) x[j] = emt_tiny_uniform(7, "q8_0", j) * (j < 32 ? 3.0f : 0.05f);
+    CHECK_OK(emt_quantize_blocks(EMT_Q8_0, x, 64, q));
+    CHECK_OK(emt_tensor_to_f32(&t, 0, 64, out));
+    for (int b = 0; b < 2; b++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j]));
+        for (int j = 0; j < 32; j++) CHECK(fabs(out[32 * b + j] - x[32 * b + j]) <= amax / 127 * 0.502 + amax * 1e-3);
+    }
+    CHECK_ERR(emt_quantize_blocks(EMT_Q8_0, x, 48, q), ENTMTP_ERR_INVALID_ARGUMENT, "48 values are not whole Q8_0 blocks");
+}
+
+/* Draft heads stored as plain floats are kept in Q8_0 when the model computes
+ * natively (a draft level reads half the bytes of F16), and in F32 under
+ * ENTMTP_COMPUTE_F32; the Q8_0 weights are the file's within half a step. */
+static void heads_in_q8_0(void) {
+    char model_path[512], heads_path[512];
+    snprintf(model_path, sizeof model_path, "%s/quant_heads_model.gguf", ENTMTP_TEST_TMP_DIR);
+    snprintf(heads_path, sizeof heads_path, "%s/quant_heads.hydra.safetensors", ENTMTP_TEST_TMP_DIR);
+    emt_tiny_config c = emt_tiny_default_config();
+    CHECK_OK(emt_tiny_write_gguf(model_path, &c, EMT_F32));
+    CHECK_OK(emt_tiny_write_hydra_heads(heads_path, c.hidden, c.vocab, 2, 1, 0, 11));
+    float *weights[2] = { NULL, NULL };
+    const int64_t rows = c.hidden, cols = 2 * c.hidden; /* head 0's first block reads [h, e(root)] */
+    for (int native = 0; native < 2; native++) {
+        entmtp_model_params mp = entmtp_model_default_params();
+        mp.backend = ENTMTP_BACKEND_CPU;
+        mp.compute_type = native ? ENTMTP_COMPUTE_NATIVE : ENTMTP_COMPUTE_F32;
+        entmtp_model *m = NULL;
+        entmtp_heads *h = NULL;
+        CHECK_OK(entmtp_model_load(model_path, &mp, &m));
+        if (m) CHECK_OK(entmtp_heads_load(m, heads_path, &h));
+        if (!h) { entmtp_model_free(m); continue; }
+        const emt_head_layer *L = &h->heads[0].layers[0];
+        CHECK_EQ_INT(L->w.dtype, native ? EMT_Q8_0 : EMT_F32);
+        CHECK_EQ_INT(L->res_w.dtype, native ? EMT_Q8_0 : EMT_F32);
+        CHECK_EQ_INT(h->heads[1].layers[0].w.dtype, native ? EMT_Q8_0 : EMT_F32);
+        weights[native] = malloc((size_t)(rows * cols) * sizeof(float));
+        if (native) {
+            emt_tensor t = { "w", EMT_Q8_0, 2, { rows, cols }, L->w.data, emt_dtype_nbytes(EMT_Q8_0, rows * cols), "q8" };
+            CHECK_OK(emt_tensor_to_f32(&t, 0, rows * cols, weights[1]));
+        } else {
+            memcpy(weights[0], L->w.data, (size_t)(rows * cols) * sizeof(float));
+        }
+        entmtp_heads_free(h);
+        entmtp_model_free(m);
+    }
+    if (weights[0] && weights[1])
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t b = 0; b < cols / 32; b++) {
+                const float *f = weights[0] + r * cols + b * 32, *g = weights[1] + r * cols + b * 32;
+                float amax = 0;
+                for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(f[j]));
+                for (int j = 0; j < 32; j++) CHECK(fabs(g[j] - f[j]) <= amax / 127 * 0.502 + amax * 1e-3);
+            }
+    free(weights[0]);
+    free(weights[1]);
+}
+
 int main(void) {
     hand_blocks();
+    q8_0_quantizer();
+    heads_in_q8_0();
     char path[512];
     snprintf(path, sizeof path, "%s/quant_tiny.gguf", ENTMTP_TEST_TMP_DIR);
     int64_t n = 0, m = 0;

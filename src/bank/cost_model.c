@@ -4,14 +4,19 @@
 #include <math.h>
 #include <stdlib.h>
 
-/* How fast the estimates follow: a tree's own relative cost weighs its first
- * steps like the prior (1/(n+2)) and settles at 1/10; the device scale moves
+/* How fast the estimates follow. On a shared machine one step's time is
+ * noise of tens of percent, and a tree's cost differs from its neighbour's
+ * by less (a verify row is about a fifth of an AR step on a 2-core CPU), so
+ * a tree's own relative cost moves slowly: its prior counts as
+ * EMT_COST_TREE_PRIOR observations and the rate settles at 1/50 (a window of
+ * about 50 of its steps). The device scale, which every step informs, moves
  * 1/20 of the way (in log space) on every step. */
-#define EMT_COST_TREE_RATE_MIN 0.1
+#define EMT_COST_TREE_PRIOR 20
+#define EMT_COST_TREE_RATE_MIN 0.02
 #define EMT_COST_SCALE_RATE 0.05
 /* One step on a busy machine may take several times its usual time: an
  * observation counts at most this factor away from the current estimate. */
-#define EMT_COST_CLAMP 3.0
+#define EMT_COST_CLAMP 1.5
 
 static void set_priors(emt_cost_model *cm, const entmtp_bank *bank) {
     double per_node = 0;
@@ -69,7 +74,7 @@ void emt_cost_model_observe(emt_cost_model *cm, int32_t k, double seconds) {
     double shift = pow(target / cm->relative[k], EMT_COST_SCALE_RATE);
     cm->scale *= shift;
     target /= shift;
-    double rate = 1.0 / (double)(cm->n_obs[k] + 2);
+    double rate = 1.0 / (double)(cm->n_obs[k] + EMT_COST_TREE_PRIOR);
     if (rate < EMT_COST_TREE_RATE_MIN) rate = EMT_COST_TREE_RATE_MIN;
     cm->relative[k] += rate * (target - cm->relative[k]);
     cm->n_obs[k]++;

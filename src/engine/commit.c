@@ -47,7 +47,7 @@ static entmtp_status record_step(entmtp_session *S, const emt_step *st) {
     /* a reproducible session keeps the bank's step costs: the clock would make
      * the tree sequence, and so sampled text, depend on machine timing */
     emt_outlook_observe(&S->outlook, t, st->tree_index, S->chain_p, S->topk, st->n_heads, S->topk, st->path,
-                        st->acc, S->p.reproducible ? 0.0 : dt);
+                        st->acc, S->p.reproducible ? 0.0 : dt, S->p.reproducible ? 0.0 : st->head_seconds);
     if (!S->policy) return ENTMTP_OK;
     entmtp_outcome o = { sizeof o, st->tree_index, t->n_nodes, t->depth, st->accept_length, dt };
     return entmtp_policy_observe(S->policy, &o);

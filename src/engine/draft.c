@@ -211,6 +211,7 @@ entmtp_status emt_step_draft(entmtp_session *S, emt_step *st) {
     if (status) return status;
     int speculate = !st->force_ar && S->heads && (st->probe || (S->bank && S->n_trees > 0));
     st->n_heads = 0;
+    st->head_seconds = 0;
     if (speculate) {
         st->n_heads = S->heads->n_heads;
         if (heads_ready) {
@@ -218,7 +219,9 @@ entmtp_status emt_step_draft(entmtp_session *S, emt_step *st) {
             memcpy(S->chain_ids, S->rec_host + S->rec_lay.head_ids, n * sizeof(int32_t));
             memcpy(S->chain_p, S->rec_host + S->rec_lay.head_p, n * sizeof(float));
         } else {
+            double t0 = emt_now();
             st->n_heads = draft_chain(S, st);
+            st->head_seconds = emt_now() - t0;
         }
     }
     emt_features_fill(&S->features, st->p0, st->entropy, S->chain_p, st->n_heads, S->topk, S->topk, S->n_trees,
@@ -227,8 +230,11 @@ entmtp_status emt_step_draft(entmtp_session *S, emt_step *st) {
     st->tree_index = -1;
     if (st->probe) st->tree = st->probe->tree;
     else if (speculate && (status = choose_tree(S, st))) return status;
-    if (st->tree->depth > st->n_heads) /* a tree deeper than the levels the policy looked at */
+    if (st->tree->depth > st->n_heads) { /* a tree deeper than the levels the policy looked at */
+        double t0 = emt_now();
         st->n_heads = emt_draft_heads(S, st->root, st->n_heads, st->tree->depth);
+        st->head_seconds += emt_now() - t0;
+    }
     /* the root and the heads' lists still on the device: the node tokens are
      * drafted there too (emt_step_draft_device, in the step's device span) */
     st->nodes_on_device = root_ready && (st->tree->n_nodes == 1 || heads_ready) && emt_step_on_device(S, st);

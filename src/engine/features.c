@@ -116,6 +116,11 @@ void emt_outlook_compute(emt_outlook_state *o, const entmtp_bank *bank, const fl
         emt_features_expected_accept(&o->calib, q, q_stride, n_heads, topk, bank, o->node_prob, o->expected_accept);
     }
     emt_cost_model_estimate(&o->cost, o->expected_seconds);
+    for (int32_t k = 0; k < entmtp_bank_size(bank) && o->level_seconds > 0; k++) {
+        const emt_tree *t = emt_bank_tree(bank, k);
+        int32_t depth = dynamic ? t->n_nodes - 1 : t->depth; /* a dynamic tree is at most that deep */
+        if (n_heads > depth) o->expected_seconds[k] += o->level_seconds * (n_heads - depth);
+    }
 }
 
 /* pseudo-counts of the chain pass rates (a fresh session: 1/2) and their
@@ -128,20 +133,39 @@ float emt_outlook_level_rate(const emt_outlook_state *o, int32_t d) {
     return (float)((o->chain_passed[d] + EMT_CHAIN_PRIOR) / (o->chain_reached[d] + 2 * EMT_CHAIN_PRIOR));
 }
 
+/* The chance that a step with tree t reaches a node at depth `levels`
+ * whose children wait on the next level: the sum of those nodes' path
+ * probabilities (siblings exclude each other), from the calibrated table cq
+ * [d][r] (stride 64) of the levels run. A Hydra level drafts the children of
+ * the nodes the tree has at its depth, so only they can gain from it. */
+static double frontier_reach(const emt_tree *t, const float *cq, int32_t levels, float *node_prob) {
+    if (levels == 0) return t->n_nodes > 1;
+    double reach = 0;
+    node_prob[0] = 1.0f;
+    for (int32_t i = 1; i < t->n_nodes; i++) {
+        int32_t d = t->position_ids[i] - 1, r = t->node_ranks[i];
+        node_prob[i] = d < levels && r < 64 ? node_prob[t->parents[i]] * cq[(size_t)d * 64 + r] : 0.0f;
+        if (d == levels) { /* a child of a node at depth `levels`: count that node once */
+            reach += node_prob[t->parents[i]];
+            node_prob[t->parents[i]] = 0.0f;
+        }
+    }
+    return reach;
+}
+
 int emt_outlook_deeper_may_pay(emt_outlook_state *o, const entmtp_bank *bank, const float *q, int32_t q_stride,
                                int32_t levels, int32_t max_levels, int32_t topk, int dynamic) {
     emt_outlook_compute(o, bank, q, q_stride, levels, topk, dynamic);
     if (levels == 0 && o->blind_steps >= EMT_OUTLOOK_BLIND_STEPS) return 1;
-    /* siblings exclude each other, so the chance of passing a level is at
-     * most the sum of its calibrated probabilities (and at most 1) */
-    double reach = 1.0;
-    for (int32_t d = 0; d < levels && d < EMT_MAX_HEADS; d++) {
-        double sum = 0;
-        for (int32_t r = 0; r < topk; r++) sum += emt_accept_calib_prob(&o->calib, d, r, q[(size_t)d * q_stride + r]);
-        reach *= sum < 1.0 ? sum : 1.0;
-    }
-    /* gain[j]: the tokens expected from the unknown levels levels..j-1 */
-    double gain[EMT_MAX_HEADS + 1] = { 0 }, p = reach;
+    float cq[EMT_MAX_HEADS * 64];
+    int32_t known = levels < EMT_MAX_HEADS ? levels : EMT_MAX_HEADS;
+    emt_accept_calib_table(&o->calib, q, q_stride, known, topk < 64 ? topk : 64, cq, 64);
+    /* a dynamic tree grows deeper along the rank-0 chain, its likeliest path */
+    double chain = 1.0;
+    for (int32_t d = 0; d < known; d++) chain *= cq[(size_t)d * 64];
+    /* gain[j]: the tokens expected from the unknown levels levels..j-1, given
+     * that the step reaches a node at depth `levels` */
+    double gain[EMT_MAX_HEADS + 1] = { 0 }, p = 1.0;
     for (int32_t j = levels; j < EMT_MAX_HEADS; j++) {
         p *= emt_outlook_level_rate(o, j);
         gain[j + 1] = gain[j] + p;
@@ -157,7 +181,8 @@ int emt_outlook_deeper_may_pay(emt_outlook_state *o, const entmtp_bank *bank, co
         int32_t depth = dynamic ? (t->n_nodes - 1 < max_levels ? t->n_nodes - 1 : max_levels) : t->depth;
         if (depth <= levels) continue;
         if (depth > EMT_MAX_HEADS) depth = EMT_MAX_HEADS;
-        if ((o->expected_accept[k] + gain[depth]) / o->expected_seconds[k] > best) return 1;
+        double reach = dynamic ? chain : frontier_reach(t, cq, levels, o->node_prob);
+        if ((o->expected_accept[k] + reach * gain[depth]) / o->expected_seconds[k] > best) return 1;
     }
     return 0;
 }
@@ -167,9 +192,21 @@ const emt_tree *emt_outlook_tree(emt_outlook_state *o, const entmtp_bank *bank, 
     return dynamic ? emt_dynamic_tree_build(&o->dynamic, t->n_nodes) : t;
 }
 
+/* How fast the level time follows its measurements */
+#define EMT_LEVEL_RATE 0.1
+
 void emt_outlook_observe(emt_outlook_state *o, const emt_tree *t, int32_t k, const float *q, int32_t q_stride,
-                         int32_t n_heads, int32_t topk, const int32_t *row, int32_t acc, double seconds) {
+                         int32_t n_heads, int32_t topk, const int32_t *row, int32_t acc, double seconds,
+                         double head_seconds) {
     emt_accept_calib_observe(&o->calib, t, q, q_stride, n_heads, topk, row, acc);
+    if (seconds > 0 && head_seconds > 0 && n_heads > 0 && head_seconds < seconds) {
+        double per_level = head_seconds / n_heads;
+        o->level_seconds = o->level_seconds > 0 ? o->level_seconds + EMT_LEVEL_RATE * (per_level - o->level_seconds)
+                                                : per_level;
+        /* the step as if it had run exactly the tree's own levels */
+        int32_t own = t->depth < n_heads ? t->depth : n_heads;
+        seconds += o->level_seconds * own - head_seconds;
+    }
     emt_cost_model_observe(&o->cost, k, seconds);
     o->blind_steps = n_heads > 0 ? 0 : o->blind_steps + 1;
     /* the rank-0 chain's levels this tree tested: reached when the accepted

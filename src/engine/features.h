@@ -66,14 +66,21 @@ typedef struct emt_outlook_state {
      * emt_outlook_deeper_may_pay). Before any level runs, level 0's rate
      * is the step's only guide. */
     double chain_reached[EMT_MAX_HEADS], chain_passed[EMT_MAX_HEADS];
+    /* Seconds of one Hydra level run on the host (a decayed mean; 0 until
+     * one is timed). A step that has run L levels has spent them whatever
+     * it chooses: emt_outlook_compute adds the levels beyond a tree's depth
+     * to that tree's expected seconds. */
+    double level_seconds;
 } emt_outlook_state;
 
 #define EMT_OUTLOOK_BLIND_STEPS 4
 
 entmtp_status emt_outlook_init(emt_outlook_state *o, const entmtp_bank *bank, int32_t n_heads, int32_t topk);
 void emt_outlook_free(emt_outlook_state *o);
-/* Fill expected_accept and expected_seconds for this step; with `dynamic`,
- * expected_accept[k] is that of the best dynamic tree of tree k's size. */
+/* Fill expected_accept and expected_seconds for this step, n_heads levels
+ * run; with `dynamic`, expected_accept[k] is that of the best dynamic tree
+ * of tree k's size. expected_seconds[k] is the cost model's time for a step
+ * with tree k plus the levels already run beyond its depth. */
 void emt_outlook_compute(emt_outlook_state *o, const entmtp_bank *bank, const float *q, int32_t q_stride,
                          int32_t n_heads, int32_t topk, int dynamic);
 /* Whether running head level `levels` (0-based; `levels` levels are in q)
@@ -99,8 +106,14 @@ float emt_outlook_level_rate(const emt_outlook_state *o, int32_t d);
 /* The tree to draft for choice k: bank tree k, or the dynamic tree of its
  * size (built from the last emt_outlook_compute). */
 const emt_tree *emt_outlook_tree(emt_outlook_state *o, const entmtp_bank *bank, int32_t k, int dynamic);
-/* After a step with tree t for choice k: what was accepted and how long it took. */
+/* After a step with tree t for choice k: what was accepted and how long it
+ * took (seconds; 0: learn nothing of time), of which head_seconds went to
+ * the n_heads Hydra levels the host ran (0 when the device ran them: they
+ * are then part of every step alike). The cost model learns each tree's
+ * time as if the step had run exactly the tree's own levels, so levels run
+ * and then not used do not count against the tree that was chosen. */
 void emt_outlook_observe(emt_outlook_state *o, const emt_tree *t, int32_t k, const float *q, int32_t q_stride,
-                         int32_t n_heads, int32_t topk, const int32_t *row, int32_t acc, double seconds);
+                         int32_t n_heads, int32_t topk, const int32_t *row, int32_t acc, double seconds,
+                         double head_seconds);
 
 #endif

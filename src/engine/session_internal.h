@@ -108,6 +108,7 @@ typedef struct emt_step {
     int32_t root;                /* the first token (greedy or sampled) */
     float p0, entropy;           /* base model's top-1 probability and entropy */
     int32_t n_heads;             /* heads run this step (0: AR) */
+    double head_seconds;         /* host time of the Hydra levels the host ran (0: the device ran them) */
     const emt_tree *tree;        /* the tree verified */
     int nodes_on_device;         /* node tokens drafted on the device (rec_dev + w_node_tok) */
     int32_t tree_index;          /* its bank index, -1 when not from the bank */

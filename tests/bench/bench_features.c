@@ -73,7 +73,7 @@ int main(void) {
                 emt_outlook_compute(&o, bank, qq, TOPK, HEADS, TOPK, dynamic);
                 int32_t k = s % TREES;
                 const emt_tree *t = emt_outlook_tree(&o, bank, k, dynamic);
-                emt_outlook_observe(&o, t, k, qq, TOPK, HEADS, TOPK, row, 1, 0.01);
+                emt_outlook_observe(&o, t, k, qq, TOPK, HEADS, TOPK, row, 1, 0.01, 0.0);
                 sink += o.expected_accept[k];
             }
             us[round] = (emt_now() - t0) / (STEPS / ROUNDS) * 1e6;

@@ -105,6 +105,87 @@ static void attention_blocks(emt_exec *ex, const emt_backend_ops *op) {
     }
 }
 
+/* Every row count 1..20 over a chain or a random tree, plain, soft-capped, windowed
+ * and at device-resident lengths (attention_dyn, the tree area away from the
+ * prefix): each row equals the same query computed alone as an AR row over
+ * the prefix and its ancestors, so a change in how rows are split into
+ * tasks (say, rows sharing a chunk task and its K/V blocks) fails here if it
+ * moves any row's bits; the prefix lengths put block and chunk boundaries
+ * inside the tree part. */
+static void attention_rows(emt_exec *ex, const emt_backend_ops *op) {
+    const int32_t H = 6, KV = 2, hd = 64, NMAX = 20, PMAX = 100 + 13 * 20, GAP = 5;
+    const int32_t cases[][2] = { { 0, 0 }, { 0, 5 }, { 90, 0 }, { 37, 5 }, { 7, 0 } }; /* window, cap */
+    size_t row = (size_t)KV * hd, qrow = (size_t)H * hd, cache = (size_t)(PMAX + GAP + NMAX);
+    float *q = malloc(sizeof(float) * NMAX * qrow), *k = malloc(sizeof(float) * cache * row);
+    float *v = malloc(sizeof(float) * cache * row), *out = malloc(sizeof(float) * NMAX * qrow);
+    float *k1 = malloc(sizeof(float) * cache * row), *v1 = malloc(sizeof(float) * cache * row);
+    float *o1 = malloc(sizeof(float) * qrow), *kd = malloc(sizeof(float) * cache * row);
+    float *vd = malloc(sizeof(float) * cache * row);
+    uint8_t mask[20 * 20];
+    int32_t parent[20], depth[20], pos[20];
+    for (int32_t N = 1; N <= NMAX; N++) {
+        const int32_t P = 100 + 13 * N;
+        for (int32_t r = 0; r < N; r++) { /* a chain (deep: windows cut it) or a random tree */
+            int32_t any = (int32_t)((urand() + 1.0f) * 0.5f * (float)r);
+            parent[r] = r == 0 ? -1 : N % 2 ? r - 1 : any % r;
+            depth[r] = r ? depth[parent[r]] + 1 : 0;
+            pos[r] = P + depth[r];
+            for (int32_t c = 0; c < N; c++) {
+                int32_t a = r;
+                while (a > c) a = parent[a];
+                mask[r * N + c] = a == c;
+            }
+        }
+        for (size_t i = 0; i < N * qrow; i++) q[i] = 3 * urand();
+        for (size_t i = 0; i < (P + N) * row; i++) { k[i] = urand(); v[i] = urand(); }
+        /* attention_dyn's cache: the prefix, GAP unused rows, then the tree */
+        memcpy(kd, k, sizeof(float) * P * row);
+        memcpy(vd, v, sizeof(float) * P * row);
+        memcpy(kd + (P + GAP) * row, k + P * row, sizeof(float) * N * row);
+        memcpy(vd + (P + GAP) * row, v + P * row, sizeof(float) * N * row);
+        for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+            int32_t window = cases[ci][0];
+            float cap = (float)cases[ci][1];
+            for (int pass = 0; pass < 3; pass++) {
+                if (pass == 0 && window == 0 && cap == 0.0f)
+                    op->attention(ex, q, k, v, P, N, mask, H, KV, hd, out);
+                else if (pass == 0)
+                    op->attention_window(ex, q, k, v, P, N, mask, pos, H, KV, hd, window, cap, out);
+                else if (pass == 1 && window == 0)
+                    op->attention_softcap(ex, q, k, v, P, N, mask, H, KV, hd, cap, out);
+                else if (pass == 1)
+                    continue;
+                else {
+                    int32_t len = P;
+                    emt_dyn_rows dr = { &len, depth, P + GAP };
+                    op->attention_dyn(ex, q, kd, vd, &dr, N, mask, H, KV, hd, window, cap, out);
+                }
+                int bad = 0;
+                for (int32_t r = 0; r < N; r++) {
+                    memcpy(k1, k, sizeof(float) * P * row);
+                    memcpy(v1, v, sizeof(float) * P * row);
+                    int32_t n = P;
+                    for (int32_t c = 0; c < N; c++)
+                        if (mask[r * N + c]) {
+                            memcpy(k1 + n * row, k + (P + c) * row, sizeof(float) * row);
+                            memcpy(v1 + n * row, v + (P + c) * row, sizeof(float) * row);
+                            n++;
+                        }
+                    int32_t at = n - 1; /* the AR row's position: P + depth */
+                    op->attention_window(ex, q + r * qrow, k1, v1, n - 1, 1, NULL, &at, H, KV, hd, window, cap, o1);
+                    bad += memcmp(o1, out + r * qrow, sizeof(float) * qrow) != 0;
+                }
+                if (bad) {
+                    fprintf(stderr, "attention %d rows (window %d, cap %g, pass %d): %d rows differ from AR\n", N,
+                            window, (double)cap, pass, bad);
+                    emt_test_failures++;
+                }
+            }
+        }
+    }
+    free(q); free(k); free(v); free(out); free(k1); free(v1); free(o1); free(kd); free(vd);
+}
+
 static void check_variant(emt_cpu_variant variant) {
     emt_backend *be = NULL;
     CHECK_OK(emt_backend_cpu_create_variant(variant, &be));
@@ -145,6 +226,7 @@ static void check_variant(emt_cpu_variant variant) {
 
     matmul_bits(ex, op);
     attention_blocks(ex, op);
+    attention_rows(ex, op);
 
     /* attention: 3 prefix keys + a 4-node tree (root, two children, a grandchild) */
     const int32_t H = 4, KV = 2, hd = 16, P = 3, N = 4;

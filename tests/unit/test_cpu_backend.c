@@ -63,6 +63,22 @@ static void matmul_bits(emt_exec *ex, const emt_backend_ops *op) {
     }
 }
 
+/* Row r of a tree as an AR row: the cache (k1, v1) holds the P prefix keys
+ * and then the tree keys row r sees, in order; returns their count. */
+static int32_t keys_of_row(const float *k, const float *v, int32_t P, int32_t N, const uint8_t *mask, int32_t r,
+                           size_t row, float *k1, float *v1) {
+    memcpy(k1, k, sizeof(float) * P * row);
+    memcpy(v1, v, sizeof(float) * P * row);
+    int32_t n = P;
+    for (int32_t c = 0; c < N; c++)
+        if (mask[r * N + c]) {
+            memcpy(k1 + n * row, k + (P + c) * row, sizeof(float) * row);
+            memcpy(v1 + n * row, v + (P + c) * row, sizeof(float) * row);
+            n++;
+        }
+    return n;
+}
+
 /* Tree attention over several key blocks (prefix of 150, head_dim 64 and an
  * odd one): each tree row equals the same query computed alone as an AR row
  * whose cache holds the prefix and the row's ancestors in order. */
@@ -86,15 +102,7 @@ static void attention_blocks(emt_exec *ex, const emt_backend_ops *op) {
         for (size_t i = 0; i < (P + N) * row; i++) { k[i] = urand(); v[i] = urand(); }
         op->attention(ex, q, k, v, P, N, mask, H, KV, hd, out);
         for (int r = 0; r < N; r++) {
-            memcpy(k1, k, sizeof(float) * P * row);
-            memcpy(v1, v, sizeof(float) * P * row);
-            int32_t n = P;
-            for (int c = 0; c < N; c++)
-                if (mask[r * N + c]) {
-                    memcpy(k1 + n * row, k + (P + c) * row, sizeof(float) * row);
-                    memcpy(v1 + n * row, v + (P + c) * row, sizeof(float) * row);
-                    n++;
-                }
+            int32_t n = keys_of_row(k, v, P, N, mask, r, row, k1, v1);
             op->attention(ex, q + r * qrow, k1, v1, n - 1, 1, NULL, H, KV, hd, o1);
             if (memcmp(o1, out + r * qrow, sizeof(float) * qrow)) {
                 fprintf(stderr, "attention hd %d: tree row %d differs from its AR computation\n", hd, r);
@@ -162,15 +170,7 @@ static void attention_rows(emt_exec *ex, const emt_backend_ops *op) {
                 }
                 int bad = 0;
                 for (int32_t r = 0; r < N; r++) {
-                    memcpy(k1, k, sizeof(float) * P * row);
-                    memcpy(v1, v, sizeof(float) * P * row);
-                    int32_t n = P;
-                    for (int32_t c = 0; c < N; c++)
-                        if (mask[r * N + c]) {
-                            memcpy(k1 + n * row, k + (P + c) * row, sizeof(float) * row);
-                            memcpy(v1 + n * row, v + (P + c) * row, sizeof(float) * row);
-                            n++;
-                        }
+                    int32_t n = keys_of_row(k, v, P, N, mask, r, row, k1, v1);
                     int32_t at = n - 1; /* the AR row's position: P + depth */
                     op->attention_window(ex, q + r * qrow, k1, v1, n - 1, 1, NULL, &at, H, KV, hd, window, cap, o1);
                     bad += memcmp(o1, out + r * qrow, sizeof(float) * qrow) != 0;

@@ -56,9 +56,9 @@ static entmtp_status check_dims(const emt_st *st, const char *path, const char *
 /* A head's weight matrix [rows][cols]: Q8_0 where the model computes
  * natively (a draft level is a one-row product, so its time is the bytes it
  * reads: Q8_0 is 1.06 bytes a weight against F16's 2, and the heads' drafts
- * barely move, docs/heads-smollm2.md), else F32 (emt_weights_load_mat_as;
- * the result is a copy in backend memory, as the heads' file closes after
- * loading). */
+ * barely move, docs/performance.md "Draft heads in Q8_0"), else F32
+ * (emt_weights_load_mat_as; the result is a copy in backend memory, as the
+ * heads' file closes after loading). */
 static entmtp_status load_head_matrix(emt_weights *w, const char *name, int64_t rows, int64_t cols, emt_wmat *out) {
     return emt_weights_load_mat_as(w, name, rows, cols, EMT_Q8_0, out);
 }

@@ -9,7 +9,8 @@
  * POLICY: a kind (throughput, dynamic, ...) or static:K (bank tree K).
  * Environment: VERIFY (comma list for 1, 2, .. nodes; default this
  * machine's 1,1.23,1.45,1.68,1.94, then +0.25 a node), HEAD (0.037),
- * FIXED=1 (the session keeps the bank's costs: reproducible = 1),
+ * FIXED=1 (the session keeps the bank's costs: reproducible = 1), TEMP
+ * (temperature: sampled steps, each policy then emits its own text),
  * COLD=1 (a new session per prompt; default one session, reset between). */
 #define ENTMTP_EXPERIMENTAL_API
 #include "check.h"
@@ -87,7 +88,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const double head = getenv("HEAD") ? atof(getenv("HEAD")) : 0.037;
-    const int fixed = getenv("FIXED") != NULL, cold = getenv("COLD") != NULL;
+    const int fixed = getenv("FIXED") && atoi(getenv("FIXED")) != 0, cold = getenv("COLD") && atoi(getenv("COLD")) != 0;
     entmtp_model *m = NULL;
     entmtp_heads *h = NULL;
     entmtp_bank *b = NULL;
@@ -115,6 +116,7 @@ int main(int argc, char **argv) {
             entmtp_session_params sp = entmtp_session_default_params();
             sp.kv_capacity = 4096;
             sp.reproducible = fixed;
+            if (getenv("TEMP")) sp.temperature = (float)atof(getenv("TEMP")); /* sampled steps */
             CHECK_OK(entmtp_session_create(m, h, b, &sp, &S));
             if (S) CHECK_OK(entmtp_policy_set(S, pol));
         } else {

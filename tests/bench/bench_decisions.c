@@ -34,6 +34,12 @@ static char *slurp(const char *path) {
     return buf;
 }
 
+/* an environment switch: set to a non-zero number */
+static int env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && atoi(v) != 0;
+}
+
 /* verify[n] for n = 1..MAX_NODES-1 from VERIFY, extended by the last step */
 static int verify_table(double *verify) {
     const char *spec = getenv("VERIFY");
@@ -88,7 +94,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const double head = getenv("HEAD") ? atof(getenv("HEAD")) : 0.037;
-    const int fixed = getenv("FIXED") && atoi(getenv("FIXED")) != 0, cold = getenv("COLD") && atoi(getenv("COLD")) != 0;
+    const int fixed = env_on("FIXED"), cold = env_on("COLD");
     entmtp_model *m = NULL;
     entmtp_heads *h = NULL;
     entmtp_bank *b = NULL;

@@ -105,33 +105,44 @@ def tables(ds, heads, embed, lm_head, vocab, keep_vectors):
     return q, rank, vec
 
 
+def chain(depth):
+    """The rank-0 chain of `depth` nodes below the root, as rank paths."""
+    return {(0,) * i for i in range(1, depth + 1)}
+
+
+def chain_reach(rank):
+    """Per level d: the positions where the rank-0 chain reached level d
+    (every level before it passed) inside the answer."""
+    out, reach = [], np.ones(len(rank), bool)
+    for d in range(rank.shape[1]):
+        out.append(reach & (rank[:, d] > -2))
+        reach &= rank[:, d] == 0
+    return out
+
+
+def prob_bin(q):
+    return np.minimum(np.searchsorted(BINS, q, side="right"), len(BINS) - 1)
+
+
 def calibrate(q, rank):
     """P(node of level d, rank r is the greedy token | its parent was), by
-    probability bin, fitted where the rank-0 chain reached level d."""
+    probability bin, fitted where the rank-0 chain reached level d; returns
+    the calibrated probabilities of q's shape [positions, levels, TOPK]."""
     levels = q.shape[1]
     hit = np.ones((levels, TOPK, len(BINS)))
     seen = np.full((levels, TOPK, len(BINS)), 2.0)
-    reach = np.ones(len(q), bool)
-    for d in range(levels):
-        at = np.where(reach & (rank[:, d] > -2))[0]
+    for d, at in enumerate(chain_reach(rank)):
         for r in range(TOPK):
-            b = np.minimum(np.searchsorted(BINS, q[at, d, r], side="right"), len(BINS) - 1)
+            b = prob_bin(q[at, d, r])
             np.add.at(seen, (d, r, b), 1)
             np.add.at(hit, (d, r, b), rank[at, d] == r)
-        reach &= rank[:, d] == 0
     table = hit / seen
-    return lambda qp: table[np.arange(levels)[:, None], np.arange(TOPK)[None, :],
-                            np.minimum(np.searchsorted(BINS, qp, side="right"), len(BINS) - 1)]
+    return lambda qq: table[np.arange(levels)[None, :, None], np.arange(TOPK)[None, None, :], prob_bin(qq)]
 
 
 def chain_pass_rates(rank):
     """Mean pass rate of each level along the rank-0 chain."""
-    out, reach = [], np.ones(len(rank), bool)
-    for d in range(rank.shape[1]):
-        at = reach & (rank[:, d] > -2)
-        out.append(float((rank[at, d] == 0).mean()))
-        reach &= rank[:, d] == 0
-    return out
+    return [float((rank[at, d] == 0).mean()) for d, at in enumerate(chain_reach(rank))]
 
 
 class Walk:
@@ -141,14 +152,13 @@ class Walk:
         self.spans, self.rank, self.verify, self.head = spans, rank, verify, head
 
     def accepted(self, p, tree):
-        path, n = (), 0
+        path = ()
         for d in range(self.rank.shape[1]):
             r = self.rank[p, d]
             if r < 0 or path + (int(r),) not in tree:
                 break
             path += (int(r),)
-            n += 1
-        return n
+        return len(path)
 
     def run(self, choose):
         """choose(p) -> (tree as a set of rank paths, node count, levels run)"""
@@ -199,7 +209,7 @@ def main():
     bank = json.load(open(a.bank))
     trees = [(t["name"], {tuple(c) for c in t["choices"]}, len(t["choices"]) + 1,
               max((len(c) for c in t["choices"]), default=0)) for t in bank["trees"]]
-    P_all = np.stack([cal(q[p]) for p in range(len(q))])  # calibrated node probabilities
+    P_all = cal(q)  # calibrated node probabilities [positions, levels, TOPK]
 
     chain_p = P_all[:, :, 0]
     if a.probe:
@@ -211,13 +221,10 @@ def main():
             x = np.clip(qq[:, d, :2], 1e-4, 1 - 1e-4)
             return np.concatenate([np.log(x / (1 - x)), v], 1)
 
-        reach = np.ones(len(q_tr), bool)
         probe = np.zeros((len(q), levels))
-        for d in range(levels):
-            at = reach & (rank_tr[:, d] > -2)  # the chain reached level d, inside the answer
+        for d, at in enumerate(chain_reach(rank_tr)):
             m = LogisticRegression(C=0.005, max_iter=3000).fit(feats(q_tr, vec_tr, d)[at], rank_tr[at, d] == 0)
             probe[:, d] = m.predict_proba(feats(q, vec, d))[:, 1]
-            reach &= rank_tr[:, d] == 0
 
     def static(tree):
         _, paths, nodes, depth = tree
@@ -235,8 +242,6 @@ def main():
 
     def paid_peek(probs, bar):
         """bar > 0: E - bar * cost; bar == 0: the step's best ratio"""
-        chains = [(d, {tuple([0] * (i + 1)) for i in range(d)}) for d in range(levels + 1)]
-
         def value(e, cost):
             return e - bar * cost if bar > 0 else e / cost
 
@@ -260,7 +265,7 @@ def main():
                 if v > best[0]:
                     best = (v, j + 1)
             d = best[1]
-            return chains[d][1], d + 1, run
+            return chain(d), d + 1, run
         return choose
 
     spans_all = answer_spans(a.eval)
@@ -273,11 +278,11 @@ def main():
         best_name = max(st, key=st.get)
         best = st[best_name]
         gain = lambda v: f"{100 * (v / best - 1):+.1f}%"
-        full_chain = {(0,) * i for i in range(1, levels + 1)}
+        full_chain = chain(levels)
 
         def oracle_choice(p):
             m = walk.accepted(p, full_chain)
-            return {(0,) * i for i in range(1, m + 1)}, 1 + m, m
+            return chain(m), 1 + m, m
         oracle = walk.run(oracle_choice)
         print(f"{task}: best static {best_name} {best:.4f} tokens per AR step "
               f"({', '.join(f'{k} {v:.3f}' for k, v in st.items())})")

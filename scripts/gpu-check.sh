@@ -1,48 +1,243 @@
 #!/usr/bin/env bash
-# The whole GPU check in one call on a lent GPU machine (repo root, no
-# registry): unpack the carried Debian packages into a private prefix, build
-# with CUDA, run every test (test_cuda_parity compares the CUDA backend with
-# the CPU backend op by op, test_cuda_kernels checks batch invariance, typed
-# weights and tree == AR attention, test_cuda_step_ops the device step's
-# top-k, acceptance and commit, test_cuda_lossless token for token and one
-# download per step; the CPU
-# harness variants run too), run compute-sanitizer memcheck, racecheck and
-# synccheck on both, and benchmark. Log: $OUT/gpu-check.log.
-#   here:  bash scripts/gpu-carry.sh
-#   then:  device run, carry [".carry"], command "bash scripts/gpu-check.sh"
+# The GPU check, sized for one device call (600 s): four time-boxed stages,
+# each writing $OUT/stageN.log and $OUT/stageN.json as it goes, so a cut
+# keeps every stage that finished (8 files: the device tool brings 8 back).
+#
+#   stage 0 (< 30 s)   the machine: nvidia-smi, compilers, cuBLAS, the carried
+#                      packages. No device, nvcc or cuBLAS is a failure.
+#   stage 1 (< 300 s)  build only what the GPU needs (the plugin for sm_90,
+#                      the five test_cuda_* programs, the CLI; Ninja, all
+#                      cores, harness off), ldd of the plugin, the five tests
+#                      in parallel, then compute-sanitizer: memcheck on all
+#                      five, racecheck and synccheck on parity, kernels and
+#                      step ops with ENTMTP_TEST_SHRINK=1 (smaller cases).
+#   stage 2 (< 150 s)  speed: `entmtp bench --backend cuda` on synthetic shapes.
+#   stage 3 (< 60 s)   the roofline estimate, then ncu on one AR step when
+#                      ncu exists.
+#
+# On the lent machine (docs/gpu-check.md):
+#   here:   bash scripts/gpu-carry.sh          # .carry/: the .debs and wheels the build needs
+#   device: run, carry [".carry"], command "bash scripts/gpu-check.sh", timeout_s 600
+# Dry run here or in CI (tests/gpu_check_dryrun.sh): ENTMTP_GPU_CHECK_DRYRUN=1
+# runs the same stages, steps, logs and JSON with the CUDA harness plugin in
+# place of the GPU: the real plugin is still built with nvcc and ldd'ed, the
+# tests run on the harness, compute-sanitizer is replaced by running the
+# program as is, and the bench uses the tiny shape. So a typo here costs no
+# device minutes.
+#
+# Knobs: OUT (default /tmp/gpu-check), BUILD (build dir, default build/gpu),
+# STAGES (default "0 1 2 3"), JOBS (default nproc), LIMIT_SCALE (each step's
+# time limit multiplied; default 1 on the device, 8 in a dry run).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-out=${OUT:-/tmp}
-log="$out/gpu-check.log"
-exec > >(tee "$log") 2>&1
-deps=/tmp/entmtp-deps
-mkdir -p "$deps"
-for f in .carry/debs/*.deb; do dpkg -x "$f" "$deps"; done
-export PKG_CONFIG_PATH="$deps/usr/lib/x86_64-linux-gnu/pkgconfig:$deps/usr/share/pkgconfig"
-export PKG_CONFIG_SYSROOT_DIR="$deps"
-export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-pthread:${LD_LIBRARY_PATH:-}"
-export PATH="$deps/usr/bin:$PATH"
-nvidia-smi || true
-cmake -S . -B build/gpu -DCMAKE_BUILD_TYPE=RelWithDebInfo -DENTMTP_CUDA=ON -DENTMTP_NATIVE=OFF \
-      -DCMAKE_CUDA_ARCHITECTURES="80;90" || exit 1
-cmake --build build/gpu -j "$(nproc)" || exit 1
-(cd build/gpu && ctest --output-on-failure -LE slow)
-status=$?
-export ENTMTP_CUDA_PLUGIN=$PWD/build/gpu/cuda/libentmtp-cuda.so
-# the same tests the CPU CUDA harness runs in CI (docs/cuda-harness.md), here
-# on the real device and cuBLAS, under compute-sanitizer
-for tool in memcheck racecheck synccheck; do
-  for t in test_cuda_parity test_cuda_kernels test_cuda_step_ops test_cuda_lossless test_cuda_typical; do
-    echo "== compute-sanitizer --tool $tool $t"
-    compute-sanitizer --tool "$tool" --error-exitcode 9 "build/gpu/tests/$t" || status=1
+out=${OUT:-/tmp/gpu-check}
+build=${BUILD:-build/gpu}
+case $build in /*) ;; *) build="$root/$build" ;; esac
+stages=${STAGES:-0 1 2 3}
+jobs=${JOBS:-$(nproc)}
+dry=${ENTMTP_GPU_CHECK_DRYRUN:-0}
+# the limits are the device's; a dry run on a 2-core CI machine gets 8x (LIMIT_SCALE)
+scale=${LIMIT_SCALE:-$([ "$dry" = 1 ] && echo 8 || echo 1)}
+mkdir -p "$out"
+tests=(test_cuda_parity test_cuda_kernels test_cuda_step_ops test_cuda_lossless test_cuda_typical)
+export root build jobs dry tests_list="${tests[*]}"
+race_tests=(test_cuda_parity test_cuda_kernels test_cuda_step_ops)
+t_start=$(date +%s)
+
+# ---- one stage's log and JSON summary -------------------------------------
+stage=""; stage_status=pass; steps_json=""
+stage_begin() {  # N TITLE
+  stage=$1; stage_status=pass; steps_json=""
+  exec 3>&1 4>&2
+  exec > >(tee "$out/stage$stage.log") 2>&1
+  echo "== stage $stage: $2 ($(date -u +%H:%M:%S) UTC, $([ "$dry" = 1 ] && echo "dry run" || echo device))"
+  write_json running
+}
+write_json() {  # STATUS
+  printf '{"stage": %s, "status": "%s", "dry_run": %s, "elapsed_s": %s, "steps": [%s]}\n' \
+    "$stage" "$1" "$([ "$dry" = 1 ] && echo true || echo false)" "$(( $(date +%s) - t_start ))" \
+    "$steps_json" > "$out/stage$stage.json"
+}
+record() {  # NAME RC SECONDS [NOTE]: a step's result into the stage's JSON
+  local name=$1 rc=$2 secs=$3 note=${4:-} status=pass
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then status=timeout
+  elif [ "$rc" = 77 ] && [ "$dry" = 1 ]; then status=skip   # on a device, exit 77 (no device) is a failure
+  elif [ "$rc" != 0 ]; then status=fail; fi
+  [ "$status" = pass ] || [ "$status" = skip ] || stage_status=fail
+  steps_json+="${steps_json:+, }{\"name\": \"$name\", \"status\": \"$status\", \"rc\": $rc, \"seconds\": $secs, \"note\": \"$note\"}"
+  echo "-- $name: $status (rc $rc, ${secs} s)${note:+ [$note]}"
+  write_json running
+}
+step() {  # NAME LIMIT_S CMD...: one step under timeout, its output in the stage log
+  local name=$1 limit=$(( $2 * scale )); shift 2
+  local t0=$(date +%s)
+  echo "-- $name (limit ${limit} s): $*"
+  timeout --kill-after=5 "$limit" bash -c '"$@"' _ "$@"
+  record "$name" $? $(( $(date +%s) - t0 ))
+}
+parallel_steps() {  # LIMIT_S PREFIX CMDFN NAME...: CMDFN NAME run in parallel, logs kept apart then printed
+  local limit=$(( $1 * scale )) prefix=$2 fn=$3; shift 3
+  local pids=() names=() t0=$(date +%s) n
+  for n in "$@"; do
+    ( timeout --kill-after=5 "$limit" bash -c '"$@"' _ "$fn" "$n" > "$out/.$prefix.$n.txt" 2>&1; echo $? > "$out/.$prefix.$n.rc" ) &
+    pids+=($!); names+=("$n")
   done
+  for p in "${pids[@]}"; do wait "$p"; done
+  for n in "${names[@]}"; do
+    echo "---- $prefix $n"
+    cat "$out/.$prefix.$n.txt"
+    record "$prefix $n" "$(cat "$out/.$prefix.$n.rc")" $(( $(date +%s) - t0 ))
+    rm -f "$out/.$prefix.$n.txt" "$out/.$prefix.$n.rc"
+  done
+}
+stage_end() {
+  write_json "$stage_status"
+  echo "== stage $stage: $stage_status"
+  exec 1>&3 2>&4 3>&- 4>&-
+  [ "$stage_status" = pass ] || overall=1
+}
+overall=0
+
+# ---- the carried packages (no registry on the device) ---------------------
+deps=/tmp/entmtp-deps
+unpack_carry() {
+  mkdir -p "$deps"
+  local f
+  for f in .carry/debs/*.deb; do [ -e "$f" ] && dpkg -x "$f" "$deps"; done
+  export PKG_CONFIG_PATH="$deps/usr/lib/x86_64-linux-gnu/pkgconfig:$deps/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
+  export PKG_CONFIG_SYSROOT_DIR="$deps"
+  export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
+  export PATH="$deps/usr/bin:$PATH"
+  # Ninja and CMake from their PyPI wheels when the machine has none (a wheel is a zip)
+  local w tool
+  for tool in ninja cmake; do
+    command -v "$tool" >/dev/null && continue
+    for w in .carry/wheels/"$tool"-*.whl; do
+      [ -e "$w" ] || continue
+      python3 -m zipfile -e "$w" "$deps/$tool-wheel" >/dev/null 2>&1 || continue
+      chmod +x "$deps/$tool-wheel"/*.data/scripts/* "$deps/$tool-wheel"/*/data/bin/* 2>/dev/null
+      for d in "$deps/$tool-wheel"/*.data/scripts "$deps/$tool-wheel"/*/data/bin; do
+        [ -x "$d/$tool" ] && export PATH="$d:$PATH"
+      done
+    done
+  done
+  # the carried .debs are bookworm's: when the machine has the libraries itself, prefer them
+  if [ "$dry" = 1 ]; then unset PKG_CONFIG_SYSROOT_DIR; export PKG_CONFIG_PATH=""; fi
+}
+
+# ---- stage 0: the machine --------------------------------------------------
+machine() {
+  if [ "$dry" = 1 ]; then
+    echo "dry run: no device; nvidia-smi not required"
+  else
+    nvidia-smi || return 1
+    nvidia-smi --query-gpu=name,memory.total,clocks.max.memory,driver_version --format=csv || return 1
+  fi
+  gcc --version | head -1 || return 1
+  nvcc --version | tail -2 || return 1
+  cmake --version | head -1 || return 1
+  command -v ninja && ninja --version || echo "no ninja: Unix Makefiles"
+  local cuda_lib
+  cuda_lib=$(dirname "$(dirname "$(command -v nvcc)")")
+  ls "$cuda_lib"/lib64/libcublas.so* "$cuda_lib"/targets/*/lib/libcublas.so* 2>/dev/null | head -2 | grep -q . ||
+    { echo "cuBLAS not found under $cuda_lib"; return 1; }
+  echo "cuBLAS: $(ls "$cuda_lib"/lib64/libcublas.so* "$cuda_lib"/targets/*/lib/libcublas.so* 2>/dev/null | head -1)"
+  if [ "$dry" = 1 ]; then echo "dry run: compute-sanitizer not required"
+  else command -v compute-sanitizer || return 1; fi
+  command -v ncu || echo "ncu: not found (stage 3 prints the roofline only)"
+  pkg-config --modversion libcjson libpcre2-8 || return 1
+}
+
+# ---- stage 1: build, tests, sanitizers -------------------------------------
+configure() {
+  local gen=() extra=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  # the dry run also builds the harness plugin, which runs the tests on the CPU
+  [ "$dry" = 1 ] && extra=(-DENTMTP_CUDA_HARNESS=ON) || extra=(-DENTMTP_CUDA_HARNESS=OFF)
+  cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DENTMTP_CUDA=ON \
+    -DENTMTP_WERROR=OFF -DENTMTP_NATIVE=OFF -DENTMTP_BUILD_STATIC=ON -DENTMTP_BUILD_TOOLS=ON -DENTMTP_BUILD_TESTS=ON -DCMAKE_CUDA_ARCHITECTURES=90 "${extra[@]}"
+}
+build_targets() {
+  local t=(entmtp-cuda entmtp_cli $tests_list)
+  [ "$dry" = 1 ] && t+=(entmtp-cuda-harness)
+  cmake --build "$build" -j "$jobs" --target "${t[@]}"
+}
+plugin() {
+  if [ "$dry" = 1 ]; then echo "$build/tests/cuda_harness/libentmtp-cuda-harness.so"
+  else echo "$build/cuda/libentmtp-cuda.so"; fi
+}
+check_plugin() {
+  local real="$build/cuda/libentmtp-cuda.so"
+  [ -f "$real" ] || { echo "plugin missing: $real"; return 1; }
+  ldd "$real" || return 1
+  ! ldd "$real" | grep -q "not found" || { echo "plugin has unresolved libraries"; return 1; }
+  [ -f "$(plugin)" ] || { echo "plugin for the tests missing: $(plugin)"; return 1; }
+}
+# The dry run runs every case shrunk, and leaves out the two end-to-end tests:
+# on the harness they take minutes, and CI runs them anyway as *_harness.
+dry_skip=" test_cuda_lossless test_cuda_typical "
+run_test() {
+  if [ "$dry" = 1 ]; then
+    [[ "$dry_skip" == *" $1 "* ]] && { echo "dry run: skipped (CI runs ${1}_harness)"; return 77; }
+    ENTMTP_TEST_SHRINK=1 ENTMTP_CUDA_PLUGIN=$(plugin) "$build/tests/$1"
+  else ENTMTP_CUDA_PLUGIN=$(plugin) "$build/tests/$1"; fi
+}
+sanitize() {  # TOOL TEST
+  if [ "$dry" = 1 ]; then echo "dry run: $1 replaced by a plain run"; run_test "$2"
+  else ENTMTP_CUDA_PLUGIN=$(plugin) compute-sanitizer --tool "$1" --error-exitcode 9 "$build/tests/$2"; fi
+}
+sanitize_item() {  # TOOL:TEST; racecheck and synccheck on the shrunk cases
+  local tool=${1%%:*} t=${1#*:}
+  if [ "$tool" = memcheck ]; then sanitize "$tool" "$t"; else ENTMTP_TEST_SHRINK=1 sanitize "$tool" "$t"; fi
+}
+
+# ---- stage 2: speed ---------------------------------------------------------
+bench() {  # SHAPE WEIGHTS TOKENS
+  local reps=3; [ "$dry" = 1 ] && reps=1
+  ENTMTP_CUDA_PLUGIN=$(plugin) "$build/entmtp" bench --synthetic "$1" --weights "$2" --backend cuda \
+    --tokens "$3" --reps "$reps" --json
+}
+
+# the steps run under timeout in a child bash: it needs the functions
+export -f machine configure build_targets plugin check_plugin run_test sanitize sanitize_item bench
+export dry_skip
+unpack_carry
+for s in $stages; do
+  case $s in
+    0) stage_begin 0 "the machine"
+       step machine 30 machine
+       stage_end ;;
+    1) stage_begin 1 "build, tests, compute-sanitizer"
+       step configure 60 configure && step build 240 build_targets && step ldd-plugin 10 check_plugin
+       if [ "$stage_status" = pass ]; then
+         parallel_steps 90 test run_test "${tests[@]}"
+         # memcheck on all five, racecheck and synccheck on three, all at once
+         checks=()
+         for t in "${tests[@]}"; do checks+=("memcheck:$t"); done
+         for t in "${race_tests[@]}"; do checks+=("racecheck:$t" "synccheck:$t"); done
+         parallel_steps 150 sanitizer sanitize_item "${checks[@]}"
+       fi
+       stage_end ;;
+    2) stage_begin 2 "speed"
+       if [ "$dry" = 1 ]; then
+         step "bench tiny f32" 60 bench tiny f32 4
+       else
+         step "bench smollm2-135m f32" 40 bench smollm2-135m f32 64
+         step "bench llama-7b f32" 50 bench llama-7b f32 32
+         step "bench llama-7b q4_0" 50 bench llama-7b q4_0 32
+       fi
+       stage_end ;;
+    3) stage_begin 3 "roofline and profile"
+       step roofline 20 python3 scripts/roofline.py
+       if [ "$dry" != 1 ] && command -v ncu >/dev/null; then
+         step "ncu AR step" 40 env ENTMTP_CUDA_PLUGIN="$(plugin)" ncu --target-processes all --launch-skip 200 \
+           --launch-count 30 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+           "$build/entmtp" bench --synthetic llama-7b --backend cuda --tokens 4 --reps 1
+       fi
+       stage_end ;;
+    *) echo "gpu-check: unknown stage '$s' (stages are 0 1 2 3)" >&2; overall=2 ;;
+  esac
 done
-echo "== bench (CUDA, synthetic shapes)"
-build/gpu/entmtp bench --synthetic smollm2-135m --backend cuda --tokens 64 --json || true
-build/gpu/entmtp bench --synthetic llama-7b --backend cuda --tokens 32 --reps 3 --json || true
-build/gpu/entmtp bench --synthetic llama-7b --weights q4_0 --backend cuda --tokens 32 --reps 3 --json || true
-echo "== roofline (compare the bench's per-step times with it)"
-python3 scripts/roofline.py || true
-echo "gpu-check: exit status $status"
-exit $status
+echo "gpu-check: $( [ $overall = 0 ] && echo pass || echo FAIL ) in $(( $(date +%s) - t_start )) s; logs in $out"
+exit $overall

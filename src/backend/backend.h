@@ -260,7 +260,13 @@ typedef struct emt_backend_ops {
      * epsilon, delta, u) (src/accept/accept.h), the same sums in the same
      * order, with u = emt_u53_uniform(u53) read from device memory:
      * uniform[0] and uniform[1] are the low and high 32 bits of u53, drawn
-     * on the host (the session's RNG) and written with the step's inputs. */
+     * on the host (the session's RNG) and written with the step's inputs.
+     * Bit-exact promise: the CPU op equals the twin token for token. A
+     * device's exp/log may differ from glibc's in the last bit (no FMA
+     * contraction: cuda/step_ops.cu is built with -fmad=false), so where u
+     * lies within 1e-12 of the boundary between two allowed tokens' intervals
+     * it may pick the neighbour (test_cuda_step_ops, SAMPLE_BAND); greedy
+     * steps are untouched by this. */
     void (*sample_root)(emt_exec *ex, const float *logits, int32_t vocab, float temperature, float epsilon,
                         float delta, const int32_t *uniform, int32_t *token);
 } emt_backend_ops;

@@ -13,6 +13,15 @@
 
 extern int emt_test_failures;
 
+/* `full`, or `shrunk` when ENTMTP_TEST_SHRINK is set: the sizes a test runs
+ * under a slow checker (compute-sanitizer's racecheck and synccheck,
+ * scripts/gpu-check.sh). Shrunk cases still cross the kernels' chunk and
+ * tile boundaries; they only do fewer of them. */
+static inline int emt_test_size(int full, int shrunk) {
+    const char *e = getenv("ENTMTP_TEST_SHRINK");
+    return e && *e && strcmp(e, "0") != 0 ? shrunk : full;
+}
+
 #define CHECK(cond)                                                                      \
     do {                                                                                 \
         if (!(cond)) {                                                                   \

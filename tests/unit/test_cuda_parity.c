@@ -228,11 +228,11 @@ int main(void) {
         check_embed_rmsnorm_rope();
         check_matmul_topk();
         check_attention(0, 37, 0);    /* prompt: causal, no prefix */
-        check_attention(3000, 128, 1); /* long context, a 128-node tree */
+        check_attention(emt_test_size(3000, 300), emt_test_size(128, 32), 1); /* long context, a 128-node tree */
         check_attention(1, 1, 0);     /* one decode row */
         check_dyn(5, 64, 0);
-        check_dyn(3000, 64, 0);
-        check_dyn(3000, 64, 300); /* a sliding window: the prefix starts at L + depth - 299 */
+        check_dyn(emt_test_size(3000, 300), 64, 0);
+        check_dyn(emt_test_size(3000, 300), 64, 300); /* a sliding window: the prefix starts at L + depth - 299 */
         check_dyn(5, 64, 4);      /* a window shorter than the tree: nodes hide their far ancestors */
         check_copy_rows();
         CHECK_OK(gpu->ops->sync(eg));

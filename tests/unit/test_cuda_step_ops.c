@@ -375,6 +375,31 @@ static void check_embed_device(void) {
 
 /* ------------------------------------------------------------ sampled root */
 
+/* What sample_root promises across backends (src/backend/backend.h): the
+ * CPU op's token equals the twin's exactly; a device's token equals it too,
+ * except where u lies within SAMPLE_BAND of the boundary between the twin's
+ * token and the next allowed token on either side. There the device may
+ * pick that neighbour: CUDA's double exp and log may differ from glibc's in
+ * the last bit (cuda/step_ops.cu is built with -fmad=false, so FMA
+ * contraction is not a second source), which moves a cumulative end by a
+ * few ulps (~1e-16 relative). The harness runs glibc's exp, so there the
+ * band is never used. */
+#define SAMPLE_BAND 1e-12
+
+static int is_allowed(const double *p, double thr, int32_t top, int32_t i) { return p[i] > thr || i == top; }
+
+/* Is `got` the allowed neighbour of `twin` across a boundary that u is
+ * within SAMPLE_BAND of? cum/mass are the plain reference's cumulative
+ * allowed probabilities (check_sample_root). */
+static int in_boundary_band(const double *p, double thr, int32_t top, int32_t vocab, const double *cum, double mass,
+                            int32_t twin, int32_t got, double u) {
+    if (got < 0 || got >= vocab || !is_allowed(p, thr, top, got)) return 0;
+    int32_t lo = got < twin ? got : twin, hi = got < twin ? twin : got;
+    for (int32_t i = lo + 1; i < hi; i++)
+        if (is_allowed(p, thr, top, i)) return 0; /* not neighbours */
+    return fabs(u - cum[lo] / mass) <= SAMPLE_BAND;
+}
+
 /* sample_root on both backends against the twin emt_sample_typical_u, for
  * n uniforms: random ones, 0, the largest, and ones on the token
  * boundaries of a plain sequential cumulative sum (where an off-by-one in
@@ -423,11 +448,14 @@ static void check_sample_root(int32_t vocab, float T, float scale, int32_t n) {
     int32_t *dw = dev_copy(words, sizeof(int32_t) * 2 * n), *dt = gpu->ops->alloc(gpu, sizeof(int32_t) * n);
     for (int32_t k = 0; k < n; k++) gpu->ops->sample_root(eg, dx, vocab, T, eps, delta, dw + 2 * k, dt + k);
     download(tg, dt, sizeof(int32_t) * n);
-    int same = 1, sound = 1;
+    int same = 1, sound = 1, banded = 0;
     for (int32_t k = 0; k < n; k++) {
         cpu->ops->sample_root(ec, x, vocab, T, eps, delta, words + 2 * k, &tc[k]);
         int32_t twin = emt_sample_typical_u(x, vocab, T, eps, delta, emt_u53_uniform(u53[k]));
-        if (tc[k] != twin || tg[k] != twin) {
+        if (tg[k] != twin && tc[k] == twin && in_boundary_band(p, thr, top, vocab, cum, mass, twin, tg[k],
+                                                                emt_u53_uniform(u53[k]))) {
+            banded++; /* the stated band: a last-bit difference of exp/log, next to a boundary */
+        } else if (tc[k] != twin || tg[k] != twin) {
             if (same)
                 fprintf(stderr, "sample_root vocab %d, T %.1f, u53 %llu: CUDA %d, CPU op %d, twin %d\n", vocab,
                         (double)T, (unsigned long long)u53[k], tg[k], tc[k], twin);
@@ -445,9 +473,9 @@ static void check_sample_root(int32_t vocab, float T, float scale, int32_t n) {
                     (double)T, u, twin);
         sound = sound && ok;
     }
-    printf("sample_root vocab %5d, T %.1f, %4d allowed: %d uniforms, CUDA == CPU op == twin: %s, "
-           "each token's cumulative interval holds u: %s\n",
-           vocab, (double)T, n_allowed, n, same ? "yes" : "NO", sound ? "yes" : "NO");
+    printf("sample_root vocab %5d, T %.1f, %4d allowed: %d uniforms, CUDA == CPU op == twin: %s "
+           "(%d within the boundary band), each token's cumulative interval holds u: %s\n",
+           vocab, (double)T, n_allowed, n, same ? "yes" : "NO", banded, sound ? "yes" : "NO");
     CHECK(same);
     CHECK(sound);
     gpu->ops->release(gpu, dx);
@@ -544,7 +572,7 @@ int main(void) {
             check_sample_root(257, 1.0f, 2.0f, 64);
             check_sample_root(1001, 1.3f, 3.0f, 64);
             check_sample_root(1001, 0.5f, 8.0f, 16); /* peaked: few allowed */
-            check_sample_root(50000, 0.7f, 2.0f, 24);
+            check_sample_root(emt_test_size(50000, 5000), 0.7f, 2.0f, 24);
         }
         const int32_t V = 64;
         float *random = emt_test_host_random(&rng, (size_t)32 * V, 4.0f);

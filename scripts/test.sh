@@ -16,7 +16,7 @@ jobs=${JOBS:-$(nproc)}
 log() { printf '\n==== %s\n' "$*"; }
 
 log "dependencies"
-bash scripts/setup-deps.sh
+bash scripts/setup-deps.sh test  # run's and the tests' (scripts/run.sh installs only run's)
 ENTMTP_MODEL=$(bash scripts/fetch-model.sh)
 export ENTMTP_MODEL
 # llama.cpp's source (not built): its real test vocabularies, for test_tokenizer_vocab_llamacpp

@@ -69,7 +69,8 @@ def main():
         check(any(" GET /nowhere 404 " in l for l in lines), "a line for an unknown path")
         check(len(lines) == n_requests, f"one line per request ({len(lines)} lines for {n_requests} requests)")
     finally:
-        srv.stop()
+        code = srv.stop()
+    check(code == 0, "the server exits 0 on SIGTERM")
 
     # --api-key
     srv = Server("--api-key", KEY, "--max-tokens", "4")
@@ -95,7 +96,8 @@ def main():
         except openai.AuthenticationError:
             check(True, "a wrong key raises AuthenticationError")
     finally:
-        srv.stop()
+        code = srv.stop()
+    check(code == 0, "the server exits 0 on SIGTERM")
 
     # a non-loopback address with the explicit opt-out: a warning, and it serves
     srv = Server("--host", "0.0.0.0", "--allow-no-api-key")
@@ -103,7 +105,8 @@ def main():
         check("warning: no API key on 0.0.0.0" in srv.output(), "--allow-no-api-key on 0.0.0.0 warns")
         check(srv.request("GET", "/health")[0] == 200, "and serves")
     finally:
-        srv.stop()
+        code = srv.stop()
+    check(code == 0, "the server exits 0 on SIGTERM")
 
     # --chat-template: the model's family by name renders the same prompt (a
     # system message given: the plain family has no default one); another does not
@@ -115,7 +118,8 @@ def main():
             status, body = srv.request("POST", "/v1/chat/completions", {"messages": turns, "max_tokens": 1})
             counts[tmpl] = body["usage"]["prompt_tokens"]
         finally:
-            srv.stop()
+            code = srv.stop()
+        check(code == 0, f"the server with --chat-template {tmpl} exits 0")
     check(counts[None] == counts["chatml"] != counts["llama3"], f"--chat-template chatml is the model's, llama3 another ({counts})")
     r = subprocess.run([cli(), "serve", "--model", model(), "--port", "0", "--chat-template", "{{ no markers }}"],
                        capture_output=True, text=True, timeout=120)

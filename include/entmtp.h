@@ -239,6 +239,16 @@ ENTMTP_API entmtp_status entmtp_chat_prompt(const entmtp_model *model, const cha
 ENTMTP_API entmtp_status entmtp_chat_prompt_messages(const entmtp_model *model, const char *const *roles,
                                                      const char *const *contents, int32_t n_messages,
                                                      char *text, size_t capacity, size_t *text_len);
+/* entmtp_chat_prompt_messages with another chat template than the model's
+ * (a front end's --chat-template): `chat_template` is a Jinja template text,
+ * recognised by its markers as the model's own is (ChatML, Llama 3, Llama 2,
+ * Mistral [INST], Phi-3, Gemma, DeepSeek-R1), or one of the names "chatml",
+ * "llama3", "llama2", "mistral", "phi3", "gemma", "deepseek-r1"; NULL uses
+ * the model's. A template of no known family is ENTMTP_ERR_UNSUPPORTED. */
+ENTMTP_API entmtp_status entmtp_chat_prompt_template(const entmtp_model *model, const char *chat_template,
+                                                     const char *const *roles, const char *const *contents,
+                                                     int32_t n_messages, char *text, size_t capacity,
+                                                     size_t *text_len);
 /* 1 when the token ends generation (eos, eot, im_end...), else 0. */
 ENTMTP_API int entmtp_token_is_eog(const entmtp_model *model, int32_t token);
 

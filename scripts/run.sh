@@ -6,10 +6,14 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
-bash scripts/setup-deps.sh
+# only what building and generating needs (scripts/test.sh installs the rest)
+bash scripts/setup-deps.sh run
 model=$(bash scripts/fetch-model.sh)
 if [ ! -x build/release/entmtp ]; then
+  echo "run.sh: configuring build/release (CMake, Release)" >&2
   cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DENTMTP_BUILD_TESTS=OFF >/dev/null
 fi
-cmake --build build/release -j "$(nproc)" >/dev/null
+echo "run.sh: building EntMTP in build/release" >&2
+# CMake's [NN%] progress (and any error), on stderr: stdout is the generated text
+cmake --build build/release -j "$(nproc)" >&2
 exec build/release/entmtp generate --model "$model" "$@"

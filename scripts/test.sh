@@ -16,7 +16,7 @@ jobs=${JOBS:-$(nproc)}
 log() { printf '\n==== %s\n' "$*"; }
 
 log "dependencies"
-bash scripts/setup-deps.sh
+bash scripts/setup-deps.sh test  # run's and the tests' (scripts/run.sh installs only run's)
 ENTMTP_MODEL=$(bash scripts/fetch-model.sh)
 export ENTMTP_MODEL
 # llama.cpp's source (not built): its real test vocabularies, for test_tokenizer_vocab_llamacpp
@@ -56,11 +56,16 @@ prefix=$(mktemp -d)
 cmake --install build/ci --prefix "$prefix" >/dev/null
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig:${PKG_CONFIG_PATH:-}"
 libdir=$(pkg-config --variable=libdir entmtp)
-cc -std=c11 -Wall -Wextra -Werror examples/c/generate.c $(pkg-config --cflags --libs entmtp) \
-   -o build/ci/example_generate
-LD_LIBRARY_PATH="$libdir" build/ci/example_generate --bank-demo
-LD_LIBRARY_PATH="$libdir" build/ci/example_generate build/ci/tests/tmp/lossless_tiny.gguf \
-   build/ci/tests/tmp/lossless_medusa.safetensors 1 5 9 3
+# the examples find libentmtp.so through the rpath the .pc file offers (no LD_LIBRARY_PATH)
+for ex in generate quickstart; do
+  cc -std=c11 -Wall -Wextra -Werror examples/c/$ex.c $(pkg-config --cflags --libs entmtp) \
+     $(pkg-config --variable=rpath entmtp) -o build/ci/example_$ex
+done
+build/ci/example_generate --bank-demo
+build/ci/example_generate "$ENTMTP_MODEL" "What is the capital of France? Answer in one word." \
+   heads/SmolLM2-135M-Instruct.hydra.safetensors 16 | tee build/ci/example_generate.txt
+grep -q Paris build/ci/example_generate.txt
+build/ci/example_quickstart "$ENTMTP_MODEL" heads/SmolLM2-135M-Instruct.hydra.safetensors
 cc -std=c11 -Wall -Wextra -Werror examples/c/trace_steps.c $(pkg-config --cflags --libs entmtp) \
    -o build/ci/example_trace_steps
 # a missing model is an error message and status 1, not a crash

@@ -4,6 +4,8 @@
  * default for Vicuna-7B). */
 #include "bank/tree.h"
 
+#include <stdio.h>
+
 static const int32_t mc_sim_7b_63_ranks[] = {0, 0, 0, 1, 0, 1, 2, 0, 0, 0, 1, 0, 0, 2, 3, 0, 3, 4, 0, 4, 2, 0, 0, 5, 0, 0, 1, 5, 0, 6, 6, 0, 7, 0, 1, 0, 1, 1, 7, 0, 8, 0, 0, 2, 3, 0, 0, 9, 8, 9, 1, 0, 0, 0, 2, 0, 1, 2, 0, 0, 3, 4, 0, 2, 1, 0, 0, 4, 0, 0, 5, 0, 0, 0, 0, 0, 1, 1, 0, 0, 6, 0, 3, 0, 5, 0, 1, 3, 0, 0, 7, 0, 0, 8, 0, 0, 9, 6, 0, 0, 4, 0, 1, 4, 7, 0, 0, 1, 2, 2, 0, 0, 3, 1, 2, 2, 8, 0, 0, 5, 0, 1, 5, 1, 0, 1, 0, 2, 1, 9, 0, 0, 6, 0, 0, 0, 0, 1, 1, 6, 0, 7, 0};
 static const int32_t mc_sim_7b_63_lens[] = {1, 2, 1, 2, 1, 3, 2, 2, 1, 2, 1, 2, 2, 2, 3, 1, 2, 1, 2, 3, 2, 1, 2, 3, 2, 2, 1, 1, 3, 3, 2, 3, 2, 2, 3, 3, 4, 3, 3, 3, 2, 2, 3, 3, 3, 2, 3, 2, 2, 3, 3, 2, 2, 2, 3, 2, 3, 3, 2, 3, 4, 2, 3};
 static const int32_t vicuna_7b_stage2_ranks[] = {0, 0, 0, 1, 0, 1, 0, 0, 0, 1, 0, 2, 0, 2, 0, 0, 1, 0, 3, 3, 0, 1, 0, 2, 0, 4, 0, 0, 2, 0, 4, 1, 1, 1, 0, 0, 0, 0, 0, 0, 5, 0, 0, 3, 0, 5, 0, 2, 0, 3, 0, 0, 1, 1, 0, 6, 6, 0, 7, 0, 0, 4, 4, 0, 1, 2, 0, 8, 7, 0, 3, 0, 0, 0, 0, 1, 0, 0, 5, 2, 1, 0, 0, 6, 1, 0, 1, 0, 0, 1, 0, 2, 0, 0, 5, 0, 0, 9, 0, 1, 2, 8, 0, 4, 0, 0, 2, 1, 1, 3, 0, 0, 7, 0, 0, 0, 2, 0, 0, 8, 1, 1, 0, 0, 1, 0, 0, 6, 0, 9, 0, 1, 3, 0, 0, 0, 3, 1, 0, 2, 0, 5, 0, 3, 1, 0, 0, 2, 0, 7, 0, 1, 4};
@@ -44,5 +46,11 @@ entmtp_status emt_builtin_tree(const char *name, const int32_t **ranks, const in
             *n_paths = g_builtins[i].n_paths;
             return ENTMTP_OK;
         }
-    return emt_fail(ENTMTP_ERR_NOT_FOUND, "built-in tree '%s' is unknown (see entmtp_builtin_tree_name)", name ? name : "(null)");
+    /* the message lists the valid names: a typo is fixed from the message alone */
+    char known[512] = "";
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof g_builtins / sizeof g_builtins[0] && used < sizeof known; i++)
+        used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", i ? ", " : "", g_builtins[i].name);
+    return emt_fail(ENTMTP_ERR_NOT_FOUND, "built-in tree '%s' is unknown; the built-in trees are %s",
+                    name ? name : "(null)", known);
 }

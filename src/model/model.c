@@ -912,6 +912,16 @@ ENTMTP_API entmtp_status entmtp_chat_prompt_messages(const entmtp_model *m, cons
     return emt_chat_render(m->tokenizer, roles, contents, n_messages, text, capacity, text_len);
 }
 
+ENTMTP_API entmtp_status entmtp_chat_prompt_template(const entmtp_model *m, const char *chat_template,
+                                                     const char *const *roles, const char *const *contents,
+                                                     int32_t n_messages, char *text, size_t capacity,
+                                                     size_t *text_len) {
+    entmtp_status st = need_tokenizer(m, "entmtp_chat_prompt_template");
+    if (st) return st;
+    return emt_chat_render_template(m->tokenizer, chat_template, roles, contents, n_messages, text, capacity,
+                                    text_len);
+}
+
 ENTMTP_API int entmtp_token_is_eog(const entmtp_model *m, int32_t token) {
     if (!m) return 0;
     for (int32_t i = 0; i < m->n_eog; i++)

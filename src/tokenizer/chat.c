@@ -354,6 +354,30 @@ entmtp_status emt_chat_render_at(const emt_tokenizer *t, const char *const *role
     return st;
 }
 
+/* --chat-template NAME: the markers that make detect_format pick each family */
+static const struct {
+    const char *name, *markers;
+} g_template_names[] = {
+    { "chatml", "<|im_start|>" },          { "llama3", "<|start_header_id|>" },
+    { "llama2", "[INST] <<SYS>>" },        { "mistral", "[INST]" },
+    { "phi3", "<|user|><|end|>" },         { "gemma", "<start_of_turn>" },
+    { "deepseek-r1", DS_USER },
+};
+
+entmtp_status emt_chat_render_template(const emt_tokenizer *t, const char *chat_template,
+                                       const char *const *roles, const char *const *contents, int32_t n,
+                                       char *text, size_t capacity, size_t *len_out) {
+    if (!t) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: tokenizer is NULL");
+    if (!chat_template) return emt_chat_render(t, roles, contents, n, text, capacity, len_out);
+    if (!*chat_template) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: the chat template is empty");
+    /* the same tokenizer with another template: rendering only reads it */
+    emt_tokenizer with = *t;
+    with.chat_template = (char *)chat_template;
+    for (size_t i = 0; i < sizeof g_template_names / sizeof g_template_names[0]; i++)
+        if (!strcmp(chat_template, g_template_names[i].name)) with.chat_template = (char *)g_template_names[i].markers;
+    return emt_chat_render(&with, roles, contents, n, text, capacity, len_out);
+}
+
 entmtp_status emt_chat_prompt(const emt_tokenizer *t, const char *system_prompt, const char *user,
                               char *text, size_t capacity, size_t *len_out) {
     if (!user) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "chat prompt: user message is NULL");

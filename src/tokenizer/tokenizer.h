@@ -42,6 +42,12 @@ entmtp_status emt_chat_prompt(const emt_tokenizer *t, const char *system_prompt,
  * last turn the user's; the text ends where the assistant's reply begins. */
 entmtp_status emt_chat_render(const emt_tokenizer *t, const char *const *roles, const char *const *contents,
                               int32_t n, char *text, size_t capacity, size_t *len_out);
+/* Same with `chat_template` (Jinja text recognised by its markers, or a
+ * family name: chatml, llama3, llama2, mistral, phi3, gemma, deepseek-r1) in
+ * place of the model's; NULL: the model's. */
+entmtp_status emt_chat_render_template(const emt_tokenizer *t, const char *chat_template,
+                                       const char *const *roles, const char *const *contents, int32_t n,
+                                       char *text, size_t capacity, size_t *len_out);
 /* Same, with "today" given (Unix seconds; the templates that print the
  * date, Llama 3.2's, read it): emt_chat_render passes time(NULL). */
 entmtp_status emt_chat_render_at(const emt_tokenizer *t, const char *const *roles,

@@ -2,7 +2,9 @@
 DevTools protocol on a pipe: load /?prompt=...&send=1, wait for the streamed
 reply, check it equals the greedy API answer, that it is split into coloured
 per-step bands with a drawn tree and live statistics, and take a screenshot
-that must show those colours."""
+that must show those colours. Then a second turn: the page sends the history
+(its reply equals the API's answer to the two-turn conversation), and after a
+reload the conversation is still there (localStorage)."""
 import base64
 import io
 import json
@@ -17,6 +19,7 @@ import urllib.parse
 from serverutil import Server, check, skip
 
 PROMPT = "What is 2+2?"
+PROMPT2 = "And times 3?"
 N = 24
 
 
@@ -123,6 +126,32 @@ def main():
         palette = {(0xff, 0xe0, 0x8a), (0xa8, 0xe6, 0xcf), (0xff, 0xb3, 0xba), (0xba, 0xe1, 0xff), (0xd5, 0xba, 0xff), (0xff, 0xdf, 0xba)}
         shown = palette & colours
         check(img.size[0] >= 800 and len(shown) >= 2, f"screenshot {out} ({img.size[0]}x{img.size[1]}) shows {len(shown)} step colours")
+
+        # turn two: the page sends the whole conversation
+        status, want2 = srv.request("POST", "/v1/chat/completions",
+                                    {"messages": [{"role": "user", "content": PROMPT}, {"role": "assistant", "content": want},
+                                                  {"role": "user", "content": PROMPT2}], "max_tokens": N, "temperature": 0})
+        want2 = want2["choices"][0]["message"]["content"]
+        check(js("document.getElementById('prompt').value") == "", "the box is emptied after a reply")
+        js(f"document.getElementById('prompt').value = {json.dumps(PROMPT2)}; document.getElementById('send').click(); 1")
+        state, deadline = None, time.time() + 120
+        while time.time() < deadline and state not in ("done", "error"):
+            time.sleep(0.25)
+            state = js("document.body.dataset.state")
+        got2 = js("document.getElementById('reply').textContent")
+        check(state == "done" and got2 == want2, f"turn two answers the two-turn conversation: {got2!r} == {want2!r}")
+        history = js("[...document.querySelectorAll('#history .turn')].map(d => [d.className, d.textContent])")
+        check(history == [["turn user", PROMPT], ["turn assistant", want]], f"turn one moved into the history: {history}")
+        # a reload keeps the conversation
+        browser.call("Page.navigate", session, url=srv.url + "/")
+        deadline, turns = time.time() + 30, None
+        while time.time() < deadline and not turns:
+            time.sleep(0.25)
+            turns = js("document.getElementById('history') && [...document.querySelectorAll('#history .turn')].map(d => d.textContent)")
+        check(turns == [PROMPT, want, PROMPT2, want2], f"the conversation survives a reload: {turns}")
+        js("document.getElementById('new').click(); 1")
+        check(js("[document.querySelectorAll('#history .turn').length, localStorage.getItem('entmtp-chat-messages')]") == [0, "[]"],
+              "New chat clears the conversation and its stored copy")
     finally:
         if browser:
             browser.close()

@@ -63,24 +63,39 @@ int cli_arg_compute(const char *cmd, const char *v, entmtp_compute_type *out) {
 
 /* ---------------------------------------------------------------- parser */
 
+/* An option's names are "|"-separated ("-c|--ctx-size|--kv"): the first
+ * long one is the documented name, the others accepted aliases. */
+static int names_match(const char *names, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = names; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && !strncmp(p, name, n)) return 1;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return 0;
+}
+
 static const cli_option *find_option(const cli_option *opts, size_t n, const char *name) {
     for (size_t k = 0; k < n; k++)
-        if (!strcmp(opts[k].name, name)) return &opts[k];
+        if (names_match(opts[k].name, name)) return &opts[k];
     return NULL;
 }
 
-/* Store one option's value; 1 on success (a bad value has been reported). */
-static int store(const char *cmd, const cli_option *o, const char *v) {
+/* Store one option's value under the name typed (`name`); 1 on success (a
+ * bad value has been reported). */
+static int store(const char *cmd, const cli_option *o, const char *name, const char *v) {
     switch (o->kind) {
     case CLI_FLAG: *(int *)o->out = 1; return 1;
     case CLI_STRING: *(const char **)o->out = v; return 1;
-    case CLI_LONG: return cli_arg_long(cmd, o->name, v, (long)o->lo, (long)o->hi, (long *)o->out);
+    case CLI_LONG: return cli_arg_long(cmd, name, v, (long)o->lo, (long)o->hi, (long *)o->out);
     case CLI_FLOAT: {
         char *end;
         float x = strtof(v, &end);
         if (!*v || *end || !isfinite(x) || x < o->lo) {
-            if (isinf(o->lo)) fprintf(stderr, "entmtp %s: %s: '%s' is not a number\n", cmd, o->name, v);
-            else fprintf(stderr, "entmtp %s: %s: '%s' is not a number >= %g\n", cmd, o->name, v, o->lo);
+            if (isinf(o->lo)) fprintf(stderr, "entmtp %s: %s: '%s' is not a number\n", cmd, name, v);
+            else fprintf(stderr, "entmtp %s: %s: '%s' is not a number >= %g\n", cmd, name, v, o->lo);
             return 0;
         }
         *(float *)o->out = x;
@@ -115,7 +130,86 @@ int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, si
             }
             v = argv[++i];
         }
-        if (!store(cmd, o, v)) return 2;
+        if (!store(cmd, o, a, v)) return 2;
     }
     return 0;
+}
+
+/* ------------------------------------------------ options shared by commands */
+
+/* Typical acceptance (docs/acceptance.md) decides which tokens may be drawn:
+ * those with p > min(epsilon, delta * exp(-H)) at the step's temperature. A
+ * top-k or top-p cut on the root draw alone would not match what the tree's
+ * drafts are accepted against, so the sampled text would no longer be the
+ * one distribution both follow; only the "off" values are accepted. */
+int cli_refuse_top_k(const char *cmd, const char *v, void *out) {
+    (void)out;
+    if (!strcmp(v, "0")) return 1; /* off, as llama.cpp spells it */
+    fprintf(stderr,
+            "entmtp %s: --top-k: '%s': not supported: EntMTP samples with typical acceptance, which keeps the\n"
+            "  tokens with p > min(epsilon, delta * exp(-entropy)) for the root draw and the drafts alike\n"
+            "  (docs/acceptance.md); a top-k cut would apply to one and not the other. Tighten or loosen that\n"
+            "  set with --epsilon/--delta (larger keeps fewer tokens), or use --temperature 0 for greedy.\n"
+            "  --top-k 0 (off) is accepted.\n", cmd, v);
+    return 0;
+}
+
+int cli_refuse_top_p(const char *cmd, const char *v, void *out) {
+    (void)out;
+    char *end;
+    double x = strtod(v, &end);
+    if (*v && !*end && x == 1.0) return 1; /* off */
+    fprintf(stderr,
+            "entmtp %s: --top-p: '%s': not supported: EntMTP samples with typical acceptance, which keeps the\n"
+            "  tokens with p > min(epsilon, delta * exp(-entropy)) for the root draw and the drafts alike\n"
+            "  (docs/acceptance.md); a nucleus cut would apply to one and not the other. Tighten or loosen that\n"
+            "  set with --epsilon/--delta (larger keeps fewer tokens), or use --temperature 0 for greedy.\n"
+            "  --top-p 1 (off) is accepted.\n", cmd, v);
+    return 0;
+}
+
+int cli_check_tree_names(const char *cmd, const char *list) {
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", list);
+    for (char *save = NULL, *name = strtok_r(buf, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
+        int known = 0;
+        for (int32_t i = 0; entmtp_builtin_tree_name(i) && !known; i++) known = !strcmp(name, entmtp_builtin_tree_name(i));
+        if (known) continue;
+        fprintf(stderr, "entmtp %s: --tree: '%s' is not a built-in tree; the built-in trees are", cmd, name);
+        for (int32_t i = 0; entmtp_builtin_tree_name(i); i++) fprintf(stderr, "%s %s", i ? "," : "", entmtp_builtin_tree_name(i));
+        fprintf(stderr, " (or give a searched bank with --bank FILE)\n");
+        return 0;
+    }
+    return 1;
+}
+
+char *cli_chat_template_text(const char *cmd, const char *value) {
+    FILE *f = strchr(value, '\n') ? NULL : fopen(value, "rb");
+    if (!f) {
+        char *copy = strdup(value);
+        if (!copy) fprintf(stderr, "entmtp %s: --chat-template: out of memory\n", cmd);
+        return copy;
+    }
+    char *text = NULL;
+    size_t len = 0, cap = 0, got;
+    char chunk[4096];
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (len + got + 1 > cap) {
+            cap = 2 * (len + got + 1);
+            char *t = realloc(text, cap);
+            if (!t) { free(text); fclose(f); fprintf(stderr, "entmtp %s: --chat-template: out of memory\n", cmd); return NULL; }
+            text = t;
+        }
+        memcpy(text + len, chunk, got);
+        len += got;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad || !len) {
+        fprintf(stderr, "entmtp %s: --chat-template: '%s': %s\n", cmd, value, bad ? "read error" : "the file is empty");
+        free(text);
+        return NULL;
+    }
+    text[len] = '\0';
+    return text;
 }

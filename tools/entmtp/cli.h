@@ -10,6 +10,7 @@
 /* Each subcommand gets argv starting at its own name; returns the exit code. */
 int cmd_tree(int argc, char **argv);
 int cmd_generate(int argc, char **argv);
+int cmd_chat(int argc, char **argv);        /* chat.c: generate --interactive */
 int cmd_info(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_search(int argc, char **argv);
@@ -39,6 +40,18 @@ int cli_arg_backend(const char *cmd, const char *v, entmtp_backend *out);
 /* --compute native | f32 */
 int cli_arg_compute(const char *cmd, const char *v, entmtp_compute_type *out);
 
+/* --top-k / --top-p (CLI_CALL): refused with the reason (typical acceptance
+ * decides what is sampled), except the values that mean "off" (0 and 1). */
+int cli_refuse_top_k(const char *cmd, const char *v, void *out);
+int cli_refuse_top_p(const char *cmd, const char *v, void *out);
+/* --tree NAME[,NAME..]: 1 when every name is a built-in tree, else prints the
+ * valid names and returns 0. */
+int cli_check_tree_names(const char *cmd, const char *list);
+/* --chat-template VALUE: the file's text when VALUE names a readable file,
+ * else VALUE itself (a template or a family name, see
+ * entmtp_chat_prompt_template); malloc'ed, NULL after printing why. */
+char *cli_chat_template_text(const char *cmd, const char *value);
+
 /* One table-driven parser for every command: each option names where its
  * value goes and how it is checked. */
 typedef enum cli_value_kind {
@@ -53,7 +66,7 @@ typedef enum cli_value_kind {
 } cli_value_kind;
 
 typedef struct cli_option {
-    const char *name; /* "--model" */
+    const char *name; /* "--model"; aliases after '|': "--temperature|--temp" */
     cli_value_kind kind;
     void *out;
     double lo, hi;
@@ -78,7 +91,7 @@ typedef struct cli_run_settings {
     { "--prompts", CLI_LONG, &(rs)->n_prompts, 0, 1000000, NULL },       \
     { "--max-tokens", CLI_LONG, &(rs)->max_tokens, 0, 1000000, NULL },   \
     { "--threads", CLI_LONG, &(rs)->threads, 0, 1000000, NULL },         \
-    { "--temperature", CLI_FLOAT, &(rs)->temperature, 0, 0, NULL },      \
+    { "--temperature|--temp", CLI_FLOAT, &(rs)->temperature, 0, 0, NULL }, \
     { "--epsilon", CLI_FLOAT, &(rs)->epsilon, 0, 0, NULL },              \
     { "--delta", CLI_FLOAT, &(rs)->delta, 0, 0, NULL },                  \
     { "--seed", CLI_SEED, &(rs)->seed, 0, 0, NULL },                     \
@@ -94,6 +107,10 @@ entmtp_session_params cli_run_session_params(const cli_run_settings *rs);
     { "--plot", CLI_STRING, (image), 0, 0, NULL },       \
     { "--plot-script", CLI_STRING, (script), 0, 0, NULL }
 
+/* entmtp_model_load, announced on stderr when `announce` ("entmtp: loading
+ * model PATH ... done in X s"; the load is otherwise silent in a log). 0, or
+ * 1 after printing the library's error. */
+int cli_model_load(const char *path, const entmtp_model_params *params, entmtp_model **out, int announce);
 /* Print "entmtp: <what>: <library message>" to stderr; returns 1. */
 int cli_fail(const char *what, entmtp_status st);
 /* Prints a progress bar on stderr when it is a terminal. */

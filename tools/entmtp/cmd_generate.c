@@ -1,6 +1,7 @@
 /* entmtp generate: text in, text out, with EntMTP or plain AR. */
 #include "cli.h"
 
+#include "chat.h"
 #include "common/common.h"
 #include "prompts.h"
 
@@ -14,6 +15,7 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: entmtp generate --model PATH [options]\n"
+            "       entmtp chat --model PATH [options]     (the same as generate -i)\n"
             "\n"
             "  --model PATH          GGUF file or Hugging Face directory\n"
             "  --heads PATH          Medusa/Hydra heads (.safetensors); default: heads shipped\n"
@@ -29,15 +31,23 @@ static void usage(FILE *f) {
             "  --prompt TEXT | --prompt-file F   user message (chat template applied)\n"
             "  --raw                 do not apply the chat template\n"
             "  --system TEXT         system prompt for the chat template\n"
-            "  --max-tokens N        tokens to generate (default 128)\n"
-            "  --temperature T       0 = greedy (default); > 0 samples with typical acceptance\n"
+            "  --chat-template T     chat template to use instead of the model's: a file or the text\n"
+            "                        of a Jinja template, or chatml | llama3 | llama2 | mistral | phi3 |\n"
+            "                        gemma | deepseek-r1\n"
+            "  -i, --interactive     chat: one message per line from stdin, the conversation kept,\n"
+            "                        each reply streamed (/reset starts over, /exit or EOF ends)\n"
+            "  --max-tokens N        tokens to generate, per reply in a chat (default 128)\n"
+            "  --temperature|--temp T  0 = greedy (default); > 0 samples with typical acceptance\n"
             "  --epsilon E --delta D typical acceptance (defaults 0.09, 0.3)\n"
+            "  --top-k K, --top-p P  refused (except the 'off' values 0 and 1): typical acceptance\n"
+            "                        decides what is sampled; see docs/acceptance.md\n"
             "  --seed S              RNG seed for T > 0\n"
             "  --ar                  plain autoregressive decoding\n"
             "  --backend B           auto | cpu | cuda (default auto)\n"
             "  --threads N           CPU threads (default: all cores)\n"
             "  --compute C           native (weights in their file type, default) | f32\n"
-            "  --kv N                KV cache capacity in tokens\n"
+            "  -c, --ctx-size N      context (KV cache capacity) in tokens (alias --kv; default:\n"
+            "                        4096, or the model's context when smaller)\n"
             "  --json                print one JSON object instead of text + summary\n"
             "  --dump-logits F       (AR) write the float32 logits before each token to F\n"
             "  --quiet               no streaming text, summary only\n");
@@ -129,11 +139,11 @@ static void json_string(FILE *f, const char *s, size_t n) {
 
 typedef struct generate_options {
     const char *model_path, *heads_path, *bank_path, *trees, *policy_name, *prompt, *prompt_file;
-    const char *system_prompt, *thresholds, *dump_path;
+    const char *system_prompt, *thresholds, *dump_path, *chat_template;
     long max_tokens, threads, kv, static_tree;
     unsigned long long seed;
     float temperature, epsilon, delta, tau_on, tau_off, ucb_expl;
-    int ar, json, raw, quiet, no_heads;
+    int ar, json, raw, quiet, no_heads, interactive;
     entmtp_backend backend;
     entmtp_compute_type compute;
 } generate_options;
@@ -155,15 +165,19 @@ static int parse_options(int argc, char **argv, generate_options *o) {
         { "--dump-logits", CLI_STRING, &o->dump_path },
         { "--system", CLI_STRING, &o->system_prompt },
         { "--raw", CLI_FLAG, &o->raw },
+        { "--chat-template", CLI_STRING, &o->chat_template },
+        { "-i|--interactive", CLI_FLAG, &o->interactive },
+        { "--top-k", CLI_CALL, NULL, 0, 0, cli_refuse_top_k },
+        { "--top-p", CLI_CALL, NULL, 0, 0, cli_refuse_top_p },
         { "--ar", CLI_FLAG, &o->ar },
         { "--json", CLI_FLAG, &o->json },
         { "--quiet", CLI_FLAG, &o->quiet },
-        { "--max-tokens", CLI_LONG, &o->max_tokens, 0, INT_MAX },
+        { "--max-tokens", CLI_LONG, &o->max_tokens, 1, INT_MAX },
         { "--threads", CLI_LONG, &o->threads, 0, INT_MAX },
-        { "--kv", CLI_LONG, &o->kv, 0, INT_MAX },
+        { "-c|--ctx-size|--kv", CLI_LONG, &o->kv, 0, INT_MAX },
         { "--static-tree", CLI_LONG, &o->static_tree, 0, INT_MAX },
         { "--seed", CLI_SEED, &o->seed },
-        { "--temperature", CLI_FLOAT, &o->temperature, -INFINITY },
+        { "--temperature|--temp", CLI_FLOAT, &o->temperature, 0 },
         { "--epsilon", CLI_FLOAT, &o->epsilon, -INFINITY },
         { "--delta", CLI_FLOAT, &o->delta, -INFINITY },
         { "--tau-on", CLI_FLOAT, &o->tau_on, -INFINITY },
@@ -178,7 +192,12 @@ static int parse_options(int argc, char **argv, generate_options *o) {
     if (!o->model_path) { fprintf(stderr, "entmtp generate: --model is required\n"); usage(stderr); return 2; }
     if (o->prompt && o->prompt_file) { fprintf(stderr, "entmtp generate: give --prompt or --prompt-file, not both\n"); return 2; }
     if (o->bank_path && o->trees) { fprintf(stderr, "entmtp generate: give --bank or --tree, not both\n"); return 2; }
-    if (o->max_tokens <= 0) { fprintf(stderr, "entmtp generate: --max-tokens must be positive\n"); return 2; }
+    if (o->trees && !cli_check_tree_names("generate", o->trees)) return 2;
+    if (o->interactive && (o->prompt || o->prompt_file || o->raw || o->json || o->dump_path)) {
+        fprintf(stderr, "entmtp generate: --interactive reads the messages from stdin: it takes no --prompt, "
+                        "--prompt-file, --raw, --json or --dump-logits\n");
+        return 2;
+    }
     return 0;
 }
 
@@ -196,6 +215,7 @@ typedef struct generate_run {
     int32_t n_ptoks;
     stream_ctx sc;
     char shipped[4096], shipped_bank[4200];
+    char *chat_template; /* --chat-template's text */
 } generate_run;
 
 static void generate_run_free(generate_run *g) {
@@ -207,6 +227,7 @@ static void generate_run_free(generate_run *g) {
     entmtp_model_free(g->model);
     free(g->sc.gen);
     free(g->ptoks);
+    free(g->chat_template);
 }
 
 /* Heads given or shipped with the model (and a bank searched for them). */
@@ -312,13 +333,25 @@ static int start_session(const generate_options *o, generate_run *g) {
     entmtp_status st;
     if ((st = entmtp_session_create(g->model, g->heads, g->bank, &sp, &g->session))) return cli_fail("session", st);
     if (g->policy && (st = entmtp_policy_set(g->session, g->policy))) return cli_fail("policy", st);
+    if (o->interactive) return 0; /* the chat prefills each turn */
     char *file_text = NULL;
     const char *prompt = o->prompt ? o->prompt : "Write a Python function that checks whether a number is prime.";
     if (o->prompt_file) { /* the whole file is one user message */
         if ((st = emt_read_file(o->prompt_file, &file_text, NULL))) return cli_fail(o->prompt_file, st);
         prompt = file_text;
     }
-    int bad = chat_tokens(g->model, o->system_prompt, prompt, o->raw, &g->ptoks, &g->n_ptoks);
+    char *rendered = NULL; /* --chat-template: the library renders, then the text is tokenized as is */
+    if (g->chat_template && !o->raw) {
+        const char *roles[] = { "system", "user" }, *contents[] = { o->system_prompt, prompt };
+        int skip = !o->system_prompt;
+        if (cli_chat_render(g->model, g->chat_template, roles + skip, contents + skip, 2 - skip, &rendered)) {
+            free(file_text);
+            return 1;
+        }
+    }
+    int bad = rendered ? chat_tokens(g->model, NULL, rendered, 1, &g->ptoks, &g->n_ptoks)
+                       : chat_tokens(g->model, o->system_prompt, prompt, o->raw, &g->ptoks, &g->n_ptoks);
+    free(rendered);
     free(file_text);
     if (bad) return 1;
     if ((st = entmtp_session_prefill(g->session, g->ptoks, g->n_ptoks))) return cli_fail("prefill", st);
@@ -430,10 +463,15 @@ int cmd_generate(int argc, char **argv) {
     mp.n_threads = (int32_t)o.threads;
     mp.compute_type = o.compute;
     mp.progress = o.json ? NULL : cli_progress;
-    entmtp_status st = entmtp_model_load(o.model_path, &mp, &g.model);
-    if (st) rc = cli_fail(o.model_path, st);
-    else if (!(rc = load_heads(&o, &g)) && g.heads && !(rc = load_bank(&o, &g))) rc = make_policy(&o, &g);
-    if (!rc && !(rc = start_session(&o, &g)) && !(rc = decode_tokens(&o, &g))) report(&o, &g);
+    if (o.chat_template && !(g.chat_template = cli_chat_template_text("generate", o.chat_template))) return 2;
+    if ((rc = cli_model_load(o.model_path, &mp, &g.model, !o.json))) {
+    } else if (!(rc = load_heads(&o, &g)) && g.heads && !(rc = load_bank(&o, &g))) rc = make_policy(&o, &g);
+    if (!rc && !(rc = start_session(&o, &g)) && o.interactive) {
+        cli_chat_settings cs = { o.system_prompt, g.chat_template, (int32_t)o.max_tokens, o.ar || !g.heads };
+        rc = cli_chat_run(g.model, g.session, &cs);
+    } else if (!rc && !(rc = decode_tokens(&o, &g))) {
+        report(&o, &g);
+    }
     generate_run_free(&g);
     return rc;
 }

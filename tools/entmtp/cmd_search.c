@@ -30,7 +30,7 @@ static void usage(FILE *f) {
             "  --budget NODES    largest tree, root included (default 32)\n"
             "  --depth D         deepest path (default: min(4, heads))\n"
             "  --max-tokens N    tokens generated per prompt in every rollout (default 256)\n"
-            "  --temperature T   rollout temperature (default 0.7, typical acceptance)\n"
+            "  --temperature T   rollout temperature (default 0.7, typical acceptance; alias --temp)\n"
             "  --epsilon E --delta D   typical acceptance (defaults 0.09, 0.3)\n"
             "  --seed S          sampling seed (default 0x5eed)\n"
             "  --builder B       greedy (Algorithm 1, default) | accuracy (Medusa's, cheaper)\n"

@@ -31,7 +31,7 @@ static void usage(FILE *f) {
             "                     (without a bank the EntMTP rows are skipped)\n"
             "  --prompts N        prompts per task (default 100)\n"
             "  --max-tokens N     tokens per prompt (default 256)\n"
-            "  --temperature T    default 0.7 (typical acceptance; 0 = greedy)\n"
+            "  --temperature T    default 0.7 (typical acceptance; 0 = greedy; alias --temp)\n"
             "  --epsilon E --delta D --seed S\n"
             "  --every-tree       also a static row for every bank tree (the best static tree, measured)\n"
             "  --static-trees A,B also a static row for each named bank tree\n"

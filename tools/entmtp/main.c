@@ -11,6 +11,7 @@ static void usage(FILE *f) {
             "commands:\n"
             "  tree      compile a draft tree and print its verifier buffers\n"
             "  generate  generate text with EntMTP (or plain AR with --ar)\n"
+            "  chat      interactive chat on stdin (generate -i)\n"
             "  info      print a model's configuration and tensors\n"
             "  bench     measure AR and tree-verify speed\n"
             "  search    build a bank of task-specific trees (two-stage offline search)\n"
@@ -45,6 +46,7 @@ int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "bench") && is_bench_suite(argc - 1, argv + 1)) return cmd_bench_suite(argc - 1, argv + 1);
+    if (!strcmp(cmd, "chat")) return cmd_chat(argc - 1, argv + 1);
     for (size_t k = 0; k < sizeof commands / sizeof commands[0]; k++)
         if (!strcmp(cmd, commands[k].name)) return commands[k].run(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {

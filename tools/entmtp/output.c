@@ -1,6 +1,8 @@
 /* What every command prints the same way: library errors and progress. */
 #include "cli.h"
 
+#include "common/common.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -41,4 +43,21 @@ int cli_progress_long(float fraction, const char *what) {
     int tenth = cli_progress_log_due(&log, fraction, what);
     if (tenth > 0) fprintf(stderr, "entmtp %s: %d%%\n", what, tenth * 10);
     return 0;
+}
+
+int cli_model_load(const char *path, const entmtp_model_params *params, entmtp_model **out, int announce) {
+    /* a bar on a terminal comes on its own lines; in a log the line is completed */
+    int bar = announce && params && params->progress && isatty(STDERR_FILENO);
+    if (announce) {
+        fprintf(stderr, "entmtp: loading model %s ...%s", path, bar ? "\n" : " ");
+        fflush(stderr);
+    }
+    double t0 = emt_now();
+    entmtp_status st = entmtp_model_load(path, params, out);
+    if (announce) {
+        if (bar) fprintf(stderr, "entmtp: model ");
+        if (st) fprintf(stderr, "failed\n");
+        else fprintf(stderr, "%s in %.2f s\n", bar ? "loaded" : "done", emt_now() - t0);
+    }
+    return st ? cli_fail(path, st) : 0;
 }

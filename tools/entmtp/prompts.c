@@ -53,8 +53,7 @@ int cli_run_load_model(const cli_run_settings *rs, const char *path, entmtp_mode
     entmtp_model_params mp = entmtp_model_default_params();
     mp.backend = rs->backend;
     mp.n_threads = (int32_t)rs->threads;
-    entmtp_status st = entmtp_model_load(path, &mp, out);
-    return st ? cli_fail(path, st) : 0;
+    return cli_model_load(path, &mp, out, 1);
 }
 
 entmtp_session_params cli_run_session_params(const cli_run_settings *rs) {

@@ -71,14 +71,14 @@ static char *joined_text(const char *const *contents, int n) {
 static int render_chat(const serve_model *sm, const char *const *roles, const char *const *contents, int n,
                        serve_request *r, serve_error *e) {
     size_t need = 0;
-    entmtp_status st = entmtp_chat_prompt_messages(sm->model, roles, contents, n, NULL, 0, &need);
-    if (st == ENTMTP_ERR_UNSUPPORTED) {
+    entmtp_status st = entmtp_chat_prompt_template(sm->model, sm->chat_template, roles, contents, n, NULL, 0, &need);
+    if (st == ENTMTP_ERR_UNSUPPORTED) { /* --chat-template was checked at start-up */
         r->prompt = joined_text(contents, n);
     } else if (st == ENTMTP_ERR_INVALID_ARGUMENT) {
         return serve_fail(e, 400, "messages", NULL, "messages: %s", entmtp_last_error());
     } else if (st == ENTMTP_OK || st == ENTMTP_ERR_BUFFER_TOO_SMALL) {
         if ((r->prompt = malloc(need + 1)) &&
-            entmtp_chat_prompt_messages(sm->model, roles, contents, n, r->prompt, need + 1, &need)) {
+            entmtp_chat_prompt_template(sm->model, sm->chat_template, roles, contents, n, r->prompt, need + 1, &need)) {
             free(r->prompt);
             r->prompt = NULL;
             return serve_fail(e, 500, NULL, NULL, "chat template: %s", entmtp_last_error());
@@ -141,6 +141,11 @@ static int get_knobs(const serve_model *sm, const cJSON *o, serve_request *r, se
     return 1;
 }
 
+int serve_model_matches(const serve_model *sm, const char *name) {
+    size_t n = strlen(sm->model_id);
+    return !strcmp(name, sm->model_id) || (!strncmp(name, sm->model_id, n) && !strcmp(name + n, ".gguf"));
+}
+
 int serve_parse_request(const serve_model *sm, int chat, const char *body, size_t len,
                         serve_request *r, serve_error *e) {
     memset(r, 0, sizeof *r);
@@ -161,6 +166,11 @@ int serve_parse_request(const serve_model *sm, int chat, const char *body, size_
     const cJSON *v;
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "model")) && !cJSON_IsString(v) && !cJSON_IsNull(v)) {
         ok = serve_fail(e, 400, "model", NULL, "model: must be a string");
+        goto done;
+    }
+    if (cJSON_IsString(v) && !serve_model_matches(sm, v->valuestring)) { /* as OpenAI and vLLM answer */
+        ok = serve_fail(e, 404, "model", "model_not_found", "The model '%.100s' does not exist: this server serves '%s' (GET /v1/models)",
+                        v->valuestring, sm->model_id);
         goto done;
     }
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "stream")) && !cJSON_IsBool(v) && !cJSON_IsNull(v)) {

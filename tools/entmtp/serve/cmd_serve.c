@@ -2,7 +2,10 @@
 #include "../cli.h"
 #include "serve.h"
 
+#include <arpa/inet.h>
 #include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -27,13 +30,23 @@ static void usage(FILE *f) {
             "  --policy KIND         static | ladder | hysteresis | ucb | throughput | dynamic (default:\n"
             "                        the bank's, else static; settings from the bank when it has them)\n"
             "  --static-tree I       tree index for the static policy\n"
-            "  --host ADDR           address to listen on (default 127.0.0.1)\n"
+            "  --host ADDR           address to listen on (default 127.0.0.1); an address other than\n"
+            "                        loopback needs --api-key (or --allow-no-api-key)\n"
             "  --port N              port (default 8080; 0 picks a free one)\n"
+            "  --api-key KEY         require \"Authorization: Bearer KEY\" on every endpoint but /health\n"
+            "                        and the chat page (else 401); default: $ENTMTP_API_KEY, else none\n"
+            "  --allow-no-api-key    listen on a non-loopback address without a key (anyone who\n"
+            "                        reaches the port can generate)\n"
             "  --parallel N          generations running at once (default 2)\n"
             "  --queue N             requests waiting for a slot before 503 (default 64)\n"
-            "  --ctx N               context (KV capacity) per request in tokens (default 2048)\n"
+            "  -c, --ctx-size N      context (KV capacity) per request in tokens (alias --ctx; default\n"
+            "                        2048, or the model's context when smaller)\n"
             "  --max-tokens N        max_tokens when a request gives none (default 256)\n"
-            "  --temperature T       temperature when a request gives none (default 0, greedy)\n"
+            "  --temperature|--temp T  temperature when a request gives none (default 0, greedy)\n"
+            "  --top-k K, --top-p P  refused (except the 'off' values 0 and 1): typical acceptance\n"
+            "                        decides what is sampled; see docs/acceptance.md\n"
+            "  --chat-template T     chat template instead of the model's: a file or a Jinja template's\n"
+            "                        text, or chatml | llama3 | llama2 | mistral | phi3 | gemma | deepseek-r1\n"
             "  --max-body BYTES      largest request body (default 1048576)\n"
             "  --threads N           CPU threads per generation (default: all cores)\n"
             "  --backend B           auto | cpu | cuda (default auto)\n"
@@ -41,18 +54,39 @@ static void usage(FILE *f) {
 }
 
 typedef struct serve_options {
-    const char *model, *heads, *bank, *trees, *policy, *host;
-    int no_heads;
+    const char *model, *heads, *bank, *trees, *policy, *host, *chat_template, *api_key;
+    int no_heads, allow_no_api_key;
     long static_tree, port, parallel, queue, ctx, max_tokens, max_body, threads;
     float temperature;
     entmtp_backend backend;
     entmtp_compute_type compute;
 } serve_options;
 
+/* 1 when every address `host` names is a loopback one, 0 when one is not,
+ * -1 when it does not resolve (listening then reports the error). */
+static int host_is_loopback(const char *host) {
+    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE }, *ai = NULL;
+    if (getaddrinfo(host, NULL, &hints, &ai)) return -1;
+    int loopback = 1;
+    for (const struct addrinfo *a = ai; a; a = a->ai_next) {
+        if (a->ai_family == AF_INET) {
+            uint32_t ip = ntohl(((const struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr);
+            loopback &= (ip >> 24) == 127;
+        } else if (a->ai_family == AF_INET6) {
+            const struct in6_addr *ip = &((const struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
+            loopback &= IN6_IS_ADDR_LOOPBACK(ip) || (IN6_IS_ADDR_V4MAPPED(ip) && ip->s6_addr[12] == 127);
+        } else {
+            loopback = 0;
+        }
+    }
+    freeaddrinfo(ai);
+    return loopback;
+}
+
 /* 0 ok, 1 after --help, else the exit code */
 static int parse_options(int argc, char **argv, serve_options *o) {
     *o = (serve_options){ .host = "127.0.0.1", .static_tree = -1, .port = 8080, .parallel = 2, .queue = 64,
-                          .ctx = 2048, .max_tokens = 256, .max_body = 1 << 20 };
+                          .ctx = 2048, .max_tokens = 256, .max_body = 1 << 20, .api_key = getenv("ENTMTP_API_KEY") };
     const cli_option opts[] = {
         { "--model", CLI_STRING, &o->model },
         { "--heads", CLI_STRING, &o->heads },
@@ -61,15 +95,20 @@ static int parse_options(int argc, char **argv, serve_options *o) {
         { "--tree", CLI_STRING, &o->trees },
         { "--policy", CLI_STRING, &o->policy },
         { "--host", CLI_STRING, &o->host },
+        { "--api-key", CLI_STRING, &o->api_key },
+        { "--allow-no-api-key", CLI_FLAG, &o->allow_no_api_key },
+        { "--chat-template", CLI_STRING, &o->chat_template },
+        { "--top-k", CLI_CALL, NULL, 0, 0, cli_refuse_top_k },
+        { "--top-p", CLI_CALL, NULL, 0, 0, cli_refuse_top_p },
         { "--static-tree", CLI_LONG, &o->static_tree, 0, 255 },
         { "--port", CLI_LONG, &o->port, 0, 65535 },
         { "--parallel", CLI_LONG, &o->parallel, 1, 256 },
         { "--queue", CLI_LONG, &o->queue, 0, 4096 },
-        { "--ctx", CLI_LONG, &o->ctx, 16, 1 << 20 },
+        { "-c|--ctx-size|--ctx", CLI_LONG, &o->ctx, 16, 1 << 20 },
         { "--max-tokens", CLI_LONG, &o->max_tokens, 1, 1 << 20 },
         { "--max-body", CLI_LONG, &o->max_body, 1024, 1L << 30 },
         { "--threads", CLI_LONG, &o->threads, 0, 1024 },
-        { "--temperature", CLI_FLOAT, &o->temperature, 0 },
+        { "--temperature|--temp", CLI_FLOAT, &o->temperature, 0 },
         { "--backend", CLI_BACKEND, &o->backend },
         { "--compute", CLI_COMPUTE, &o->compute },
     };
@@ -77,6 +116,14 @@ static int parse_options(int argc, char **argv, serve_options *o) {
     if (rc) return rc;
     if (!o->model) { fprintf(stderr, "entmtp serve: --model is required\n"); usage(stderr); return 2; }
     if (o->bank && o->trees) { fprintf(stderr, "entmtp serve: give --bank or --tree, not both\n"); return 2; }
+    if (o->trees && !cli_check_tree_names("serve", o->trees)) return 2;
+    if (o->api_key && !*o->api_key) o->api_key = NULL;
+    if (!o->api_key && !o->allow_no_api_key && host_is_loopback(o->host) == 0) {
+        fprintf(stderr, "entmtp serve: --host %s: refusing to listen beyond this machine without an API key: anyone who\n"
+                        "  reaches the port could generate. Give --api-key KEY (or $ENTMTP_API_KEY; clients send\n"
+                        "  \"Authorization: Bearer KEY\"), or --allow-no-api-key behind your own access control.\n", o->host);
+        return 2;
+    }
     return 0;
 }
 
@@ -162,8 +209,18 @@ int cmd_serve(int argc, char **argv) {
     mp.backend = o.backend;
     mp.n_threads = (int32_t)o.threads;
     mp.compute_type = o.compute;
-    entmtp_status st = entmtp_model_load(o.model, &mp, &sm.model);
-    if (st) { cli_fail(o.model, st); goto done; }
+    mp.progress = cli_progress;
+    char *chat_template = NULL;
+    if (o.chat_template && !(chat_template = cli_chat_template_text("serve", o.chat_template))) { rc = 2; goto done; }
+    sm.chat_template = chat_template;
+    sm.api_key = o.api_key;
+    if (cli_model_load(o.model, &mp, &sm.model, 1)) goto done;
+    if (chat_template) { /* a template of no known family fails now, not on every request */
+        const char *role = "user", *content = "hi";
+        size_t need = 0;
+        entmtp_status ct = entmtp_chat_prompt_template(sm.model, chat_template, &role, &content, 1, NULL, 0, &need);
+        if (ct != ENTMTP_OK && ct != ENTMTP_ERR_BUFFER_TOO_SMALL) { cli_fail("--chat-template", ct); goto done; }
+    }
     entmtp_model_info mi = { sizeof mi };
     entmtp_model_get_info(sm.model, &mi);
     if (mi.context_length > 0 && sm.ctx > mi.context_length) sm.ctx = mi.context_length;
@@ -176,8 +233,10 @@ int cmd_serve(int argc, char **argv) {
 
     int port = 0;
     if (!serve_http_start(&sm, &gate, o.host, (int)o.port, &srv, &port)) goto done;
-    fprintf(stderr, "entmtp serve: listening on http://%s:%d (model %s, %ld parallel, ctx %d)\n", o.host, port,
-            sm.model_id, o.parallel, sm.ctx);
+    fprintf(stderr, "entmtp serve: listening on http://%s:%d (model %s, %ld parallel, ctx %d%s)\n", o.host, port,
+            sm.model_id, o.parallel, sm.ctx, sm.api_key ? ", API key required" : "");
+    if (!sm.api_key && host_is_loopback(o.host) != 1)
+        fprintf(stderr, "entmtp serve: warning: no API key on %s: anyone who reaches the port can generate\n", o.host);
     int sig = 0;
     sigwait(&sigs, &sig);
     fprintf(stderr, "entmtp serve: %s: finishing running generations\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
@@ -188,6 +247,7 @@ done:
     entmtp_bank_free(sm.bank);
     entmtp_heads_free(sm.heads);
     entmtp_model_free(sm.model);
+    free(chat_template);
     pthread_cond_destroy(&gate.cv);
     pthread_mutex_destroy(&gate.mu);
     return rc;

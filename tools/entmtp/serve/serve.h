@@ -22,6 +22,8 @@ typedef struct serve_model {
     entmtp_bank *bank;            /* NULL without heads */
     entmtp_policy_config policy;  /* a fresh policy per request (policies hold state) */
     char model_id[128];
+    const char *chat_template;    /* --chat-template's text, NULL: the model's */
+    const char *api_key;          /* --api-key: required as "Authorization: Bearer KEY"; NULL: open */
     int32_t ctx;                  /* KV capacity of each session, in tokens */
     int32_t max_tokens_default;
     float temperature_default;
@@ -94,6 +96,8 @@ int serve_job_step(serve_job *j, const char **delta, size_t *delta_len, serve_er
 void serve_job_free(serve_job *j);
 
 /* api.c: request parsing and response bodies (JSON text from malloc). */
+/* A request's "model" names the served one: its id, or the id plus .gguf. */
+int serve_model_matches(const serve_model *sm, const char *name);
 int serve_parse_request(const serve_model *sm, int chat, const char *body, size_t len,
                         serve_request *out, serve_error *err);
 char *serve_error_json(const serve_error *e);

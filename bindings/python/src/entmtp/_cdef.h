@@ -99,6 +99,7 @@ entmtp_status entmtp_tokenize(const entmtp_model *model, const char *text, int64
 entmtp_status entmtp_detokenize(const entmtp_model *model, const int32_t *tokens, int32_t n_tokens, char *text, size_t capacity, size_t *text_len);
 entmtp_status entmtp_chat_prompt(const entmtp_model *model, const char *system_prompt, const char *user_message, char *text, size_t capacity, size_t *text_len);
 entmtp_status entmtp_chat_prompt_messages(const entmtp_model *model, const char * const *roles, const char * const *contents, int32_t n_messages, char *text, size_t capacity, size_t *text_len);
+entmtp_status entmtp_chat_prompt_template(const entmtp_model *model, const char *chat_template, const char * const *roles, const char * const *contents, int32_t n_messages, char *text, size_t capacity, size_t *text_len);
 int entmtp_token_is_eog(const entmtp_model *model, int32_t token);
 typedef struct entmtp_heads entmtp_heads;
 

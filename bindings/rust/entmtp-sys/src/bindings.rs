@@ -617,6 +617,18 @@ extern "C" {
     ) -> entmtp_status;
 }
 extern "C" {
+    pub fn entmtp_chat_prompt_template(
+        model: *const entmtp_model,
+        chat_template: *const ::std::os::raw::c_char,
+        roles: *const *const ::std::os::raw::c_char,
+        contents: *const *const ::std::os::raw::c_char,
+        n_messages: i32,
+        text: *mut ::std::os::raw::c_char,
+        capacity: usize,
+        text_len: *mut usize,
+    ) -> entmtp_status;
+}
+extern "C" {
     pub fn entmtp_token_is_eog(model: *const entmtp_model, token: i32) -> ::std::os::raw::c_int;
 }
 #[repr(C)]

@@ -209,7 +209,7 @@ typedef struct entmtp_model_info {
     int32_t eos_token;          /* -1 if none */
     int64_t n_params;
     entmtp_backend backend;     /* backend actually in use (never AUTO) */
-    /* Appended in 0.3.0 (an older library leaves them as the caller set them): */
+    /* Appended (a library older than these fields leaves them as the caller set them): */
     double load_seconds;        /* wall time of entmtp_model_load (mapping, conversion, tokenizer) */
     /* 64-bit FNV-1a of the tokenizer's token texts in id order, each followed
      * by a 0 byte: the same vocabulary gives the same value whatever the file
@@ -632,7 +632,7 @@ typedef struct entmtp_session_stats {
     double prefill_seconds;
     double decode_seconds;
     double tokens_per_second; /* n_generated / decode_seconds */
-    /* Appended in 0.3.0 (an older library leaves them as the caller set them). */
+    /* Appended (a library older than these fields leaves them as the caller set them). */
     double prefill_tokens_per_second; /* n_prompt_tokens / prefill_seconds */
     /* Steps that paid one-time costs: the first step with each tree (and the
      * first AR step); on a backend that records step graphs (CUDA) the first

@@ -1,5 +1,5 @@
 /* What a session reports about what speculation bought (entmtp_session_stats
- * fields appended in 0.3.0): the warm-up steps and the warm rate, the
+ * fields appended after tokens_per_second): the warm-up steps and the warm rate, the
  * prefill rate, the speedup over AR estimated from the bank's step costs
  * (recomputed here from the bank's figures and the session's tree usage)
  * or measured with entmtp_session_measure_ar; an older caller's smaller
@@ -159,7 +159,7 @@ int main(void) {
         CHECK_OK(entmtp_session_get_stats(s, &st));
         CHECK_EQ_INT(st.speedup_source, ENTMTP_SPEEDUP_NONE);
         CHECK_NEAR(st.speedup, 0, 0);
-        /* an older caller's stats (0.2.0: up to tokens_per_second) are written only up to its size */
+        /* an older caller's stats (up to tokens_per_second) are written only up to its size */
         union { size_t struct_size; unsigned char bytes[sizeof(entmtp_session_stats) + 16]; } old;
         memset(&old, 0xAB, sizeof old);
         old.struct_size = offsetof(entmtp_session_stats, tokens_per_second) + sizeof(double);

@@ -12,4 +12,5 @@ if [ ! -x build/release/entmtp ]; then
   cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release -DENTMTP_BUILD_TESTS=OFF >/dev/null
 fi
 cmake --build build/release -j "$(nproc)" >/dev/null
-exec build/release/entmtp generate --model "$model" "$@"
+# --compare-ar: the summary's speedup is measured against AR on the same prompt
+exec build/release/entmtp generate --model "$model" --compare-ar "$@"

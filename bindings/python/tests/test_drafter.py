@@ -225,3 +225,24 @@ def test_bundled_model_under_another_name_gets_the_shipped_drafter(tmp_path):
         st = s.stats()
         assert st.speedup_source == "estimated" and st.speedup > 0 and st.mean_accept_length >= 1
         s.close()
+
+
+def test_installed_package_carries_the_drafters_and_the_command():
+    """pip install: the heads of the source tree are in the package (each
+    with its identity record) and the `entmtp` command is beside Python."""
+    heads = entmtp.drafter.PACKAGE_HEADS_DIR
+    if not os.path.isdir(heads):
+        pytest.skip("entmtp imported from the source tree: no installed heads")
+    files = os.listdir(heads)
+    weights = [f for f in files if f.endswith(".safetensors")]
+    assert weights, files
+    for w in weights:
+        stem = w[:-len(".safetensors")]
+        with open(os.path.join(heads, stem + ".train.json")) as f:
+            ident = json.load(f)["model"]
+        assert ident["vocab_hash"].startswith("fnv1a64:") and ident["vocab_size"] > 0
+    cmd = os.path.join(os.path.dirname(sys.executable), "entmtp")
+    if not os.path.exists(cmd):
+        pytest.skip("no console scripts directory beside %s" % sys.executable)
+    r = subprocess.run([cmd, "version"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and r.stdout.startswith("entmtp %s" % entmtp.__version__), r.stdout + r.stderr

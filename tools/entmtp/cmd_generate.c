@@ -434,7 +434,7 @@ static void print_text(const generate_options *o, const generate_run *g, const c
     fprintf(stderr, "\n-- %s on %s: %d prompt tokens, %lld generated in %lld steps, mean accept length %.3f, %.2f tokens/s\n",
             (o->ar || !g->heads) ? "AR" : "EntMTP", backend, g->n_ptoks, (long long)stats->n_generated,
             (long long)stats->n_steps, stats->mean_accept_length, stats->warm_tokens_per_second);
-    fprintf(stderr, "-- decode: %.2f tokens/s after %lld warm-up steps (%.3f s of one-time costs; all steps %.2f tokens/s)\n",
+    fprintf(stderr, "-- decode: %.2f tokens/s without %lld warm-up steps (first uses of each tree, %.3f s; all steps %.2f tokens/s)\n",
             stats->warm_tokens_per_second, (long long)stats->n_warmup_steps, stats->warmup_seconds, stats->tokens_per_second);
     print_speedup(o, g, stats);
     fprintf(stderr, "-- load %.3f s; prefill %lld tokens in %.3f s (%.1f tokens/s)\n", load_seconds,

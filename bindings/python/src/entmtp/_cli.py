@@ -65,7 +65,7 @@ def _summary(model, session, stats, args, ar):
     err.write("\n-- %s on %s: %d prompt tokens, %d generated in %d steps, mean accept length %.3f, %.2f tokens/s\n" % (
         "AR" if ar else "EntMTP", backend, stats.n_prompt_tokens, stats.n_generated, stats.n_steps,
         stats.mean_accept_length, stats.warm_tokens_per_second))
-    err.write("-- decode: %.2f tokens/s after %d warm-up steps (%.3f s of one-time costs; all steps %.2f tokens/s)\n" % (
+    err.write("-- decode: %.2f tokens/s without %d warm-up steps (first uses of each tree, %.3f s; all steps %.2f tokens/s)\n" % (
         stats.warm_tokens_per_second, stats.n_warmup_steps, stats.warmup_seconds, stats.tokens_per_second))
     if stats.speedup_source == "measured":
         err.write("-- speedup: %.2fx over AR (measured: AR %.2f tokens/s on the same prompt)\n" % (

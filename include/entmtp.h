@@ -209,6 +209,13 @@ typedef struct entmtp_model_info {
     int32_t eos_token;          /* -1 if none */
     int64_t n_params;
     entmtp_backend backend;     /* backend actually in use (never AUTO) */
+    /* Appended (a library older than these fields leaves them as the caller set them): */
+    double load_seconds;        /* wall time of entmtp_model_load (mapping, conversion, tokenizer) */
+    /* 64-bit FNV-1a of the tokenizer's token texts in id order, each followed
+     * by a 0 byte: the same vocabulary gives the same value whatever the file
+     * name or format. 0 when the model has no tokenizer. Shipped heads record
+     * it (entmtp_drafter_find). */
+    uint64_t vocab_hash;
 } entmtp_model_info;
 
 ENTMTP_API entmtp_status entmtp_model_get_info(const entmtp_model *model, entmtp_model_info *out);
@@ -278,6 +285,30 @@ typedef struct entmtp_heads_info {
 } entmtp_heads_info;
 
 ENTMTP_API entmtp_status entmtp_heads_get_info(const entmtp_heads *heads, entmtp_heads_info *out);
+
+/* Drafters (heads + bank) shipped for a model, matched by what identifies the
+ * model, never by file name. A drafter is X.safetensors with X.train.json,
+ * whose "model" object records the model the heads were trained for:
+ *   "model": {"architecture": "llama", "hidden_size": 576, "n_layers": 30,
+ *             "vocab_size": 49152, "vocab_hash": "fnv1a64:<16 hex digits>"}
+ * (entmtp_model_info's fields; `entmtp info` prints them), and optionally a
+ * bank searched for the heads, X.bank.json. */
+typedef struct entmtp_drafter {
+    size_t struct_size;
+    char heads_path[4096]; /* the matching heads file; "" when none matched */
+    char bank_path[4096];  /* its X.bank.json; "" when there is none */
+    char reason[1024];     /* why it matched ("matched by identity: ..."), or why none did */
+} entmtp_drafter;
+
+/* Looks through the directories of `search_path` (separated by ':', searched
+ * in order; within one, Hydra heads before Medusa, then by name) for the
+ * first drafter whose recorded model identity equals `model`'s: architecture,
+ * hidden size, layer count, vocabulary size and vocabulary hash. ENTMTP_OK
+ * with out filled; ENTMTP_ERR_NOT_FOUND when none matched, with out->reason
+ * (and the last error) naming each candidate and the field that differed. A
+ * directory that does not exist is skipped. */
+ENTMTP_API entmtp_status entmtp_drafter_find(const entmtp_model *model, const char *search_path,
+                                             entmtp_drafter *out);
 
 /* ================================================================== bank */
 
@@ -595,6 +626,13 @@ ENTMTP_API entmtp_status entmtp_step_ar(entmtp_session *session, entmtp_step_res
 /* Called for each emitted token batch; return non-zero to stop. */
 typedef int (*entmtp_token_fn)(const int32_t *tokens, int32_t n_tokens, void *user_data);
 
+/* Where entmtp_session_stats.speedup comes from. */
+typedef enum entmtp_speedup_source {
+    ENTMTP_SPEEDUP_NONE = 0,      /* not known (AR session, no bank figures, no steps) */
+    ENTMTP_SPEEDUP_ESTIMATED = 1, /* the bank's per-tree step costs */
+    ENTMTP_SPEEDUP_MEASURED = 2   /* an AR run of the same prompt (entmtp_session_measure_ar) */
+} entmtp_speedup_source;
+
 typedef struct entmtp_session_stats {
     size_t struct_size;
     int64_t n_prompt_tokens;
@@ -604,6 +642,26 @@ typedef struct entmtp_session_stats {
     double prefill_seconds;
     double decode_seconds;
     double tokens_per_second; /* n_generated / decode_seconds */
+    /* Appended (a library older than these fields leaves them as the caller set them). */
+    double prefill_tokens_per_second; /* n_prompt_tokens / prefill_seconds */
+    /* Steps that paid one-time costs: the first step with each tree (and the
+     * first AR step); on a backend that records step graphs (CUDA) the first
+     * two, which run directly and then capture. Their time is in
+     * decode_seconds but not in warm_tokens_per_second. */
+    int64_t n_warmup_steps;
+    double warmup_seconds;
+    int64_t n_warm_generated;         /* tokens of the other steps */
+    double warm_tokens_per_second;    /* n_warm_generated / (decode_seconds - warmup_seconds); 0 before a warm step */
+    /* The decode rate against plain AR's on the same model. ESTIMATED: from
+     * the bank's per-tree step costs (trees[].tokens_per_second and
+     * mean_accept_length: a step with tree k costs c_k AR steps), speedup =
+     * n_generated / sum of the steps' c_k; ar_tokens_per_second =
+     * warm_tokens_per_second / speedup. MEASURED: entmtp_session_measure_ar
+     * ran AR on the same prompt; speedup = warm_tokens_per_second /
+     * ar_tokens_per_second. NONE: an AR session, or no bank. */
+    double speedup;
+    double ar_tokens_per_second;
+    entmtp_speedup_source speedup_source;
 } entmtp_session_stats;
 
 /* Step (or step_ar when `autoregressive`) until a stop token or `max_tokens`
@@ -620,6 +678,14 @@ ENTMTP_API entmtp_status entmtp_session_tokens(const entmtp_session *session,
                                                const int32_t **tokens, int32_t *n_tokens);
 ENTMTP_API entmtp_status entmtp_session_get_stats(const entmtp_session *session,
                                                   entmtp_session_stats *out);
+/* Measures plain AR on the session's prompt (the tokens before its first
+ * step) in a scratch session over the same model and settings: `n_tokens`
+ * AR steps (<= 0: as many as the session generated, at least 8), the
+ * first left out as warm-up by the session's own rule. Afterwards the session's stats report
+ * speedup_source = ENTMTP_SPEEDUP_MEASURED, ar_tokens_per_second and speedup
+ * (until entmtp_session_reset). The session itself is not changed.
+ * ENTMTP_ERR_STATE before the session's first step. */
+ENTMTP_API entmtp_status entmtp_session_measure_ar(entmtp_session *session, int32_t n_tokens);
 /* Steps that used tree `index` since the last reset; -1 for a NULL session or
  * an index outside the bank. */
 ENTMTP_API int64_t entmtp_session_tree_usage(const entmtp_session *session, int32_t index);

@@ -16,4 +16,5 @@ fi
 echo "run.sh: building EntMTP in build/release" >&2
 # CMake's [NN%] progress (and any error), on stderr: stdout is the generated text
 cmake --build build/release -j "$(nproc)" >&2
-exec build/release/entmtp generate --model "$model" "$@"
+# --compare-ar: the summary's speedup is measured against AR on the same prompt
+exec build/release/entmtp generate --model "$model" --compare-ar "$@"

@@ -85,3 +85,34 @@ void emt_cost_model_estimate(const emt_cost_model *cm, double *seconds) {
     double s = cm->scale > 0 ? cm->scale : 1.0;
     for (int32_t k = 0; k < cm->n_trees; k++) seconds[k] = cm->relative[k] * s;
 }
+
+int emt_cost_model_ar_steps(const entmtp_bank *bank, double *cost) {
+    int32_t n = entmtp_bank_size(bank);
+    if (n < 1) return 0;
+    double ar = 0, sn = 0, ss = 0, snn = 0, sns = 0;
+    int32_t min_nodes = INT32_MAX, max_nodes = 0;
+    for (int32_t k = 0; k < n; k++) {
+        const emt_tree *t = emt_bank_tree(bank, k);
+        if (!(t->tokens_per_second > 0 && t->mean_accept_length >= 1)) return 0; /* no figures: no estimate */
+        double sec = (double)t->mean_accept_length / (double)t->tokens_per_second;
+        cost[k] = sec;
+        if (t->n_nodes == 1 && (ar == 0 || sec < ar)) ar = sec; /* a root-only tree is an AR step */
+        sn += t->n_nodes;
+        ss += sec;
+        snn += (double)t->n_nodes * t->n_nodes;
+        sns += t->n_nodes * sec;
+        if (t->n_nodes < min_nodes) min_nodes = t->n_nodes;
+        if (t->n_nodes > max_nodes) max_nodes = t->n_nodes;
+    }
+    if (ar == 0) {
+        /* no root-only tree: a step's cost is about linear in its nodes (a
+         * fixed pass over the weights plus a share per verified row), so
+         * extrapolate the least-squares line to one node */
+        if (min_nodes == max_nodes) return 0;
+        double slope = (n * sns - sn * ss) / (n * snn - sn * sn);
+        ar = (ss - slope * sn) / n + slope;
+        if (!(ar > 0)) return 0;
+    }
+    for (int32_t k = 0; k < n; k++) cost[k] /= ar;
+    return 1;
+}

@@ -30,4 +30,10 @@ void emt_cost_model_observe(emt_cost_model *cm, int32_t k, double seconds);
 /* Expected seconds of every tree (relative units before the first step). */
 void emt_cost_model_estimate(const emt_cost_model *cm, double *seconds);
 
+/* What a step with each bank tree costs in AR steps, from the bank's
+ * figures (seconds per step = mean accept length / tokens per second; an AR
+ * step is the root-only tree's, or the per-node line's value at one node).
+ * 1 with cost[0..n_trees) filled; 0 when some tree has no figures. */
+int emt_cost_model_ar_steps(const entmtp_bank *bank, double *cost);
+
 #endif

@@ -30,6 +30,41 @@ static void commit_kv(entmtp_session *S, const emt_step *st) {
     }
 }
 
+/* The warm rate and the speedup over AR (entmtp_session_stats). A step is
+ * warm-up when it is among the first uses of its tree (or of the AR step):
+ * those pay what later steps do not (pages of the heads faulted in, scratch
+ * grown, a step graph recorded). Called before the step's usage is counted. */
+static void record_rates(entmtp_session *S, const emt_step *st) {
+    entmtp_session_stats *x = &S->stats;
+    if (x->n_steps == 1) S->decode_start = st->L;
+    int64_t uses = st->tree_index < 0 ? S->ar_uses++ : S->usage[st->tree_index];
+    if (uses < S->warmup_uses) {
+        x->n_warmup_steps++;
+        x->warmup_seconds += st->seconds;
+    } else {
+        x->n_warm_generated += st->n_emit;
+    }
+    double warm_seconds = x->decode_seconds - x->warmup_seconds;
+    x->warm_tokens_per_second = x->n_warm_generated > 0 && warm_seconds > 0 ? (double)x->n_warm_generated / warm_seconds : 0;
+    S->ar_cost_sum += st->tree_index < 0 ? 1.0 : S->tree_ar_cost ? S->tree_ar_cost[st->tree_index] : 0.0;
+    emt_session_update_speedup(S);
+}
+
+void emt_session_update_speedup(entmtp_session *S) {
+    entmtp_session_stats *x = &S->stats;
+    x->speedup_source = ENTMTP_SPEEDUP_NONE;
+    x->speedup = x->ar_tokens_per_second = 0;
+    if (S->measured_ar_tps > 0) {
+        x->speedup_source = ENTMTP_SPEEDUP_MEASURED;
+        x->ar_tokens_per_second = S->measured_ar_tps;
+        x->speedup = x->warm_tokens_per_second / S->measured_ar_tps;
+    } else if (S->tree_ar_cost && S->ar_cost_sum > 0) {
+        x->speedup_source = ENTMTP_SPEEDUP_ESTIMATED;
+        x->speedup = (double)x->n_generated / S->ar_cost_sum;
+        x->ar_tokens_per_second = x->warm_tokens_per_second / x->speedup;
+    }
+}
+
 /* Session statistics, the trees' outlook and the policy's observation. */
 static entmtp_status record_step(entmtp_session *S, const emt_step *st) {
     const double dt = st->seconds;
@@ -41,6 +76,7 @@ static entmtp_status record_step(entmtp_session *S, const emt_step *st) {
     S->stats.decode_seconds += dt;
     S->stats.mean_accept_length = (double)S->stats.n_generated / (double)S->stats.n_steps;
     S->stats.tokens_per_second = S->stats.decode_seconds > 0 ? (double)S->stats.n_generated / S->stats.decode_seconds : 0;
+    record_rates(S, st);
     if (st->tree_index < 0) return ENTMTP_OK;
     const emt_tree *t = st->tree;
     S->usage[st->tree_index]++;

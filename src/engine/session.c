@@ -54,6 +54,7 @@ ENTMTP_API void entmtp_session_free(entmtp_session *S) {
     free(S->host_next);
     free(S->probe_probs);
     free(S->usage);
+    free(S->tree_ar_cost);
     emt_outlook_free(&S->outlook);
     free(S);
 }
@@ -268,6 +269,14 @@ entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_h
     HOST_ALLOC(S->parent_row, S->max_nodes);
     HOST_ALLOC(S->path, (S->max_depth > n_heads ? S->max_depth : n_heads) + 1);
     HOST_ALLOC(S->usage, S->n_trees);
+    if (S->n_trees > 0) {
+        HOST_ALLOC(S->tree_ar_cost, S->n_trees);
+        if (!emt_cost_model_ar_steps(bank, S->tree_ar_cost)) {
+            free(S->tree_ar_cost);
+            S->tree_ar_cost = NULL;
+        }
+    }
+    S->warmup_uses = be->ops->graph_begin ? 2 : 1;
     if (min_nodes > 0) HOST_ALLOC(S->probe_probs, model->cfg.vocab);
     if (!be->ops->host_memory) {
         HOST_ALLOC(S->host_logits, (int64_t)S->max_nodes * V);
@@ -321,6 +330,8 @@ ENTMTP_API void entmtp_session_reset(entmtp_session *S) {
     S->stats.struct_size = sizeof S->stats;
     memset(&S->counters, 0, sizeof S->counters);
     for (int32_t i = 0; i < S->n_trees; i++) S->usage[i] = 0;
+    S->decode_start = S->ar_uses = 0;
+    S->ar_cost_sum = S->measured_ar_tps = 0;
     if (S->policy) entmtp_policy_reset(S->policy);
 }
 
@@ -367,6 +378,8 @@ ENTMTP_API entmtp_status entmtp_session_prefill(entmtp_session *S, const int32_t
     S->have_logits = 1;
     S->stats.n_prompt_tokens += n_tokens;
     S->stats.prefill_seconds += emt_now() - t0;
+    S->stats.prefill_tokens_per_second =
+        S->stats.prefill_seconds > 0 ? (double)S->stats.n_prompt_tokens / S->stats.prefill_seconds : 0;
     return ENTMTP_OK;
 }
 
@@ -385,6 +398,40 @@ ENTMTP_API entmtp_status entmtp_session_get_stats(const entmtp_session *S, entmt
     if (!S || !out)
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_session_get_stats: arguments must not be NULL");
     return emt_copy_out(out, &S->stats, sizeof S->stats, "entmtp_session_stats");
+}
+
+ENTMTP_API entmtp_status entmtp_session_measure_ar(entmtp_session *S, int32_t n_tokens) {
+    if (!S) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_session_measure_ar: session is NULL");
+    if (S->stats.n_steps == 0 || S->decode_start < 1)
+        return emt_fail(ENTMTP_ERR_STATE, "entmtp_session_measure_ar: the session has not stepped yet: "
+                        "there is no prompt and decode rate to compare with");
+    if (n_tokens <= 0) n_tokens = S->stats.n_generated < 8 ? 8 : (int32_t)S->stats.n_generated;
+    /* the same model and settings, a cache just large enough, and no stop
+     * tokens, so AR runs its n_tokens steps whatever it writes */
+    entmtp_session_params p = S->p;
+    p.struct_size = sizeof p;
+    p.kv_capacity = S->decode_start + n_tokens;
+    if (p.kv_capacity > S->model->cfg.ctx && S->model->cfg.ctx > 0) p.kv_capacity = S->model->cfg.ctx;
+    if (p.kv_capacity <= S->decode_start)
+        return emt_fail(ENTMTP_ERR_KV_FULL, "entmtp_session_measure_ar: the prompt (%d tokens) leaves no room for AR "
+                        "steps in the model's context (%d)", S->decode_start, S->model->cfg.ctx);
+    p.n_stop_tokens = 0;
+    p.stop_tokens = NULL;
+    entmtp_session *ar = NULL;
+    entmtp_status st = entmtp_session_create(S->model, NULL, NULL, &p, &ar);
+    if (!st) st = entmtp_session_prefill(ar, S->tokens, S->decode_start);
+    if (!st) st = entmtp_generate(ar, p.kv_capacity - S->decode_start, 1, NULL, NULL);
+    if (st == ENTMTP_ERR_KV_FULL) {
+        entmtp_clear_error();
+        st = ENTMTP_OK;
+    }
+    if (!st) {
+        const entmtp_session_stats *x = &ar->stats;
+        S->measured_ar_tps = x->warm_tokens_per_second > 0 ? x->warm_tokens_per_second : x->tokens_per_second;
+        emt_session_update_speedup(S);
+    }
+    entmtp_session_free(ar);
+    return st;
 }
 
 ENTMTP_API int64_t entmtp_session_tree_usage(const entmtp_session *S, int32_t index) {

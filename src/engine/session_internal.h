@@ -56,6 +56,13 @@ struct entmtp_session {
     int batch_heads;       /* Medusa: one lm_head product for all heads (default) */
     int64_t *usage;
     entmtp_session_stats stats;
+    /* what the stats' warm rate and speedup need (commit.c, record_step) */
+    int32_t decode_start;      /* tokens before the first step: the prompt AR is measured on */
+    int32_t warmup_uses;       /* a tree's first uses that pay one-time costs: 1, or 2 with step graphs */
+    int64_t ar_uses;           /* AR steps so far (the AR step's "tree") */
+    double *tree_ar_cost;      /* [n_trees] a step's cost in AR steps (bank figures); NULL: unknown */
+    double ar_cost_sum;        /* the steps' costs in AR steps */
+    double measured_ar_tps;    /* entmtp_session_measure_ar's warm AR rate; 0 = not measured */
     emt_step_counters counters; /* per-step work (step.c) */
     emt_outlook_state outlook; /* per-tree expected accept and step time (bank + heads only) */
     /* the device step (backends with the step ops, backend.h): accept,
@@ -197,6 +204,8 @@ void emt_session_forget_graphs(entmtp_session *S);
 
 /* commit.c: copy hidden row `hidden_row` to last_hidden and logits row
  * `logits_row` to next_logits (queued, no sync). */
+/* Recomputes the stats' speedup fields from what the session has measured. */
+void emt_session_update_speedup(entmtp_session *S);
 void emt_keep_last_row(entmtp_session *S, int32_t hidden_row, int32_t logits_row);
 
 #endif

@@ -715,6 +715,7 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
                         "model params: compute_type = %d is not a valid entmtp_compute_type", (int)p.compute_type);
 
+    const double t_load = emt_now();
     entmtp_model *m = emt_calloc(1, sizeof *m);
     if (!m) return ENTMTP_ERR_OUT_OF_MEMORY;
     m->n_threads = p.n_threads;
@@ -793,6 +794,8 @@ ENTMTP_API entmtp_status entmtp_model_load(const char *path, const entmtp_model_
         goto fail;
     }
     collect_eog(m);
+    m->vocab_hash = m->tokenizer ? emt_tokenizer_vocab_hash(m->tokenizer) : 0;
+    m->load_seconds = emt_now() - t_load;
     if (w.progress) w.progress(1.0f, "loading weights", w.progress_user);
     *out_model = m;
     return ENTMTP_OK;
@@ -856,6 +859,8 @@ ENTMTP_API entmtp_status entmtp_model_get_info(const entmtp_model *m, entmtp_mod
     info.eos_token = m->tokenizer ? emt_tokenizer_eos(m->tokenizer) : c->eos;
     info.n_params = m->n_params;
     info.backend = m->backend_kind;
+    info.load_seconds = m->load_seconds;
+    info.vocab_hash = m->vocab_hash;
     size_t n = out->struct_size < sizeof info ? out->struct_size : sizeof info;
     if (n < sizeof(size_t))
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_model_info.struct_size = %zu; set it to sizeof(entmtp_model_info)",

@@ -73,6 +73,8 @@ struct entmtp_model {
     float *inv_freq;   /* host, n_rot/2 */
     float *inv_freq_local; /* host, n_rot/2, for local layers with their own base; else NULL */
     emt_tokenizer *tokenizer; /* NULL when the file has none */
+    uint64_t vocab_hash;      /* emt_tokenizer_vocab_hash; 0 without a tokenizer */
+    double load_seconds;
     int64_t n_params;
     char *path;
     int32_t n_eog;

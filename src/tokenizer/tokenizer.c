@@ -1063,6 +1063,18 @@ int emt_tokenizer_is_eog(const emt_tokenizer *t, int32_t token) {
     return t && token >= 0 && token < t->n_tokens && t->eog[token];
 }
 int32_t emt_tokenizer_n_vocab(const emt_tokenizer *t) { return t ? t->n_tokens : 0; }
+
+uint64_t emt_tokenizer_vocab_hash(const emt_tokenizer *t) {
+    uint64_t h = 0xcbf29ce484222325ull; /* 64-bit FNV-1a */
+    for (int32_t i = 0; t && i < t->n_tokens; i++) {
+        const unsigned char *s = (const unsigned char *)t->text_arena + t->text_off[i];
+        for (uint32_t j = 0; j <= t->text_len[i]; j++) { /* the text, then its 0 byte */
+            h ^= j < t->text_len[i] ? s[j] : 0;
+            h *= 0x100000001b3ull;
+        }
+    }
+    return h;
+}
 int32_t emt_tokenizer_bos(const emt_tokenizer *t) { return t ? t->bos : -1; }
 int32_t emt_tokenizer_eos(const emt_tokenizer *t) { return t ? t->eos : -1; }
 int32_t emt_tokenizer_eot(const emt_tokenizer *t) { return t ? t->eot : -1; }

@@ -55,6 +55,9 @@ entmtp_status emt_chat_render_at(const emt_tokenizer *t, const char *const *role
                                  size_t capacity, size_t *len_out);
 int emt_tokenizer_is_eog(const emt_tokenizer *t, int32_t token);
 int32_t emt_tokenizer_n_vocab(const emt_tokenizer *t);
+/* 64-bit FNV-1a of the token texts in id order, each followed by a 0 byte:
+ * identifies a vocabulary whatever file it came from (entmtp_model_info). */
+uint64_t emt_tokenizer_vocab_hash(const emt_tokenizer *t);
 int32_t emt_tokenizer_bos(const emt_tokenizer *t);
 int32_t emt_tokenizer_eos(const emt_tokenizer *t);
 

@@ -29,6 +29,11 @@ fail() { echo "run_installed_cli: $*" >&2; exit 1; }
 out=$("$bin" generate --model "$(basename "$model")" --prompt "Name three colours." --max-tokens 12 2>&1) ||
   fail "generate failed: $out"
 if grep -q "no heads given" <<<"$out"; then fail "the installed heads were not found: $out"; fi
+# ... matched by the model's identity, not its file name
+ln -s "$(basename "$model")" renamed-model.gguf
+out=$("$bin" generate --model renamed-model.gguf --prompt "Hi" --max-tokens 4 --quiet 2>&1) || fail "generate failed: $out"
+grep -q "matched by identity" <<<"$out" || fail "the renamed model did not get the installed heads: $out"
+grep -q "^-- speedup: " <<<"$out" || fail "no speedup line: $out"
 
 # the plot comes from the installed script (it may fail without matplotlib,
 # but it must be that script, run without the source tree)

@@ -49,15 +49,18 @@ smoke() { # model kind name
   python3 "$th/selfdistill.py" --model "$m" --split eval --n math=2 --max-new 24 --batch 2 --work "$work" \
     --entmtp "$cli" 2>&1 | tail -1
   python3 "$th/train.py" --kind "$kind" --model "$m" --work "$work" --heads 4 --reg-epochs 2 --ce-epochs 2 \
-    --batch 32 --eval-positions 200 --out "$tmp/$name.$kind.safetensors" 2>&1 > "$work/train.log" 2>&1 || { cat "$work/train.log"; return 1; }
+    --batch 32 --eval-positions 200 --entmtp "$cli" --out "$tmp/$name.$kind.safetensors" 2>&1 > "$work/train.log" 2>&1 || { cat "$work/train.log"; return 1; }
   grep -E "train: (wrote|held-out accuracy final, full)" "$work/train.log"
   local p="Tom has 3 apples and buys 4 more. How many apples?"
   "$cli" generate --model "$m" --prompt "$p" --max-tokens 40 --ar --threads 2 --json > "$tmp/ar.json"
-  "$cli" generate --model "$m" --heads "$tmp/$name.$kind.safetensors" --prompt "$p" --max-tokens 40 \
+  # no --heads: the trained heads are found by the model identity train.py recorded
+  ENTMTP_HEADS_DIR="$tmp" "$cli" generate --model "$m" --prompt "$p" --max-tokens 40 \
     --threads 2 --json > "$tmp/spec.json"
-  python3 - "$tmp/ar.json" "$tmp/spec.json" <<'PY'
+  python3 - "$tmp/ar.json" "$tmp/spec.json" "$tmp/$name.$kind.safetensors" <<'PY'
 import json, sys
 a, s = (json.load(open(p, encoding="utf-8")) for p in sys.argv[1:3])
+if s.get("heads") != sys.argv[3] or "matched by identity" not in s.get("heads_reason", ""):
+    sys.exit("the trained heads were not found by the model's identity: %s (%s)" % (s.get("heads"), s.get("heads_reason")))
 ok = a["tokens"] == s["tokens"]
 print(("lossless: the trained heads' greedy output is AR's" if ok else "NOT LOSSLESS") +
       f" ({len(s['tokens'])} tokens, mean accept {s.get('mean_accept_length')})")

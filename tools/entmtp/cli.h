@@ -17,12 +17,12 @@ int cmd_search(int argc, char **argv);
 int cmd_bench_suite(int argc, char **argv); /* entmtp bench --suite */
 int cmd_serve(int argc, char **argv);       /* serve/cmd_serve.c, with libmicrohttpd */
 
-/* paths.c: files found at run time. Heads shipped for a model:
- * <dir>/<model stem>.{hydra,medusa}.safetensors in $ENTMTP_HEADS_DIR,
- * <prefix>/share/entmtp/heads beside the executable, the configured install
- * directory (and the source tree's heads/ for the binary in its build tree). Writes
- * the path and returns 1 when found. */
-int find_shipped_heads(const char *model_path, char *out, size_t cap);
+/* paths.c: files found at run time. The drafter (heads + bank) shipped for
+ * a model, matched by its identity (entmtp_drafter_find) in
+ * $ENTMTP_HEADS_DIR, <prefix>/share/entmtp/heads beside the executable, the
+ * configured install directory (and the source tree's heads/ for the binary
+ * in its build tree). 1 when found; out->reason says why or why not. */
+int cli_find_drafter(const entmtp_model *model, entmtp_drafter *out);
 /* A plotting script (plot_bench.py, ...): `explicit_path` (--plot-script)
  * when given, else $ENTMTP_SCRIPTS_DIR, <prefix>/share/entmtp/scripts beside
  * the executable, the configured install directory. 1 when found. */

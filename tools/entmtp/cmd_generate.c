@@ -18,8 +18,9 @@ static void usage(FILE *f) {
             "       entmtp chat --model PATH [options]     (the same as generate -i)\n"
             "\n"
             "  --model PATH          GGUF file or Hugging Face directory\n"
-            "  --heads PATH          Medusa/Hydra heads (.safetensors); default: heads shipped\n"
-            "                        for the model (heads/<model>.{hydra,medusa}.safetensors), else AR\n"
+            "  --heads PATH          Medusa/Hydra heads (.safetensors); default: the drafter shipped\n"
+            "                        for this model, matched by its identity (architecture, shapes,\n"
+            "                        vocabulary hash; entmtp info prints it), else AR\n"
             "  --no-heads            plain AR even when heads are shipped\n"
             "  --bank FILE           bank JSON (trees + calibrated policy settings)\n"
             "  --tree NAME[,NAME..]  built-in trees forming the bank (default: the heads' default)\n"
@@ -49,6 +50,8 @@ static void usage(FILE *f) {
             "  -c, --ctx-size N      context (KV cache capacity) in tokens (alias --kv; default:\n"
             "                        4096, or the model's context when smaller)\n"
             "  --json                print one JSON object instead of text + summary\n"
+            "  --compare-ar          also time plain AR on the same prompt: the speedup is measured,\n"
+            "                        not estimated from the bank's step costs\n"
             "  --dump-logits F       (AR) write the float32 logits before each token to F\n"
             "  --quiet               no streaming text, summary only\n");
 }
@@ -143,7 +146,7 @@ typedef struct generate_options {
     long max_tokens, threads, kv, static_tree;
     unsigned long long seed;
     float temperature, epsilon, delta, tau_on, tau_off, ucb_expl;
-    int ar, json, raw, quiet, no_heads, interactive;
+    int ar, json, raw, quiet, no_heads, interactive, compare_ar;
     entmtp_backend backend;
     entmtp_compute_type compute;
 } generate_options;
@@ -172,6 +175,7 @@ static int parse_options(int argc, char **argv, generate_options *o) {
         { "--ar", CLI_FLAG, &o->ar },
         { "--json", CLI_FLAG, &o->json },
         { "--quiet", CLI_FLAG, &o->quiet },
+        { "--compare-ar", CLI_FLAG, &o->compare_ar },
         { "--max-tokens", CLI_LONG, &o->max_tokens, 1, INT_MAX },
         { "--threads", CLI_LONG, &o->threads, 0, INT_MAX },
         { "-c|--ctx-size|--kv", CLI_LONG, &o->kv, 0, INT_MAX },
@@ -214,8 +218,9 @@ typedef struct generate_run {
     int32_t *ptoks;
     int32_t n_ptoks;
     stream_ctx sc;
-    char shipped[4096], shipped_bank[4200];
     char *chat_template; /* --chat-template's text */
+    entmtp_drafter drafter;       /* the shipped drafter looked up for the model */
+    char heads_why[1200], bank_why[160]; /* where the heads and the bank came from, for the summary */
 } generate_run;
 
 static void generate_run_free(generate_run *g) {
@@ -234,21 +239,24 @@ static void generate_run_free(generate_run *g) {
 static int load_heads(const generate_options *o, generate_run *g) {
     g->heads_path = o->heads_path;
     g->bank_path = o->bank_path;
+    snprintf(g->heads_why, sizeof g->heads_why, "%s", o->ar ? "--ar" : o->no_heads ? "--no-heads" : "given by --heads");
     if (o->ar || o->no_heads) return 0;
-    if (!g->heads_path && find_shipped_heads(o->model_path, g->shipped, sizeof g->shipped)) {
-        g->heads_path = g->shipped;
+    if (!g->heads_path) {
+        int found = cli_find_drafter(g->model, &g->drafter);
+        snprintf(g->heads_why, sizeof g->heads_why, "%s", g->drafter.reason);
+        if (found) g->heads_path = g->drafter.heads_path;
         /* a bank searched for the shipped heads sits next to them: X.bank.json */
-        size_t n = strlen(g->shipped);
-        if (!g->bank_path && !o->trees && n > 12 && n + 10 < sizeof g->shipped_bank &&
-            !strcmp(g->shipped + n - 12, ".safetensors")) {
-            snprintf(g->shipped_bank, sizeof g->shipped_bank, "%.*s.bank.json", (int)(n - 12), g->shipped);
-            if (access(g->shipped_bank, R_OK) == 0) g->bank_path = g->shipped_bank;
+        if (found && !g->bank_path && !o->trees && g->drafter.bank_path[0]) {
+            g->bank_path = g->drafter.bank_path;
+            snprintf(g->bank_why, sizeof g->bank_why, "shipped with the heads");
         }
     }
+    if (o->bank_path) snprintf(g->bank_why, sizeof g->bank_why, "given by --bank");
     entmtp_status st;
     if (g->heads_path && (st = entmtp_heads_load(g->model, g->heads_path, &g->heads))) return cli_fail(g->heads_path, st);
     if (!g->heads && !o->json)
-        fprintf(stderr, "entmtp generate: no heads given (--heads) or shipped for this model: decoding plain AR\n");
+        fprintf(stderr, "entmtp generate: no heads given (--heads) or shipped for this model: decoding plain AR (%s)\n",
+                g->heads_why);
     g->hi = (entmtp_heads_info){ sizeof g->hi };
     if (g->heads) entmtp_heads_get_info(g->heads, &g->hi);
     return 0;
@@ -262,6 +270,7 @@ static int load_bank(const generate_options *o, generate_run *g) {
     if (g->bank_path) return (st = entmtp_bank_load(g->bank_path, &bp, &g->bank)) ? cli_fail(g->bank_path, st) : 0;
     if ((st = entmtp_bank_create(&bp, &g->bank))) return cli_fail("bank", st);
     const char *list = o->trees ? o->trees : (g->hi.kind == ENTMTP_HEADS_HYDRA ? "hydra_default" : "medusa_vicuna_7b_stage2");
+    snprintf(g->bank_why, sizeof g->bank_why, "built-in trees %s (%s)", list, o->trees ? "--tree" : "no bank file for these heads");
     char buf[1024];
     snprintf(buf, sizeof buf, "%s", list);
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
@@ -385,11 +394,15 @@ static int decode_tokens(const generate_options *o, generate_run *g) {
     }
     if (st != ENTMTP_OK && st != ENTMTP_ERR_KV_FULL) return cli_fail("generate", st);
     if (st == ENTMTP_ERR_KV_FULL) fprintf(stderr, "entmtp generate: stopped: %s\n", entmtp_last_error());
+    /* the AR baseline for the summary: measured on the same prompt */
+    if (o->compare_ar && !o->ar && g->heads && (st = entmtp_session_measure_ar(g->session, 0)))
+        return cli_fail("--compare-ar", st);
     return 0;
 }
 
 static void print_json(const generate_options *o, const generate_run *g, const char *text, size_t text_len,
-                       const entmtp_session_stats *stats, const char *backend, const char *policy_label) {
+                       const entmtp_session_stats *stats, const char *backend, const char *policy_label,
+                       double load_seconds) {
     printf("{\"tokens\":[");
     for (int32_t i = 0; i < g->sc.n_gen; i++) printf(i ? ",%d" : "%d", g->sc.gen[i]);
     printf("],\"prompt_ids\":[");
@@ -398,9 +411,24 @@ static void print_json(const generate_options *o, const generate_run *g, const c
     json_string(stdout, text ? text : "", text ? text_len : 0);
     printf(",\"prompt_tokens\":%d,\"steps\":%lld,\"mean_accept_length\":%.4f,"
            "\"tokens_per_second\":%.3f,\"prefill_seconds\":%.4f,\"decode_seconds\":%.4f,"
-           "\"mode\":\"%s\",\"policy\":\"%s\",\"backend\":\"%s\",\"tree_usage\":{",
+           "\"mode\":\"%s\",\"policy\":\"%s\",\"backend\":\"%s\",",
            g->n_ptoks, (long long)stats->n_steps, stats->mean_accept_length, stats->tokens_per_second,
            stats->prefill_seconds, stats->decode_seconds, (o->ar || !g->heads) ? "ar" : "entmtp", policy_label, backend);
+    static const char *const sources[] = { "none", "estimated", "measured" };
+    printf("\"generated\":%lld,\"warm_tokens_per_second\":%.3f,\"warmup_steps\":%lld,\"warmup_seconds\":%.4f,"
+           "\"speedup\":%.4f,\"speedup_source\":\"%s\",\"ar_tokens_per_second\":%.3f,\"load_seconds\":%.4f,"
+           "\"prefill_tokens_per_second\":%.3f,\"heads\":",
+           (long long)stats->n_generated, stats->warm_tokens_per_second, (long long)stats->n_warmup_steps,
+           stats->warmup_seconds, stats->speedup, sources[stats->speedup_source <= 2 ? stats->speedup_source : 0],
+           stats->ar_tokens_per_second, load_seconds, stats->prefill_tokens_per_second);
+    json_string(stdout, g->heads ? g->heads_path : "", g->heads ? strlen(g->heads_path) : 0);
+    printf(",\"heads_reason\":");
+    json_string(stdout, g->heads_why, strlen(g->heads_why));
+    printf(",\"bank\":");
+    json_string(stdout, g->bank_path ? g->bank_path : "", g->bank_path ? strlen(g->bank_path) : 0);
+    printf(",\"bank_reason\":");
+    json_string(stdout, g->bank_why, strlen(g->bank_why));
+    printf(",\"tree_usage\":{");
     int32_t n_trees = g->bank ? entmtp_bank_size(g->bank) : 0;
     for (int32_t k = 0; k < n_trees; k++) {
         entmtp_tree_info ti = { sizeof ti };
@@ -412,8 +440,23 @@ static void print_json(const generate_options *o, const generate_run *g, const c
     printf("}}\n");
 }
 
+/* What speculation bought: the warm rate over AR's, measured or estimated. */
+static void print_speedup(const generate_options *o, const generate_run *g, const entmtp_session_stats *stats) {
+    if (stats->speedup_source == ENTMTP_SPEEDUP_NONE) {
+        fprintf(stderr, "-- speedup: none (%s)\n",
+                o->ar || !g->heads ? "plain AR decoding" : "the bank has no step costs; --compare-ar measures AR");
+    } else if (stats->speedup_source == ENTMTP_SPEEDUP_MEASURED) {
+        fprintf(stderr, "-- speedup: %.2fx over AR (measured: AR %.2f tokens/s on the same prompt)\n", stats->speedup,
+                stats->ar_tokens_per_second);
+    } else {
+        fprintf(stderr, "-- speedup: %.2fx over AR (estimated from the bank's step costs: AR about %.2f tokens/s; "
+                "--compare-ar measures it)\n", stats->speedup, stats->ar_tokens_per_second);
+    }
+}
+
 static void print_text(const generate_options *o, const generate_run *g, const char *text, size_t text_len,
-                       const entmtp_session_stats *stats, const char *backend, const char *policy_label) {
+                       const entmtp_session_stats *stats, const char *backend, const char *policy_label,
+                       double load_seconds) {
     if (g->sc.echo) {
         if (text && text_len > g->sc.printed) fwrite(text + g->sc.printed, 1, text_len - g->sc.printed, stdout);
         printf("\n");
@@ -423,11 +466,20 @@ static void print_text(const generate_options *o, const generate_run *g, const c
     }
     fprintf(stderr, "\n-- %s on %s: %d prompt tokens, %lld generated in %lld steps, mean accept length %.3f, %.2f tokens/s\n",
             (o->ar || !g->heads) ? "AR" : "EntMTP", backend, g->n_ptoks, (long long)stats->n_generated,
-            (long long)stats->n_steps, stats->mean_accept_length, stats->tokens_per_second);
+            (long long)stats->n_steps, stats->mean_accept_length, stats->warm_tokens_per_second);
+    fprintf(stderr, "-- decode: %.2f tokens/s without %lld warm-up steps (first uses of each tree, %.3f s; all steps %.2f tokens/s)\n",
+            stats->warm_tokens_per_second, (long long)stats->n_warmup_steps, stats->warmup_seconds, stats->tokens_per_second);
+    print_speedup(o, g, stats);
+    fprintf(stderr, "-- load %.3f s; prefill %lld tokens in %.3f s (%.1f tokens/s)\n", load_seconds,
+            (long long)stats->n_prompt_tokens, stats->prefill_seconds, stats->prefill_tokens_per_second);
+    if (!g->heads || o->ar) {
+        fprintf(stderr, "-- drafter: none (%s)\n", g->heads_why);
+        return;
+    }
     if (!g->heads || o->ar) return;
-    fprintf(stderr, "-- heads: %s (%s, %d heads)%s%s; policy %s; tree usage:", g->heads_path,
-            g->hi.kind == ENTMTP_HEADS_HYDRA ? "hydra" : "medusa", g->hi.n_heads, g->bank_path ? "; bank " : "",
-            g->bank_path ? g->bank_path : "", policy_label);
+    fprintf(stderr, "-- drafter: heads %s (%s, %d heads): %s\n-- bank: %s (%s); policy %s; tree usage:", g->heads_path,
+            g->hi.kind == ENTMTP_HEADS_HYDRA ? "hydra" : "medusa", g->hi.n_heads, g->heads_why,
+            g->bank_path ? g->bank_path : "built-in", g->bank_why, policy_label);
     for (int32_t k = 0; k < entmtp_bank_size(g->bank); k++) {
         entmtp_tree_info ti = { sizeof ti };
         entmtp_bank_tree_info(g->bank, k, &ti);
@@ -448,8 +500,8 @@ static void report(const generate_options *o, const generate_run *g) {
     entmtp_model_get_info(g->model, &mi);
     const char *backend = mi.backend == ENTMTP_BACKEND_CUDA ? "cuda" : "cpu";
     const char *policy_label = g->policy ? entmtp_policy_kind_name(entmtp_policy_get_kind(g->policy)) : "none";
-    if (o->json) print_json(o, g, text, text_len, &stats, backend, policy_label);
-    else print_text(o, g, text, text_len, &stats, backend, policy_label);
+    if (o->json) print_json(o, g, text, text_len, &stats, backend, policy_label, mi.load_seconds);
+    else print_text(o, g, text, text_len, &stats, backend, policy_label, mi.load_seconds);
     free(text);
 }
 

@@ -69,6 +69,10 @@ int cmd_info(int argc, char **argv) {
     printf("kernels: %s\n", emt_model_kernels(m));
     printf("tied_embeddings: %s\nbos: %d\neos: %d\n", mi.tied_embeddings ? "yes" : "no", mi.bos_token,
            mi.eos_token);
+    /* the identity a drafter's X.train.json records (entmtp_drafter_find) */
+    printf("drafter identity: \"model\": {\"architecture\": \"%s\", \"hidden_size\": %d, \"n_layers\": %d, "
+           "\"vocab_size\": %d, \"vocab_hash\": \"fnv1a64:%016llx\"}\n",
+           mi.architecture, mi.hidden_size, mi.n_layers, mi.vocab_size, (unsigned long long)mi.vocab_hash);
     entmtp_model_free(m);
     tensor_summary(path);
     return 0;

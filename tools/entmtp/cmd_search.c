@@ -199,8 +199,15 @@ static int load_inputs(search_job *j) {
     if (cli_run_load_model(&o->rs, o->model_path, &j->model)) return 1;
     entmtp_status st;
     j->heads_path = o->heads_path;
-    if (!j->heads_path && find_shipped_heads(o->model_path, j->shipped, sizeof j->shipped)) j->heads_path = j->shipped;
-    if (!j->heads_path) { fprintf(stderr, "entmtp search: no --heads given and none shipped for this model\n"); return 1; }
+    entmtp_drafter drafter = { sizeof drafter };
+    if (!j->heads_path && cli_find_drafter(j->model, &drafter)) {
+        snprintf(j->shipped, sizeof j->shipped, "%s", drafter.heads_path);
+        j->heads_path = j->shipped;
+    }
+    if (!j->heads_path) {
+        fprintf(stderr, "entmtp search: no --heads given and none shipped for this model: %s\n", drafter.reason);
+        return 1;
+    }
     if ((st = entmtp_heads_load(j->model, j->heads_path, &j->heads))) return cli_fail(j->heads_path, st);
     j->hi = (entmtp_heads_info){ sizeof j->hi };
     entmtp_heads_get_info(j->heads, &j->hi);

@@ -54,13 +54,10 @@ static const char *source_heads_dir(void) {
     return NULL;
 }
 
-int find_shipped_heads(const char *model_path, char *out, size_t cap) {
-    const char *base = strrchr(model_path, '/');
-    base = base ? base + 1 : model_path;
-    char stem[256];
-    snprintf(stem, sizeof stem, "%s", base);
-    char *dot = strchr(stem, '.');
-    if (dot) *dot = '\0';
+/* The drafter search path: $ENTMTP_HEADS_DIR, <prefix>/share/entmtp/heads
+ * beside the executable, the configured install directory, the source
+ * tree's heads/ (for the binary in its build tree), ':'-separated. */
+static void drafter_search_path(char *out, size_t cap) {
     char beside_exe[PATH_MAX];
     const char *dirs[] = {
         getenv("ENTMTP_HEADS_DIR"),
@@ -70,13 +67,25 @@ int find_shipped_heads(const char *model_path, char *out, size_t cap) {
 #endif
         source_heads_dir(),
     };
-    const char *kinds[] = { "hydra", "medusa" };
-    for (int k = 0; k < 2; k++) {
-        char name[320];
-        snprintf(name, sizeof name, "%s.%s.safetensors", stem, kinds[k]);
-        if (find_in(dirs, (int)(sizeof dirs / sizeof dirs[0]), name, out, cap)) return 1;
+    out[0] = '\0';
+    size_t len = 0;
+    for (size_t d = 0; d < sizeof dirs / sizeof dirs[0]; d++) {
+        if (!dirs[d] || !dirs[d][0]) continue;
+        int n = snprintf(out + len, cap - len, "%s%s", len ? ":" : "", dirs[d]);
+        if (n < 0 || (size_t)n >= cap - len) { out[len] = '\0'; break; }
+        len += (size_t)n;
     }
-    return 0;
+}
+
+int cli_find_drafter(const entmtp_model *model, entmtp_drafter *out) {
+    char search_path[4 * PATH_MAX];
+    drafter_search_path(search_path, sizeof search_path);
+    *out = (entmtp_drafter){ sizeof *out };
+    if (!search_path[0]) {
+        snprintf(out->reason, sizeof out->reason, "no heads directory to search ($ENTMTP_HEADS_DIR unset, none installed)");
+        return 0;
+    }
+    return entmtp_drafter_find(model, search_path, out) == ENTMTP_OK;
 }
 
 int cli_find_plot_script(const char *script, const char *explicit_path, char *out, size_t cap) {

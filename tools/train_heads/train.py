@@ -33,6 +33,8 @@ import glob
 import json
 import math
 import os
+import shutil
+import subprocess
 import sys
 import time
 
@@ -283,6 +285,23 @@ def print_acc(title, acc):
           file=sys.stderr, flush=True)
 
 
+def model_identity(cli, model):
+    """The model's identity as `entmtp info` prints it ("drafter identity:
+    "model": {...}"): what entmtp_drafter_find matches heads to a model by.
+    None (with a warning) without the CLI: the heads are then found only when
+    given with --heads, or once the line is added to X.train.json by hand."""
+    if not cli:
+        print("train: no entmtp CLI (--entmtp or $ENTMTP): X.train.json gets no model identity, so "
+              "`entmtp generate` will not find these heads by itself (add `entmtp info`'s drafter identity)",
+              file=sys.stderr)
+        return None
+    out = subprocess.run([cli, "info", "--model", model], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        if line.startswith("drafter identity: "):
+            return json.loads("{" + line[len("drafter identity: "):] + "}")["model"]
+    sys.exit(f"train: `{cli} info --model {model}` printed no drafter identity line")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kind", choices=("medusa", "hydra"), required=True)
@@ -308,7 +327,11 @@ def main(argv=None):
     ap.add_argument("--dtype", choices=("f16", "bf16", "f32"), default="f16")
     ap.add_argument("--draft-vocab", type=int, default=8192,
                     help="store the N most frequent training tokens as the heads' draft vocabulary (0 = none)")
+    ap.add_argument("--entmtp", default=os.environ.get("ENTMTP") or shutil.which("entmtp"),
+                    help="the entmtp CLI: its `info` gives the model identity recorded in X.train.json, by which "
+                         "`entmtp generate` finds the heads (default: $ENTMTP, else entmtp on PATH)")
     a = ap.parse_args(argv)
+    identity = model_identity(a.entmtp, a.model)
     lm_w = a.lm_weight if a.lm_weight is not None else (1.0 if a.kind == "medusa" else 0.5)
     teacher_w = a.teacher_weight if a.teacher_weight is not None else (0.0 if a.kind == "medusa" else 0.5)
 
@@ -327,7 +350,7 @@ def main(argv=None):
     heads = Heads(a.kind, a.heads, a.layers, H)
     weights = [a.decay ** (i + 1) for i in range(a.heads)]
     pos = train.positions()
-    report = {"kind": a.kind, "heads": a.heads, "layers": a.layers, "seed": a.seed, "hidden": H,
+    report = {"kind": a.kind, "model": identity, "heads": a.heads, "layers": a.layers, "seed": a.seed, "hidden": H,
               "train_tokens": len(train), "train_answers": train.n_answers, "train_tasks": train.tasks,
               "heldout_tokens": len(held), "loss_weights": weights, "lm_weight": lm_w,
               "teacher_weight": teacher_w, "threads": threads, "device": "cpu", "phases": {}}
@@ -374,6 +397,8 @@ def main(argv=None):
             "shares_lm_head": "true", "training": json.dumps(report)}
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     save_file(tensors, a.out, metadata=meta)
+    if identity is None:
+        del report["model"]
     with open(os.path.splitext(a.out)[0] + ".train.json", "w") as f:
         json.dump(report, f, indent=1)
     print(f"train: wrote {a.out} ({os.path.getsize(a.out) / 1e6:.1f} MB) in {human_time(time.time() - t_start)}",

@@ -129,19 +129,18 @@ static int parse_options(int argc, char **argv, serve_options *o) {
 
 /* Heads, bank and policy settings, as `generate` picks them. */
 static int load_drafting(const serve_options *o, serve_model *sm) {
-    char shipped[4096], shipped_bank[4200];
+    entmtp_drafter drafter = { sizeof drafter };
     const char *heads = o->heads, *bank = o->bank;
     entmtp_status st;
-    if (!o->no_heads && !heads && find_shipped_heads(o->model, shipped, sizeof shipped)) {
-        heads = shipped;
-        size_t n = strlen(shipped);
-        if (!bank && !o->trees && n > 12 && !strcmp(shipped + n - 12, ".safetensors")) {
-            snprintf(shipped_bank, sizeof shipped_bank, "%.*s.bank.json", (int)(n - 12), shipped);
-            if (access(shipped_bank, R_OK) == 0) bank = shipped_bank;
-        }
+    int shipped = !o->no_heads && !heads && cli_find_drafter(sm->model, &drafter);
+    if (shipped) {
+        heads = drafter.heads_path;
+        if (!bank && !o->trees && drafter.bank_path[0]) bank = drafter.bank_path;
+        fprintf(stderr, "entmtp serve: drafter %s: %s\n", heads, drafter.reason);
     }
     if (o->no_heads || !heads) {
-        fprintf(stderr, "entmtp serve: no heads: plain AR decoding\n");
+        fprintf(stderr, "entmtp serve: no heads: plain AR decoding%s%s\n", o->no_heads ? "" : ": ",
+                o->no_heads ? "" : drafter.reason);
         return 1;
     }
     if ((st = entmtp_heads_load(sm->model, heads, &sm->heads))) return !cli_fail(heads, st);

@@ -16,10 +16,19 @@ close(), by `with` blocks or by the garbage collector, always in a safe order
         session.set_policy(entmtp.Policy.hysteresis(tau_on=0.3, tau_off=0.1))
         session.prefill(model.tokenize("Hello", add_bos=True))
         print(model.detokenize(session.generate(64)))
+
+or, as `entmtp generate` does it, with the drafter shipped for the model
+(matched by its identity) and the bank's default policy:
+
+    session = entmtp.Session.for_model(model)
+    for piece in session.stream("Tell me about owls", 128):
+        print(piece, end="")
+    print(session.stats())   # accept length, warm tokens/s, speedup over AR
 """
 from ._ffi import ffi, lib
 from . import _callbacks  # noqa: F401  (registers the extern "Python" callbacks)
 from .bank import Bank, TreeBuffers, TreeInfo, builtin_tree_names
+from .drafter import Drafter, default_search_path, find_drafter
 from .enums import Backend, Compute, HeadsKind, PolicyKind, Status
 from .errors import (BackendError, BufferTooSmallError, CallbackError, EntmtpError, FormatError,
                      InvalidArgumentError, InvalidConfigError, InvalidTreeError, IoError, KVFullError,
@@ -61,6 +70,7 @@ def clear_error():
 
 __all__ = [
     "ABI_VERSION", "Backend", "BackendError", "Compute", "Bank", "BufferTooSmallError", "CallbackError",
+    "Drafter", "default_search_path", "find_drafter",
     "EntmtpError", "Features", "FormatError", "HEADER_VERSION", "Heads", "HeadsInfo", "HeadsKind",
     "InvalidArgumentError", "InvalidConfigError", "InvalidTreeError", "IoError", "KVFullError",
     "MAX_HEADS", "MAX_LADDER", "MAX_STOP_TOKENS", "MismatchError", "Model", "ModelInfo",

@@ -92,6 +92,8 @@ typedef struct entmtp_model_info {
     int32_t eos_token;
     int64_t n_params;
     entmtp_backend backend;
+    double load_seconds;
+    uint64_t vocab_hash;
 } entmtp_model_info;
 
 entmtp_status entmtp_model_get_info(const entmtp_model *model, entmtp_model_info *out);
@@ -120,6 +122,15 @@ typedef struct entmtp_heads_info {
 } entmtp_heads_info;
 
 entmtp_status entmtp_heads_get_info(const entmtp_heads *heads, entmtp_heads_info *out);
+
+typedef struct entmtp_drafter {
+    size_t struct_size;
+    char heads_path[4096];
+    char bank_path[4096];
+    char reason[1024];
+} entmtp_drafter;
+
+entmtp_status entmtp_drafter_find(const entmtp_model *model, const char *search_path, entmtp_drafter *out);
 typedef struct entmtp_bank entmtp_bank;
 
 typedef struct entmtp_bank_params {
@@ -284,6 +295,12 @@ entmtp_status entmtp_step(entmtp_session *session, int32_t max_tokens, entmtp_st
 entmtp_status entmtp_step_ar(entmtp_session *session, entmtp_step_result *result);
 typedef int (*entmtp_token_fn)(const int32_t *tokens, int32_t n_tokens, void *user_data);
 
+typedef enum entmtp_speedup_source {
+    ENTMTP_SPEEDUP_NONE = 0,
+    ENTMTP_SPEEDUP_ESTIMATED = 1,
+    ENTMTP_SPEEDUP_MEASURED = 2
+} entmtp_speedup_source;
+
 typedef struct entmtp_session_stats {
     size_t struct_size;
     int64_t n_prompt_tokens;
@@ -293,11 +310,20 @@ typedef struct entmtp_session_stats {
     double prefill_seconds;
     double decode_seconds;
     double tokens_per_second;
+    double prefill_tokens_per_second;
+    int64_t n_warmup_steps;
+    double warmup_seconds;
+    int64_t n_warm_generated;
+    double warm_tokens_per_second;
+    double speedup;
+    double ar_tokens_per_second;
+    entmtp_speedup_source speedup_source;
 } entmtp_session_stats;
 
 entmtp_status entmtp_generate(entmtp_session *session, int32_t max_tokens, int autoregressive, entmtp_token_fn on_tokens, void *user_data);
 entmtp_status entmtp_session_tokens(const entmtp_session *session, const int32_t **tokens, int32_t *n_tokens);
 entmtp_status entmtp_session_get_stats(const entmtp_session *session, entmtp_session_stats *out);
+entmtp_status entmtp_session_measure_ar(entmtp_session *session, int32_t n_tokens);
 int64_t entmtp_session_tree_usage(const entmtp_session *session, int32_t index);
 void entmtp_session_reset(entmtp_session *session);
 entmtp_status entmtp_session_logits(const entmtp_session *session, const float **logits, int32_t *n_vocab);

@@ -215,6 +215,19 @@ class Bank(Handle):
         cfg, _keep = policy._c_config()
         check(lib.entmtp_bank_set_policy_config(self._ptr, cfg))
 
+    def default_policy(self) -> Optional["PolicyKind"]:
+        """The policy kind the bank names as its default (entmtp_bank_default_policy:
+        "policy.default" of a bank file, else the first kind stored), the one its
+        search calibrated best; None when the bank holds no policy settings."""
+        from .enums import PolicyKind
+        out = ffi.new("entmtp_policy_kind *")
+        st = lib.entmtp_bank_default_policy(self._ptr, out)
+        if st == lib.ENTMTP_ERR_NOT_FOUND:
+            lib.entmtp_clear_error()
+            return None
+        check(st)
+        return PolicyKind(out[0])
+
     def policy(self, kind: Union["PolicyKind", str, int]) -> "Policy":
         """A new Policy from the settings of `kind` stored in the bank
         (NotFoundError when the bank holds none)."""

@@ -1,7 +1,7 @@
 """Model and Heads."""
 import dataclasses
 import os
-from typing import List, Mapping, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ._ffi import ffi, lib
 from ._handle import Handle
@@ -9,6 +9,9 @@ from ._callbacks import ProgressCallbacks, call_error
 from ._util import default_struct, fspath, int32_array, new_struct, text
 from .enums import Backend, Compute, HeadsKind, _coerce
 from .errors import BufferTooSmallError, check, make_error
+
+if TYPE_CHECKING:
+    from .drafter import Drafter
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +34,11 @@ class ModelInfo:
     eos_token: int  # -1 if none
     n_params: int
     backend: Backend
+    #: wall time of the load, seconds (mapping, conversion, tokenizer)
+    load_seconds: float = 0.0
+    #: 64-bit FNV-1a of the token texts in id order (0 without a tokenizer):
+    #: what shipped heads record to be matched to a model (find_drafter)
+    vocab_hash: int = 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,7 +103,8 @@ class Model(Handle):
                 n_kv_heads=p.n_kv_heads, head_dim=p.head_dim, context_length=p.context_length,
                 rope_theta=p.rope_theta, rms_norm_eps=p.rms_norm_eps,
                 tied_embeddings=bool(p.tied_embeddings), bos_token=p.bos_token,
-                eos_token=p.eos_token, n_params=p.n_params, backend=Backend(p.backend))
+                eos_token=p.eos_token, n_params=p.n_params, backend=Backend(p.backend),
+                load_seconds=p.load_seconds, vocab_hash=int(p.vocab_hash))
         return self._info
 
     @property
@@ -161,6 +170,12 @@ class Model(Handle):
     def is_eog(self, token: int) -> bool:
         """True when `token` ends generation (eos, eot, im_end...)."""
         return bool(lib.entmtp_token_is_eog(self._ptr, token))
+
+    def find_drafter(self, search_path: Optional[str] = None) -> "Drafter":
+        """The drafter (heads + bank) shipped for this model, matched by its
+        identity (entmtp_drafter_find): see entmtp.find_drafter."""
+        from .drafter import find_drafter
+        return find_drafter(self, search_path)
 
     def load_heads(self, path: Union[str, "os.PathLike[str]"]) -> "Heads":
         """Heads.load(self, path)."""

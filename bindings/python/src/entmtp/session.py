@@ -32,7 +32,28 @@ class StepResult:
 
 @dataclasses.dataclass(frozen=True)
 class SessionStats:
-    """entmtp_session_stats."""
+    """What a session did since it was created or reset (entmtp_session_stats).
+
+    Counts: `n_prompt_tokens` prefilled, `n_generated` tokens emitted by
+    `n_steps` steps, so `mean_accept_length` = n_generated / n_steps (>= 1
+    once a step ran). Times are wall seconds: `prefill_seconds` (at
+    `prefill_tokens_per_second`) and `decode_seconds`, the steps' sum, whose
+    rate is `tokens_per_second`.
+
+    One-time costs: the first step with each tree (and the first AR step;
+    with CUDA step graphs the first two, which run directly and then capture)
+    are warm-up steps: `n_warmup_steps` of them took `warmup_seconds`. The
+    decode rate without them is `warm_tokens_per_second` (over the
+    `n_warm_generated` tokens of the other steps; 0 before a warm step).
+
+    What speculation bought: `speedup` is the warm rate over plain AR's on
+    the same model, `ar_tokens_per_second` that AR rate, and
+    `speedup_source` says where it comes from: "estimated" (the bank's
+    per-tree step costs: a step with tree k costs as many AR steps as its
+    bank figures say, speedup = tokens / the steps' summed cost), "measured"
+    (Session.measure_ar ran AR on the same prompt) or "none" (an AR session,
+    a bank without figures, no steps yet; speedup 0).
+    """
     n_prompt_tokens: int
     n_generated: int
     n_steps: int
@@ -40,6 +61,17 @@ class SessionStats:
     prefill_seconds: float
     decode_seconds: float
     tokens_per_second: float
+    prefill_tokens_per_second: float = 0.0
+    n_warmup_steps: int = 0
+    warmup_seconds: float = 0.0
+    n_warm_generated: int = 0
+    warm_tokens_per_second: float = 0.0
+    speedup: float = 0.0
+    ar_tokens_per_second: float = 0.0
+    speedup_source: str = "none"  # "none", "estimated" or "measured"
+
+
+_SPEEDUP_SOURCES = {0: "none", 1: "estimated", 2: "measured"}
 
 
 class Session(Handle):
@@ -83,12 +115,67 @@ class Session(Handle):
                                         bank._ptr if bank is not None else ffi.NULL, p, out))
         self._own(out[0], lib.entmtp_session_free, parents=(model, heads, bank))
         self.model, self.heads, self.bank = model, heads, bank
+        # set by Session.for_model: the drafter chosen and why
+        self.drafter, self.heads_reason, self.bank_reason = None, "", ""
         self._policy = None
         self._attachment = None
 
     @classmethod
     def create(cls, model, heads=None, bank=None, **params):
         return cls(model, heads, bank, **params)
+
+    @classmethod
+    def for_model(cls, model, *, heads=None, bank=None, policy=None, search_path=None, **params) -> "Session":
+        """The session `entmtp generate` decodes with: the drafter shipped for
+        `model` (Model.find_drafter: matched by identity, never by file name)
+        or the `heads` path given; the bank given, else the one shipped with
+        the heads, else the heads' default built-in trees; the `policy` kind
+        named (a name, PolicyKind or Policy), else the bank's default policy
+        with its stored settings. Without matching heads it decodes plain AR.
+        `params` are Session's keyword settings.
+
+        The choice and its reasons are kept: `drafter` (a Drafter, or None),
+        `heads_reason` ("given by heads=", "matched by identity (...)", or why
+        none matched) and `bank_reason`."""
+        from .drafter import find_drafter
+        from .errors import NotFoundError
+        drafter = None
+        if heads is None:
+            try:
+                drafter = find_drafter(model, search_path)
+                heads_path, heads_reason = drafter.heads_path, drafter.reason
+            except NotFoundError as e:
+                heads_path, heads_reason = None, e.reason
+        else:
+            heads_path, heads_reason = heads, "given by heads="
+        loaded = bnk = pol = None
+        bank_reason = ""
+        try:
+            if heads_path is not None:
+                loaded = model.load_heads(heads_path)
+                if bank is not None:
+                    bnk, bank_reason = Bank.load(bank, max_depth=loaded.n_heads), "given by bank="
+                elif drafter is not None and drafter.bank_path:
+                    bnk, bank_reason = Bank.load(drafter.bank_path, max_depth=loaded.n_heads), "shipped with the heads"
+                else:
+                    from .enums import HeadsKind
+                    name = "hydra_default" if loaded.info.kind == HeadsKind.HYDRA else "medusa_vicuna_7b_stage2"
+                    bnk = Bank(max_depth=loaded.n_heads)
+                    bnk.add_builtin(name)
+                    bank_reason = "built-in trees %s (no bank file for these heads)" % name
+                pol = _policy_for(bnk, policy)
+            session = cls(model, loaded, bnk, **params)
+            if pol is not None:
+                session.set_policy(pol)
+        except BaseException:
+            for h in (pol, bnk, loaded):
+                if h is not None:
+                    h.close()
+            raise
+        session.drafter = drafter
+        session.heads_reason = heads_reason
+        session.bank_reason = bank_reason
+        return session
 
     # -- policy
     @property
@@ -236,12 +323,30 @@ class Session(Handle):
         return n[0]
 
     def stats(self) -> SessionStats:
+        """The session's SessionStats as of now: counts, prefill and decode
+        times and rates, the warm-up steps left out of the warm decode rate,
+        and the speedup over plain AR with its source (estimated from the
+        bank's step costs, or measured by measure_ar())."""
         p = new_struct("entmtp_session_stats")
         check(lib.entmtp_session_get_stats(self._ptr, p))
         return SessionStats(n_prompt_tokens=p.n_prompt_tokens, n_generated=p.n_generated,
                             n_steps=p.n_steps, mean_accept_length=p.mean_accept_length,
                             prefill_seconds=p.prefill_seconds, decode_seconds=p.decode_seconds,
-                            tokens_per_second=p.tokens_per_second)
+                            tokens_per_second=p.tokens_per_second,
+                            prefill_tokens_per_second=p.prefill_tokens_per_second,
+                            n_warmup_steps=p.n_warmup_steps, warmup_seconds=p.warmup_seconds,
+                            n_warm_generated=p.n_warm_generated, warm_tokens_per_second=p.warm_tokens_per_second,
+                            speedup=p.speedup, ar_tokens_per_second=p.ar_tokens_per_second,
+                            speedup_source=_SPEEDUP_SOURCES.get(int(p.speedup_source), "none"))
+
+    def measure_ar(self, n_tokens: int = 0) -> SessionStats:
+        """Time plain AR on this session's prompt (the tokens before its first
+        step) in a scratch session with the same model and settings, for
+        `n_tokens` steps (0: as many as this session generated), and return
+        the stats, now with speedup_source "measured". This session's tokens
+        are not changed. StateError before the first step."""
+        check(lib.entmtp_session_measure_ar(self._ptr, n_tokens))
+        return self.stats()
 
     def tree_usage(self, index=None):
         """Steps that used tree `index` since the last reset; with no index, a
@@ -284,6 +389,24 @@ class Session(Handle):
             return "<entmtp.Session closed>"
         return "<entmtp.Session %d tokens, %s>" % (
             len(self), "speculative" if self.heads is not None and self.bank is not None else "autoregressive")
+
+
+def _policy_for(bank, policy):
+    """The Policy the CLI would attach: `policy` itself, or kind `policy`
+    (default: the bank's default kind) with the bank's settings for it where
+    it has them; None (the static policy on tree 0) when nothing names one."""
+    from .enums import PolicyKind, _coerce
+    if isinstance(policy, Policy):
+        return policy
+    kind = bank.default_policy() if policy is None else _coerce(PolicyKind, policy, "policy")
+    if kind is None:
+        return None
+    from .errors import NotFoundError
+    try:
+        return Policy.from_bank(bank, kind)
+    except NotFoundError:
+        lib.entmtp_clear_error()
+        return Policy(kind)
 
 
 def _incomplete_utf8_tail(data: bytes) -> int:

@@ -250,12 +250,14 @@ pub struct entmtp_model_info {
     pub eos_token: i32,
     pub n_params: i64,
     pub backend: entmtp_backend,
+    pub load_seconds: f64,
+    pub vocab_hash: u64,
 }
 #[test]
 fn bindgen_test_layout_entmtp_model_info() {
     assert_eq!(
         ::std::mem::size_of::<entmtp_model_info>(),
-        240usize,
+        256usize,
         concat!("Size of: ", stringify!(entmtp_model_info))
     );
     assert_eq!(
@@ -569,6 +571,40 @@ fn bindgen_test_layout_entmtp_model_info() {
         );
     }
     test_field_backend();
+    fn test_field_load_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_model_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).load_seconds) as usize - ptr as usize
+            },
+            240usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_model_info),
+                "::",
+                stringify!(load_seconds)
+            )
+        );
+    }
+    test_field_load_seconds();
+    fn test_field_vocab_hash() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_model_info>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).vocab_hash) as usize - ptr as usize
+            },
+            248usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_model_info),
+                "::",
+                stringify!(vocab_hash)
+            )
+        );
+    }
+    test_field_vocab_hash();
 }
 extern "C" {
     pub fn entmtp_model_get_info(model: *const entmtp_model, out: *mut entmtp_model_info) -> entmtp_status;
@@ -758,6 +794,102 @@ fn bindgen_test_layout_entmtp_heads_info() {
 }
 extern "C" {
     pub fn entmtp_heads_get_info(heads: *const entmtp_heads, out: *mut entmtp_heads_info) -> entmtp_status;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct entmtp_drafter {
+    pub struct_size: usize,
+    pub heads_path: [::std::os::raw::c_char; 4096usize],
+    pub bank_path: [::std::os::raw::c_char; 4096usize],
+    pub reason: [::std::os::raw::c_char; 1024usize],
+}
+#[test]
+fn bindgen_test_layout_entmtp_drafter() {
+    assert_eq!(
+        ::std::mem::size_of::<entmtp_drafter>(),
+        9224usize,
+        concat!("Size of: ", stringify!(entmtp_drafter))
+    );
+    assert_eq!(
+        ::std::mem::align_of::<entmtp_drafter>(),
+        8usize,
+        concat!("Alignment of ", stringify!(entmtp_drafter))
+    );
+    fn test_field_struct_size() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_drafter>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).struct_size) as usize - ptr as usize
+            },
+            0usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_drafter),
+                "::",
+                stringify!(struct_size)
+            )
+        );
+    }
+    test_field_struct_size();
+    fn test_field_heads_path() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_drafter>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).heads_path) as usize - ptr as usize
+            },
+            8usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_drafter),
+                "::",
+                stringify!(heads_path)
+            )
+        );
+    }
+    test_field_heads_path();
+    fn test_field_bank_path() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_drafter>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).bank_path) as usize - ptr as usize
+            },
+            4104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_drafter),
+                "::",
+                stringify!(bank_path)
+            )
+        );
+    }
+    test_field_bank_path();
+    fn test_field_reason() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_drafter>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reason) as usize - ptr as usize
+            },
+            8200usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_drafter),
+                "::",
+                stringify!(reason)
+            )
+        );
+    }
+    test_field_reason();
+}
+extern "C" {
+    pub fn entmtp_drafter_find(
+        model: *const entmtp_model,
+        search_path: *const ::std::os::raw::c_char,
+        out: *mut entmtp_drafter,
+    ) -> entmtp_status;
 }
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
@@ -2525,6 +2657,10 @@ pub type entmtp_token_fn = ::std::option::Option<
         user_data: *mut ::std::os::raw::c_void,
     ) -> ::std::os::raw::c_int,
 >;
+pub const ENTMTP_SPEEDUP_NONE: entmtp_speedup_source = 0;
+pub const ENTMTP_SPEEDUP_ESTIMATED: entmtp_speedup_source = 1;
+pub const ENTMTP_SPEEDUP_MEASURED: entmtp_speedup_source = 2;
+pub type entmtp_speedup_source = ::std::os::raw::c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct entmtp_session_stats {
@@ -2536,12 +2672,20 @@ pub struct entmtp_session_stats {
     pub prefill_seconds: f64,
     pub decode_seconds: f64,
     pub tokens_per_second: f64,
+    pub prefill_tokens_per_second: f64,
+    pub n_warmup_steps: i64,
+    pub warmup_seconds: f64,
+    pub n_warm_generated: i64,
+    pub warm_tokens_per_second: f64,
+    pub speedup: f64,
+    pub ar_tokens_per_second: f64,
+    pub speedup_source: entmtp_speedup_source,
 }
 #[test]
 fn bindgen_test_layout_entmtp_session_stats() {
     assert_eq!(
         ::std::mem::size_of::<entmtp_session_stats>(),
-        64usize,
+        128usize,
         concat!("Size of: ", stringify!(entmtp_session_stats))
     );
     assert_eq!(
@@ -2685,6 +2829,142 @@ fn bindgen_test_layout_entmtp_session_stats() {
         );
     }
     test_field_tokens_per_second();
+    fn test_field_prefill_tokens_per_second() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_session_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).prefill_tokens_per_second) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_session_stats),
+                "::",
+                stringify!(prefill_tokens_per_second)
+            )
+        );
+    }
+    test_field_prefill_tokens_per_second();
+    fn test_field_n_warmup_steps() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_session_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_warmup_steps) as usize - ptr as usize
+            },
+            72usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_session_stats),
+                "::",
+                stringify!(n_warmup_steps)
+            )
+        );
+    }
+    test_field_n_warmup_steps();
+    fn test_field_warmup_seconds() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_session_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).warmup_seconds) as usize - ptr as usize
+            },
+            80usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_session_stats),
+                "::",
+                stringify!(warmup_seconds)
+            )
+        );
+    }
+    test_field_warmup_seconds();
+    fn test_field_n_warm_generated() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_session_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).n_warm_generated) as usize - ptr as usize
+            },
+            88usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_session_stats),
+                "::",
+                stringify!(n_warm_generated)
+            )
+        );
+    }
+    test_field_n_warm_generated();
+    fn test_field_warm_tokens_per_second() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_session_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).warm_tokens_per_second) as usize - ptr as usize
+            },
+            96usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_session_stats),
+                "::",
+                stringify!(warm_tokens_per_second)
+            )
+        );
+    }
+    test_field_warm_tokens_per_second();
+    fn test_field_speedup() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_session_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).speedup) as usize - ptr as usize
+            },
+            104usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_session_stats),
+                "::",
+                stringify!(speedup)
+            )
+        );
+    }
+    test_field_speedup();
+    fn test_field_ar_tokens_per_second() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_session_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).ar_tokens_per_second) as usize - ptr as usize
+            },
+            112usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_session_stats),
+                "::",
+                stringify!(ar_tokens_per_second)
+            )
+        );
+    }
+    test_field_ar_tokens_per_second();
+    fn test_field_speedup_source() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_session_stats>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).speedup_source) as usize - ptr as usize
+            },
+            120usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_session_stats),
+                "::",
+                stringify!(speedup_source)
+            )
+        );
+    }
+    test_field_speedup_source();
 }
 extern "C" {
     pub fn entmtp_generate(
@@ -2704,6 +2984,9 @@ extern "C" {
 }
 extern "C" {
     pub fn entmtp_session_get_stats(session: *const entmtp_session, out: *mut entmtp_session_stats) -> entmtp_status;
+}
+extern "C" {
+    pub fn entmtp_session_measure_ar(session: *mut entmtp_session, n_tokens: i32) -> entmtp_status;
 }
 extern "C" {
     pub fn entmtp_session_tree_usage(session: *const entmtp_session, index: i32) -> i64;

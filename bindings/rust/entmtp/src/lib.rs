@@ -44,9 +44,9 @@ mod session;
 
 pub use bank::{builtin_tree_names, Bank, BankParams, TreeBuffers, TreeInfo, Trees};
 pub use error::{clear_error, last_error, Error, Result, Status};
-pub use model::{Backend, Heads, HeadsInfo, HeadsKind, LoadOptions, Model, ModelInfo};
+pub use model::{Backend, Drafter, Heads, HeadsInfo, HeadsKind, LoadOptions, Model, ModelInfo};
 pub use policy::{CustomPolicy, Features, Outcome, Policy, PolicyKind};
-pub use session::{Session, SessionOptions, SessionStats, StepResult};
+pub use session::{Session, SessionOptions, SessionStats, SpeedupSource, StepResult};
 
 /// Header version the bindings were generated from (MAJOR, MINOR, PATCH).
 pub const HEADER_VERSION: (u32, u32, u32) = (

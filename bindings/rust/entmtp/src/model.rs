@@ -2,7 +2,7 @@
 use std::ffi::{c_void, CStr};
 use std::os::raw::{c_char, c_int};
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::ptr::{self, NonNull};
 
 use crate::error::{callback_error, check, panic_message, Error, Pending, Result, Status};
@@ -88,6 +88,22 @@ pub struct ModelInfo {
     pub n_params: u64,
     /// The backend actually in use (never `Auto`).
     pub backend: Backend,
+    /// Wall time of the load, seconds.
+    pub load_seconds: f64,
+    /// 64-bit FNV-1a of the token texts in id order (0 without a tokenizer):
+    /// what shipped heads record to be matched to a model (`find_drafter`).
+    pub vocab_hash: u64,
+}
+
+/// `entmtp_drafter`: heads (and their bank) shipped for a model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drafter {
+    /// The heads file that matched.
+    pub heads_path: PathBuf,
+    /// Its bank file, when there is one.
+    pub bank_path: Option<PathBuf>,
+    /// Why it matched ("matched by identity (...)").
+    pub reason: String,
 }
 
 /// A loaded Llama-family model (GGUF file or Hugging Face directory).
@@ -204,7 +220,26 @@ impl Model {
             eos_token: opt(i.eos_token),
             n_params: i.n_params.max(0) as u64,
             backend: Backend::from_code(i.backend),
+            load_seconds: i.load_seconds,
+            vocab_hash: i.vocab_hash,
         }
+    }
+
+    /// The drafter shipped for this model in `search_path` (directories
+    /// separated by ':'), matched by the identity its heads' `.train.json`
+    /// records (architecture, shapes, vocabulary hash), never by file name
+    /// (`entmtp_drafter_find`). `Status::NotFound` when none matches, the
+    /// message naming each candidate and the field that differed.
+    pub fn find_drafter(&self, search_path: &str) -> Result<Drafter> {
+        let path = cstring(search_path, "find_drafter: search_path")?;
+        let mut d = versioned!(sys::entmtp_drafter);
+        check(unsafe { sys::entmtp_drafter_find(self.raw.as_ptr(), path.as_ptr(), &mut d) })?;
+        let bank = c_chars(&d.bank_path);
+        Ok(Drafter {
+            heads_path: PathBuf::from(c_chars(&d.heads_path)),
+            bank_path: if bank.is_empty() { None } else { Some(PathBuf::from(bank)) },
+            reason: c_chars(&d.reason),
+        })
     }
 
     /// Vocabulary size.

@@ -135,6 +135,34 @@ pub struct SessionStats {
     pub decode_seconds: f64,
     /// n_generated / decode_seconds.
     pub tokens_per_second: f64,
+    /// n_prompt_tokens / prefill_seconds.
+    pub prefill_tokens_per_second: f64,
+    /// Steps that paid one-time costs (a tree's first use; with CUDA step
+    /// graphs its first two), left out of `warm_tokens_per_second`.
+    pub n_warmup_steps: u64,
+    pub warmup_seconds: f64,
+    /// Tokens of the other steps.
+    pub n_warm_generated: u64,
+    /// The decode rate without the warm-up steps.
+    pub warm_tokens_per_second: f64,
+    /// The warm rate over plain AR's (0 when unknown).
+    pub speedup: f64,
+    /// The AR rate the speedup is relative to.
+    pub ar_tokens_per_second: f64,
+    /// Where `speedup` comes from.
+    pub speedup_source: SpeedupSource,
+}
+
+/// `entmtp_speedup_source`: where `SessionStats::speedup` comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SpeedupSource {
+    /// Not known: an AR session, a bank without step costs, no steps yet.
+    #[default]
+    None,
+    /// From the bank's per-tree step costs.
+    Estimated,
+    /// From an AR run of the same prompt (`Session::measure_ar`).
+    Measured,
 }
 
 /// A decoding session. It borrows its model, heads and bank (shared) and
@@ -366,7 +394,29 @@ impl<'a> Session<'a> {
             prefill_seconds: s.prefill_seconds,
             decode_seconds: s.decode_seconds,
             tokens_per_second: s.tokens_per_second,
+            prefill_tokens_per_second: s.prefill_tokens_per_second,
+            n_warmup_steps: s.n_warmup_steps.max(0) as u64,
+            warmup_seconds: s.warmup_seconds,
+            n_warm_generated: s.n_warm_generated.max(0) as u64,
+            warm_tokens_per_second: s.warm_tokens_per_second,
+            speedup: s.speedup,
+            ar_tokens_per_second: s.ar_tokens_per_second,
+            speedup_source: match s.speedup_source {
+                sys::ENTMTP_SPEEDUP_ESTIMATED => SpeedupSource::Estimated,
+                sys::ENTMTP_SPEEDUP_MEASURED => SpeedupSource::Measured,
+                _ => SpeedupSource::None,
+            },
         }
+    }
+
+    /// Times plain AR on the session's prompt in a scratch session
+    /// (`entmtp_session_measure_ar`: `n_tokens` steps, 0 = as many as this
+    /// session generated) and returns the stats, now with a measured speedup.
+    /// The session's tokens are not changed; `Status::State` before its first step.
+    pub fn measure_ar(&mut self, n_tokens: usize) -> Result<SessionStats> {
+        let n = i32::try_from(n_tokens).unwrap_or(i32::MAX);
+        check(unsafe { sys::entmtp_session_measure_ar(self.raw.as_ptr(), n) })?;
+        Ok(self.stats())
     }
 
     /// Steps that used tree `index` since the last reset.

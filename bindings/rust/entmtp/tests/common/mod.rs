@@ -326,7 +326,9 @@ pub struct Files {
 /// the files the engine tests leave there.
 pub fn scratch_dir() -> PathBuf {
     // Cargo sets CARGO_TARGET_TMPDIR when it compiles integration tests
-    let base = option_env!("CARGO_TARGET_TMPDIR").map(PathBuf::from).unwrap_or_else(std::env::temp_dir);
+    let base = option_env!("CARGO_TARGET_TMPDIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
     let exe = std::env::current_exe().ok();
     let stem = exe
         .as_ref()

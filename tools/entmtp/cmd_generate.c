@@ -16,8 +16,8 @@ static void usage(FILE *f) {
             "usage: entmtp generate --model PATH [options]\n"
             "\n"
             "  --model PATH          GGUF file or Hugging Face directory\n"
-            "  --heads PATH          Medusa/Hydra heads (.safetensors) or an EAGLE-3 drafter
-                        directory; default: heads shipped\n"
+            "  --heads PATH          Medusa/Hydra heads (.safetensors) or an EAGLE-3 drafter\n"
+            "                        directory (docs/drafters.md); default: heads shipped\n"
             "                        for the model (heads/<model>.{hydra,medusa}.safetensors), else AR\n"
             "  --no-heads            plain AR even when heads are shipped\n"
             "  --bank FILE           bank JSON (trees + calibrated policy settings)\n"

@@ -265,13 +265,19 @@ typedef struct entmtp_heads entmtp_heads;
 
 typedef enum entmtp_heads_kind {
     ENTMTP_HEADS_MEDUSA = 1, /* independent ResBlock heads on the last hidden state */
-    ENTMTP_HEADS_HYDRA = 2   /* head d also sees the tokens drafted before it */
+    ENTMTP_HEADS_HYDRA = 2,  /* head d also sees the tokens drafted before it */
+    ENTMTP_HEADS_EAGLE3 = 3  /* EAGLE-3: one decoder layer over the target's low, mid and
+                              * high hidden states, drafting autoregressively */
 } entmtp_heads_kind;
 
-/* Load MTP heads for `model` from a safetensors file in the Medusa or Hydra
- * checkpoint layout (detected from tensor names). Heads without lm_head
- * weights share the model's lm_head. The model must outlive the heads. A
- * hidden size or vocabulary that differs from the model's is ENTMTP_ERR_MISMATCH. */
+/* Load a drafter for `model`: MTP heads from a safetensors file in the
+ * Medusa or Hydra checkpoint layout (detected from tensor names; heads
+ * without lm_head weights share the model's lm_head), or an EAGLE-3 drafter
+ * as SafeAILab/EAGLE and SpecForge publish it: a directory with config.json
+ * and model.safetensors, or such a safetensors file (tensors fc, midlayer.*,
+ * norm, lm_head, d2t/t2d; docs/drafters.md). The model must outlive the
+ * heads. A hidden size, vocabulary or layer choice that does not fit the
+ * model is ENTMTP_ERR_MISMATCH, naming the tensor or field and the shapes. */
 ENTMTP_API entmtp_status entmtp_heads_load(entmtp_model *model, const char *path,
                                            entmtp_heads **out_heads);
 ENTMTP_API void entmtp_heads_free(entmtp_heads *heads);
@@ -280,7 +286,7 @@ typedef struct entmtp_heads_info {
     size_t struct_size;
     entmtp_heads_kind kind;
     int32_t n_heads;        /* drafting depth the heads support */
-    int32_t n_layers;       /* ResBlocks per head */
+    int32_t n_layers;       /* ResBlocks per head (EAGLE-3: its decoder layers, 1) */
     int32_t shares_lm_head; /* 1 when the base lm_head is reused */
 } entmtp_heads_info;
 

@@ -94,7 +94,8 @@ static entmtp_status record_step(entmtp_session *S, const emt_step *st) {
  * the draft stage runs the heads itself and stops at the levels the step
  * can use (draft.c, draft_chain). */
 static int record_has_heads(const entmtp_session *S, int root_next, int want_heads) {
-    return root_next && want_heads && !S->model->be->ops->host_memory && S->heads && S->bank && S->n_trees > 0;
+    return root_next && want_heads && !S->model->be->ops->host_memory && S->heads && S->drafter->chain_device &&
+           S->bank && S->n_trees > 0;
 }
 
 void emt_step_queue_next(entmtp_session *S, int root_next, int want_heads) {
@@ -112,7 +113,7 @@ void emt_step_queue_next(entmtp_session *S, int root_next, int want_heads) {
         op->sample_root(S->ex, S->s.next_logits, S->model->cfg.vocab, S->p.temperature, S->p.epsilon, S->p.delta,
                         S->rec_dev + S->w_len + 2, root);
     if (record_has_heads(S, root_next, want_heads))
-        emt_heads_device(S, root, S->rec_dev + lay->head_ids, (float *)(S->rec_dev + lay->head_p));
+        S->drafter->chain_device(S, root, S->rec_dev + lay->head_ids, (float *)(S->rec_dev + lay->head_p));
 }
 
 entmtp_status emt_step_download(entmtp_session *S, int root_next, int want_heads) {
@@ -176,6 +177,8 @@ entmtp_status emt_step_commit(entmtp_session *S, emt_step *st) {
     memcpy(S->tokens + st->L, S->emit, (size_t)st->n_emit * sizeof(int32_t));
     S->n_tokens += st->n_emit;
     st->committed = 1;
+    /* the drafter's own state follows the accepted path (its target hidden states) */
+    if (S->drafter && S->drafter->commit && (status = S->drafter->commit(S, st))) return status;
     st->seconds = emt_now() - st->t0;
     return record_step(S, st);
 }

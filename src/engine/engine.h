@@ -16,6 +16,12 @@ typedef struct emt_scratch {
     float *head_in;                   /* [max_rows][H*(n_heads+1)] */
     float *head_x, *head_tmp, *head_res; /* [max_rows][H] */
     float *head_logits;               /* [max_rows][V] */
+    /* target layers a drafter reads (EAGLE-3): every forward leaves, for
+     * each row, the outputs of layers tap_layers[0..n_taps) side by side in
+     * taps ([max_rows][n_taps * H]); n_taps = 0: none */
+    int32_t n_taps, tap_layers[3];
+    float *taps;
+    int32_t *tap_dst, *tap_src;       /* host [max_rows]: copy_rows index arrays */
     /* the state carried between steps */
     float *next_logits;               /* [V] */
     float *last_hidden;               /* [H] */

@@ -95,6 +95,14 @@ static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, em
         emt_matmul(op, ex, &L->w_down, L->b_down, s->gate, n, F, H, s->tmp, exact);
         if (c->post_norms) op->rmsnorm(ex, s->tmp, L->post_ffn_norm, n, H, c->rms_eps, s->tmp);
         op->add(ex, s->x, s->tmp, (int64_t)n * H);
+        for (int32_t j = 0; j < s->n_taps; j++) /* a drafter reads this layer's output (the residual stream) */
+            if (s->tap_layers[j] == l) {
+                for (int32_t r = 0; r < n; r++) {
+                    s->tap_dst[r] = r * s->n_taps + j;
+                    s->tap_src[r] = r;
+                }
+                op->copy_rows(ex, s->taps, s->x, (size_t)H, s->tap_dst, s->tap_src, n);
+            }
     }
     op->rmsnorm(ex, s->x, m->out_norm, n, H, c->rms_eps, s->hidden);
     if (logits_rows > 0) {

@@ -1,6 +1,9 @@
-/* The draft heads (Medusa ResBlocks, Hydra's sequential chain) and their
- * top-k lists: the ops the draft stage runs before it builds a tree. */
+/* The Medusa and Hydra drafters (drafter.h): the heads' ResBlocks, Hydra's
+ * sequential chain, their top-k lists and the tree's node tokens, level by
+ * level, on the host or queued on the device. */
 #include "engine/session_internal.h"
+
+#include <stddef.h>
 
 /* The layers of head `h` on `rows` input rows (width n_in of its first
  * layer); the result, [rows][H], goes to `out` (s->head_x when NULL). */
@@ -57,7 +60,7 @@ static int32_t head_logits(entmtp_session *S, int32_t h, int32_t rows, const flo
 
 /* Run head `h` on `rows` input rows, leaving top-k ids/probs per row in
  * top_ids/top_p. */
-void emt_head_run(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
+static void head_run(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
                      float *top_p) {
     int draft = 0;
     int32_t width = head_logits(S, h, rows, in, &draft);
@@ -65,9 +68,9 @@ void emt_head_run(entmtp_session *S, int32_t h, int32_t rows, const float *in, i
     if (draft) map_draft_ids(S, top_ids, rows);
 }
 
-/* emt_head_run with the top-k lists left in device memory (token ids). */
-void emt_head_run_device(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
-                         float *top_p) {
+/* head_run with the top-k lists left in device memory (token ids). */
+static void head_run_device(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
+                            float *top_p) {
     int draft = 0;
     int32_t width = head_logits(S, h, rows, in, &draft);
     S->model->be->ops->topk_device(S->ex, S->s.head_logits, rows, width, S->topk, draft ? S->draft_ids_dev : NULL,
@@ -89,8 +92,8 @@ static void medusa_heads_to(entmtp_session *S, int device, int32_t *ids, float *
         for (int32_t h = 0; h < n; h++) {
             int32_t *hi = ids + (size_t)h * S->topk;
             float *hp = probs + (size_t)h * S->topk;
-            if (device) emt_head_run_device(S, h, 1, S->s.last_hidden, hi, hp);
-            else emt_head_run(S, h, 1, S->s.last_hidden, hi, hp);
+            if (device) head_run_device(S, h, 1, S->s.last_hidden, hi, hp);
+            else head_run(S, h, 1, S->s.last_hidden, hi, hp);
         }
         return;
     }
@@ -111,7 +114,7 @@ static void medusa_heads_to(entmtp_session *S, int device, int32_t *ids, float *
 static void medusa_heads(entmtp_session *S) { medusa_heads_to(S, 0, S->chain_ids, S->chain_p); }
 
 /* Build Hydra input row r for head `depth-1`: [h, e(path[0]), ..., e(path[depth-1])]. */
-void emt_hydra_input_row(entmtp_session *S, int32_t r, const int32_t *path, int32_t depth) {
+static void hydra_input_row(entmtp_session *S, int32_t r, const int32_t *path, int32_t depth) {
     const emt_backend_ops *op = S->model->be->ops;
     const int32_t H = S->model->cfg.hidden;
     size_t width = (size_t)H * (size_t)(depth + 1);
@@ -129,8 +132,8 @@ static void hydra_chain(entmtp_session *S, int32_t root, int32_t from, int32_t t
     path[0] = root;
     for (int32_t d = 0; d < from; d++) path[d + 1] = S->chain_ids[(size_t)d * S->topk];
     for (int32_t d = from; d < to; d++) {
-        emt_hydra_input_row(S, 0, path, d + 1);
-        emt_head_run(S, d, 1, S->s.head_in, S->chain_ids + (size_t)d * S->topk, S->chain_p + (size_t)d * S->topk);
+        hydra_input_row(S, 0, path, d + 1);
+        head_run(S, d, 1, S->s.head_in, S->chain_ids + (size_t)d * S->topk, S->chain_p + (size_t)d * S->topk);
         path[d + 1] = S->chain_ids[(size_t)d * S->topk];
     }
 }
@@ -148,13 +151,8 @@ static void hydra_chain_device(entmtp_session *S, const int32_t *d_root, int32_t
     for (int32_t d = 0; d < S->heads->n_heads; d++) {
         if (d > 0) op->embed_device(S->ex, &S->model->tok_embd, H, ids + (size_t)(d - 1) * S->topk, 1,
                                     row + (size_t)(d + 1) * H);
-        emt_head_run_device(S, d, 1, row, ids + (size_t)d * S->topk, probs + (size_t)d * S->topk);
+        head_run_device(S, d, 1, row, ids + (size_t)d * S->topk, probs + (size_t)d * S->topk);
     }
-}
-
-void emt_heads_device(entmtp_session *S, const int32_t *d_root, int32_t *ids, float *probs) {
-    if (S->heads->kind == ENTMTP_HEADS_MEDUSA) medusa_heads_to(S, 1, ids, probs);
-    else hydra_chain_device(S, d_root, ids, probs);
 }
 
 entmtp_status emt_session_head_topk(entmtp_session *S, const int32_t *path, int32_t n_heads,
@@ -166,14 +164,7 @@ entmtp_status emt_session_head_topk(entmtp_session *S, const int32_t *path, int3
     for (int32_t d = 0; d < n_heads; d++)
         if (path[d] < 0 || path[d] >= S->model->cfg.vocab)
             return emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "head_topk: path token %d outside the vocabulary", path[d]);
-    if (S->heads->kind == ENTMTP_HEADS_MEDUSA) {
-        medusa_heads(S);
-    } else {
-        for (int32_t d = 0; d < n_heads; d++) {
-            emt_hydra_input_row(S, 0, path, d + 1);
-            emt_head_run(S, d, 1, S->s.head_in, S->chain_ids + (size_t)d * S->topk, S->chain_p + (size_t)d * S->topk);
-        }
-    }
+    S->drafter->path_topk(S, path, n_heads);
     entmtp_status st = emt_backend_sync(S->model->be, S->ex);
     if (st) return st;
     memcpy(top_ids, S->chain_ids, (size_t)n_heads * (size_t)S->topk * sizeof *top_ids);
@@ -182,13 +173,141 @@ entmtp_status emt_session_head_topk(entmtp_session *S, const int32_t *path, int3
 
 int32_t emt_session_topk(const entmtp_session *S) { return S ? S->topk : 0; }
 
-int32_t emt_draft_heads(entmtp_session *S, int32_t root, int32_t from, int32_t to) {
-    if (S->heads->kind == ENTMTP_HEADS_MEDUSA) { /* one product serves every head */
-        if (from == 0) medusa_heads(S);
-        return S->heads->n_heads;
+/* --------------------------------------------------------------- Medusa */
+
+static int32_t medusa_chain(entmtp_session *S, int32_t root, int32_t from, int32_t to) {
+    (void)root;
+    (void)to;
+    if (from == 0) medusa_heads(S); /* one product serves every head */
+    return S->heads->n_heads;
+}
+
+/* A node's token is its rank in its depth's list; on the device one
+ * gather from the record (the index array depends on the tree alone). */
+static void medusa_fill_tree(entmtp_session *S, const emt_tree *t, int32_t root, int device) {
+    if (!device) {
+        S->node_tokens[0] = root;
+        for (int32_t i = 1; i < t->n_nodes; i++)
+            S->node_tokens[i] = S->chain_ids[(size_t)(t->position_ids[i] - 1) * S->topk + t->node_ranks[i]];
+        return;
     }
+    int32_t *idx = S->gather_idx;
+    idx[0] = (int32_t)(offsetof(emt_step_record, next_root) / sizeof(int32_t));
+    for (int32_t i = 1; i < t->n_nodes; i++)
+        idx[i] = (int32_t)S->rec_lay.head_ids + (t->position_ids[i] - 1) * S->topk + t->node_ranks[i];
+    S->model->be->ops->gather_i32(S->ex, S->rec_dev + S->w_node_tok, S->rec_dev, idx, t->n_nodes);
+}
+
+static void medusa_chain_device(entmtp_session *S, const int32_t *d_root, int32_t *ids, float *probs) {
+    (void)d_root;
+    medusa_heads_to(S, 1, ids, probs);
+}
+
+static void medusa_path_topk(entmtp_session *S, const int32_t *path, int32_t levels) {
+    (void)path;
+    (void)levels;
+    medusa_heads(S);
+}
+
+const emt_drafter emt_drafter_medusa = {
+    .name = "medusa", .chain = medusa_chain, .by_level = 0, .fill_tree = medusa_fill_tree,
+    .chain_device = medusa_chain_device, .path_topk = medusa_path_topk,
+};
+
+/* ---------------------------------------------------------------- Hydra */
+
+static int32_t hydra_chain_levels(entmtp_session *S, int32_t root, int32_t from, int32_t to) {
     hydra_chain(S, root, from, to);
     return to;
+}
+
+static int on_rank0_chain(const emt_tree *t, int32_t node) {
+    for (int32_t a = node; a > 0; a = t->parents[a])
+        if (t->node_ranks[a] != 0) return 0;
+    return 1;
+}
+
+/* Hydra's node tokens, one walk for both places the lists live. Nodes are
+ * sorted by depth, so parents are drafted first; a parent on the rank-0
+ * chain reuses the chain's head call, and each depth's other parents get
+ * one batched head call. On the host the calls' input rows are built from
+ * host tokens and the picks read the top-k lists; on the device (the root
+ * and the chain in the step record) the rows are embedded from the device
+ * tokens of their paths and each depth's picks are one gather into
+ * rec_dev + w_node_tok. The same tokens either way. */
+static void hydra_fill_tree(entmtp_session *S, const emt_tree *t, int32_t root, int device) {
+    const emt_backend_ops *op = S->model->be->ops;
+    const int32_t H = S->model->cfg.hidden, K = S->topk;
+    int32_t *rec = S->rec_dev, *idx = S->gather_idx;
+    const int32_t w_root = (int32_t)(offsetof(emt_step_record, next_root) / sizeof(int32_t));
+    if (device) {
+        idx[0] = w_root;
+        op->gather_i32(S->ex, rec + S->w_node_tok, rec, idx, 1);
+    } else {
+        S->node_tokens[0] = root;
+    }
+    for (int32_t i = 0; i < t->n_nodes; i++) S->parent_row[i] = -1;
+    int32_t i = 1;
+    while (i < t->n_nodes) {
+        int32_t depth = t->position_ids[i];
+        int32_t end = i;
+        while (end < t->n_nodes && t->position_ids[end] == depth) end++;
+        /* rows [h, e(path[0]), ..., e(path[depth-1])] for the off-chain parents */
+        int32_t rows = 0, n_idx = 0;
+        for (int32_t k = i; k < end; k++) {
+            int32_t par = t->parents[k];
+            if (on_rank0_chain(t, par) || S->parent_row[par] >= 0) continue;
+            for (int32_t a = par; a >= 0; a = t->parents[a])
+                S->path[t->position_ids[a]] = device ? a : S->node_tokens[a];
+            if (device) { /* the h slot's token is a placeholder, overwritten by the hidden state */
+                idx[n_idx++] = w_root;
+                for (int32_t j = 0; j < depth; j++) idx[n_idx++] = (int32_t)S->w_node_tok + S->path[j];
+            } else {
+                hydra_input_row(S, rows, S->path, depth);
+            }
+            S->parent_row[par] = rows++;
+        }
+        if (rows > 0 && device) {
+            op->gather_i32(S->ex, rec + S->w_row_tok, rec, idx, n_idx);
+            op->embed_device(S->ex, &S->model->tok_embd, H, rec + S->w_row_tok, n_idx, S->s.head_in);
+            for (int32_t r = 0; r < rows; r++) {
+                S->dst_rows[r] = r * (depth + 1);
+                S->src_rows[r] = 0;
+            }
+            op->copy_rows(S->ex, S->s.head_in, S->s.last_hidden, (size_t)H, S->dst_rows, S->src_rows, rows);
+            head_run_device(S, depth - 1, rows, S->s.head_in, rec + S->w_draft_ids, (float *)(rec + S->w_draft_p));
+        } else if (rows > 0) {
+            head_run(S, depth - 1, rows, S->s.head_in, S->top_ids, S->top_p);
+        }
+        for (int32_t k = i; k < end; k++) {
+            int32_t par = t->parents[k], r = S->parent_row[par], rank = t->node_ranks[k];
+            if (device)
+                idx[k - i] = r >= 0 ? (int32_t)S->w_draft_ids + r * K + rank
+                                    : (int32_t)S->rec_lay.head_ids + (depth - 1) * K + rank;
+            else
+                S->node_tokens[k] = (r >= 0 ? S->top_ids + (size_t)r * K : S->chain_ids + (size_t)(depth - 1) * K)[rank];
+        }
+        if (device) op->gather_i32(S->ex, rec + S->w_node_tok + i, rec, idx, end - i);
+        i = end;
+    }
+}
+
+static void hydra_path_topk(entmtp_session *S, const int32_t *path, int32_t levels) {
+    for (int32_t d = 0; d < levels; d++) {
+        hydra_input_row(S, 0, path, d + 1);
+        head_run(S, d, 1, S->s.head_in, S->chain_ids + (size_t)d * S->topk, S->chain_p + (size_t)d * S->topk);
+    }
+}
+
+const emt_drafter emt_drafter_hydra = {
+    .name = "hydra", .chain = hydra_chain_levels, .by_level = 1, .fill_tree = hydra_fill_tree,
+    .chain_device = hydra_chain_device, .path_topk = hydra_path_topk,
+};
+
+const emt_drafter *emt_drafter_for(const entmtp_heads *heads) {
+    if (!heads) return NULL;
+    if (heads->kind == ENTMTP_HEADS_EAGLE3) return &emt_drafter_eagle3;
+    return heads->kind == ENTMTP_HEADS_HYDRA ? &emt_drafter_hydra : &emt_drafter_medusa;
 }
 
 void emt_session_forget_graphs(entmtp_session *S) {

@@ -24,6 +24,7 @@ static void dev_free(entmtp_session *S, void *p) {
 
 ENTMTP_API void entmtp_session_free(entmtp_session *S) {
     if (!S) return;
+    if (S->drafter && S->drafter->destroy) S->drafter->destroy(S);
     dev_free(S, S->kv.block);
     dev_free(S, S->rec_dev);
     dev_free(S, S->stop_dev);
@@ -35,9 +36,11 @@ ENTMTP_API void entmtp_session_free(entmtp_session *S) {
     emt_scratch *s = &S->s;
     void *bufs[] = { s->x, s->xn, s->q, s->att, s->tmp, s->gate, s->up, s->hidden, s->logits,
                      s->head_in, s->head_x, s->head_tmp, s->head_res, s->head_logits,
-                     s->next_logits, s->last_hidden };
+                     s->next_logits, s->last_hidden, s->taps };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(S, bufs[i]);
     if (S->ex) S->model->be->ops->exec_destroy(S->ex);
+    free(s->tap_dst);
+    free(s->tap_src);
     free(S->tokens);
     free(S->node_tokens);
     free(S->positions);
@@ -192,6 +195,7 @@ entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_h
     if (!S) return ENTMTP_ERR_OUT_OF_MEMORY;
     S->model = model;
     S->heads = heads;
+    S->drafter = emt_drafter_for(heads);
     S->bank = bank;
     S->p = p;
     if (p.n_stop_tokens > 0) memcpy(S->stop_tokens, p.stop_tokens, (size_t)p.n_stop_tokens * sizeof *p.stop_tokens);
@@ -250,15 +254,24 @@ entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_h
     DEV_ALLOC(s->last_hidden, H);
     if (n_heads) {
         int32_t head_rows = S->max_nodes > n_heads ? S->max_nodes : n_heads;
-        DEV_ALLOC(s->head_in, head_rows * H * (n_heads + 1));
-        DEV_ALLOC(s->head_x, head_rows * H);
-        DEV_ALLOC(s->head_tmp, head_rows * H);
-        DEV_ALLOC(s->head_res, head_rows * H);
-        DEV_ALLOC(s->head_logits, head_rows * V);
+        if (!heads->eagle3) { /* the heads' rows (EAGLE-3 keeps its own scratch) */
+            DEV_ALLOC(s->head_in, head_rows * H * (n_heads + 1));
+            DEV_ALLOC(s->head_x, head_rows * H);
+            DEV_ALLOC(s->head_tmp, head_rows * H);
+            DEV_ALLOC(s->head_res, head_rows * H);
+            DEV_ALLOC(s->head_logits, head_rows * V);
+        }
         HOST_ALLOC(S->top_ids, (int64_t)head_rows * S->topk);
         HOST_ALLOC(S->top_p, (int64_t)head_rows * S->topk);
         HOST_ALLOC(S->chain_ids, (int64_t)n_heads * S->topk);
         HOST_ALLOC(S->chain_p, (int64_t)n_heads * S->topk);
+    }
+    if (heads && heads->eagle3) { /* the verify pass leaves the drafter's target layers */
+        s->n_taps = 3;
+        memcpy(s->tap_layers, heads->eagle3->taps, sizeof s->tap_layers);
+        DEV_ALLOC(s->taps, max_rows * 3 * H);
+        HOST_ALLOC(s->tap_dst, max_rows);
+        HOST_ALLOC(s->tap_src, max_rows);
     }
     HOST_ALLOC(S->tokens, p.kv_capacity);
     HOST_ALLOC(S->node_tokens, S->max_nodes);
@@ -287,6 +300,10 @@ entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_h
         return st;
     }
     if (n_heads && S->n_trees && (st = emt_outlook_init(&S->outlook, bank, n_heads, S->topk))) {
+        entmtp_session_free(S);
+        return st;
+    }
+    if (S->drafter && S->drafter->init && (st = S->drafter->init(S))) {
         entmtp_session_free(S);
         return st;
     }
@@ -332,6 +349,7 @@ ENTMTP_API void entmtp_session_reset(entmtp_session *S) {
     for (int32_t i = 0; i < S->n_trees; i++) S->usage[i] = 0;
     S->decode_start = S->ar_uses = 0;
     S->ar_cost_sum = S->measured_ar_tps = 0;
+    if (S->drafter && S->drafter->reset) S->drafter->reset(S);
     if (S->policy) entmtp_policy_reset(S->policy);
 }
 
@@ -357,6 +375,10 @@ ENTMTP_API entmtp_status entmtp_session_prefill(entmtp_session *S, const int32_t
         entmtp_status st = emt_forward(S->ex, S->model, &S->kv, &S->s, tokens + done, S->positions, n,
                                        S->n_tokens + done, NULL, 0, last ? 1 : 0);
         if (st) return st;
+        if (S->drafter && S->drafter->prefill) { /* its rows read the chunk's tokens, written ahead */
+            memcpy(S->tokens + S->n_tokens + done, tokens + done, (size_t)n * sizeof *tokens);
+            if ((st = S->drafter->prefill(S, S->n_tokens + done, n))) return st;
+        }
         if (last) emt_keep_last_row(S, n - 1, 0);
         done += n;
     }

@@ -12,6 +12,7 @@
 #define EMT_SESSION_INTERNAL_H
 
 #include "accept/accept.h"
+#include "engine/drafter.h"
 #include "engine/engine.h"
 #include "engine/features.h"
 
@@ -20,6 +21,8 @@
 struct entmtp_session {
     const entmtp_model *model;
     const entmtp_heads *heads; /* NULL: AR only */
+    const emt_drafter *drafter; /* the heads' drafter (drafter.h); NULL without heads */
+    void *drafter_state;        /* its own state over the context (EAGLE-3), or NULL */
     const entmtp_bank *bank;   /* NULL: AR only */
     entmtp_policy *policy;     /* borrowed; NULL: static tree 0 */
     entmtp_session_params p;   /* p.stop_tokens points at stop_tokens */
@@ -43,7 +46,7 @@ struct entmtp_session {
     int32_t *node_tokens, *positions, *dst_rows, *src_rows, *emit;
     int32_t *top_ids;      /* [max_rows][topk] */
     float *top_p;          /* [max_rows][topk] */
-    int32_t *chain_ids;    /* Hydra greedy chain: [n_heads][topk] */
+    int32_t *chain_ids;    /* the drafter's greedy chain, top-k per level: [n_heads][topk] */
     float *chain_p;
     int32_t *parent_row;   /* Hydra: node -> row of its head call (-1 none) */
     int32_t *path;         /* scratch for one node's path */
@@ -143,48 +146,33 @@ entmtp_status emt_step_accept(entmtp_session *S, emt_step *st);
 void emt_step_commit_queue(entmtp_session *S, const emt_step *st);
 entmtp_status emt_step_commit(entmtp_session *S, emt_step *st);
 
-/* heads.c: run head `h` on `rows` input rows (width of its first layer),
- * leaving top-k ids/probs per row in top_ids/top_p. */
-void emt_head_run(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
-                  float *top_p);
-/* heads.c: Hydra input row r for head depth-1 in s->head_in:
- * [h, e(path[0]), ..., e(path[depth-1])]. */
-void emt_hydra_input_row(entmtp_session *S, int32_t r, const int32_t *path, int32_t depth);
-/* heads.c: the heads at the current position into chain_ids/chain_p:
- * Medusa's on the last hidden state (all at once, when from = 0), levels
- * [from, to) of Hydra's greedy chain from `root`. Returns the levels now
- * in chain_ids (Medusa: all). */
-int32_t emt_draft_heads(entmtp_session *S, int32_t root, int32_t from, int32_t to);
-
-/* heads.c: the heads at the current position on the device, their top-k
- * lists (token ids) into device ids/probs ([n_heads][topk]); Hydra's chain
- * starts from the root token at device address d_root. */
-void emt_heads_device(entmtp_session *S, const int32_t *d_root, int32_t *ids, float *probs);
-/* heads.c: emt_head_run with the top-k lists (token ids) left in device memory */
-void emt_head_run_device(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
-                         float *top_p);
-
 /* accept_step.c: whether `tok` ends generation (the session's stop tokens,
  * or the model's end-of-generation tokens when none were given) */
 int emt_is_stop(const entmtp_session *S, int32_t tok);
 
-/* step.c: whether this step takes the device path (accept, commit and the
- * next position's root and heads on the device, one record download). */
+/* step_mode.c: whether this step takes the device path (accept, commit
+ * and the next position's root and heads on the device, one record
+ * download). */
 int emt_step_on_device(const entmtp_session *S, const emt_step *st);
-/* step.c: whether the device queues the next position's root into the
+/* step_mode.c: whether the device queues the next position's root into the
  * record (greedy top-1, or at temperature > 0 the typical sample with the
  * uniform of emt_root_uniform) */
 int emt_root_on_device(const entmtp_session *S);
-/* step.c: the next root's uniform (u53), drawn from the session's RNG on
- * the first call after a root was taken; emt_root_taken consumes it */
+/* step_mode.c: ... and the root is a sample drawn there (temperature > 0) */
+int emt_root_sampled_on_device(const entmtp_session *S);
+/* step_mode.c: the next root's uniform (u53), drawn from the session's RNG
+ * on the first call after a root was taken; emt_root_taken consumes it */
 uint64_t emt_root_uniform(entmtp_session *S);
 void emt_root_taken(entmtp_session *S);
-/* step.c: at temperature > 0, write the next root's uniform where the
+/* step_mode.c: u53's low and high words, as sample_root reads them */
+void emt_uniform_words(uint64_t u53, int32_t *w);
+/* step_mode.c: at temperature > 0, write the next root's uniform where the
  * device's sample_root reads it (rec_dev + w_len + 2) */
 void emt_root_uniform_write(entmtp_session *S);
 
-/* step.c: whether this device step reads its lengths from device memory
- * (rec_dev + w_len): the verify forward, accept and commit take them there */
+/* step_mode.c: whether this device step reads its lengths from device
+ * memory (rec_dev + w_len): the verify forward, accept and commit take them
+ * there */
 int emt_step_dyn(const entmtp_session *S, const emt_step *st);
 
 /* commit.c: with root_next, queue the next position's root (top-1, p0,

@@ -14,43 +14,6 @@ static entmtp_status check_step(const entmtp_session *S) {
     return ENTMTP_OK;
 }
 
-/* Tree search's probes score every node on the host (node_flags.c). */
-int emt_step_on_device(const entmtp_session *S, const emt_step *st) { return S->device_step && !st->probe; }
-
-int emt_step_dyn(const entmtp_session *S, const emt_step *st) {
-    return S->dyn_step && st->nodes_on_device && emt_step_on_device(S, st);
-}
-
-int emt_root_on_device(const entmtp_session *S) {
-    return S->device_step && (S->p.temperature <= 0 || S->device_sample);
-}
-
-uint64_t emt_root_uniform(entmtp_session *S) {
-    if (!S->root_u_drawn) {
-        S->root_u53 = emt_rng_u53(&S->rng);
-        S->root_u_drawn = 1;
-    }
-    return S->root_u53;
-}
-
-void emt_root_taken(entmtp_session *S) { S->root_u_drawn = 0; }
-
-/* u53's low and high words, as sample_root reads them */
-static void uniform_words(uint64_t u53, int32_t *w) {
-    w[0] = (int32_t)(uint32_t)(u53 & 0xffffffffu);
-    w[1] = (int32_t)(uint32_t)(u53 >> 32);
-}
-
-/* the next root is a sample drawn on the device (its uniform goes with the step's inputs) */
-static int root_sampled_on_device(const entmtp_session *S) { return S->p.temperature > 0 && emt_root_on_device(S); }
-
-void emt_root_uniform_write(entmtp_session *S) {
-    if (!root_sampled_on_device(S)) return;
-    int32_t w[2];
-    uniform_words(emt_root_uniform(S), w);
-    S->model->be->ops->write_i32(S->ex, S->rec_dev + S->w_len + 2, w, 2);
-}
-
 /* The device's part of the step, queued without a wait. */
 static entmtp_status queue_device_span(entmtp_session *S, emt_step *st) {
     if (st->nodes_on_device) emt_step_draft_device(S, st);
@@ -73,8 +36,8 @@ static entmtp_status run_device_span(entmtp_session *S, emt_step *st) {
     }
     int32_t inputs[4] = { st->L, st->max_tokens, 0, 0 };
     int32_t n_inputs = 2;
-    if (root_sampled_on_device(S)) {
-        uniform_words(emt_root_uniform(S), inputs + 2);
+    if (emt_root_sampled_on_device(S)) {
+        emt_uniform_words(emt_root_uniform(S), inputs + 2);
         n_inputs = 4;
     }
     op->write_i32(S->ex, S->rec_dev + S->w_len, inputs, n_inputs);

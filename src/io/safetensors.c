@@ -30,11 +30,12 @@ static int parse_dtype(const char *s, emt_dtype *out) {
     else if (!strcmp(s, "BF16")) *out = EMT_BF16;
     else if (!strcmp(s, "I32")) *out = EMT_I32;
     else if (!strcmp(s, "I64")) *out = EMT_I64;
+    else if (!strcmp(s, "BOOL")) *out = EMT_BOOL;
     else return 0;
     return 1;
 }
 
-static size_t elem_size(emt_dtype t) { return t == EMT_F32 || t == EMT_I32 ? 4 : t == EMT_I64 ? 8 : 2; }
+static size_t elem_size(emt_dtype t) { return t == EMT_F32 || t == EMT_I32 ? 4 : t == EMT_I64 ? 8 : t == EMT_BOOL ? 1 : 2; }
 
 typedef struct range { uint64_t begin, end; const char *name; } range;
 

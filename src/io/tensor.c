@@ -8,7 +8,7 @@ static const struct { const char *name; size_t block_elems, block_bytes; } g_typ
     [EMT_Q8_0] = { "Q8_0", 32, 34 }, [EMT_Q4_0] = { "Q4_0", 32, 18 }, [EMT_Q4_1] = { "Q4_1", 32, 20 },
     [EMT_Q5_0] = { "Q5_0", 32, 22 }, [EMT_Q5_1] = { "Q5_1", 32, 24 },
     [EMT_Q4_K] = { "Q4_K", EMT_QK_K, 144 }, [EMT_Q5_K] = { "Q5_K", EMT_QK_K, 176 }, [EMT_Q6_K] = { "Q6_K", EMT_QK_K, 210 },
-    [EMT_I32] = { "I32", 1, 4 },    [EMT_I64] = { "I64", 1, 8 },
+    [EMT_I32] = { "I32", 1, 4 },    [EMT_I64] = { "I64", 1, 8 },   [EMT_BOOL] = { "BOOL", 1, 1 },
 };
 
 const char *emt_dtype_name(emt_dtype t) {

@@ -19,6 +19,7 @@ typedef enum emt_dtype {
     EMT_Q6_K,
     EMT_I32, /* safetensors I32/I64 (not weights; readable for metadata) */
     EMT_I64,
+    EMT_BOOL, /* safetensors BOOL, one byte (EAGLE-3's t2d mask) */
     EMT_DTYPE_COUNT
 } emt_dtype;
 

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 ENTMTP_API void entmtp_heads_free(entmtp_heads *h) {
     if (!h) return;
@@ -27,6 +28,7 @@ ENTMTP_API void entmtp_heads_free(entmtp_heads *h) {
         free(h->heads);
     }
     if (h->draft_shared.owned) be->ops->release(be, h->draft_shared.owned);
+    emt_eagle3_free(h);
     free(h->path);
     free(h->draft_ids);
     free(h);
@@ -216,11 +218,20 @@ ENTMTP_API entmtp_status entmtp_heads_load(entmtp_model *model, const char *path
     w.be = model->be;
     w.native = model->compute == ENTMTP_COMPUTE_NATIVE;
     w.copy_weights = 1; /* the file closes after loading */
-    entmtp_status st = emt_st_open(path, &w.st);
+    struct stat sb;
+    int dir = stat(path, &sb) == 0 && S_ISDIR(sb.st_mode); /* a drafter directory (EAGLE-3) */
+    entmtp_status st = dir ? ENTMTP_OK : emt_st_open(path, &w.st);
     if (st) return st;
     entmtp_heads *h = emt_calloc(1, sizeof *h);
     if (!h || !(h->path = emt_strdup(path))) { st = ENTMTP_ERR_OUT_OF_MEMORY; goto fail; }
     h->model = model;
+    if (dir || emt_eagle3_detect(w.st)) {
+        emt_st_close(w.st);
+        w.st = NULL;
+        if ((st = emt_eagle3_load(h, path))) goto fail;
+        *out_heads = h;
+        return ENTMTP_OK;
+    }
     const char *prefix = "";
     if (emt_st_find(w.st, "prefix_embeding_layer.norm.weight") ||
         (emt_st_find(w.st, "hydra_mlp.0.1.linear.weight") && !emt_st_find(w.st, "hydra_mlp.0.0.linear.weight"))) {

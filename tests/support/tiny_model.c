@@ -93,6 +93,13 @@ void emt_tiny_encode(emt_dtype type, const float *x, int64_t n, uint8_t *out) {
             memcpy(out + 4 * i, &v, 4);
         }
         break;
+    case EMT_I64:
+        for (int64_t i = 0; i < n; i++) {
+            int64_t v = (int64_t)x[i];
+            memcpy(out + 8 * i, &v, 8);
+        }
+        break;
+    case EMT_BOOL: for (int64_t i = 0; i < n; i++) out[i] = x[i] != 0; break;
     case EMT_F16: for (int64_t i = 0; i < n; i++) put16(out + 2 * i, emt_f32_to_f16(x[i])); break;
     case EMT_BF16: for (int64_t i = 0; i < n; i++) put16(out + 2 * i, f32_to_bf16(x[i])); break;
     case EMT_Q8_0:
@@ -526,4 +533,53 @@ entmtp_status emt_tiny_write_medusa_heads(const char *path, int32_t hidden, int3
 entmtp_status emt_tiny_write_hydra_heads(const char *path, int32_t hidden, int32_t vocab, int32_t n_heads,
                                          int32_t n_layers, int with_lm_head, uint64_t seed) {
     return write_hydra(path, hidden, vocab, n_heads, n_layers, with_lm_head, seed, NULL, 0);
+}
+
+/* ------------------------------------------------------------- EAGLE-3 */
+
+entmtp_status emt_tiny_write_eagle3(const char *dir, const emt_tiny_eagle3 *e) {
+    mkdir(dir, 0755);
+    const int32_t H = e->hidden, q = e->n_heads * e->head_dim, kv = e->n_kv_heads * e->head_dim;
+    const int32_t T = e->target_hidden ? e->target_hidden : H;
+    wlist l = { 0 };
+    float s = 1.0f / sqrtf((float)H);
+    fill(add(&l, "fc.weight", H, 3 * T, EMT_F32), e->seed, "fc.weight", 1.0f / sqrtf(3.0f * T), 0);
+    fill(add(&l, "midlayer.self_attn.q_proj.weight", q, 2 * H, EMT_F32), e->seed, "q", s, 0);
+    fill(add(&l, "midlayer.self_attn.k_proj.weight", kv, 2 * H, EMT_F32), e->seed, "k", s, 0);
+    fill(add(&l, "midlayer.self_attn.v_proj.weight", kv, 2 * H, EMT_F32), e->seed, "v", s, 0);
+    fill(add(&l, "midlayer.self_attn.o_proj.weight", H, q, EMT_F32), e->seed, "o", 1.0f / sqrtf((float)q), 0);
+    fill(add(&l, "midlayer.hidden_norm.weight", H, 0, EMT_F32), e->seed, "hn", 0.1f, 1.0f);
+    fill(add(&l, "midlayer.input_layernorm.weight", H, 0, EMT_F32), e->seed, "in", 0.1f, 1.0f);
+    fill(add(&l, "midlayer.post_attention_layernorm.weight", H, 0, EMT_F32), e->seed, "pn", 0.1f, 1.0f);
+    fill(add(&l, "midlayer.mlp.gate_proj.weight", e->ffn, H, EMT_F32), e->seed, "gate", s, 0);
+    fill(add(&l, "midlayer.mlp.up_proj.weight", e->ffn, H, EMT_F32), e->seed, "up", s, 0);
+    fill(add(&l, "midlayer.mlp.down_proj.weight", H, e->ffn, EMT_F32), e->seed, "down", 1.0f / sqrtf((float)e->ffn), 0);
+    fill(add(&l, "norm.weight", H, 0, EMT_F32), e->seed, "norm", 0.1f, 1.0f);
+    fill(add(&l, "lm_head.weight", e->n_draft, H, EMT_F32), e->seed, "lm_head", 4.0f * s, 0);
+    if (e->own_embed) fill(add(&l, "embed_tokens.weight", e->vocab, H, EMT_F32), e->seed, "embed", 1.0f, 0);
+    /* draft id i -> target (7 i + 3) mod vocab (7 is prime to the test vocabularies) */
+    wtensor *d2t = add(&l, "d2t", e->n_draft, 0, EMT_I64);
+    wtensor *t2d = add(&l, "t2d", e->vocab, 0, EMT_BOOL);
+    memset(t2d->data, 0, (size_t)e->vocab * sizeof(float));
+    for (int32_t i = 0; i < e->n_draft; i++) {
+        int32_t target = e->n_draft == e->vocab ? i : (int32_t)((7 * (int64_t)i + 3) % e->vocab);
+        d2t->data[i] = (float)(target - i);
+        t2d->data[target] = 1;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) { free_list(&l); return emt_fail(ENTMTP_ERR_IO, "%s: cannot create", path); }
+    fprintf(f, "{\"architectures\":[\"LlamaForCausalLMEagle3\"],\"model_type\":\"llama\",\"hidden_size\":%d,"
+               "\"intermediate_size\":%d,\"num_hidden_layers\":1,\"num_attention_heads\":%d,"
+               "\"num_key_value_heads\":%d,\"head_dim\":%d,\"vocab_size\":%d,\"draft_vocab_size\":%d,"
+               "\"rope_theta\":%.9g,\"rms_norm_eps\":1e-05,\"rope_scaling\":null,\"tie_word_embeddings\":false,"
+               "\"eagle_config\":{\"eagle_aux_hidden_state_layer_ids\":[%d,%d,%d]}}\n",
+            H, e->ffn, e->n_heads, e->n_kv_heads, e->head_dim, e->vocab, e->n_draft, (double)e->rope_theta,
+            e->taps[0], e->taps[1], e->taps[2]);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    entmtp_status st = write_safetensors(path, l.t, l.n, "{\"format\":\"pt\"}");
+    free_list(&l);
+    return st;
 }

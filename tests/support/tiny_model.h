@@ -37,6 +37,19 @@ entmtp_status emt_tiny_write_hydra_heads(const char *path, int32_t hidden, int32
 entmtp_status emt_tiny_write_heads_draft(const char *path, entmtp_heads_kind kind, int32_t hidden, int32_t vocab,
                                          int32_t n_heads, int32_t n_layers, int with_lm_head, uint64_t seed,
                                          const int32_t *draft_ids, int32_t n_draft);
+/* A random EAGLE-3 drafter directory (config.json + model.safetensors) in
+ * the SafeAILab/EAGLE and SpecForge layout, for a target of hidden size
+ * target_hidden (0: hidden) and vocabulary vocab, reading target layers
+ * taps[] (eagle_config), with n_draft draft ids (d2t/t2d) and, with
+ * own_embed, its own embed_tokens. */
+typedef struct emt_tiny_eagle3 {
+    int32_t hidden, target_hidden, ffn, n_heads, n_kv_heads, head_dim, vocab, n_draft, taps[3];
+    float rope_theta;
+    int own_embed;
+    uint64_t seed;
+} emt_tiny_eagle3;
+entmtp_status emt_tiny_write_eagle3(const char *dir, const emt_tiny_eagle3 *e);
+
 /* The deterministic value in [-1, 1) behind element `index` of tensor `name`
  * (HF name, row-major [out, in]); writers scale it per tensor kind. */
 float emt_tiny_uniform(uint64_t seed, const char *name, int64_t index);

@@ -18,7 +18,8 @@ static void usage(FILE *f) {
             "       entmtp chat --model PATH [options]     (the same as generate -i)\n"
             "\n"
             "  --model PATH          GGUF file or Hugging Face directory\n"
-            "  --heads PATH          Medusa/Hydra heads (.safetensors); default: the drafter shipped\n"
+            "  --heads PATH          Medusa/Hydra heads (.safetensors) or an EAGLE-3 drafter\n"
+            "                        directory (docs/drafters.md); default: the drafter shipped\n"
             "                        for this model, matched by its identity (architecture, shapes,\n"
             "                        vocabulary hash; entmtp info prints it), else AR\n"
             "  --no-heads            plain AR even when heads are shipped\n"
@@ -478,8 +479,10 @@ static void print_text(const generate_options *o, const generate_run *g, const c
     }
     if (!g->heads || o->ar) return;
     fprintf(stderr, "-- drafter: heads %s (%s, %d heads): %s\n-- bank: %s (%s); policy %s; tree usage:", g->heads_path,
-            g->hi.kind == ENTMTP_HEADS_HYDRA ? "hydra" : "medusa", g->hi.n_heads, g->heads_why,
-            g->bank_path ? g->bank_path : "built-in", g->bank_why, policy_label);
+            g->hi.kind == ENTMTP_HEADS_HYDRA    ? "hydra"
+            : g->hi.kind == ENTMTP_HEADS_EAGLE3 ? "eagle3"
+                                                : "medusa",
+            g->hi.n_heads, g->heads_why, g->bank_path ? g->bank_path : "built-in", g->bank_why, policy_label);
     for (int32_t k = 0; k < entmtp_bank_size(g->bank); k++) {
         entmtp_tree_info ti = { sizeof ti };
         entmtp_bank_tree_info(g->bank, k, &ti);

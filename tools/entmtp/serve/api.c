@@ -188,6 +188,7 @@ int serve_parse_request(const serve_model *sm, int chat, const char *body, size_
     r->max_tokens = (int32_t)max_tokens;
     r->seed = (unsigned long long)seed;
     r->has_seed = cJSON_GetObjectItemCaseSensitive(o, "seed") != NULL;
+    r->return_prompt_ids = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "return_prompt_ids"));
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "temperature")) && !cJSON_IsNull(v)) {
         if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 2)) {
             ok = serve_fail(e, 400, "temperature", NULL, "temperature: must be a number in [0, 2]");
@@ -260,6 +261,13 @@ static void add_summary(cJSON *o, const serve_job *j) {
     cJSON_AddNumberToObject(x, "tokens_per_second", st.tokens_per_second);
     cJSON_AddNumberToObject(x, "prefill_seconds", st.prefill_seconds);
     cJSON_AddNumberToObject(x, "decode_seconds", st.decode_seconds);
+    if (j->return_prompt_ids) { /* the ids prefilled: what the tokenizer made of the prompt */
+        const int32_t *ids;
+        int32_t n_ids = 0;
+        entmtp_session_tokens(j->session, &ids, &n_ids);
+        cJSON *arr = cJSON_AddArrayToObject(x, "prompt_ids");
+        for (int32_t i = 0; i < j->n_prompt && i < n_ids; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
+    }
     cJSON *usage = cJSON_AddObjectToObject(x, "tree_usage");
     for (int32_t k = 0; j->sm->bank && k < entmtp_bank_size(j->sm->bank); k++) {
         entmtp_tree_info ti = { sizeof ti };

@@ -111,14 +111,26 @@ class Model(Handle):
     def vocab_size(self) -> int:
         return self.info.vocab_size
 
-    def tokenize(self, text_: Union[str, bytes], add_bos: bool = False, parse_special: bool = False) -> List[int]:
-        """Text (str or UTF-8 bytes) -> list of token ids."""
+    def tokenize(self, text_: Union[str, bytes], add_bos: bool = False, parse_special: bool = False,
+                 add_special: bool = False) -> List[int]:
+        """Text (str or UTF-8 bytes) -> list of token ids.
+
+        add_special=True adds what the model's tokenizer config asks for (a
+        BOS when it sets add_bos_token, an EOS when add_eos_token), as
+        llama.cpp's add_special does: use it for prompts (with
+        parse_special=True for chat text from chat_prompt, which leaves the
+        BOS to this call). add_bos=True puts a BOS first whatever the config
+        says; give one of the two. With neither, only the text's tokens."""
+        if add_special and add_bos:
+            raise ValueError("tokenize: give add_special or add_bos, not both")
+        mode = (lib.ENTMTP_TOKENIZE_ADD_SPECIAL if add_special
+                else lib.ENTMTP_TOKENIZE_FORCE_BOS if add_bos else lib.ENTMTP_TOKENIZE_NO_SPECIAL)
         data = text(text_)
         cap = len(data) + 8
         n = ffi.new("int32_t *")
         for _ in range(2):
             buf = ffi.new("int32_t[]", cap)
-            st = lib.entmtp_tokenize(self._ptr, data, len(data), int(bool(add_bos)),
+            st = lib.entmtp_tokenize(self._ptr, data, len(data), mode,
                                      int(bool(parse_special)), buf, cap, n)
             if st == lib.ENTMTP_ERR_BUFFER_TOO_SMALL and n[0] > cap:
                 cap = n[0]

@@ -44,7 +44,7 @@ mod session;
 
 pub use bank::{builtin_tree_names, Bank, BankParams, TreeBuffers, TreeInfo, Trees};
 pub use error::{clear_error, last_error, Error, Result, Status};
-pub use model::{Backend, Drafter, Heads, HeadsInfo, HeadsKind, LoadOptions, Model, ModelInfo};
+pub use model::{Backend, Drafter, Heads, HeadsInfo, HeadsKind, LoadOptions, Model, ModelInfo, TokenizeSpecial};
 pub use policy::{CustomPolicy, Features, Outcome, Policy, PolicyKind};
 pub use session::{Session, SessionOptions, SessionStats, SpeedupSource, StepResult};
 

@@ -132,6 +132,10 @@ static int get_knobs(const serve_model *sm, const cJSON *o, serve_request *r, se
     if (ar && !cJSON_IsBool(ar))
         return serve_fail(e, 400, "entmtp.autoregressive", NULL, "entmtp.autoregressive: must be true or false");
     r->autoregressive = cJSON_IsTrue(ar);
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(x, "return_prompt_ids");
+    if (ids && !cJSON_IsBool(ids))
+        return serve_fail(e, 400, "entmtp.return_prompt_ids", NULL, "entmtp.return_prompt_ids: must be true or false");
+    r->return_prompt_ids = cJSON_IsTrue(ids);
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(x, "policy");
     if (!p || cJSON_IsNull(p)) return 1;
     if (!cJSON_IsString(p) || entmtp_policy_kind_from_name(p->valuestring, &r->policy) || r->policy == ENTMTP_POLICY_CUSTOM)
@@ -188,7 +192,6 @@ int serve_parse_request(const serve_model *sm, int chat, const char *body, size_
     r->max_tokens = (int32_t)max_tokens;
     r->seed = (unsigned long long)seed;
     r->has_seed = cJSON_GetObjectItemCaseSensitive(o, "seed") != NULL;
-    r->return_prompt_ids = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "return_prompt_ids"));
     if ((v = cJSON_GetObjectItemCaseSensitive(o, "temperature")) && !cJSON_IsNull(v)) {
         if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 2)) {
             ok = serve_fail(e, 400, "temperature", NULL, "temperature: must be a number in [0, 2]");

@@ -162,7 +162,9 @@ class Model(Handle):
         return self.detokenize_bytes(tokens).decode("utf-8", errors)
 
     def chat_prompt(self, user_message: str, system_prompt: Optional[str] = None) -> str:
-        """A single-turn chat prompt in the model's chat template."""
+        """A single-turn chat prompt in the model's chat template. Tokenize it
+        with add_special=True, parse_special=True: the text leaves the BOS the
+        model asks for to the tokenizer (one BOS, never two)."""
         sys_arg = text(system_prompt) if system_prompt is not None else ffi.NULL
         user = text(user_message)
         return self._text_call(lambda *a: lib.entmtp_chat_prompt(self._ptr, sys_arg, user, *a)).decode(
@@ -171,7 +173,8 @@ class Model(Handle):
     def chat_messages(self, messages: Sequence[Union[Tuple[str, str], Mapping[str, str]]]) -> str:
         """A conversation in the model's chat template: (role, content) pairs
         or {"role": ..., "content": ...} dicts, role "system" (first only),
-        "user" or "assistant", the last turn the user's."""
+        "user" or "assistant", the last turn the user's. Tokenize it as
+        chat_prompt's text."""
         pairs = [(m["role"], m["content"]) if isinstance(m, Mapping) else tuple(m) for m in messages]
         keep = [ffi.new("char[]", text(part)) for pair in pairs for part in pair]
         roles = ffi.new("char *[]", keep[0::2])

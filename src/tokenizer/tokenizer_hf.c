@@ -445,6 +445,7 @@ entmtp_status emt_tokenizer_from_hf_json(const char *tokenizer_json, const char 
         }
     }
     if (!bos_name) bos_name = post_bos;
+    if (!eos_name && !cfg) eos_name = post_last; /* gguf-py: without a config, the last special is the EOS */
     if (add_bos < 0) add_bos = post_bos != NULL && bos_name && strcmp(post_bos, bos_name) == 0;
     spec.add_bos = add_bos;
     if (add_eos < 0) add_eos = post_last != NULL && eos_name && strcmp(post_last, eos_name) == 0;

@@ -90,6 +90,12 @@ def check(cli, fixture_path=FIXTURE):
     if not os.path.isdir(os.path.join(LLAMACPP_SRC, "models")):
         print(f"SKIP: {LLAMACPP_SRC}/models is absent (scripts/fetch-llamacpp-src.sh)")
         return 77
+    try:
+        import gguf  # noqa: F401  (arch_models.py writes the models)
+        import numpy  # noqa: F401
+    except ImportError as e:
+        print(f"SKIP: {e} (pip install gguf numpy)")
+        return 77
     sys.path.insert(0, os.path.join(ROOT, "tests", "server"))
     os.environ["ENTMTP_CLI"] = cli
     fx = load_fixture(fixture_path)
@@ -149,6 +155,12 @@ def check(cli, fixture_path=FIXTURE):
 def export(outdir, fixture_path=FIXTURE):
     if not os.path.isdir(os.path.join(LLAMACPP_SRC, "models")):
         print(f"SKIP: {LLAMACPP_SRC}/models is absent (scripts/fetch-llamacpp-src.sh)")
+        return 77
+    try:
+        import gguf  # noqa: F401
+        import numpy  # noqa: F401
+    except ImportError as e:
+        print(f"SKIP: {e} (pip install gguf numpy)")
         return 77
     fx = load_fixture(fixture_path)
     os.makedirs(outdir, exist_ok=True)

@@ -41,8 +41,19 @@ CHATS = {
               {"role": "user", "content": "2+2?"}],
 }
 
-# name: (arch_models.py architecture, llama.cpp vocabulary, chat template or
-# "-" for the vocabulary's own, tokenizer.ggml flag overrides)
+# Meta-Llama-3-8B-Instruct's chat template (tokenizer_config.json): Llama 3.1's
+# (models/templates) prints today's date in llama.cpp, which would date the ids
+LLAMA3_TEMPLATE = (
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+    "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + "
+    "'<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}"
+    "{{ content }}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}")
+INLINE_TEMPLATES = {"Meta-Llama-3-8B-Instruct": LLAMA3_TEMPLATE}
+
+# name: (arch_models.py architecture, llama.cpp vocabulary, chat template (a
+# models/templates file, an INLINE_TEMPLATES name, or "-" for the
+# vocabulary's own), tokenizer.ggml flag overrides)
 CASES = {
     # SentencePiece with add_bos_token (Gemma's kind of vocabulary: llama.cpp
     # ships no Gemma one) and Gemma's template ({{ bos_token }} first)
@@ -50,7 +61,7 @@ CASES = {
     "gemma3": ("gemma3", "llama-spm", "google-gemma-2-2b-it.jinja", []),
     # Llama 3: byte-level BPE, no add_bos_token key (llama.cpp's default for
     # llama-bpe is on), {{- bos_token }} first
-    "llama3": ("llama3", "llama-bpe", "meta-llama-Llama-3.1-8B-Instruct.jinja", []),
+    "llama3": ("llama3", "llama-bpe", "Meta-Llama-3-8B-Instruct", []),
     # Llama 2 / Mistral: SentencePiece, Mistral's [INST] template
     "mistral": ("llama3", "llama-spm", "mistralai-Mistral-Nemo-Instruct-2407.jinja", []),
     # Phi-3: its own vocabulary and template ({{ bos_token }} first)
@@ -61,15 +72,20 @@ CASES = {
     "spm_eos_sep": ("llama3", "llama-spm", "google-gemma-2-2b-it.jinja", ["add_eos_token=1", "add_sep_token=1"]),
     # add_bos_token off with a template that prints bos_token: the
     # template's BOS stays (llama.cpp strips it only when it adds one)
-    "llama3_no_bos": ("llama3", "llama-bpe", "meta-llama-Llama-3.1-8B-Instruct.jinja", ["add_bos_token=0"]),
+    "llama3_no_bos": ("llama3", "llama-bpe", "Meta-Llama-3-8B-Instruct", ["add_bos_token=0"]),
 }
 
 
 def write(name, out, src=LLAMACPP_SRC):
     arch, vocab, template, flags = CASES[name]
     tmpl = "-" if template == "-" else os.path.join(src, "models", "templates", template)
-    subprocess.run([sys.executable, os.path.join(HERE, "arch_models.py"), "write-vocab", arch, out,
-                    os.path.join(src, "models", f"ggml-vocab-{vocab}.gguf"), tmpl, *flags], check=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        if template in INLINE_TEMPLATES:
+            tmpl = os.path.join(tmp, template + ".jinja")
+            with open(tmpl, "w", encoding="utf-8") as f:
+                f.write(INLINE_TEMPLATES[template])
+        subprocess.run([sys.executable, os.path.join(HERE, "arch_models.py"), "write-vocab", arch, out,
+                        os.path.join(src, "models", f"ggml-vocab-{vocab}.gguf"), tmpl, *flags], check=True)
 
 
 def load_fixture(path=FIXTURE):

@@ -18,10 +18,12 @@ with a family's real chat template (models/templates/*.jinja):
       "plain IDS", "chat IDS", "empty IDS"; exit 77 when the llama.cpp
       source is absent
 
-scripts/record-special-fixtures.sh records llama.cpp's ids into
-tests/data/llamacpp/special-tokens.json: llama-server's /tokenize with
-add_special for the plain prompt, /apply-template then /tokenize with
-add_special for the chat conversations (what its chat completions prefill).
+scripts/record-special-fixtures.sh records llama.cpp's ids (llama.cpp-py0.3.16)
+into tests/data/llamacpp/special-tokens.json: llama-server's /tokenize with
+add_special for the plain prompt; for the chat conversations /apply-template,
+the leading bos_token dropped when the vocabulary adds a BOS (common/chat.cpp's
+rule, which that llama-server's own chat path skips: see the script), then
+/tokenize with add_special.
 """
 import json
 import os
@@ -162,6 +164,9 @@ def check(cli, fixture_path=FIXTURE):
                                         {"messages": msgs, "max_tokens": 1, "temperature": 0, "entmtp": knobs})
                     got = r["entmtp"]["prompt_ids"] if st == 200 else (st, r)
                     expect(got, case["chat"][conv], f"{name}: serve /v1/chat/completions ({conv})")
+                    if isinstance(got, list) and bos_count(got, bos) > 1:
+                        failures += 1
+                        print(f"FAIL: {name}: the server's chat prompt starts with {bos_count(got, bos)} BOS")
             finally:
                 srv.stop()
     print(f"{len(fx['cases'])} cases recorded by {fx['llamacpp']}, {failures} failures")

@@ -11,8 +11,10 @@ with a family's real chat template (models/templates/*.jinja):
   special_tokens.py write NAME OUT.gguf LLAMACPP_SRC
   special_tokens.py check ENTMTP_CLI [FIXTURE]    CLI generate and the server
                                                   against the fixture (CTest)
-  special_tokens.py export OUTDIR                 every case's model into OUTDIR
-      and OUTDIR/cases.txt, the fixture in lines a test without a JSON parser
+  special_tokens.py path NAME                     the case's model (written once
+      into .cache/special-tokens-models, shared by the checks), on stdout
+  special_tokens.py export OUTDIR                 every case's model (as path) and
+      OUTDIR/cases.txt, the fixture in lines a test without a JSON parser
       reads (the Rust binding's tests/special_tokens.rs): "prompt HEX",
       "user HEX" (UTF-8 as hex), then per case "case NAME BOS PATH",
       "plain IDS", "chat IDS", "empty IDS"; exit 77 when the llama.cpp
@@ -90,6 +92,28 @@ def write(name, out, src=LLAMACPP_SRC):
                         os.path.join(src, "models", f"ggml-vocab-{vocab}.gguf"), tmpl, *flags], check=True)
 
 
+def model_path(name, src=LLAMACPP_SRC):
+    """The case's model, written once into .cache/special-tokens-models/<key>/
+    (the key hashes the writers and the vocabulary, so a change rewrites it):
+    the CTest check and both binding suites share the files."""
+    import hashlib
+    arch, vocab, template, flags = CASES[name]
+    h = hashlib.sha256(repr(CASES[name]).encode())
+    for f in (os.path.join(HERE, "arch_models.py"), os.path.abspath(__file__),
+              os.path.join(src, "models", f"ggml-vocab-{vocab}.gguf")):
+        with open(f, "rb") as fh:
+            h.update(fh.read())
+    d = os.path.join(os.environ.get("ENTMTP_CACHE_ROOT", os.path.join(ROOT, ".cache")), "special-tokens-models",
+                     h.hexdigest()[:16])
+    path = os.path.join(d, name + ".gguf")
+    if not os.path.exists(path):
+        os.makedirs(d, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        write(name, tmp, src)
+        os.replace(tmp, path)  # atomic: parallel runs never read a half-written file
+    return path
+
+
 def load_fixture(path=FIXTURE):
     with open(path, encoding="utf-8") as f:
         return json.load(f)
@@ -128,47 +152,45 @@ def check(cli, fixture_path=FIXTURE):
         else:
             print(f"ok: {what} ({len(got)} ids)")
 
-    with tempfile.TemporaryDirectory() as tmp:
-        for case in fx["cases"]:
-            name = case["name"]
-            model = os.path.join(tmp, f"{name}.gguf")
-            write(name, model)
-            bos = case["bos"]
-            # generate: the ids it prefills, from --json's prompt_ids
-            def generate(*args):
-                r = subprocess.run([cli, "generate", "--model", model, "--no-heads", "--max-tokens", "1",
-                                    "--json", "--threads", "1", *args], capture_output=True, text=True)
-                if r.returncode != 0:
-                    print(r.stderr)
-                    return None
-                return json.loads(r.stdout.strip().splitlines()[-1])["prompt_ids"]
-            expect(generate("--raw", "--prompt", fx["prompt"]), case["plain"], f"{name}: generate --raw")
-            user = CHATS["user"][0]["content"]
-            got = generate("--prompt", user)
-            expect(got, case["chat"]["user"], f"{name}: generate (chat template)")
-            if got is not None and bos_count(got, bos) > 1:
-                failures += 1
-                print(f"FAIL: {name}: the chat prompt starts with {bos_count(got, bos)} BOS")
-            if not has_serve:
-                continue
-            os.environ["ENTMTP_MODEL"] = model
-            from serverutil import Server
-            srv = Server()
-            try:
-                knobs = {"return_prompt_ids": True}
-                st, r = srv.request("POST", "/v1/completions",
-                                    {"prompt": fx["prompt"], "max_tokens": 1, "temperature": 0, "entmtp": knobs})
-                expect(r["entmtp"]["prompt_ids"] if st == 200 else (st, r), case["plain"], f"{name}: serve /v1/completions")
-                for conv, msgs in CHATS.items():
-                    st, r = srv.request("POST", "/v1/chat/completions",
-                                        {"messages": msgs, "max_tokens": 1, "temperature": 0, "entmtp": knobs})
-                    got = r["entmtp"]["prompt_ids"] if st == 200 else (st, r)
-                    expect(got, case["chat"][conv], f"{name}: serve /v1/chat/completions ({conv})")
-                    if isinstance(got, list) and bos_count(got, bos) > 1:
-                        failures += 1
-                        print(f"FAIL: {name}: the server's chat prompt starts with {bos_count(got, bos)} BOS")
-            finally:
-                srv.stop()
+    for case in fx["cases"]:
+        name = case["name"]
+        model = model_path(name)
+        bos = case["bos"]
+        # generate: the ids it prefills, from --json's prompt_ids
+        def generate(*args):
+            r = subprocess.run([cli, "generate", "--model", model, "--no-heads", "--max-tokens", "1",
+                                "--json", "--threads", "1", *args], capture_output=True, text=True)
+            if r.returncode != 0:
+                print(r.stderr)
+                return None
+            return json.loads(r.stdout.strip().splitlines()[-1])["prompt_ids"]
+        expect(generate("--raw", "--prompt", fx["prompt"]), case["plain"], f"{name}: generate --raw")
+        user = CHATS["user"][0]["content"]
+        got = generate("--prompt", user)
+        expect(got, case["chat"]["user"], f"{name}: generate (chat template)")
+        if got is not None and bos_count(got, bos) > 1:
+            failures += 1
+            print(f"FAIL: {name}: the chat prompt starts with {bos_count(got, bos)} BOS")
+        if not has_serve:
+            continue
+        os.environ["ENTMTP_MODEL"] = model
+        from serverutil import Server
+        srv = Server()
+        try:
+            knobs = {"return_prompt_ids": True}
+            st, r = srv.request("POST", "/v1/completions",
+                                {"prompt": fx["prompt"], "max_tokens": 1, "temperature": 0, "entmtp": knobs})
+            expect(r["entmtp"]["prompt_ids"] if st == 200 else (st, r), case["plain"], f"{name}: serve /v1/completions")
+            for conv, msgs in CHATS.items():
+                st, r = srv.request("POST", "/v1/chat/completions",
+                                    {"messages": msgs, "max_tokens": 1, "temperature": 0, "entmtp": knobs})
+                got = r["entmtp"]["prompt_ids"] if st == 200 else (st, r)
+                expect(got, case["chat"][conv], f"{name}: serve /v1/chat/completions ({conv})")
+                if isinstance(got, list) and bos_count(got, bos) > 1:
+                    failures += 1
+                    print(f"FAIL: {name}: the server's chat prompt starts with {bos_count(got, bos)} BOS")
+        finally:
+            srv.stop()
     print(f"{len(fx['cases'])} cases recorded by {fx['llamacpp']}, {failures} failures")
     return 1 if failures else 0
 
@@ -188,8 +210,7 @@ def export(outdir, fixture_path=FIXTURE):
     ids = lambda v: " ".join(str(i) for i in v)
     lines = [f"prompt {fx['prompt'].encode().hex()}", f"user {CHATS['user'][0]['content'].encode().hex()}"]
     for case in fx["cases"]:
-        path = os.path.join(outdir, case["name"] + ".gguf")
-        write(case["name"], path)
+        path = model_path(case["name"])
         lines += [f"case {case['name']} {case['bos']} {path}", f"plain {ids(case['plain'])}",
                   f"chat {ids(case['chat']['user'])}", f"empty {ids(case['empty'])}"]
     with open(os.path.join(outdir, "cases.txt"), "w", encoding="utf-8") as f:
@@ -203,6 +224,8 @@ def main():
         print("\n".join(CASES))
     elif len(a) in (3, 4) and a[0] == "write":
         write(*a[1:])
+    elif len(a) == 2 and a[0] == "path":
+        print(model_path(a[1]))
     elif len(a) == 2 and a[0] == "export":
         sys.exit(export(a[1]))
     elif len(a) in (2, 3) and a[0] == "check":

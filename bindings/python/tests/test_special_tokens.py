@@ -24,7 +24,7 @@ WRITER = os.path.join(ROOT, "tests", "python", "special_tokens.py")
 
 
 @pytest.fixture(scope="module")
-def cases(tmp_path_factory):
+def cases():
     if not os.path.isfile(FIXTURE) or not os.path.isfile(WRITER):
         pytest.skip("not in a source checkout (tests/data/llamacpp/special-tokens.json)")
     if not os.path.isdir(os.path.join(SRC, "models")):
@@ -36,12 +36,10 @@ def cases(tmp_path_factory):
         pytest.skip("model writer unavailable: %s (pip install gguf numpy)" % e)
     with open(FIXTURE, encoding="utf-8") as f:
         fx = json.load(f)
-    d = tmp_path_factory.mktemp("special")
     out = []
-    for case in fx["cases"]:
-        path = str(d / (case["name"] + ".gguf"))
-        subprocess.run([sys.executable, WRITER, "write", case["name"], path], check=True)
-        out.append((case, path))
+    for case in fx["cases"]:  # written once into .cache/special-tokens-models, shared with CTest's check
+        r = subprocess.run([sys.executable, WRITER, "path", case["name"]], check=True, capture_output=True, text=True)
+        out.append((case, r.stdout.strip()))
     return fx, out
 
 

@@ -59,6 +59,21 @@ def test_add_special_matches_llamacpp(cases):
             assert m.tokenize("", add_special=True) == case["empty"], name
 
 
+def test_stream_prefills_llamacpp_ids(cases):
+    """Session.stream(str) tokenizes as the CLI does: the ids it prefills are llama.cpp's."""
+    fx, models = cases
+    for case, path in models:
+        with entmtp.Model(path, backend="cpu", threads=1) as m:
+            n = len(case["chat"]["user"])
+            s = entmtp.Session(m)
+            list(s.stream(fx["chats"]["user"][0]["content"], 1))
+            assert s.tokens()[:n] == case["chat"]["user"], case["name"]
+            s = entmtp.Session(m)
+            list(s.stream(fx["prompt"], 1, chat=False))
+            assert s.tokens()[:len(case["plain"])] == case["plain"], case["name"]
+            s.close()
+
+
 def test_old_parameters_keep_their_meaning(cases):
     fx, models = cases
     for case, path in models:

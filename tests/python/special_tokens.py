@@ -5,10 +5,11 @@ asks), against llama.cpp's ids.
 Each case is a random-weight F32 model (tests/python/arch_models.py
 write-vocab) whose tokenizer is one of llama.cpp's real vocabularies
 (models/ggml-vocab-*.gguf of the pinned llama.cpp source) copied as it is,
-with a family's real chat template (models/templates/*.jinja):
+with a family's real chat template (models/templates/*.jinja, the
+vocabulary's own, or Meta-Llama-3-8B-Instruct's, held here):
 
   special_tokens.py cases                         the case names, one a line
-  special_tokens.py write NAME OUT.gguf LLAMACPP_SRC
+  special_tokens.py write NAME OUT.gguf [LLAMACPP_SRC]
   special_tokens.py check ENTMTP_CLI [FIXTURE]    CLI generate and the server
                                                   against the fixture (CTest)
   special_tokens.py path NAME                     the case's model (written once

@@ -220,10 +220,34 @@ typedef struct entmtp_model_info {
 
 ENTMTP_API entmtp_status entmtp_model_get_info(const entmtp_model *model, entmtp_model_info *out);
 
-/* Text -> tokens with the model's own tokenizer. `parse_special` lets special
- * token text such as "<|im_start|>" map to its id. When `capacity` is too
- * small, returns ENTMTP_ERR_BUFFER_TOO_SMALL and sets *n_tokens to the size
- * needed. `text` is UTF-8 of length `text_len` (-1: NUL-terminated). */
+/* Values of entmtp_tokenize's `add_bos` argument: which special tokens go
+ * around the text's tokens. */
+typedef enum entmtp_tokenize_special {
+    /* The text's tokens only. */
+    ENTMTP_TOKENIZE_NO_SPECIAL = 0,
+    /* A BOS first (when the vocabulary has one) whatever the model's
+     * tokenizer config says; never an EOS. Any other non-zero value not
+     * listed here means this too (the argument was a plain on/off switch). */
+    ENTMTP_TOKENIZE_FORCE_BOS = 1,
+    /* What the model's tokenizer config asks for, as llama.cpp's
+     * add_special = true: a BOS first when it sets add_bos_token (GGUF
+     * tokenizer.ggml.add_bos_token; default on for SentencePiece and for
+     * Llama 3's pre-tokenizer, as in llama.cpp; tokenizer_config.json's
+     * add_bos_token, else tokenizer.json's post_processor), an EOS last when
+     * it sets add_eos_token. add_sep_token adds nothing (llama.cpp appends a
+     * SEP only for BERT vocabularies, which EntMTP does not load). A text
+     * that already starts with the BOS gets a second one, as in llama.cpp:
+     * give chat text from entmtp_chat_prompt*, which leaves the template's
+     * leading BOS to this call. Use this for prompts. */
+    ENTMTP_TOKENIZE_ADD_SPECIAL = 2
+} entmtp_tokenize_special;
+
+/* Text -> tokens with the model's own tokenizer. `add_bos` is one of
+ * entmtp_tokenize_special (ENTMTP_TOKENIZE_ADD_SPECIAL for a prompt).
+ * `parse_special` lets special token text such as "<|im_start|>" map to its
+ * id. When `capacity` is too small, returns ENTMTP_ERR_BUFFER_TOO_SMALL and
+ * sets *n_tokens to the size needed. `text` is UTF-8 of length `text_len`
+ * (-1: NUL-terminated). */
 ENTMTP_API entmtp_status entmtp_tokenize(const entmtp_model *model, const char *text,
                                          int64_t text_len, int add_bos, int parse_special,
                                          int32_t *tokens, int32_t capacity, int32_t *n_tokens);

@@ -132,14 +132,15 @@ static char *chat_prompt(const entmtp_model *model, const char *user) {
     return text;
 }
 
-/* Tokens of `text` (malloc'ed, *n of them); special-token text such as
+/* Tokens of `text` (malloc'ed, *n of them) with the BOS etc. the model asks for
+ * (ENTMTP_TOKENIZE_ADD_SPECIAL); special-token text such as
  * "<|im_start|>" maps to its id. NULL after printing the error. */
 static int32_t *tokenize(const entmtp_model *model, const char *text, int32_t *n) {
-    entmtp_status st = entmtp_tokenize(model, text, -1, 0, 1, NULL, 0, n);
+    entmtp_status st = entmtp_tokenize(model, text, -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 1, NULL, 0, n);
     if (st != ENTMTP_OK && st != ENTMTP_ERR_BUFFER_TOO_SMALL) { fail("tokenize", st); return NULL; }
     int32_t *ids = malloc(((size_t)*n + 1) * sizeof *ids);
     if (!ids) { fail("tokenize", ENTMTP_ERR_OUT_OF_MEMORY); return NULL; }
-    if ((st = entmtp_tokenize(model, text, -1, 0, 1, ids, *n + 1, n))) {
+    if ((st = entmtp_tokenize(model, text, -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 1, ids, *n + 1, n))) {
         fail("tokenize", st);
         free(ids);
         return NULL;

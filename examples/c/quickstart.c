@@ -30,7 +30,7 @@ int main(int argc, char **argv) { /* quickstart MODEL.gguf HEADS.safetensors */
     TRY(entmtp_policy_create(&pc, &policy));
     TRY(entmtp_session_create(model, heads, bank, NULL, &s));
     TRY(entmtp_policy_set(s, policy));
-    TRY(entmtp_tokenize(model, "The capital of France is", -1, 0, 0, ids, 256, &n_ids));
+    TRY(entmtp_tokenize(model, "The capital of France is", -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 0, ids, 256, &n_ids));
     TRY(entmtp_session_prefill(s, ids, n_ids));
     entmtp_step_result r = { .struct_size = sizeof r };
     TRY(entmtp_step(s, 0, &r)); /* r.tokens[0 .. r.n_tokens): one verified tree's tokens */

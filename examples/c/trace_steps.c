@@ -103,15 +103,16 @@ int main(int argc, char **argv) {
     if ((st = entmtp_heads_load(model, argv[2], &heads))) { rc = fail(argv[2], st); goto out; }
     if ((st = entmtp_bank_load(argv[3], NULL, &bank))) { rc = fail(argv[3], st); goto out; }
     if ((st = entmtp_bank_find(bank, argv[4], &tr.tree))) { rc = fail(argv[4], st); goto out; }
-    /* the chat template, then the tokens (sizes asked first) */
+    /* the chat template, then the tokens with the specials the model asks for
+     * (its BOS: the template text leaves it to the tokenizer), sizes asked first */
     st = entmtp_chat_prompt(model, NULL, prompt, NULL, 0, &text_len);
     if (st && st != ENTMTP_ERR_BUFFER_TOO_SMALL) { rc = fail("chat template", st); goto out; }
     if (!(text = malloc(text_len + 1))) goto out;
     if ((st = entmtp_chat_prompt(model, NULL, prompt, text, text_len + 1, &text_len))) { rc = fail("chat template", st); goto out; }
-    st = entmtp_tokenize(model, text, -1, 0, 1, NULL, 0, &n_tokens);
+    st = entmtp_tokenize(model, text, -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 1, NULL, 0, &n_tokens);
     if (st && st != ENTMTP_ERR_BUFFER_TOO_SMALL) { rc = fail("tokenize", st); goto out; }
     if (!(tokens = malloc((size_t)n_tokens * sizeof *tokens))) goto out;
-    if ((st = entmtp_tokenize(model, text, -1, 0, 1, tokens, n_tokens, &n_tokens))) { rc = fail("tokenize", st); goto out; }
+    if ((st = entmtp_tokenize(model, text, -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 1, tokens, n_tokens, &n_tokens))) { rc = fail("tokenize", st); goto out; }
     if ((st = entmtp_session_create(model, heads, bank, NULL, &session))) { rc = fail("session", st); goto out; }
     entmtp_policy_config pc;
     entmtp_policy_config_init(&pc, sizeof pc, ENTMTP_POLICY_CUSTOM);

@@ -56,7 +56,7 @@ def main(argv=None):
             session = entmtp.Session(model, heads, bank)
             session.set_policy(policy)
             if args.prompt is not None:
-                prompt = model.tokenize(args.prompt, add_bos=True)
+                prompt = model.tokenize(args.prompt, add_special=True)  # the BOS etc. the model asks for
             else:
                 prompt = args.prompt_ids or [1, 2, 3, 4]
             session.prefill(prompt)

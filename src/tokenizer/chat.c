@@ -213,7 +213,8 @@ static void turn(sbuf *b, const turn_format *f, const char *role, const char *co
 }
 
 /* Each family's turns as its template writes them (add_generation_prompt
- * on, the bos token left to the tokenizer). */
+ * on; the template's leading bos token is the caller's, see
+ * emt_chat_render_at). */
 static void render(sbuf *b, const emt_tokenizer *t, chat_format fmt, const char *system,
                    const char *const *roles, const char *const *contents, int32_t n, int64_t now) {
     switch (fmt) {
@@ -334,6 +335,11 @@ entmtp_status emt_chat_render_at(const emt_tokenizer *t, const char *const *role
         system = dflt = default_system(t->chat_template);
     }
     sbuf b = { 0 };
+    /* A template that prints bos_token opens with it. As llama.cpp does
+     * (common/chat.cpp), the text leaves it out when the tokenizer adds a
+     * BOS itself (ENTMTP_TOKENIZE_ADD_SPECIAL: one BOS, never two) and keeps
+     * it when it does not (parse_special then gives its id). */
+    if (!t->add_bos && t->bos >= 0 && tmpl_has(t, "bos_token")) sb_str(&b, special_text(t, t->bos));
     render(&b, t, fmt, system, roles, contents, n, now);
     free(dflt);
     if (b.oom) {

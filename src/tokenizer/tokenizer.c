@@ -477,6 +477,7 @@ entmtp_status emt_tokenizer_build(const emt_tok_build *b, emt_tokenizer **out) {
     t->pad = sp->pad;
     t->eot = sp->eot;
     t->add_bos = sp->add_bos ? 1 : 0;
+    t->add_eos = sp->add_eos ? 1 : 0;
     t->unk_for_missing = b->unk_for_missing;
     t->add_space_prefix = b->add_space_prefix < 0 ? 1 : b->add_space_prefix;
     t->use_byte_fallback = !b->no_byte_fallback;
@@ -952,7 +953,7 @@ static entmtp_status encode_raw(enc_ctx *c, const uint8_t *s, size_t n, int *pre
     return st;
 }
 
-entmtp_status emt_tokenize(const emt_tokenizer *t, const char *text, size_t len, int add_bos,
+entmtp_status emt_tokenize(const emt_tokenizer *t, const char *text, size_t len, int specials,
                            int parse_special, int32_t *tokens, int32_t capacity, int32_t *n_out) {
     if (!t) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tokenize: tokenizer is NULL");
     if (!n_out) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "tokenize: n_tokens output is NULL");
@@ -971,6 +972,10 @@ entmtp_status emt_tokenize(const emt_tokenizer *t, const char *text, size_t len,
         if (!c.md[i]) { st = emt_fail(ENTMTP_ERR_OUT_OF_MEMORY, "tokenize: out of memory"); goto done; }
     }
     int prev_special = 1;
+    /* llama.cpp's add_special: the config's BOS first and EOS last (a text that
+     * already starts with the BOS gets a second one there too) */
+    int add_special = specials == ENTMTP_TOKENIZE_ADD_SPECIAL;
+    int add_bos = add_special ? t->add_bos : specials != ENTMTP_TOKENIZE_NO_SPECIAL;
     if (add_bos && t->bos >= 0 && (st = ivec_push(&c.out, t->bos))) goto done;
     const uint8_t *s = (const uint8_t *)text;
     size_t raw = 0, i = 0;
@@ -1003,6 +1008,7 @@ entmtp_status emt_tokenize(const emt_tokenizer *t, const char *text, size_t len,
         raw = i;
     }
     if ((st = encode_raw(&c, s + raw, len - raw, &prev_special))) goto done;
+    if (add_special && t->add_eos && t->eos >= 0 && (st = ivec_push(&c.out, t->eos))) goto done;
     if (c.out.n > (size_t)INT32_MAX) {
         st = emt_fail(ENTMTP_ERR_OUT_OF_RANGE, "tokenize: %zu tokens do not fit in int32", c.out.n);
         goto done;
@@ -1081,6 +1087,7 @@ int32_t emt_tokenizer_eot(const emt_tokenizer *t) { return t ? t->eot : -1; }
 int32_t emt_tokenizer_unk(const emt_tokenizer *t) { return t ? t->unk : -1; }
 int32_t emt_tokenizer_pad(const emt_tokenizer *t) { return t ? t->pad : -1; }
 int emt_tokenizer_add_bos(const emt_tokenizer *t) { return t ? t->add_bos : 0; }
+int emt_tokenizer_add_eos(const emt_tokenizer *t) { return t ? t->add_eos : 0; }
 const char *emt_tokenizer_model(const emt_tokenizer *t) { return t ? t->model_name : NULL; }
 const char *emt_tokenizer_pre(const emt_tokenizer *t) { return t ? t->pre_name : NULL; }
 const char *emt_tokenizer_chat_template(const emt_tokenizer *t) { return t ? t->chat_template : NULL; }

@@ -24,15 +24,18 @@ typedef struct emt_tokenizer_spec {
     int32_t n_merges;
     const char *const *merges;  /* "a b" strings */
     int32_t bos, eos, unk, pad, eot; /* -1 when absent */
-    int add_bos;                /* default for add_bos when encoding */
+    int add_bos;                /* add_bos_token: a BOS first under EMT_TOKENIZE_ADD_SPECIAL */
+    int add_eos;                /* add_eos_token: an EOS last under EMT_TOKENIZE_ADD_SPECIAL */
     const char *chat_template;  /* may be NULL */
 } emt_tokenizer_spec;
 
 entmtp_status emt_tokenizer_create(const emt_tokenizer_spec *spec, emt_tokenizer **out);
 void emt_tokenizer_free(emt_tokenizer *t);
 
-/* Same buffer protocol as entmtp_tokenize. */
-entmtp_status emt_tokenize(const emt_tokenizer *t, const char *text, size_t len, int add_bos,
+/* `specials`: the values of entmtp_tokenize's add_bos argument
+ * (ENTMTP_TOKENIZE_NO_SPECIAL, _FORCE_BOS, _ADD_SPECIAL; any other non-zero
+ * value as _FORCE_BOS). Same buffer protocol as entmtp_tokenize. */
+entmtp_status emt_tokenize(const emt_tokenizer *t, const char *text, size_t len, int specials,
                            int parse_special, int32_t *tokens, int32_t capacity, int32_t *n_out);
 entmtp_status emt_detokenize(const emt_tokenizer *t, const int32_t *tokens, int32_t n, char *text,
                              size_t capacity, size_t *len_out);
@@ -85,6 +88,7 @@ int emt_tokenizer_token_type(const emt_tokenizer *t, int32_t id); /* 0 when out 
 /* First id whose text is exactly `text` (any type), -1 when none. */
 int32_t emt_tokenizer_find(const emt_tokenizer *t, const char *text, size_t len);
 int emt_tokenizer_add_bos(const emt_tokenizer *t);
+int emt_tokenizer_add_eos(const emt_tokenizer *t);
 int32_t emt_tokenizer_eot(const emt_tokenizer *t);
 int32_t emt_tokenizer_unk(const emt_tokenizer *t);
 int32_t emt_tokenizer_pad(const emt_tokenizer *t);

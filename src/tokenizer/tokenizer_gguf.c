@@ -28,6 +28,16 @@ static entmtp_status opt_bool(const emt_gguf *g, const char *key, int dflt, int 
     return st;
 }
 
+/* Byte-level BPE pre-tokenizers for which llama.cpp adds a BOS when the GGUF
+ * has no tokenizer.ggml.add_bos_token (llama-vocab.cpp, load()). */
+static int bos_by_default(const char *pre) {
+    static const char *const names[] = { "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1",
+                                         "pixtral", "midm-2.0", "lfm2", "tekken", "chameleon" };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(pre, names[i]) == 0) return 1;
+    return 0;
+}
+
 /* Optional string key copied with a NUL; *out NULL when absent. */
 static entmtp_status opt_str(const emt_gguf *g, const char *key, char **out) {
     const char *s;
@@ -196,7 +206,13 @@ entmtp_status emt_tokenizer_from_gguf(const struct emt_gguf *g, emt_tokenizer **
         (st = opt_id(g, "tokenizer.ggml.eot_token_id", spec.n_tokens, &spec.eot)) ||
         (st = opt_id(g, "tokenizer.ggml.eom_token_id", spec.n_tokens, &eom)))
         goto done;
-    if ((st = opt_bool(g, "tokenizer.ggml.add_bos_token", spm, &spec.add_bos))) goto done;
+    /* llama.cpp's defaults when the keys are absent (llama-vocab.cpp): BOS
+     * on for SentencePiece and for the Llama 3 family of pre-tokenizers, EOS
+     * off; add_sep_token is not read (llama.cpp appends a SEP only to BERT
+     * WordPiece vocabularies) */
+    if ((st = opt_bool(g, "tokenizer.ggml.add_bos_token", spm || bos_by_default(spec.pre), &spec.add_bos)) ||
+        (st = opt_bool(g, "tokenizer.ggml.add_eos_token", 0, &spec.add_eos)))
+        goto done;
     int space_prefix;
     if ((st = opt_bool(g, "tokenizer.ggml.add_space_prefix", 1, &space_prefix))) goto done;
     if ((st = opt_str(g, "tokenizer.chat_template", &tmpl))) goto done;

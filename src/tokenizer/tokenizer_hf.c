@@ -418,9 +418,11 @@ entmtp_status emt_tokenizer_from_hf_json(const char *tokenizer_json, const char 
     const char *eos_name = cfg ? jtoken(cfg, "eos_token") : NULL;
     const char *pad_name = cfg ? jtoken(cfg, "pad_token") : NULL;
     int add_bos = cfg ? jbool(cfg, "add_bos_token", -1) : -1;
-    /* TemplateProcessing that starts with a special token: that is the BOS */
+    int add_eos = cfg ? jbool(cfg, "add_eos_token", -1) : -1;
+    /* TemplateProcessing that starts with a special token: that is the BOS;
+     * one that ends with the eos_token adds the EOS (gguf-py's reading) */
     const cJSON *post = cJSON_GetObjectItemCaseSensitive(root, "post_processor");
-    const char *post_bos = NULL;
+    const char *post_bos = NULL, *post_last = NULL;
     {
         const cJSON *pp = post;
         const char *pt = jstr(pp, "type");
@@ -433,13 +435,21 @@ entmtp_status emt_tokenizer_from_hf_json(const char *tokenizer_json, const char 
             pt = jstr(pp, "type");
         }
         if (pt && strcmp(pt, "TemplateProcessing") == 0) {
-            const cJSON *first = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(pp, "single"), 0);
+            const cJSON *single = cJSON_GetObjectItemCaseSensitive(pp, "single");
+            const cJSON *first = cJSON_GetArrayItem(single, 0);
             post_bos = jstr(cJSON_GetObjectItemCaseSensitive(first, "SpecialToken"), "id");
+            int n_single = cJSON_GetArraySize(single);
+            if (n_single > 1)
+                post_last = jstr(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(single, n_single - 1),
+                                                                  "SpecialToken"), "id");
         }
     }
     if (!bos_name) bos_name = post_bos;
+    if (!eos_name && !cfg) eos_name = post_last; /* gguf-py: without a config, the last special is the EOS */
     if (add_bos < 0) add_bos = post_bos != NULL && bos_name && strcmp(post_bos, bos_name) == 0;
     spec.add_bos = add_bos;
+    if (add_eos < 0) add_eos = post_last != NULL && eos_name && strcmp(post_last, eos_name) == 0;
+    spec.add_eos = add_eos;
 
     /* chat template: a string, or a list of {name, template} */
     const cJSON *ct = cfg ? cJSON_GetObjectItemCaseSensitive(cfg, "chat_template") : NULL;
@@ -480,6 +490,7 @@ entmtp_status emt_tokenizer_from_hf_json(const char *tokenizer_json, const char 
 
     if (t->eos >= 0) t->eog[t->eos] = 1;
     if (t->bos < 0) t->add_bos = 0;
+    if (t->eos < 0) t->add_eos = 0;
     *out = t;
 done:
     hf_pre_free(&pre);

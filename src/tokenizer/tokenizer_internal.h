@@ -96,7 +96,7 @@ struct emt_tokenizer {
     pcre2_code *patterns[EMT_TOK_MAX_PATTERNS];
 
     int32_t bos, eos, unk, pad, eot;
-    int add_bos;
+    int add_bos, add_eos; /* what ENTMTP_TOKENIZE_ADD_SPECIAL adds */
     int unk_for_missing;
     int add_space_prefix;   /* 0, 1, 2 as in emt_tok_build */
     int use_byte_fallback;

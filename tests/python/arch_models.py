@@ -11,6 +11,12 @@ EntMTP's with them).
       whole blocks and fall back as llama.cpp's quantizer does);
       TYPE q5_0 | q5_1 | q4_k | q5_k | q6_k | q4_k_m (llama.cpp's Q4_K_M mix)
       Sliding windows shorter than the prompt: ARCH gemma2w | gemma3w (window 8)
+  arch_models.py write-vocab ARCH OUT.gguf VOCAB.gguf [TEMPLATE.jinja|-] [KEY=0|1|none ...]
+      an F32 model whose tokenizer is VOCAB.gguf's as it is (llama.cpp's
+      models/ggml-vocab-*.gguf: SentencePiece or byte-level BPE, its special
+      ids and add_* flags), TEMPLATE as its chat template (in place of
+      VOCAB.gguf's own; "-": VOCAB.gguf's, if any) and tokenizer.ggml.KEY
+      set (1/0) or removed (none), e.g. add_eos_token=1
   arch_models.py cases                   the recorded ARCH TYPE pairs, one a line
   arch_models.py write-hf ARCH MODEL.gguf OUTDIR
       the same F32 model as a Hugging Face directory (config.json,
@@ -148,7 +154,32 @@ def copy_tokenizer(w, tok_path, pre):
     return len(strings("tokenizer.ggml.tokens"))
 
 
-def write(name, qtype, out, tok_path, chat_template=None):
+def copy_vocab(w, vocab_path, flags, own_template):
+    """Every tokenizer.* key of a vocabulary GGUF (llama.cpp's
+    models/ggml-vocab-*.gguf) as it is: model, pre, tokens, scores, types,
+    merges, special ids, add_* flags, chat template; then `flags`
+    ({"add_bos_token": True, ...}: tokenizer.ggml.<key> set, None: removed)."""
+    r = GGUFReader(vocab_path)
+    n_vocab = 0
+    for name, f in r.fields.items():
+        if not name.startswith("tokenizer.") or name.removeprefix("tokenizer.ggml.") in flags:
+            continue
+        if name == "tokenizer.chat_template" and own_template:
+            continue
+        vtype = f.types[0]
+        sub = f.types[1] if vtype == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(name, f.contents(), vtype, sub)
+        if name == "tokenizer.ggml.tokens":
+            n_vocab = len(f.data)
+    for key, value in flags.items():
+        if value is not None:
+            w.add_bool(f"tokenizer.ggml.{key}", value)
+    return n_vocab
+
+
+def write(name, qtype, out, tok_path, chat_template=None, vocab_flags=None):
+    """vocab_flags None: SmolLM2's vocabulary relabelled (copy_tokenizer);
+    a dict: tok_path's tokenizer copied as it is (copy_vocab)."""
     spec = ARCHS[name]
     rng = np.random.Generator(np.random.PCG64(zlib.crc32(name.encode())))  # stable per name
     hd = spec["head_dim"]
@@ -157,7 +188,10 @@ def write(name, qtype, out, tok_path, chat_template=None):
     # (a name holding "phi3" makes llama.cpp apply Phi-3's special-token
     # attributes, which look up tokens this vocabulary does not have)
     w.add_name(f"entmtp-random-{name.replace('phi3', 'ph3')}")
-    vocab = copy_tokenizer(w, tok_path, spec["pre"])
+    if vocab_flags is None:
+        vocab = copy_tokenizer(w, tok_path, spec["pre"])
+    else:
+        vocab = copy_vocab(w, tok_path, vocab_flags, chat_template is not None)
     if chat_template is not None:
         w.add_chat_template(chat_template)
     w.add_context_length(CTX)
@@ -428,6 +462,16 @@ def main():
         write_medusa_heads(sys.argv[2], hidden=int(sys.argv[3]) if len(sys.argv) == 4 else HIDDEN)
     elif len(sys.argv) in (6, 7) and sys.argv[1] == "write":
         write(*sys.argv[2:])
+    elif len(sys.argv) >= 5 and sys.argv[1] == "write-vocab":
+        # write-vocab ARCH OUT.gguf VOCAB.gguf [TEMPLATE.jinja|-] [KEY=0|1|none ...]
+        tmpl = None
+        if len(sys.argv) > 5 and sys.argv[5] != "-":
+            tmpl = open(sys.argv[5], encoding="utf-8").read()
+        flags = {}
+        for kv in sys.argv[6:]:
+            k, v = kv.split("=")
+            flags[k] = None if v == "none" else v == "1"
+        write(sys.argv[2], "f32", sys.argv[3], sys.argv[4], tmpl, flags)
     elif len(sys.argv) == 7 and sys.argv[1] == "compare":
         bound = sys.argv[6] if sys.argv[6].endswith("%") else float(sys.argv[6])
         sys.exit(0 if compare(*sys.argv[2:6], bound) else 1)

@@ -20,8 +20,8 @@
 #define TODAY_2024_07_26 1721952000 /* the fixture's strftime_now day, 00:00 UTC */
 
 /* A two-token vocabulary (<BOS>, <EOS>, as the fixture names them) carrying
- * the template. */
-static emt_tokenizer *tokenizer_with(const char *tmpl) {
+ * the template; add_bos: the tokenizer's add_bos_token. */
+static emt_tokenizer *tokenizer_with(const char *tmpl, int add_bos) {
     static const char *const toks[] = { "<BOS>", "<EOS>", "a" };
     static const int32_t types[] = { EMT_TOKEN_CONTROL, EMT_TOKEN_CONTROL, EMT_TOKEN_NORMAL };
     emt_tokenizer_spec sp;
@@ -33,6 +33,7 @@ static emt_tokenizer *tokenizer_with(const char *tmpl) {
     sp.bos = 0;
     sp.eos = 1;
     sp.unk = sp.pad = sp.eot = -1;
+    sp.add_bos = add_bos;
     sp.chat_template = tmpl;
     emt_tokenizer *t = NULL;
     CHECK_OK(emt_tokenizer_create(&sp, &t));
@@ -62,7 +63,9 @@ static void check_case(const char *dir, const cJSON *c, int *rendered) {
         contents[n] = cJSON_GetStringValue(cJSON_GetObjectItem(m, "content"));
         n++;
     }
-    emt_tokenizer *t = tokenizer_with(tmpl);
+    /* the fixture drops the template's leading bos_token, as llama.cpp does
+     * when the tokenizer adds the BOS itself */
+    emt_tokenizer *t = tokenizer_with(tmpl, 1);
     char text[8192];
     size_t len = 0;
     entmtp_status st =
@@ -94,6 +97,38 @@ static void check_case(const char *dir, const cJSON *c, int *rendered) {
     free(tmpl);
 }
 
+/* A tokenizer that does not add a BOS keeps the template's leading
+ * bos_token in the text (llama.cpp strips it only when add_bos is on); one
+ * that adds it leaves it out; a template without bos_token never gets one. */
+static void check_leading_bos(const char *dir) {
+    static const struct { const char *file; int has_bos; } cases[] = {
+        { "meta-llama-Llama-3.1-8B-Instruct.jinja", 1 }, { "google-gemma-2-2b-it.jinja", 1 },
+        { "Qwen-Qwen2.5-7B-Instruct.jinja", 0 }, { "microsoft-Phi-3.5-mini-instruct.jinja", 0 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/templates/%s", dir, cases[i].file);
+        char *tmpl = emt_test_read_file(path, NULL);
+        CHECK(tmpl != NULL);
+        if (!tmpl) continue;
+        const char *roles[] = { "user" }, *contents[] = { "Hi" };
+        for (int add_bos = 0; add_bos <= 1; add_bos++) {
+            emt_tokenizer *t = tokenizer_with(tmpl, add_bos);
+            char text[4096];
+            size_t len = 0;
+            CHECK_OK(emt_chat_render_at(t, roles, contents, 1, TODAY_2024_07_26, text, sizeof text, &len));
+            int starts = len >= 5 && memcmp(text, "<BOS>", 5) == 0;
+            if (starts != (cases[i].has_bos && !add_bos)) {
+                fprintf(stderr, "%s, add_bos %d: text %s with <BOS>: '%.40s'\n", cases[i].file, add_bos,
+                        starts ? "starts" : "does not start", text);
+                emt_test_failures++;
+            }
+            emt_tokenizer_free(t);
+        }
+        free(tmpl);
+    }
+}
+
 int main(void) {
     const char *dir = getenv("ENTMTP_LLAMACPP_VOCABS");
     if (!dir || !*dir) dir = DEFAULT_DIR;
@@ -114,6 +149,7 @@ int main(void) {
         check_case(dir, c, &rendered);
         total++;
     }
+    check_leading_bos(dir);
     fprintf(stderr, "%d template/conversation cases, %d rendered identically, %d failures\n", total,
             rendered, emt_test_failures);
     cJSON_Delete(cases);

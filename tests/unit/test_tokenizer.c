@@ -482,6 +482,7 @@ static const char g_smollm_template[] =
 static void expect_chat(const char *tmpl, const char *sys, const char *user, const char *want, int line) {
     emt_tokenizer_spec s = base_spec("smollm");
     s.chat_template = tmpl;
+    s.add_bos = 1; /* the tokenizer adds the BOS: a template's bos_token stays out of the text */
     emt_tokenizer *t = NULL;
     CHECK_OK(emt_tokenizer_create(&s, &t));
     if (!t) return;
@@ -500,6 +501,7 @@ static void expect_turns(const char *tmpl, int32_t n, const char *const *roles, 
                          const char *want, int line) {
     emt_tokenizer_spec s = base_spec("smollm");
     s.chat_template = tmpl;
+    s.add_bos = 1;
     emt_tokenizer *t = NULL;
     CHECK_OK(emt_tokenizer_create(&s, &t));
     if (!t) return;
@@ -701,6 +703,43 @@ static void test_hf_json(void) {
         CHECK_EQ_INT(emt_tokenizer_add_bos(t), 1);
         CHECK_EQ_INT(emt_tokenizer_unk(t), 1);
         EXPECT(t, "12x", 1, 1, 0, 4, 1); /* 'x' has no token: unk */
+        emt_tokenizer_free(t);
+    }
+    /* add_special: a post-processor "<s> $A </s>" adds both (gguf-py's reading
+     * for llama.cpp's add_bos/add_eos); tokenizer_config.json's add_*_token
+     * overrides it */
+    const char *json_post =
+        "{\"added_tokens\":[{\"id\":0,\"content\":\"<s>\",\"special\":true},"
+        "{\"id\":1,\"content\":\"</s>\",\"special\":true}],"
+        "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false},"
+        "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":"
+        "\"<s>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}},{\"SpecialToken\":{\"id\":"
+        "\"</s>\",\"type_id\":0}}]},"
+        "\"model\":{\"type\":\"BPE\",\"vocab\":{\"<s>\":0,\"</s>\":1,\"1\":2,"
+        "\"2\":3,\"12\":4},\"merges\":[[\"1\",\"2\"]]}}";
+    CHECK_OK(emt_tokenizer_from_hf_json(json_post, NULL, "mem3.json", &t));
+    if (t) {
+        CHECK_EQ_INT(emt_tokenizer_add_bos(t), 1);
+        CHECK_EQ_INT(emt_tokenizer_add_eos(t), 1);
+        EXPECT(t, "12", ENTMTP_TOKENIZE_ADD_SPECIAL, 1, 0, 4, 1);
+        EXPECT(t, "12", ENTMTP_TOKENIZE_FORCE_BOS, 1, 0, 4); /* the old switch: BOS only */
+        EXPECT(t, "12", ENTMTP_TOKENIZE_NO_SPECIAL, 1, 4);
+        EXPECT(t, "", ENTMTP_TOKENIZE_ADD_SPECIAL, 1, 0, 1);
+        emt_tokenizer_free(t);
+    }
+    CHECK_OK(emt_tokenizer_from_hf_json(json_post, "{\"bos_token\":\"<s>\",\"eos_token\":\"</s>\",\"add_eos_token\":false}",
+                                        "mem3.json", &t));
+    if (t) {
+        CHECK_EQ_INT(emt_tokenizer_add_bos(t), 1);
+        CHECK_EQ_INT(emt_tokenizer_add_eos(t), 0);
+        EXPECT(t, "12", ENTMTP_TOKENIZE_ADD_SPECIAL, 1, 0, 4);
+        emt_tokenizer_free(t);
+    }
+    CHECK_OK(emt_tokenizer_from_hf_json(json_post, "{\"bos_token\":\"<s>\",\"eos_token\":\"</s>\",\"add_bos_token\":false,"
+                                        "\"add_eos_token\":true}", "mem3.json", &t));
+    if (t) {
+        EXPECT(t, "12", ENTMTP_TOKENIZE_ADD_SPECIAL, 1, 4, 1);
+        EXPECT(t, "12", 7, 1, 0, 4); /* any other non-zero value: the old switch */
         emt_tokenizer_free(t);
     }
     /* Llama 3 style: Split(regex, Isolated) + ByteLevel(use_regex=false), ignore_merges */

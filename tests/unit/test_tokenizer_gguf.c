@@ -222,6 +222,32 @@ static void test_spm(void) {
     size_t len;
     CHECK_OK(emt_detokenize(t, ids, n, buf, sizeof buf, &len));
     CHECK(strcmp(buf, "<s> hi!") == 0);
+    CHECK_EQ_INT(emt_tokenizer_add_eos(t), 0); /* llama default */
+    CHECK_OK(emt_tokenize(t, "hi!", 3, ENTMTP_TOKENIZE_ADD_SPECIAL, 0, ids, 16, &n));
+    CHECK(n == 3 && ids[0] == 1 && ids[1] == 263 && ids[2] == 3 + '!');
+    emt_tokenizer_free(t);
+
+    /* add_eos_token: ADD_SPECIAL ends with the EOS, the old switch does not;
+     * add_sep_token adds nothing to a SentencePiece vocabulary (llama.cpp) */
+    w = begin(TMP("spm_eos"));
+    kv_str(&w, "tokenizer.ggml.model", "llama");
+    kv_strs(&w, "tokenizer.ggml.tokens", tok, 264);
+    kv_i32s(&w, "tokenizer.ggml.token_type", types, 264);
+    kv_f32s(&w, "tokenizer.ggml.scores", scores, 264);
+    kv_u32(&w, "tokenizer.ggml.bos_token_id", 1);
+    kv_u32(&w, "tokenizer.ggml.eos_token_id", 2);
+    kv_bool(&w, "tokenizer.ggml.add_eos_token", 1);
+    kv_bool(&w, "tokenizer.ggml.add_sep_token", 1);
+    end(&w);
+    CHECK_OK(load(TMP("spm_eos"), &t));
+    if (!t) return;
+    CHECK_EQ_INT(emt_tokenizer_add_eos(t), 1);
+    CHECK_OK(emt_tokenize(t, "hi!", 3, ENTMTP_TOKENIZE_ADD_SPECIAL, 0, ids, 16, &n));
+    CHECK(n == 4 && ids[0] == 1 && ids[1] == 263 && ids[2] == 3 + '!' && ids[3] == 2);
+    CHECK_OK(emt_tokenize(t, "hi!", 3, ENTMTP_TOKENIZE_FORCE_BOS, 0, ids, 16, &n));
+    CHECK(n == 3 && ids[0] == 1);
+    CHECK_OK(emt_tokenize(t, "hi!", 3, ENTMTP_TOKENIZE_NO_SPECIAL, 0, ids, 16, &n));
+    CHECK(n == 2 && ids[0] == 263);
     emt_tokenizer_free(t);
 
     /* add_space_prefix = false */

@@ -250,7 +250,7 @@ static int compare_generation(bench_job *j) {
         gp.kv_capacity = 1024 < j->mi.context_length ? 1024 : j->mi.context_length;
         if ((st = entmtp_session_create(j->model, j->heads, j->hbank, &gp, &g))) return cli_fail("session", st);
         int32_t ptoks[2048], np = 0;
-        if ((st = entmtp_tokenize(j->model, text, -1, 0, 1, ptoks, 2048, &np)) ||
+        if ((st = entmtp_tokenize(j->model, text, -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 1, ptoks, 2048, &np)) ||
             (st = entmtp_session_prefill(g, ptoks, np))) {
             entmtp_session_free(g);
             return cli_fail("prompt", st);

@@ -33,11 +33,11 @@ int chat_tokens(entmtp_model *model, const char *system_prompt, const char *user
         }
     }
     int32_t n = 0;
-    st = entmtp_tokenize(model, input, -1, 0, 1, NULL, 0, &n);
+    st = entmtp_tokenize(model, input, -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 1, NULL, 0, &n);
     int32_t *toks = NULL;
     if (st == ENTMTP_ERR_BUFFER_TOO_SMALL || st == ENTMTP_OK) {
         toks = malloc(((size_t)n + 1) * sizeof *toks);
-        st = toks ? entmtp_tokenize(model, input, -1, 0, 1, toks, n + 1, &n) : ENTMTP_ERR_OUT_OF_MEMORY;
+        st = toks ? entmtp_tokenize(model, input, -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 1, toks, n + 1, &n) : ENTMTP_ERR_OUT_OF_MEMORY;
     }
     free(chat);
     if (st) {

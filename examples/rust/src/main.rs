@@ -8,7 +8,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use entmtp::{Bank, Features, Model, Policy, Session};
+use entmtp::{Bank, Features, Model, Policy, Session, TokenizeSpecial};
 
 fn bank_demo() -> entmtp::Result<()> {
     let mut bank = Bank::new()?;
@@ -44,7 +44,7 @@ fn generate(model_path: &str, heads_path: &str, args: &[String]) -> entmtp::Resu
     session.set_policy(Some(&mut policy))?;
     let text = args.first().map(|a| a == "--prompt").unwrap_or(false);
     let prompt: Vec<i32> = if text {
-        model.tokenize(args.get(1).map(String::as_str).unwrap_or(""), true, false)?
+        model.tokenize_special(args.get(1).map(String::as_str).unwrap_or(""), TokenizeSpecial::AddSpecial, false)?
     } else if args.is_empty() {
         vec![1, 2, 3, 4]
     } else {

@@ -132,6 +132,10 @@ static int get_knobs(const serve_model *sm, const cJSON *o, serve_request *r, se
     if (ar && !cJSON_IsBool(ar))
         return serve_fail(e, 400, "entmtp.autoregressive", NULL, "entmtp.autoregressive: must be true or false");
     r->autoregressive = cJSON_IsTrue(ar);
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(x, "return_prompt_ids");
+    if (ids && !cJSON_IsBool(ids))
+        return serve_fail(e, 400, "entmtp.return_prompt_ids", NULL, "entmtp.return_prompt_ids: must be true or false");
+    r->return_prompt_ids = cJSON_IsTrue(ids);
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(x, "policy");
     if (!p || cJSON_IsNull(p)) return 1;
     if (!cJSON_IsString(p) || entmtp_policy_kind_from_name(p->valuestring, &r->policy) || r->policy == ENTMTP_POLICY_CUSTOM)
@@ -260,6 +264,13 @@ static void add_summary(cJSON *o, const serve_job *j) {
     cJSON_AddNumberToObject(x, "tokens_per_second", st.tokens_per_second);
     cJSON_AddNumberToObject(x, "prefill_seconds", st.prefill_seconds);
     cJSON_AddNumberToObject(x, "decode_seconds", st.decode_seconds);
+    if (j->return_prompt_ids) { /* the ids prefilled: what the tokenizer made of the prompt */
+        const int32_t *ids;
+        int32_t n_ids = 0;
+        entmtp_session_tokens(j->session, &ids, &n_ids);
+        cJSON *arr = cJSON_AddArrayToObject(x, "prompt_ids");
+        for (int32_t i = 0; i < j->n_prompt && i < n_ids; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
+    }
     cJSON *usage = cJSON_AddObjectToObject(x, "tree_usage");
     for (int32_t k = 0; j->sm->bank && k < entmtp_bank_size(j->sm->bank); k++) {
         entmtp_tree_info ti = { sizeof ti };

@@ -61,7 +61,7 @@ int serve_job_start(const serve_model *sm, const serve_request *req, serve_job *
         j->n_stop++;
     }
     int32_t n_prompt = 0;
-    entmtp_status st = entmtp_tokenize(sm->model, req->prompt, -1, 0, 1, NULL, 0, &n_prompt);
+    entmtp_status st = entmtp_tokenize(sm->model, req->prompt, -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 1, NULL, 0, &n_prompt);
     if (st != ENTMTP_OK && st != ENTMTP_ERR_BUFFER_TOO_SMALL) { library_fail(err, "tokenize", st); goto fail; }
     if (n_prompt < 1) { serve_fail(err, 400, req->prompt_field, NULL, "%s: the prompt is empty", req->prompt_field); goto fail; }
     if (n_prompt >= sm->ctx) {
@@ -80,8 +80,9 @@ int serve_job_start(const serve_model *sm, const serve_request *req, serve_job *
     int32_t *ptoks = malloc((size_t)n_prompt * sizeof *ptoks);
     j->gen = malloc((size_t)j->max_tokens * sizeof *j->gen);
     if (!ptoks || !j->gen) { free(ptoks); goto oom; }
-    st = entmtp_tokenize(sm->model, req->prompt, -1, 0, 1, ptoks, n_prompt, &n_prompt);
+    st = entmtp_tokenize(sm->model, req->prompt, -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 1, ptoks, n_prompt, &n_prompt);
     j->n_prompt = n_prompt;
+    j->return_prompt_ids = req->return_prompt_ids;
 
     entmtp_session_params sp = entmtp_session_default_params();
     sp.kv_capacity = sm->ctx;

@@ -52,6 +52,7 @@ typedef struct serve_request {
     float temperature;
     unsigned long long seed;
     int has_seed; /* the request named a seed: its sampled text must repeat */
+    int return_prompt_ids; /* "entmtp": {"return_prompt_ids": true}: the prefilled ids in the reply */
     char *stop[SERVE_MAX_STOP];
     int n_stop;
     /* the "entmtp" object of a request: decoding knobs beyond OpenAI's */
@@ -83,6 +84,7 @@ typedef struct serve_job {
     size_t sent;         /* bytes of text already handed out */
     const char *finish;  /* NULL while running, else "stop" or "length" */
     int autoregressive;
+    int return_prompt_ids;
     serve_step last;
 } serve_job;
 

@@ -14,7 +14,7 @@ close(), by `with` blocks or by the garbage collector, always in a safe order
         bank.add_builtin("chain_2"); bank.add_builtin("mc_sim_7b_63")
         session = entmtp.Session(model, heads, bank)
         session.set_policy(entmtp.Policy.hysteresis(tau_on=0.3, tau_off=0.1))
-        session.prefill(model.tokenize("Hello", add_bos=True))
+        session.prefill(model.tokenize("Hello", add_special=True))
         print(model.detokenize(session.generate(64)))
 
 or, as `entmtp generate` does it, with the drafter shipped for the model

@@ -97,6 +97,13 @@ typedef struct entmtp_model_info {
 } entmtp_model_info;
 
 entmtp_status entmtp_model_get_info(const entmtp_model *model, entmtp_model_info *out);
+
+typedef enum entmtp_tokenize_special {
+    ENTMTP_TOKENIZE_NO_SPECIAL = 0,
+    ENTMTP_TOKENIZE_FORCE_BOS = 1,
+    ENTMTP_TOKENIZE_ADD_SPECIAL = 2
+} entmtp_tokenize_special;
+
 entmtp_status entmtp_tokenize(const entmtp_model *model, const char *text, int64_t text_len, int add_bos, int parse_special, int32_t *tokens, int32_t capacity, int32_t *n_tokens);
 entmtp_status entmtp_detokenize(const entmtp_model *model, const int32_t *tokens, int32_t n_tokens, char *text, size_t capacity, size_t *text_len);
 entmtp_status entmtp_chat_prompt(const entmtp_model *model, const char *system_prompt, const char *user_message, char *text, size_t capacity, size_t *text_len);

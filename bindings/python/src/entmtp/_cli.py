@@ -55,7 +55,7 @@ def _prompt_tokens(model, args):
             text = f.read()
     if not args.raw:
         text = model.chat_prompt(text, args.system)
-    return model.tokenize(text, parse_special=True)
+    return model.tokenize(text, add_special=True, parse_special=True)
 
 
 def _summary(model, session, stats, args, ar):

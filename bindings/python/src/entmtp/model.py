@@ -111,14 +111,26 @@ class Model(Handle):
     def vocab_size(self) -> int:
         return self.info.vocab_size
 
-    def tokenize(self, text_: Union[str, bytes], add_bos: bool = False, parse_special: bool = False) -> List[int]:
-        """Text (str or UTF-8 bytes) -> list of token ids."""
+    def tokenize(self, text_: Union[str, bytes], add_bos: bool = False, parse_special: bool = False,
+                 add_special: bool = False) -> List[int]:
+        """Text (str or UTF-8 bytes) -> list of token ids.
+
+        add_special=True adds what the model's tokenizer config asks for (a
+        BOS when it sets add_bos_token, an EOS when add_eos_token), as
+        llama.cpp's add_special does: use it for prompts (with
+        parse_special=True for chat text from chat_prompt, which leaves the
+        BOS to this call). add_bos=True puts a BOS first whatever the config
+        says; give one of the two. With neither, only the text's tokens."""
+        if add_special and add_bos:
+            raise ValueError("tokenize: give add_special or add_bos, not both")
+        mode = (lib.ENTMTP_TOKENIZE_ADD_SPECIAL if add_special
+                else lib.ENTMTP_TOKENIZE_FORCE_BOS if add_bos else lib.ENTMTP_TOKENIZE_NO_SPECIAL)
         data = text(text_)
         cap = len(data) + 8
         n = ffi.new("int32_t *")
         for _ in range(2):
             buf = ffi.new("int32_t[]", cap)
-            st = lib.entmtp_tokenize(self._ptr, data, len(data), int(bool(add_bos)),
+            st = lib.entmtp_tokenize(self._ptr, data, len(data), mode,
                                      int(bool(parse_special)), buf, cap, n)
             if st == lib.ENTMTP_ERR_BUFFER_TOO_SMALL and n[0] > cap:
                 cap = n[0]
@@ -150,7 +162,9 @@ class Model(Handle):
         return self.detokenize_bytes(tokens).decode("utf-8", errors)
 
     def chat_prompt(self, user_message: str, system_prompt: Optional[str] = None) -> str:
-        """A single-turn chat prompt in the model's chat template."""
+        """A single-turn chat prompt in the model's chat template. Tokenize it
+        with add_special=True, parse_special=True: the text leaves the BOS the
+        model asks for to the tokenizer (one BOS, never two)."""
         sys_arg = text(system_prompt) if system_prompt is not None else ffi.NULL
         user = text(user_message)
         return self._text_call(lambda *a: lib.entmtp_chat_prompt(self._ptr, sys_arg, user, *a)).decode(
@@ -159,7 +173,8 @@ class Model(Handle):
     def chat_messages(self, messages: Sequence[Union[Tuple[str, str], Mapping[str, str]]]) -> str:
         """A conversation in the model's chat template: (role, content) pairs
         or {"role": ..., "content": ...} dicts, role "system" (first only),
-        "user" or "assistant", the last turn the user's."""
+        "user" or "assistant", the last turn the user's. Tokenize it as
+        chat_prompt's text."""
         pairs = [(m["role"], m["content"]) if isinstance(m, Mapping) else tuple(m) for m in messages]
         keep = [ffi.new("char[]", text(part)) for pair in pairs for part in pair]
         roles = ffi.new("char *[]", keep[0::2])

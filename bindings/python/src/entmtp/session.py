@@ -275,8 +275,9 @@ class Session(Handle):
         a time: `for piece in session.stream("Hello"): print(piece, end="")`.
 
         A str prompt goes through the model's chat template when it has one
-        (chat=None), always (chat=True) or never (chat=False); a list of ids is
-        prefilled as it is. A piece never ends inside a UTF-8 character (the
+        (chat=None), always (chat=True) or never (chat=False), and is tokenized
+        with the special tokens the model's tokenizer asks for (add_special);
+        a list of ids is prefilled as it is. A piece never ends inside a UTF-8 character (the
         rest follows with the next step) and the stop token is not text.
         Stops at a stop token or after max_tokens tokens; leaving the loop
         early leaves the session where it stopped. Without heads and a bank,
@@ -290,7 +291,7 @@ class Session(Handle):
                 except UnsupportedError:
                     if chat:
                         raise
-            prompt = model.tokenize(text_, parse_special=True)
+            prompt = model.tokenize(text_, add_special=True, parse_special=True)  # the BOS the model asks for
         self.prefill(prompt)
         ar = autoregressive or self.heads is None or self.bank is None
         generated: List[int] = []

@@ -609,6 +609,10 @@ fn bindgen_test_layout_entmtp_model_info() {
 extern "C" {
     pub fn entmtp_model_get_info(model: *const entmtp_model, out: *mut entmtp_model_info) -> entmtp_status;
 }
+pub const ENTMTP_TOKENIZE_NO_SPECIAL: entmtp_tokenize_special = 0;
+pub const ENTMTP_TOKENIZE_FORCE_BOS: entmtp_tokenize_special = 1;
+pub const ENTMTP_TOKENIZE_ADD_SPECIAL: entmtp_tokenize_special = 2;
+pub type entmtp_tokenize_special = ::std::os::raw::c_uint;
 extern "C" {
     pub fn entmtp_tokenize(
         model: *const entmtp_model,

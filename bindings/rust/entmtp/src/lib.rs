@@ -15,7 +15,7 @@
 //!   it never unwinds into C: it becomes a `Status::Callback` error.
 //!
 //! ```no_run
-//! use entmtp::{Bank, Model, Policy, Session};
+//! use entmtp::{Bank, Model, Policy, Session, TokenizeSpecial};
 //! let model = Model::load("model.gguf")?;
 //! let heads = model.load_heads("medusa.safetensors")?;
 //! let mut bank = Bank::with_max_depth(heads.n_heads())?;
@@ -24,7 +24,7 @@
 //! let mut policy = Policy::hysteresis(0.3, 0.1)?;
 //! let mut session = Session::new(&model, Some(&heads), Some(&bank))?;
 //! session.set_policy(Some(&mut policy))?;
-//! session.prefill(&model.tokenize("Hello", true, false)?)?;
+//! session.prefill(&model.tokenize_special("Hello", TokenizeSpecial::AddSpecial, false)?)?;
 //! let out = session.generate(64, false)?;
 //! println!("{}", model.detokenize(&out)?);
 //! # Ok::<(), entmtp::Error>(())
@@ -44,7 +44,7 @@ mod session;
 
 pub use bank::{builtin_tree_names, Bank, BankParams, TreeBuffers, TreeInfo, Trees};
 pub use error::{clear_error, last_error, Error, Result, Status};
-pub use model::{Backend, Drafter, Heads, HeadsInfo, HeadsKind, LoadOptions, Model, ModelInfo};
+pub use model::{Backend, Drafter, Heads, HeadsInfo, HeadsKind, LoadOptions, Model, ModelInfo, TokenizeSpecial};
 pub use policy::{CustomPolicy, Features, Outcome, Policy, PolicyKind};
 pub use session::{Session, SessionOptions, SessionStats, SpeedupSource, StepResult};
 

@@ -37,6 +37,34 @@ impl Backend {
     }
 }
 
+/// Which special tokens [`Model::tokenize_special`] puts around the text's
+/// tokens (`entmtp_tokenize_special`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TokenizeSpecial {
+    /// The text's tokens only.
+    None,
+    /// A BOS first (when the vocabulary has one) whatever the tokenizer
+    /// config says; never an EOS.
+    ForceBos,
+    /// What the model's tokenizer config asks for, as llama.cpp's
+    /// `add_special`: a BOS first when it sets add_bos_token, an EOS last
+    /// when add_eos_token. Use this for prompts (chat text from
+    /// [`Model::chat_prompt`] leaves the BOS to it).
+    #[default]
+    AddSpecial,
+}
+
+impl TokenizeSpecial {
+    fn code(self) -> c_int {
+        let c = match self {
+            TokenizeSpecial::None => sys::ENTMTP_TOKENIZE_NO_SPECIAL,
+            TokenizeSpecial::ForceBos => sys::ENTMTP_TOKENIZE_FORCE_BOS,
+            TokenizeSpecial::AddSpecial => sys::ENTMTP_TOKENIZE_ADD_SPECIAL,
+        };
+        c as c_int
+    }
+}
+
 /// How to load a model (`entmtp_model_params` without the callback).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadOptions {
@@ -247,8 +275,18 @@ impl Model {
         self.info().vocab_size
     }
 
-    /// Text -> token ids with the model's tokenizer.
+    /// Text -> token ids with the model's tokenizer; `add_bos` puts a BOS
+    /// first whatever the tokenizer config says
+    /// ([`TokenizeSpecial::ForceBos`]). For prompts use
+    /// [`Model::tokenize_special`] with [`TokenizeSpecial::AddSpecial`].
     pub fn tokenize(&self, text: &str, add_bos: bool, parse_special: bool) -> Result<Vec<i32>> {
+        let special = if add_bos { TokenizeSpecial::ForceBos } else { TokenizeSpecial::None };
+        self.tokenize_special(text, special, parse_special)
+    }
+
+    /// Text -> token ids with the special tokens `special` names around them
+    /// (`TokenizeSpecial::AddSpecial`: what the model's tokenizer asks for).
+    pub fn tokenize_special(&self, text: &str, special: TokenizeSpecial, parse_special: bool) -> Result<Vec<i32>> {
         let mut cap = text.len() + 8;
         for _ in 0..2 {
             let mut buf = vec![0i32; cap];
@@ -258,7 +296,7 @@ impl Model {
                     self.raw.as_ptr(),
                     text.as_ptr() as *const c_char,
                     text.len() as i64,
-                    c_int::from(add_bos),
+                    special.code(),
                     c_int::from(parse_special),
                     buf.as_mut_ptr(),
                     to_i32(cap, "capacity")?,

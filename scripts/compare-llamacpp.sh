@@ -31,6 +31,8 @@
 #   SPEC (1: the Hydra measure on the bundled model)  PROMPTS (4)
 #   OUT (.cache/compare)  GGUF_DIR (.cache/random-gguf)  FRESH (0)  ENTMTP (a built entmtp binary to use)
 #   ENTMTP_CPU_KERNELS  passed through (baseline | avx2 | avx512)
+#   UNPACKED (0)  1: each round also runs entmtp bench with ENTMTP_CPU_PACK=0
+#                 (the file layout's kernels), reported as "entmtp, file layout"
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -113,6 +115,12 @@ for r in $(seq 1 "$ROUNDS"); do
       --nodes "$NODES" --reps 3 --json
     keep "$d.entmtp_d0.json" "$entmtp" bench --model "$model" --threads "$THREADS" --context 1 --tokens "$TOKENS" \
       --nodes 1 --reps 1 --json
+    if [ "${UNPACKED:-0}" = 1 ]; then
+      keep "$d.entmtp_file.json" env ENTMTP_CPU_PACK=0 "$entmtp" bench --model "$model" --threads "$THREADS" \
+        --context 512 --tokens "$TOKENS" --nodes "$NODES" --reps 3 --json
+      keep "$d.entmtp_file_d0.json" env ENTMTP_CPU_PACK=0 "$entmtp" bench --model "$model" --threads "$THREADS" \
+        --context 1 --tokens "$TOKENS" --nodes 1 --reps 1 --json
+    fi
     if [ "$SPEC" = 1 ] && [ "$key" = bundled ]; then
       echo "round $r/$ROUNDS $k: entmtp generate (Hydra, then --ar, $PROMPTS code prompts)" >&2
       keep "$d.spec.jsonl" spec_runs "$model" spec
@@ -140,6 +148,10 @@ def rows_of(k):
                    epp=e["prefill_tokens_per_second"], etgd=e["ar_tokens_per_second"],
                    etg=e0["ar_tokens_per_second"], kernels=e["kernels"],
                    verify={v["nodes"]: v["ratio_to_ar"] for v in e["verify"]})
+        if os.path.exists(f"{d}.entmtp_file.json") and os.path.exists(f"{d}.entmtp_file_d0.json"):
+            f, f0 = json.load(open(f"{d}.entmtp_file.json")), json.load(open(f"{d}.entmtp_file_d0.json"))
+            row.update(fpp=f["prefill_tokens_per_second"], ftgd=f["ar_tokens_per_second"], ftg=f0["ar_tokens_per_second"],
+                       fverify={v["nodes"]: v["ratio_to_ar"] for v in f["verify"]})
         if os.path.exists(f"{d}.spec.jsonl") and os.path.exists(f"{d}.ar.jsonl"):
             def rate(name):
                 runs = [json.loads(l) for l in open(f"{d}.{name}.jsonl")]
@@ -166,10 +178,19 @@ for k in keys:
     if all("spec" in x for x in rows):
         s["spec"], s["accept"], s["own_ar"] = med(lambda x: x["spec"]), med(lambda x: x["accept"]), med(lambda x: x["own_ar"])
         s["r_spec"], s["r_spec_own"] = med(lambda x: x["spec"] / x["tg"]), med(lambda x: x["spec"] / x["own_ar"])
+    if all("fpp" in x for x in rows):
+        s.update({f"f{m}": med(lambda x: x["f" + m]) for m in ("pp", "tg", "tgd")})
+        s.update({f"rf_{m}": med(lambda x: x["f" + m] / x[m]) for m in ("pp", "tg", "tgd")})
+        s["fverify"] = {n: med(lambda x: x["fverify"][n]) for n in nodes if all(n in x["fverify"] for x in rows)}
     summary[k] = s
     print(f"| {k} | {len(rows)} | {s['pp']:.1f} / {s['tg']:.1f} / {s['tgd']:.1f} | {s['epp']:.1f} / {s['etg']:.1f} / "
           f"{s['etgd']:.1f} | {s['r_pp']:.2f}x / {s['r_tg']:.2f}x / {s['r_tgd']:.2f}x | "
           + " / ".join(f"{v:.2f}" for v in s["verify"].values()) + " |")
+for k, s in summary.items():
+    if "fpp" in s:
+        print(f"| {k}, entmtp file layout (ENTMTP_CPU_PACK=0) | {s['rounds']} | | {s['fpp']:.1f} / {s['ftg']:.1f} / "
+              f"{s['ftgd']:.1f} | {s['rf_pp']:.2f}x / {s['rf_tg']:.2f}x / {s['rf_tgd']:.2f}x | "
+              + " / ".join(f"{v:.2f}" for v in s["fverify"].values()) + " |")
 for k, s in summary.items():
     if "spec" in s:
         print(f"\n{k}: EntMTP Hydra on code prompts {s['spec']:.1f} tokens/s (accept {s['accept']:.2f}), "

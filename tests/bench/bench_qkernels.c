@@ -6,7 +6,7 @@
  * call, the cost of n rows in one-row calls (what a verify of n nodes costs
  * in AR steps, for this product) and integer multiply-adds per nanosecond.
  * Not a test (no timing assertions):
- *   build/.../tests/bench_qkernels [REPS] */
+ *   build/.../tests/bench_qkernels [REPS [VARIANT]] */
 #include "backend/backend.h"
 #include "backend/cpu/cpu_variants.h"
 #include "backend/cpu/quant.h"
@@ -31,18 +31,19 @@ static float urand(void) {
 
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 5;
-    const emt_dtype types[] = { EMT_Q4_0, EMT_Q8_0 };
+    const emt_dtype types[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0 };
     const int32_t shapes[][2] = { { 2048, 8192 }, { 8192, 2048 } }; /* n_in, n_out: FFN gate/up, FFN down */
     const int32_t rows[] = { 1, 2, 4, 8, 16, 64, 512 };
     const int n_rows = (int)(sizeof rows / sizeof rows[0]);
     printf("variant  type  n_in x n_out  layout  rows  us/call  x one-row call  MAC/ns\n");
     for (int v = 1; v < EMT_CPU_VARIANT_COUNT; v++) {
         if (!emt_cpu_variant_supported((emt_cpu_variant)v)) continue;
+        if (argc > 2 && strcmp(argv[2], emt_cpu_variant_name((emt_cpu_variant)v)) != 0) continue;
         const emt_backend_ops *op = emt_cpu_variant_ops((emt_cpu_variant)v);
         emt_backend *be = NULL;
         CHECK_OK(emt_backend_cpu_create_variant((emt_cpu_variant)v, &be));
         emt_exec *ex = op->exec_create(be, 1);
-        for (int ti = 0; ti < 2; ti++)
+        for (int ti = 0; ti < 3; ti++)
             for (int si = 0; si < 2; si++) {
                 emt_dtype t = types[ti];
                 int32_t n_in = shapes[si][0], n_out = shapes[si][1];

@@ -251,8 +251,8 @@ int main(void) {
         check_embed(op, ex);
         check_fused(op, ex);
         if (op->pack) {
-            const emt_dtype packable[] = { EMT_Q4_0, EMT_Q8_0 };
-            for (int i = 0; i < 2; i++) {
+            const emt_dtype packable[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0 };
+            for (int i = 0; i < 3; i++) {
                 check_packed(op, be, ex, packable[i], 576, 40);
                 check_packed(op, be, ex, packable[i], 2048, 72);
                 emt_wmat odd = { packable[i], NULL, NULL, 0 }; /* 37 rows: not whole groups, left alone */
@@ -262,7 +262,7 @@ int main(void) {
                 CHECK(odd.packed == 0 && odd.data == m);
                 free(m);
             }
-            printf("variant %s: packed Q4_0 and Q8_0 equal the file layout bit for bit\n",
+            printf("variant %s: packed Q4_0, Q4_1 and Q8_0 equal the file layout bit for bit\n",
                    emt_cpu_variant_name((emt_cpu_variant)v));
         }
         printf("variant %s: Q4_0 Q4_1 Q8_0 F16 BF16 Q5_0 Q5_1 Q4_K Q5_K Q6_K checked, fused products equal\n", emt_cpu_variant_name((emt_cpu_variant)v));

@@ -880,7 +880,7 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32
 }
 
 
-/* Packed Q4_0 / Q8_0 (quant.h: 8 rows interleaved block by block), AVX-512
+/* Packed Q4_0 / Q4_1 / Q8_0 (quant.h: 8 rows interleaved block by block), AVX-512
  * variant only (the others run qdot_rows on the file's layout). A tile of nr
  * activation rows x the group's 8 outputs: one zmm holds two outputs' 8
  * lanes, so a block costs per output pair two VNNI instructions, one
@@ -888,7 +888,8 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32
  * activation block is loaded once for 8 outputs. Every output is computed by
  * qdot_rows' own sequence, lane for lane: per block the 8 integer sums of
  * elements {2l, 2l+1, 16+2l, 17+2l} (exact, in any order), converted, times
- * (dw * dx) by FMA into lane l; then hsum_ps and + 0.0f (the minimum term).
+ * (dw * dx) by FMA into lane l; then hsum_ps plus the minimum term (Q4_1:
+ * fma(mw, s_x, .) over the blocks in order; 0.0f for the others).
  * So packed and file-layout kernels, and any tile height, give the same bits
  * (tests/unit/test_quant_kernels.c checks it). */
 #if defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__AVX512DQ__)
@@ -899,15 +900,18 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32
  * both (2p in the low half), hi = elements 16..31. */
 static inline __attribute__((always_inline)) void
 packed_codes(emt_dtype t, const uint8_t *blk, int p, __m512i *lo, __m512i *hi) {
-    const uint8_t *codes = blk + 2 * EMT_PACK_ROWS;
+    const uint8_t *codes = blk + emt_qblock_head(t) * EMT_PACK_ROWS;
     if (t == EMT_Q8_0) {
         *lo = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(codes + 32 * p)));
         *hi = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(codes + 16 * EMT_PACK_ROWS + 32 * p)));
     } else {
         __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(codes + 32 * p)));
-        const __m512i eight = _mm512_set1_epi16(8);
-        *lo = _mm512_sub_epi16(_mm512_and_si512(v, _mm512_set1_epi16(0x0F)), eight);
-        *hi = _mm512_sub_epi16(_mm512_srli_epi16(v, 4), eight);
+        *lo = _mm512_and_si512(v, _mm512_set1_epi16(0x0F));
+        *hi = _mm512_srli_epi16(v, 4);
+        if (t == EMT_Q4_0) {
+            *lo = _mm512_sub_epi16(*lo, _mm512_set1_epi16(8));
+            *hi = _mm512_sub_epi16(*hi, _mm512_set1_epi16(8));
+        }
     }
 }
 
@@ -917,15 +921,20 @@ static inline __attribute__((always_inline)) void
 packed_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, float *out) {
     const size_t gb = EMT_PACK_ROWS * emt_qblock_bytes(t);
     __m512 acc[EMT_TILE_ROWS][4];
+    __m256 acc_min[EMT_TILE_ROWS]; /* Q4_1: lane c = output c's minimum term */
 #pragma GCC unroll 4
-    for (int r = 0; r < nr; r++)
+    for (int r = 0; r < nr; r++) {
+        acc_min[r] = _mm256_setzero_ps();
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) acc[r][p] = _mm512_setzero_ps();
+    }
     /* lanes 0..7 take output 2p's scale, 8..15 output 2p+1's */
     const __m512i pair0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i two = _mm512_set1_epi32(2);
     for (int32_t b = 0; b < nb; b++, g += gb) {
         __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)));
+        __m256 mw = t == EMT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 2 * EMT_PACK_ROWS)))
+                                  : _mm256_setzero_ps();
         __m512i lo[4], hi[4];
         __m512 wsc[4];
         __m512i idx = pair0;
@@ -941,6 +950,7 @@ packed_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, 
             __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
             __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb->q + 16)));
             __m512 dx = _mm512_set1_ps(xb->d);
+            if (t == EMT_Q4_1) acc_min[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), acc_min[r]);
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++) {
                 __m512i isum = _mm512_dpwssd_epi32(_mm512_madd_epi16(lo[p], xlo), hi[p], xhi);
@@ -949,12 +959,15 @@ packed_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, 
         }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < nr; r++)
+    for (int r = 0; r < nr; r++) {
+        float mins[8];
+        _mm256_storeu_ps(mins, acc_min[r]);
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) {
-            out[r * 8 + 2 * p] = hsum_ps(_mm512_castps512_ps256(acc[r][p])) + 0.0f;
-            out[r * 8 + 2 * p + 1] = hsum_ps(_mm512_extractf32x8_ps(acc[r][p], 1)) + 0.0f;
+            out[r * 8 + 2 * p] = hsum_ps(_mm512_castps512_ps256(acc[r][p])) + mins[2 * p];
+            out[r * 8 + 2 * p + 1] = hsum_ps(_mm512_extractf32x8_ps(acc[r][p], 1)) + mins[2 * p + 1];
         }
+    }
 }
 #endif
 
@@ -1079,6 +1092,7 @@ static void qmatmul_task(void *ctx, int32_t task) {
 #ifdef EMT_CPU_PACKED
     if (j->W->packed) {
         if (j->W->dtype == EMT_Q4_0) packed_range(j, EMT_Q4_0, o0, o1);
+        else if (j->W->dtype == EMT_Q4_1) packed_range(j, EMT_Q4_1, o0, o1);
         else packed_range(j, EMT_Q8_0, o0, o1);
         return;
     }
@@ -1286,7 +1300,7 @@ static void cpu_sample_root(emt_exec *ex, const float *logits, int32_t vocab, fl
 #ifdef EMT_CPU_PACKED
 #include <sys/mman.h>
 
-/* Q4_0 and Q8_0 matrices into the packed layout (quant.h), unless
+/* Q4_0, Q4_1 and Q8_0 matrices into the packed layout (quant.h), unless
  * ENTMTP_CPU_PACK=0 (the file layout's kernels, for comparison). A weight
  * still in the file's mapping gets its own buffer of the same size and the
  * mapping's pages under it are dropped (read back from the file if the

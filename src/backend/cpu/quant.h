@@ -94,39 +94,44 @@ static inline float emt_dot_q_ref(emt_dtype t, const uint8_t *w, const emt_xq *x
     return acc + acc_min;
 }
 
-/* The packed layout (emt_wmat.packed == EMT_PACK_ROWS), for Q4_0 and Q8_0
- * matrices whose row count is a multiple of EMT_PACK_ROWS: rows in groups
- * of 8, and per group and block index b the 8 rows' block b interleaved:
- * their 8 scales (f16), then Q4_0: the 8 rows' 16 nibble bytes one after
- * the other; Q8_0: the 8 rows' codes 0..15, then their codes 16..31. The
- * same bytes as the file's 8 rows, so the memory cost is the matrix's size
- * (it replaces the file's pages), and a group's bytes start where the
- * file's row 8g did. A SIMD kernel reads two rows' codes of a block with one
- * load, and the 8 scales with another. */
+/* The packed layout (emt_wmat.packed == EMT_PACK_ROWS), for Q4_0, Q4_1 and
+ * Q8_0 matrices whose row count is a multiple of EMT_PACK_ROWS: rows in
+ * groups of 8, and per group and block index b the 8 rows' block b
+ * interleaved: their 8 scales (f16; Q4_1: then their 8 minimums), then Q4_0
+ * and Q4_1: the 8 rows' 16 nibble bytes one after the other; Q8_0: the 8
+ * rows' codes 0..15, then their codes 16..31. The same bytes as the file's
+ * 8 rows, so the memory cost is the matrix's size (it replaces the file's
+ * pages), and a group's bytes start where the file's row 8g did. A SIMD
+ * kernel reads two rows' codes of a block with one load, and the 8 scales
+ * with another. */
 #define EMT_PACK_ROWS 8
 
 static inline int emt_packable(emt_dtype t, int64_t n_out, int64_t n_in) {
-    return (t == EMT_Q4_0 || t == EMT_Q8_0) && n_out > 0 && n_out % EMT_PACK_ROWS == 0 && n_in > 0 && n_in % EMT_QK == 0;
+    return (t == EMT_Q4_0 || t == EMT_Q4_1 || t == EMT_Q8_0) && n_out > 0 && n_out % EMT_PACK_ROWS == 0 && n_in > 0 &&
+           n_in % EMT_QK == 0;
 }
+
+/* bytes of a file block before its codes: the scale (and Q4_1's minimum) */
+static inline int emt_qblock_head(emt_dtype t) { return t == EMT_Q4_1 ? 4 : 2; }
 
 /* file block `src` of row c (0..7) into packed group block `dst` */
 static inline void emt_pack_block(emt_dtype t, const uint8_t *src, int c, uint8_t *dst) {
     memcpy(dst + 2 * c, src, 2);
-    uint8_t *codes = dst + 2 * EMT_PACK_ROWS;
-    if (t == EMT_Q8_0) {
-        memcpy(codes + 16 * c, src + 2, 16);
-        memcpy(codes + 16 * EMT_PACK_ROWS + 16 * c, src + 18, 16);
-    } else {
-        memcpy(codes + 16 * c, src + 2, 16);
-    }
+    if (t == EMT_Q4_1) memcpy(dst + 2 * EMT_PACK_ROWS + 2 * c, src + 2, 2);
+    int head = emt_qblock_head(t);
+    uint8_t *codes = dst + head * EMT_PACK_ROWS;
+    memcpy(codes + 16 * c, src + head, 16);
+    if (t == EMT_Q8_0) memcpy(codes + 16 * EMT_PACK_ROWS + 16 * c, src + head + 16, 16);
 }
 
 /* the inverse: row c's block out of packed group block `src` */
 static inline void emt_unpack_block(emt_dtype t, const uint8_t *src, int c, uint8_t *dst) {
     memcpy(dst, src + 2 * c, 2);
-    const uint8_t *codes = src + 2 * EMT_PACK_ROWS;
-    memcpy(dst + 2, codes + 16 * c, 16);
-    if (t == EMT_Q8_0) memcpy(dst + 18, codes + 16 * EMT_PACK_ROWS + 16 * c, 16);
+    if (t == EMT_Q4_1) memcpy(dst + 2, src + 2 * EMT_PACK_ROWS + 2 * c, 2);
+    int head = emt_qblock_head(t);
+    const uint8_t *codes = src + head * EMT_PACK_ROWS;
+    memcpy(dst + head, codes + 16 * c, 16);
+    if (t == EMT_Q8_0) memcpy(dst + head + 16, codes + 16 * EMT_PACK_ROWS + 16 * c, 16);
 }
 
 /* A whole matrix, file layout -> packed (n_out a multiple of 8). */

@@ -1298,13 +1298,10 @@ static void cpu_sample_root(emt_exec *ex, const float *logits, int32_t vocab, fl
 }
 
 #ifdef EMT_CPU_PACKED
-#include <sys/mman.h>
-
 /* Q4_0, Q4_1 and Q8_0 matrices into the packed layout (quant.h), unless
- * ENTMTP_CPU_PACK=0 (the file layout's kernels, for comparison). A weight
- * still in the file's mapping gets its own buffer of the same size and the
- * mapping's pages under it are dropped (read back from the file if the
- * embedding reads a row), so resident memory stays the matrix's size. */
+ * ENTMTP_CPU_PACK=0 (the file layout's kernels, for comparison): a buffer of
+ * the same size replaces the data (an owned copy is released; the loader
+ * drops the file pages of a mapped one). */
 static entmtp_status cpu_pack(emt_backend *be, emt_wmat *w, int64_t n_out, int64_t n_in) {
     const char *env = getenv("ENTMTP_CPU_PACK");
     if ((env && strcmp(env, "0") == 0) || w->packed || !emt_packable(w->dtype, n_out, n_in)) return ENTMTP_OK;
@@ -1312,14 +1309,7 @@ static entmtp_status cpu_pack(emt_backend *be, emt_wmat *w, int64_t n_out, int64
     uint8_t *dst = cpu_alloc(be, bytes);
     if (!dst) return ENTMTP_ERR_OUT_OF_MEMORY;
     emt_pack_matrix(w->dtype, w->data, n_out, n_in, dst);
-    if (w->owned) {
-        cpu_release(be, w->owned);
-    } else {
-        long page = sysconf(_SC_PAGESIZE);
-        uintptr_t a = ((uintptr_t)w->data + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-        uintptr_t e = ((uintptr_t)w->data + bytes) & ~((uintptr_t)page - 1);
-        if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED); /* advice only: failure costs memory, not bits */
-    }
+    if (w->owned) cpu_release(be, w->owned);
     w->data = w->owned = dst;
     w->packed = EMT_PACK_ROWS;
     return ENTMTP_OK;

@@ -109,6 +109,7 @@ for r in $(seq 1 "$ROUNDS"); do
     k=$(key_of "$key")
     d="$OUT/rounds/$r.$k"
     echo "round $r/$ROUNDS $k: llama-bench, then entmtp bench" >&2
+    [ -s "$d.load" ] || [ -s "$d.llama.json" ] || cut -d' ' -f1 /proc/loadavg > "$d.load" 2>/dev/null || true # how shared the machine was
     keep "$d.llama.json" "$llama/llama-bench" -m "$model" -t "$THREADS" -p 512 -n "$TOKENS" -r 1 -o json
     keep "$d.llama_d512.json" "$llama/llama-bench" -m "$model" -t "$THREADS" -p 0 -n "$TOKENS" -d 512 -r 1 -o json
     keep "$d.entmtp.json" "$entmtp" bench --model "$model" --threads "$THREADS" --context 512 --tokens "$TOKENS" \
@@ -159,6 +160,10 @@ def rows_of(k):
                         statistics.mean(s["mean_accept_length"] for s in runs))
             row["spec"], row["accept"] = rate("spec")
             row["own_ar"], _ = rate("ar")
+        try:
+            row["load"] = float(open(f"{d}.load").read())
+        except (OSError, ValueError):
+            pass
         rows.append(row)
     return rows
 summary = {}
@@ -195,6 +200,10 @@ for k, s in summary.items():
     if "spec" in s:
         print(f"\n{k}: EntMTP Hydra on code prompts {s['spec']:.1f} tokens/s (accept {s['accept']:.2f}), "
               f"{s['r_spec']:.2f}x llama.cpp tg128, {s['r_spec_own']:.2f}x entmtp's own AR ({s['own_ar']:.1f})")
+loads = [x["load"] for k in keys for x in rows_of(k) if "load" in x]
+if loads:
+    print(f"\nload average (1 min) at the rounds' starts: {min(loads):.1f} to {max(loads):.1f}"
+          + (" -- a shared machine: wall-clock figures are not representative" if max(loads) > 2.5 else ""))
 if summary:
     print(f"\nkernels: {next(iter(summary.values()))['kernels']}")
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=1)

@@ -36,6 +36,11 @@ typedef struct emt_wmat {
     emt_dtype dtype;
     const void *data;
     void *owned;
+    /* 0: rows as the file stores them. EMT_PACK_ROWS (quant.h): the
+     * backend's pack op interleaved each group of that many rows block by
+     * block (same bytes per group, so a view that starts at a multiple of
+     * the group is still a matrix); read a row through emt_wmat_row. */
+    int32_t packed;
 } emt_wmat;
 
 /* What an execution context has done since it was created; the engine reads
@@ -269,6 +274,13 @@ typedef struct emt_backend_ops {
      * steps are untouched by this. */
     void (*sample_root)(emt_exec *ex, const float *logits, int32_t vocab, float temperature, float epsilon,
                         float delta, const int32_t *uniform, int32_t *token);
+    /* Optional, host-memory backends: reorder w (n_out x n_in, placed by
+     * the loader) into the layout the backend's kernels stream best, once at
+     * load; sets w->packed, may replace data and owned (a weight in the
+     * file's mapping gets an allocation of the same size, and the mapping's
+     * pages are dropped). Leaves w alone for a shape or dtype it does not
+     * pack. */
+    entmtp_status (*pack)(emt_backend *be, emt_wmat *w, int64_t n_out, int64_t n_in);
 } emt_backend_ops;
 
 #define EMT_MAX_FUSED 4

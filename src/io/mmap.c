@@ -45,3 +45,9 @@ void emt_unmap_file(emt_mapping *m) {
     free(m->path);
     memset(m, 0, sizeof *m);
 }
+
+void emt_mapping_drop(const void *p, size_t bytes) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = ((uintptr_t)p + page - 1) & ~(page - 1), e = ((uintptr_t)p + bytes) & ~(page - 1);
+    if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED); /* advice: a failure costs memory, never bits */
+}

@@ -147,5 +147,9 @@ typedef struct emt_mapping {
 } emt_mapping;
 entmtp_status emt_map_file(const char *path, emt_mapping *out);
 void emt_unmap_file(emt_mapping *m);
+/* Gives back the resident pages wholly inside [p, p + bytes) of a file
+ * mapping (read again from the file if touched later). Only for pointers
+ * into an emt_map_file mapping. */
+void emt_mapping_drop(const void *p, size_t bytes);
 
 #endif

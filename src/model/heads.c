@@ -1,5 +1,6 @@
 /* entmtp_heads_*: load Medusa or Hydra heads from safetensors. */
 #include "model/heads.h"
+#include "backend/cpu/quant.h"
 #include "model/weights.h"
 
 #include <stdio.h>
@@ -178,8 +179,8 @@ static entmtp_status load_draft_vocab(entmtp_heads *h, const emt_st *st) {
         size_t rb = emt_dtype_nbytes(lm->dtype, c->hidden);
         uint8_t *rows = be->ops->alloc(be, rb * (size_t)n);
         if (!rows) st_ = ENTMTP_ERR_OUT_OF_MEMORY;
-        for (int32_t i = 0; rows && i < n; i++)
-            memcpy(rows + (size_t)i * rb, (const uint8_t *)lm->data + (size_t)h->draft_ids[i] * rb, rb);
+        for (int32_t i = 0; rows && i < n; i++) /* in the file's layout whatever the lm_head's */
+            emt_packed_row_into(lm->dtype, lm->data, lm->packed, c->hidden, h->draft_ids[i], rows + (size_t)i * rb);
         h->draft_shared = (emt_wmat){ lm->dtype, rows, rows };
     } else if (h->shares_lm_head) {
         float *rows = be->ops->alloc(be, bytes);

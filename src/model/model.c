@@ -434,21 +434,27 @@ static entmtp_status validate_config(const char *path, const emt_model_config *c
 /* ---------------------------------------------------------------- weights */
 
 /* Points wq/wk/wv (w_gate/w_up) at the row blocks of the fused tensors:
- * views in the same dtype that own nothing. */
-static void split_fused(const emt_model_config *c, emt_layer *L) {
+ * views in the same dtype and layout that own nothing. A packed tensor's
+ * views start at whole row groups (EMT_PACK_ROWS), or the load fails. */
+static entmtp_status split_fused(const emt_model_config *c, emt_layer *L, const char *path) {
     size_t row, q_rows = (size_t)c->n_heads * c->head_dim, kv_rows = (size_t)c->n_kv_heads * c->head_dim;
     const uint8_t *qkv = L->w_qkv.data, *gate_up = L->w_gate_up.data;
+    if ((L->w_qkv.packed && (q_rows % (size_t)L->w_qkv.packed || kv_rows % (size_t)L->w_qkv.packed)) ||
+        (L->w_gate_up.packed && c->ffn % L->w_gate_up.packed))
+        return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: a fused projection's parts do not start at whole packed row groups",
+                        path);
     if (qkv) {
         row = emt_dtype_nbytes(L->w_qkv.dtype, c->hidden);
-        L->wq = (emt_wmat){ L->w_qkv.dtype, qkv, NULL };
-        L->wk = (emt_wmat){ L->w_qkv.dtype, qkv + q_rows * row, NULL };
-        L->wv = (emt_wmat){ L->w_qkv.dtype, qkv + (q_rows + kv_rows) * row, NULL };
+        L->wq = (emt_wmat){ L->w_qkv.dtype, qkv, NULL, L->w_qkv.packed };
+        L->wk = (emt_wmat){ L->w_qkv.dtype, qkv + q_rows * row, NULL, L->w_qkv.packed };
+        L->wv = (emt_wmat){ L->w_qkv.dtype, qkv + (q_rows + kv_rows) * row, NULL, L->w_qkv.packed };
     }
     if (gate_up) {
         row = emt_dtype_nbytes(L->w_gate_up.dtype, c->hidden);
-        L->w_gate = (emt_wmat){ L->w_gate_up.dtype, gate_up, NULL };
-        L->w_up = (emt_wmat){ L->w_gate_up.dtype, gate_up + (size_t)c->ffn * row, NULL };
+        L->w_gate = (emt_wmat){ L->w_gate_up.dtype, gate_up, NULL, L->w_gate_up.packed };
+        L->w_up = (emt_wmat){ L->w_gate_up.dtype, gate_up + (size_t)c->ffn * row, NULL, L->w_gate_up.packed };
     }
+    return ENTMTP_OK;
 }
 
 static entmtp_status load_layers(entmtp_model *m, emt_weights *w) {
@@ -513,7 +519,7 @@ static entmtp_status load_layers(entmtp_model *m, emt_weights *w) {
             LOAD_MAT(w_up, "ffn_up.weight", "mlp.up_proj.weight", c->ffn, c->hidden, 0);
         }
         LOAD_MAT(w_down, "ffn_down.weight", "mlp.down_proj.weight", c->hidden, c->ffn, 0);
-        split_fused(c, L);
+        if ((st = split_fused(c, L, w->path))) return st;
         if (c->attn_bias && c->fused_qkv) {
             return emt_fail(ENTMTP_ERR_UNSUPPORTED, "%s: biases on a fused QKV projection are not supported",
                             w->path);

@@ -80,6 +80,12 @@ static int random_mat(emt_backend *be, int64_t rows, int64_t cols, float scale, 
     }
     out->dtype = EMT_Q4_0;
     out->data = out->owned = dev;
+    /* the layout the backend's kernels take, as the file loader does */
+    if (be->ops->host_memory && be->ops->pack && be->ops->pack(be, out, rows, cols) != ENTMTP_OK) {
+        be->ops->release(be, out->owned);
+        memset(out, 0, sizeof *out);
+        return 0;
+    }
     return 1;
 }
 

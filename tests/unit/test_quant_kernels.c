@@ -137,6 +137,75 @@ static void check_fused(const emt_backend_ops *op, emt_exec *ex) {
     free(x);
 }
 
+/* The packed layout (quant.h; the variants with a pack op): a packed
+ * matrix's products are the bits of the same variant's file-layout kernel
+ * for every row count 1..R (each row alone and inside any batch, tiles of
+ * every height and the row blocks), with bias and without, on the whole
+ * matrix, on a view at a row group and over a partial last group; rows read
+ * back through emt_packed_row and the embedding equal the file's rows. */
+static void check_packed(const emt_backend_ops *op, emt_backend *be, emt_exec *ex, emt_dtype t, int32_t n_in,
+                         int32_t n_out) {
+    const int32_t R = 37; /* more than one row block (32) and every tile height */
+    size_t rb = emt_dtype_nbytes(t, n_in);
+    uint8_t *wq = random_matrix(t, n_in, n_out);
+    uint8_t *copy = op->alloc(be, rb * (size_t)n_out);
+    CHECK(copy != NULL);
+    memcpy(copy, wq, rb * (size_t)n_out);
+    emt_wmat P = { t, copy, copy, 0 };
+    CHECK_OK(op->pack(be, &P, n_out, n_in));
+    if (!P.packed) { /* ENTMTP_CPU_PACK=0: nothing to compare */
+        op->release(be, P.owned);
+        free(wq);
+        return;
+    }
+    CHECK_EQ_INT(P.packed, EMT_PACK_ROWS);
+    CHECK(memcmp(P.data, wq, rb * (size_t)n_out) != 0); /* the bytes did move */
+    uint8_t *row = malloc(rb);
+    for (int32_t o = 0; o < n_out; o++)
+        CHECK(!memcmp(emt_packed_row(t, P.data, P.packed, n_in, o, row), wq + (size_t)o * rb, rb));
+    float *x = malloc(sizeof(float) * (size_t)R * n_in), *bias = malloc(sizeof(float) * (size_t)n_out);
+    size_t out_floats = (size_t)R * n_out > 3 * (size_t)n_in ? (size_t)R * n_out : 3 * (size_t)n_in; /* products, embedding */
+    float *ref = malloc(sizeof(float) * out_floats), *got = malloc(sizeof(float) * out_floats);
+    for (int64_t i = 0; i < (int64_t)R * n_in; i++) x[i] = urand() * (i % 5 == 0 ? 8.0f : 1.0f);
+    for (int32_t o = 0; o < n_out; o++) bias[o] = urand();
+    emt_wmat W = { t, wq, NULL, 0 };
+    for (int with_bias = 0; with_bias < 2; with_bias++) {
+        const float *bs = with_bias ? bias : NULL;
+        op->matmul_q(ex, &W, bs, x, R, n_in, n_out, ref);
+        for (int32_t n = 1; n <= R; n++) {
+            op->matmul_q(ex, &P, bs, x, n, n_in, n_out, got);
+            if (memcmp(got, ref, sizeof(float) * (size_t)n * n_out)) {
+                fprintf(stderr, "packed %s %dx%d: %d rows differ from the file layout's kernel\n", emt_dtype_name(t),
+                        n_out, n_in, n);
+                emt_test_failures++;
+            }
+        }
+        for (int32_t r = 0; r < R; r++) { /* each row alone (an AR step) */
+            op->matmul_q(ex, &P, bs, x + (size_t)r * n_in, 1, n_in, n_out, got);
+            if (memcmp(got, ref + (size_t)r * n_out, sizeof(float) * (size_t)n_out)) {
+                fprintf(stderr, "packed %s: row %d alone differs from the batch\n", emt_dtype_name(t), r);
+                emt_test_failures++;
+            }
+        }
+    }
+    /* a view from row group 1 with a partial last group (as fused Q/K/V views and head subsets read) */
+    int32_t v_out = n_out - EMT_PACK_ROWS - 3;
+    emt_wmat Wv = { t, wq + EMT_PACK_ROWS * rb, NULL, 0 };
+    emt_wmat Pv = { t, (const uint8_t *)P.data + EMT_PACK_ROWS * rb, NULL, P.packed };
+    op->matmul_q(ex, &Wv, bias, x, 11, n_in, v_out, ref);
+    op->matmul_q(ex, &Pv, bias, x, 11, n_in, v_out, got);
+    CHECK(!memcmp(got, ref, sizeof(float) * 11 * (size_t)v_out));
+    if (n_in % 64 == 0 || t == EMT_Q8_0) { /* the embedding from the packed table */
+        int32_t tok[3] = { n_out - 1, 0, 9 };
+        op->embed_q(ex, &W, n_in, tok, 3, ref);
+        op->embed_q(ex, &P, n_in, tok, 3, got);
+        CHECK(!memcmp(got, ref, sizeof(float) * 3 * (size_t)n_in));
+    }
+    CHECK_OK(op->sync(ex));
+    op->release(be, P.owned);
+    free(wq); free(row); free(x); free(bias); free(ref); free(got);
+}
+
 /* Embedding rows from a typed table equal the table's F32 conversion. */
 static void check_embed(const emt_backend_ops *op, emt_exec *ex) {
     float wf[4 * 64], deq[4 * 64], out[2 * 64];
@@ -181,6 +250,21 @@ int main(void) {
         }
         check_embed(op, ex);
         check_fused(op, ex);
+        if (op->pack) {
+            const emt_dtype packable[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0 };
+            for (int i = 0; i < 3; i++) {
+                check_packed(op, be, ex, packable[i], 576, 40);
+                check_packed(op, be, ex, packable[i], 2048, 72);
+                emt_wmat odd = { packable[i], NULL, NULL, 0 }; /* 37 rows: not whole groups, left alone */
+                uint8_t *m = random_matrix(packable[i], 64, 37);
+                odd.data = m;
+                CHECK_OK(op->pack(be, &odd, 37, 64));
+                CHECK(odd.packed == 0 && odd.data == m);
+                free(m);
+            }
+            printf("variant %s: packed Q4_0, Q4_1 and Q8_0 equal the file layout bit for bit\n",
+                   emt_cpu_variant_name((emt_cpu_variant)v));
+        }
         printf("variant %s: Q4_0 Q4_1 Q8_0 F16 BF16 Q5_0 Q5_1 Q4_K Q5_K Q6_K checked, fused products equal\n", emt_cpu_variant_name((emt_cpu_variant)v));
         op->exec_destroy(ex);
         op->destroy(be);

@@ -879,6 +879,98 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32
 #endif
 }
 
+
+/* Packed Q4_0 / Q4_1 / Q8_0 (quant.h: 8 rows interleaved block by block), AVX-512
+ * variant only (the others run qdot_rows on the file's layout). A tile of nr
+ * activation rows x the group's 8 outputs: one zmm holds two outputs' 8
+ * lanes, so a block costs per output pair two VNNI instructions, one
+ * conversion, one multiply and one FMA for all 32 values, and each
+ * activation block is loaded once for 8 outputs. Every output is computed by
+ * qdot_rows' own sequence, lane for lane: per block the 8 integer sums of
+ * elements {2l, 2l+1, 16+2l, 17+2l} (exact, in any order), converted, times
+ * (dw * dx) by FMA into lane l; then hsum_ps plus the minimum term (Q4_1:
+ * fma(mw, s_x, .) over the blocks in order; 0.0f for the others).
+ * So packed and file-layout kernels, and any tile height, give the same bits
+ * (tests/unit/test_quant_kernels.c checks it). */
+#if defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__AVX512DQ__)
+#define EMT_CPU_PACKED 1
+#define EMT_TILE_ROWS 4 /* 4 rows x 4 output pairs: 16 accumulators of the 32 registers */
+
+/* Codes of outputs 2p and 2p+1 in one packed block: lo = elements 0..15 of
+ * both (2p in the low half), hi = elements 16..31. */
+static inline __attribute__((always_inline)) void
+packed_codes(emt_dtype t, const uint8_t *blk, int p, __m512i *lo, __m512i *hi) {
+    const uint8_t *codes = blk + emt_qblock_head(t) * EMT_PACK_ROWS;
+    if (t == EMT_Q8_0) {
+        *lo = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(codes + 32 * p)));
+        *hi = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(codes + 16 * EMT_PACK_ROWS + 32 * p)));
+    } else {
+        __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(codes + 32 * p)));
+        *lo = _mm512_and_si512(v, _mm512_set1_epi16(0x0F));
+        *hi = _mm512_srli_epi16(v, 4);
+        if (t == EMT_Q4_0) {
+            *lo = _mm512_sub_epi16(*lo, _mm512_set1_epi16(8));
+            *hi = _mm512_sub_epi16(*hi, _mm512_set1_epi16(8));
+        }
+    }
+}
+
+/* nr activation rows (x, nb blocks each) x the 8 outputs of packed group g:
+ * out[r * 8 + c]. t and nr are constants after inlining. */
+static inline __attribute__((always_inline)) void
+packed_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, float *out) {
+    const size_t gb = EMT_PACK_ROWS * emt_qblock_bytes(t);
+    __m512 acc[EMT_TILE_ROWS][4];
+    __m256 acc_min[EMT_TILE_ROWS]; /* Q4_1: lane c = output c's minimum term */
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        acc_min[r] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) acc[r][p] = _mm512_setzero_ps();
+    }
+    /* lanes 0..7 take output 2p's scale, 8..15 output 2p+1's */
+    const __m512i pair0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i two = _mm512_set1_epi32(2);
+    for (int32_t b = 0; b < nb; b++, g += gb) {
+        __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)));
+        __m256 mw = t == EMT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 2 * EMT_PACK_ROWS)))
+                                  : _mm256_setzero_ps();
+        __m512i lo[4], hi[4];
+        __m512 wsc[4];
+        __m512i idx = pair0;
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            packed_codes(t, g, p, &lo[p], &hi[p]);
+            wsc[p] = _mm512_permutexvar_ps(idx, dw);
+            idx = _mm512_add_epi32(idx, two);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < nr; r++) {
+            const emt_xq *xb = x + (size_t)r * nb + b;
+            __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
+            __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb->q + 16)));
+            __m512 dx = _mm512_set1_ps(xb->d);
+            if (t == EMT_Q4_1) acc_min[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), acc_min[r]);
+#pragma GCC unroll 4
+            for (int p = 0; p < 4; p++) {
+                __m512i isum = _mm512_dpwssd_epi32(_mm512_madd_epi16(lo[p], xlo), hi[p], xhi);
+                acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(wsc[p], dx), _mm512_cvtepi32_ps(isum), acc[r][p]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        float mins[8];
+        _mm256_storeu_ps(mins, acc_min[r]);
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            out[r * 8 + 2 * p] = hsum_ps(_mm512_castps512_ps256(acc[r][p])) + mins[2 * p];
+            out[r * 8 + 2 * p + 1] = hsum_ps(_mm512_extractf32x8_ps(acc[r][p], 1)) + mins[2 * p + 1];
+        }
+    }
+}
+#endif
+
 #include "backend/cpu/cpu_kquant.h" /* kdot_rows: Q5_0, Q5_1, Q4_K, Q5_K, Q6_K */
 
 /* 8 half-precision weights -> floats. */
@@ -960,10 +1052,51 @@ qmatmul_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
     }
 }
 
+#ifdef EMT_CPU_PACKED
+#define EMT_ROW_BLOCK 32 /* activation rows that stay in cache while a task's weight groups pass */
+
+/* Outputs [o0, o1) (o0 a multiple of 8) of a packed matrix for every row:
+ * tiles of EMT_TILE_ROWS rows x one group's 8 outputs. */
+static inline __attribute__((always_inline)) void
+packed_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
+    int32_t nb = j->n_in / EMT_QK;
+    float v[EMT_TILE_ROWS * EMT_PACK_ROWS];
+    for (int32_t rb0 = 0; rb0 < j->n_rows; rb0 += EMT_ROW_BLOCK) {
+        int32_t rb1 = rb0 + EMT_ROW_BLOCK < j->n_rows ? rb0 + EMT_ROW_BLOCK : j->n_rows;
+        for (int32_t o = o0; o < o1; o += EMT_PACK_ROWS) {
+            const uint8_t *g = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
+            int nc = o1 - o < EMT_PACK_ROWS ? o1 - o : EMT_PACK_ROWS;
+            for (int32_t r0 = rb0; r0 < rb1; r0 += EMT_TILE_ROWS) {
+                int nr = rb1 - r0 < EMT_TILE_ROWS ? rb1 - r0 : EMT_TILE_ROWS;
+                const emt_xq *xq = j->xq + (size_t)r0 * nb;
+                switch (nr) { /* nr constant in each call: the tile stays in registers */
+                case 1: packed_rows(t, g, xq, nb, 1, v); break;
+                case 2: packed_rows(t, g, xq, nb, 2, v); break;
+                case 3: packed_rows(t, g, xq, nb, 3, v); break;
+                default: packed_rows(t, g, xq, nb, 4, v); break;
+                }
+                for (int r = 0; r < nr; r++) {
+                    float *y = j->y + (size_t)(r0 + r) * j->n_out + o;
+                    for (int c = 0; c < nc; c++) y[c] = j->bias ? v[r * 8 + c] + j->bias[o + c] : v[r * 8 + c];
+                }
+            }
+        }
+    }
+}
+#endif
+
 static void qmatmul_task(void *ctx, int32_t task) {
     const qmatmul_job *j = ctx;
     int32_t o0 = task * j->chunk;
     int32_t o1 = o0 + j->chunk < j->n_out ? o0 + j->chunk : j->n_out;
+#ifdef EMT_CPU_PACKED
+    if (j->W->packed) {
+        if (j->W->dtype == EMT_Q4_0) packed_range(j, EMT_Q4_0, o0, o1);
+        else if (j->W->dtype == EMT_Q4_1) packed_range(j, EMT_Q4_1, o0, o1);
+        else packed_range(j, EMT_Q8_0, o0, o1);
+        return;
+    }
+#endif
     switch (j->W->dtype) { /* one specialised loop per dtype */
     case EMT_Q4_0: qmatmul_range(j, EMT_Q4_0, o0, o1); break;
     case EMT_Q4_1: qmatmul_range(j, EMT_Q4_1, o0, o1); break;
@@ -1026,11 +1159,13 @@ static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, 
     return ex->xq;
 }
 
-/* Outputs per task: about 4 tasks per thread for balance, at least 8. */
+/* Outputs per task: about 4 tasks per thread for balance, a multiple of 8
+ * (whole packed row groups; the same for every dtype, so the gate and up
+ * products of a fused job split alike). */
 static int32_t output_chunk(const emt_exec *ex, int32_t n_out) {
     int32_t threads = emt_pool_size(ex->pool);
     int32_t chunk = (n_out + threads * 4 - 1) / (threads * 4);
-    return chunk < 8 ? 8 : chunk;
+    return (chunk + EMT_PACK_ROWS - 1) / EMT_PACK_ROWS * EMT_PACK_ROWS;
 }
 
 static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bias, const emt_xq *xq,
@@ -1113,12 +1248,18 @@ static void cpu_matmul_q_gated(emt_exec *ex, const emt_wmat *Wg, const float *bg
 /* Embedding rows from a typed table (the loader checked every scale). */
 static void cpu_embed_q(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *tokens,
                         int32_t n_rows, float *out) {
-    (void)ex;
     size_t rb = emt_dtype_nbytes(table->dtype, dim);
+    uint8_t *buf = table->packed ? malloc(rb) : NULL;
+    if (table->packed && !buf) {
+        ex->error = "cpu embed: out of memory for a packed table's row";
+        return;
+    }
     for (int32_t r = 0; r < n_rows; r++) {
-        emt_tensor row = { "embedding row", table->dtype, 1, { dim }, (const uint8_t *)table->data + (size_t)tokens[r] * rb, rb, NULL };
+        const uint8_t *src = emt_packed_row(table->dtype, table->data, table->packed, dim, tokens[r], buf);
+        emt_tensor row = { "embedding row", table->dtype, 1, { dim }, src, rb, NULL };
         (void)emt_tensor_to_f32(&row, 0, dim, out + (size_t)r * dim);
     }
+    free(buf);
 }
 
 /* The device step ops (cpu_step_ops.c, the CUDA kernels' twins). */
@@ -1155,6 +1296,25 @@ static void cpu_sample_root(emt_exec *ex, const float *logits, int32_t vocab, fl
     (void)ex;
     *token = emt_cpu_sample_root(logits, vocab, temperature, epsilon, delta, uniform);
 }
+
+#ifdef EMT_CPU_PACKED
+/* Q4_0, Q4_1 and Q8_0 matrices into the packed layout (quant.h), unless
+ * ENTMTP_CPU_PACK=0 (the file layout's kernels, for comparison): a buffer of
+ * the same size replaces the data (an owned copy is released; the loader
+ * drops the file pages of a mapped one). */
+static entmtp_status cpu_pack(emt_backend *be, emt_wmat *w, int64_t n_out, int64_t n_in) {
+    const char *env = getenv("ENTMTP_CPU_PACK");
+    if ((env && strcmp(env, "0") == 0) || w->packed || !emt_packable(w->dtype, n_out, n_in)) return ENTMTP_OK;
+    size_t bytes = (size_t)n_out * emt_dtype_nbytes(w->dtype, n_in);
+    uint8_t *dst = cpu_alloc(be, bytes);
+    if (!dst) return ENTMTP_ERR_OUT_OF_MEMORY;
+    emt_pack_matrix(w->dtype, w->data, n_out, n_in, dst);
+    if (w->owned) cpu_release(be, w->owned);
+    w->data = w->owned = dst;
+    w->packed = EMT_PACK_ROWS;
+    return ENTMTP_OK;
+}
+#endif
 
 const emt_backend_ops EMT_CPU_OPS = {
     .name = "cpu",
@@ -1197,4 +1357,7 @@ const emt_backend_ops EMT_CPU_OPS = {
     .attention_dyn = cpu_attention_dyn,
     .write_i32 = cpu_write_i32,
     .sample_root = cpu_sample_root,
+#ifdef EMT_CPU_PACKED
+    .pack = cpu_pack,
+#endif
 };

@@ -94,4 +94,76 @@ static inline float emt_dot_q_ref(emt_dtype t, const uint8_t *w, const emt_xq *x
     return acc + acc_min;
 }
 
+/* The packed layout (emt_wmat.packed == EMT_PACK_ROWS), for Q4_0, Q4_1 and
+ * Q8_0 matrices whose row count is a multiple of EMT_PACK_ROWS: rows in
+ * groups of 8, and per group and block index b the 8 rows' block b
+ * interleaved: their 8 scales (f16; Q4_1: then their 8 minimums), then Q4_0
+ * and Q4_1: the 8 rows' 16 nibble bytes one after the other; Q8_0: the 8
+ * rows' codes 0..15, then their codes 16..31. The same bytes as the file's
+ * 8 rows, so the memory cost is the matrix's size (it replaces the file's
+ * pages), and a group's bytes start where the file's row 8g did. A SIMD
+ * kernel reads two rows' codes of a block with one load, and the 8 scales
+ * with another. */
+#define EMT_PACK_ROWS 8
+
+static inline int emt_packable(emt_dtype t, int64_t n_out, int64_t n_in) {
+    return (t == EMT_Q4_0 || t == EMT_Q4_1 || t == EMT_Q8_0) && n_out > 0 && n_out % EMT_PACK_ROWS == 0 && n_in > 0 &&
+           n_in % EMT_QK == 0;
+}
+
+/* bytes of a file block before its codes: the scale (and Q4_1's minimum) */
+static inline int emt_qblock_head(emt_dtype t) { return t == EMT_Q4_1 ? 4 : 2; }
+
+/* file block `src` of row c (0..7) into packed group block `dst` */
+static inline void emt_pack_block(emt_dtype t, const uint8_t *src, int c, uint8_t *dst) {
+    memcpy(dst + 2 * c, src, 2);
+    if (t == EMT_Q4_1) memcpy(dst + 2 * EMT_PACK_ROWS + 2 * c, src + 2, 2);
+    int head = emt_qblock_head(t);
+    uint8_t *codes = dst + head * EMT_PACK_ROWS;
+    memcpy(codes + 16 * c, src + head, 16);
+    if (t == EMT_Q8_0) memcpy(codes + 16 * EMT_PACK_ROWS + 16 * c, src + head + 16, 16);
+}
+
+/* the inverse: row c's block out of packed group block `src` */
+static inline void emt_unpack_block(emt_dtype t, const uint8_t *src, int c, uint8_t *dst) {
+    memcpy(dst, src + 2 * c, 2);
+    if (t == EMT_Q4_1) memcpy(dst + 2, src + 2 * EMT_PACK_ROWS + 2 * c, 2);
+    int head = emt_qblock_head(t);
+    const uint8_t *codes = src + head * EMT_PACK_ROWS;
+    memcpy(dst + head, codes + 16 * c, 16);
+    if (t == EMT_Q8_0) memcpy(dst + head + 16, codes + 16 * EMT_PACK_ROWS + 16 * c, 16);
+}
+
+/* A whole matrix, file layout -> packed (n_out a multiple of 8). */
+static inline void emt_pack_matrix(emt_dtype t, const uint8_t *src, int64_t n_out, int64_t n_in, uint8_t *dst) {
+    size_t bb = emt_qblock_bytes(t), rb = (size_t)(n_in / EMT_QK) * bb;
+    int64_t nb = n_in / EMT_QK;
+    for (int64_t g = 0; g < n_out / EMT_PACK_ROWS; g++)
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *d = dst + (size_t)g * EMT_PACK_ROWS * rb + (size_t)b * EMT_PACK_ROWS * bb;
+            for (int c = 0; c < EMT_PACK_ROWS; c++)
+                emt_pack_block(t, src + (size_t)(g * EMT_PACK_ROWS + c) * rb + (size_t)b * bb, c, d);
+        }
+}
+
+/* Row `row` of a weight matrix in the file's layout: a pointer into data
+ * when it is not packed, else the row rebuilt into buf (the row's bytes). */
+static inline const uint8_t *emt_packed_row(emt_dtype t, const void *data, int32_t packed, int64_t n_in, int64_t row,
+                                            uint8_t *buf) {
+    size_t rb = emt_dtype_nbytes(t, n_in);
+    if (!packed) return (const uint8_t *)data + (size_t)row * rb;
+    size_t bb = emt_qblock_bytes(t);
+    const uint8_t *g = (const uint8_t *)data + (size_t)(row / EMT_PACK_ROWS) * EMT_PACK_ROWS * rb;
+    for (int64_t b = 0; b < n_in / EMT_QK; b++)
+        emt_unpack_block(t, g + (size_t)b * EMT_PACK_ROWS * bb, (int)(row % EMT_PACK_ROWS), buf + (size_t)b * bb);
+    return buf;
+}
+
+/* emt_packed_row, always copied into dst */
+static inline void emt_packed_row_into(emt_dtype t, const void *data, int32_t packed, int64_t n_in, int64_t row,
+                                       uint8_t *dst) {
+    const uint8_t *p = emt_packed_row(t, data, packed, n_in, row, dst);
+    if (p != dst) memcpy(dst, p, emt_dtype_nbytes(t, n_in));
+}
+
 #endif

@@ -1,0 +1,89 @@
+/* The typed-weight product (matmul_q) of each CPU variant at the Llama-3.2-1B
+ * shape, the file layout against the packed one (quant.h), for 1..512 rows:
+ * CPU time of the calling thread on a one-thread context (the pool runs the
+ * tasks on the caller), so a shared, oversubscribed machine inflates it far
+ * less than wall time; the minimum of REPS calls. Prints microseconds per
+ * call, the cost of n rows in one-row calls (what a verify of n nodes costs
+ * in AR steps, for this product) and integer multiply-adds per nanosecond.
+ * Not a test (no timing assertions):
+ *   build/.../tests/bench_qkernels [REPS [VARIANT]] */
+#include "backend/backend.h"
+#include "backend/cpu/cpu_variants.h"
+#include "backend/cpu/quant.h"
+#include "check.h"
+#include "tiny_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double thread_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t rng = 11;
+static float urand(void) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+int main(int argc, char **argv) {
+    int reps = argc > 1 ? atoi(argv[1]) : 5;
+    const emt_dtype types[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0 };
+    const int32_t shapes[][2] = { { 2048, 8192 }, { 8192, 2048 } }; /* n_in, n_out: FFN gate/up, FFN down */
+    const int32_t rows[] = { 1, 2, 4, 8, 16, 64, 512 };
+    const int n_rows = (int)(sizeof rows / sizeof rows[0]);
+    printf("variant  type  n_in x n_out  layout  rows  us/call  x one-row call  MAC/ns\n");
+    for (int v = 1; v < EMT_CPU_VARIANT_COUNT; v++) {
+        if (!emt_cpu_variant_supported((emt_cpu_variant)v)) continue;
+        if (argc > 2 && strcmp(argv[2], emt_cpu_variant_name((emt_cpu_variant)v)) != 0) continue;
+        const emt_backend_ops *op = emt_cpu_variant_ops((emt_cpu_variant)v);
+        emt_backend *be = NULL;
+        CHECK_OK(emt_backend_cpu_create_variant((emt_cpu_variant)v, &be));
+        emt_exec *ex = op->exec_create(be, 1);
+        for (int ti = 0; ti < 3; ti++)
+            for (int si = 0; si < 2; si++) {
+                emt_dtype t = types[ti];
+                int32_t n_in = shapes[si][0], n_out = shapes[si][1];
+                size_t bytes = emt_dtype_nbytes(t, n_in) * (size_t)n_out;
+                float *wf = malloc(sizeof(float) * (size_t)n_in), *x = malloc(sizeof(float) * 512 * (size_t)n_in);
+                float *y = malloc(sizeof(float) * 512 * (size_t)n_out);
+                uint8_t *file = op->alloc(be, bytes), *copy = op->alloc(be, bytes);
+                for (int32_t o = 0; o < n_out; o++) {
+                    for (int32_t i = 0; i < n_in; i++) wf[i] = urand();
+                    emt_tiny_encode(t, wf, n_in, file + (size_t)o * emt_dtype_nbytes(t, n_in));
+                }
+                for (int64_t i = 0; i < 512 * (int64_t)n_in; i++) x[i] = urand();
+                memcpy(copy, file, bytes);
+                emt_wmat layouts[2] = { { t, file, NULL, 0 }, { t, copy, copy, 0 } };
+                int have_packed = op->pack && op->pack(be, &layouts[1], n_out, n_in) == ENTMTP_OK && layouts[1].packed;
+                double one[2] = { 0, 0 };
+                for (int ri = 0; ri < n_rows; ri++)
+                    for (int l = 0; l < 1 + have_packed; l++) {
+                        int32_t n = rows[ri];
+                        int r = n >= 64 ? (reps + 2) / 3 : reps;
+                        double best = 1e30;
+                        for (int k = 0; k < r; k++) {
+                            double t0 = thread_seconds();
+                            op->matmul_q(ex, &layouts[l], NULL, x, n, n_in, n_out, y);
+                            double dt = thread_seconds() - t0;
+                            if (dt < best) best = dt;
+                        }
+                        if (n == 1) one[l] = best;
+                        printf("%-7s  %-4s  %5d x %5d  %-6s  %4d  %8.1f  %6.2f  %6.2f\n",
+                               emt_cpu_variant_name((emt_cpu_variant)v), emt_dtype_name(t), n_in, n_out,
+                               l ? "packed" : "file", n, best * 1e6, best / one[l],
+                               (double)n * n_in * n_out / best * 1e-9);
+                    }
+                CHECK_OK(op->sync(ex));
+                if (layouts[1].owned) op->release(be, layouts[1].owned);
+                op->release(be, file);
+                free(wf); free(x); free(y);
+            }
+        op->exec_destroy(ex);
+        op->destroy(be);
+    }
+    return emt_test_finish("bench_qkernels");
+}

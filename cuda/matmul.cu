@@ -29,7 +29,7 @@
 #define MM_ROW_TILE 8  // activation rows that share each weight load
 #define QK 32          // values per quantized block (quant.h's EMT_QK)
 
-__device__ __forceinline__ uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+__device__ __forceinline__ uint16_t rd16(const uint8_t *p) { return (uint16_t)(emt_ld(p) | (emt_ld(p + 1) << 8)); }
 
 __device__ __forceinline__ float bits_to_float(uint32_t bits) {
     float f;
@@ -58,7 +58,7 @@ __host__ __device__ constexpr int block_values(int dt) { return dt == EMT_Q4_K ?
 
 // Element i of a dense weight row.
 template <int DT> __device__ __forceinline__ float dense_at(const uint8_t *row, int32_t i) {
-    if (DT == EMT_F32) return ((const float *)row)[i];
+    if (DT == EMT_F32) return emt_ld((const float *)row + i);
     uint16_t h = rd16(row + 2 * (size_t)i);
     return DT == EMT_F16 ? f16_to_float(h) : bf16_to_float(h);
 }
@@ -67,11 +67,11 @@ template <int DT> __device__ __forceinline__ float dense_at(const uint8_t *row, 
 // emt_kquant_scale_min in src/io/tensor.h).
 __device__ __forceinline__ void kquant_scale_min(const uint8_t *scales, int j, int *sc, int *m) {
     if (j < 4) {
-        *sc = scales[j] & 63;
-        *m = scales[j + 4] & 63;
+        *sc = emt_ld(scales + j) & 63;
+        *m = emt_ld(scales + j + 4) & 63;
     } else {
-        *sc = (scales[j + 4] & 0x0F) | ((scales[j - 4] >> 6) << 4);
-        *m = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+        *sc = (emt_ld(scales + j + 4) & 0x0F) | ((emt_ld(scales + j - 4) >> 6) << 4);
+        *m = (emt_ld(scales + j + 4) >> 4) | ((emt_ld(scales + j) >> 6) << 4);
     }
 }
 
@@ -88,20 +88,21 @@ template <int DT> __device__ __forceinline__ void decode_unit(const uint8_t *row
         *d = f16_to_float(rd16(blk)) * (float)sc;
         *m = -(f16_to_float(rd16(blk + 2)) * (float)mn);
         const uint8_t *qs = blk + 16 + 32 * (s / 2);
-        for (int l = 0; l < QK; l++) q[l] = (float)(s % 2 ? qs[l] >> 4 : qs[l] & 0x0F);
+        for (int l = 0; l < QK; l++) q[l] = (float)(s % 2 ? emt_ld(qs + l) >> 4 : emt_ld(qs + l) & 0x0F);
         return;
     }
     const uint8_t *blk = row + (size_t)u * block_bytes(DT);
     *d = f16_to_float(rd16(blk));
     *m = DT == EMT_Q4_1 ? f16_to_float(rd16(blk + 2)) : 0.0f;
     if (DT == EMT_Q8_0) {
-        for (int j = 0; j < QK; j++) q[j] = (float)(int8_t)blk[2 + j];
+        for (int j = 0; j < QK; j++) q[j] = (float)(int8_t)emt_ld(blk + 2 + j);
     } else {
         const uint8_t *qs = blk + (DT == EMT_Q4_1 ? 4 : 2);
         const int off = DT == EMT_Q4_0 ? 8 : 0;
         for (int j = 0; j < QK / 2; j++) {
-            q[j] = (float)((qs[j] & 0x0F) - off);
-            q[j + QK / 2] = (float)((qs[j] >> 4) - off);
+            const uint8_t byte = emt_ld(qs + j);
+            q[j] = (float)((byte & 0x0F) - off);
+            q[j + QK / 2] = (float)((byte >> 4) - off);
         }
     }
 }
@@ -127,7 +128,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
             const float wv = dense_at<DT>(w, i);
             EMT_UNROLL
             for (int r = 0; r < MM_ROW_TILE; r++)
-                if (r < nr) acc[r] = fmaf(wv, xt[(size_t)r * n_in + i], acc[r]);
+                if (r < nr) acc[r] = fmaf(wv, emt_ld(xt + (size_t)r * n_in + i), acc[r]);
         }
     } else {
         for (int32_t b = lane; b < n_in / QK; b += 32) {
@@ -138,11 +139,11 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
                 if (r >= nr) continue;
                 const float *xb = xt + (size_t)r * n_in + (size_t)b * QK;
                 float dot = 0.0f;
-                for (int j = 0; j < QK; j++) dot = fmaf(q[j], xb[j], dot);
+                for (int j = 0; j < QK; j++) dot = fmaf(q[j], emt_ld(xb + j), dot);
                 acc[r] = fmaf(d, dot, acc[r]);
                 if (DT == EMT_Q4_1 || DT == EMT_Q4_K) {
                     float sum = 0.0f;
-                    for (int j = 0; j < QK; j++) sum += xb[j];
+                    for (int j = 0; j < QK; j++) sum += emt_ld(xb + j);
                     acc[r] = fmaf(m, sum, acc[r]);
                 }
             }
@@ -151,7 +152,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     EMT_UNROLL
     for (int r = 0; r < MM_ROW_TILE; r++) {
         const float v = warp_sum(acc[r]); // every lane reduces: the shuffles need the whole warp
-        if (lane == 0 && r < nr) y[(size_t)(r0 + r) * n_out + o] = bias ? v + bias[o] : v;
+        if (lane == 0 && r < nr) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
     }
 }
 
@@ -186,6 +187,9 @@ static void launch_product(emt_exec *ex, int dt, const void *W, const float *bia
         return;
     }
     const dim3 grid((unsigned)((n_rows + MM_ROW_TILE - 1) / MM_ROW_TILE), (unsigned)groups);
+    // ideal: the weights, the activations and the bias read once, the outputs written once
+    EMT_IDEAL_BYTES(dtype_name(dt), (double)rb * n_out + 4.0 * n_rows * n_in + (bias ? 4.0 * n_out : 0) +
+                                        4.0 * n_rows * n_out);
     switch (dt) {
     case EMT_F32: PRODUCT(EMT_F32); break;
     case EMT_F16: PRODUCT(EMT_F16); break;

@@ -242,6 +242,109 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     }
 }
 
+// Quantized weights (Q8_0, Q4_0, Q4_1, Q4_K) for rows of whole 16-byte units
+// at 16-byte aligned addresses (every 7B row: 4096 and 11008 values). Grid
+// and warps as product_kernel: one warp per output, a tile of up to
+// MM_ROW_TILE rows per block. The warp stages 32 units (32-value blocks or
+// Q4_K sub-blocks) of its weight row in shared memory with coalesced
+// 16-byte loads (576 to 1088 bytes, several loads in flight), then decodes
+// them with LANES_PER_UNIT lanes per unit, each taking PER_LANE consecutive
+// values: the activations of a warp step are then one contiguous run (16-
+// or 8-byte loads, 512 or 256 bytes per request) instead of 32 runs 128
+// bytes apart, and the shared reads of a step fall in distinct banks or the
+// same word. Batch invariance: lane l always takes the same values of every
+// unit, in the same order, for every row; then the fixed butterfly.
+#define QS_UNITS 32 // units staged per warp step
+template <int DT>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    staged_product_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
+                          int32_t n_in, int32_t n_out, float *y) {
+    constexpr int STAGE = QS_UNITS * QK / block_values(DT) * block_bytes(DT); // bytes of 32 units
+    constexpr int PER_LANE = DT == EMT_Q8_0 ? 2 : 4;                          // values per lane and unit
+    constexpr int LANES_PER_UNIT = QK / PER_LANE;
+    constexpr int UNITS_PER_STEP = 32 / LANES_PER_UNIT;
+    __shared__ uint4 stage[MM_WARPS][STAGE / 16];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int32_t o = blockIdx.y * MM_WARPS + warp;
+    if (o >= n_out) return; // a whole warp; the block has no barrier
+    const int32_t r0 = blockIdx.x * MM_ROW_TILE;
+    const int nr = n_rows - r0 < MM_ROW_TILE ? n_rows - r0 : MM_ROW_TILE;
+    const uint4 *wrow = (const uint4 *)(W + (size_t)o * row_bytes);
+    const uint8_t *sb = (const uint8_t *)stage[warp];
+    const int sub = lane / LANES_PER_UNIT, t = lane % LANES_PER_UNIT;
+    const int32_t n_units = n_in / QK;
+    float acc[MM_ROW_TILE];
+    for (int r = 0; r < MM_ROW_TILE; r++) acc[r] = 0.0f;
+    for (int32_t u0 = 0; u0 < n_units; u0 += QS_UNITS) {
+        // whole 16-byte units (row_bytes % 16 == 0) make `units` a multiple
+        // of UNITS_PER_STEP: every lane takes part in every step
+        const int32_t units = n_units - u0 < QS_UNITS ? n_units - u0 : QS_UNITS;
+        const int32_t vecs = units * QK / block_values(DT) * block_bytes(DT) / 16;
+        const uint4 *src = wrow + (size_t)u0 / (block_values(DT) / QK) * block_bytes(DT) / 16;
+        __syncwarp(); // the previous stage is consumed
+        for (int32_t i = lane; i < vecs; i += 32) emt_st(stage[warp] + i, emt_ld(src + i));
+        __syncwarp();
+        for (int32_t s = 0; s < units; s += UNITS_PER_STEP) {
+            const int32_t u = s + sub;
+            float q[PER_LANE], d, m = 0.0f;
+            if (DT == EMT_Q8_0) {
+                const uint8_t *blk = sb + u * 34;
+                d = f16_to_float(emt_ld((const uint16_t *)blk));
+                const uint16_t two = emt_ld((const uint16_t *)(blk + 2 + 2 * t));
+                q[0] = (float)(int8_t)(two & 0xff);
+                q[1 % PER_LANE] = (float)(int8_t)(two >> 8);
+            } else if (DT == EMT_Q4_0) {
+                const uint8_t *blk = sb + u * 18;
+                d = f16_to_float(emt_ld((const uint16_t *)blk));
+                const uint16_t *qs = (const uint16_t *)(blk + 2 + 4 * (t % 4));
+                const uint32_t four = emt_ld(qs) | (uint32_t)emt_ld(qs + 1) << 16;
+                for (int j = 0; j < PER_LANE; j++) q[j] = (float)((int)((four >> (8 * j + (t >= 4 ? 4 : 0))) & 0x0F) - 8);
+            } else if (DT == EMT_Q4_1) {
+                const uint8_t *blk = sb + u * 20;
+                d = f16_to_float(emt_ld((const uint16_t *)blk));
+                m = f16_to_float(emt_ld((const uint16_t *)(blk + 2)));
+                const uint32_t four = emt_ld((const uint32_t *)(blk + 4 + 4 * (t % 4)));
+                for (int j = 0; j < PER_LANE; j++) q[j] = (float)((four >> (8 * j + (t >= 4 ? 4 : 0))) & 0x0F);
+            } else { // Q4_K: sub-block u % 8 of super-block u / 8
+                const uint8_t *blk = sb + (u / 8) * 144;
+                const int sj = u % 8;
+                int sc, mn;
+                kquant_scale_min(blk + 4, sj, &sc, &mn);
+                d = f16_to_float(emt_ld((const uint16_t *)blk)) * (float)sc;
+                m = -(f16_to_float(emt_ld((const uint16_t *)(blk + 2))) * (float)mn);
+                const uint32_t four = emt_ld((const uint32_t *)(blk + 16 + 32 * (sj / 2) + 4 * t));
+                for (int j = 0; j < PER_LANE; j++) q[j] = (float)((four >> (8 * j + (sj % 2 ? 4 : 0))) & 0x0F);
+            }
+            EMT_UNROLL
+            for (int r = 0; r < MM_ROW_TILE; r++) {
+                if (r >= nr) continue;
+                const float *xp = x + (size_t)(r0 + r) * n_in + (size_t)(u0 + u) * QK + PER_LANE * t;
+                float xv[PER_LANE];
+                if (PER_LANE == 4) {
+                    const float4 a = emt_ld((const float4 *)xp);
+                    xv[0] = a.x, xv[1 % PER_LANE] = a.y, xv[2 % PER_LANE] = a.z, xv[3 % PER_LANE] = a.w;
+                } else {
+                    const float2 a = emt_ld((const float2 *)xp);
+                    xv[0] = a.x, xv[1 % PER_LANE] = a.y;
+                }
+                float dot = 0.0f;
+                for (int j = 0; j < PER_LANE; j++) dot = fmaf(q[j], xv[j], dot);
+                acc[r] = fmaf(d, dot, acc[r]);
+                if (DT == EMT_Q4_1 || DT == EMT_Q4_K) {
+                    float sum = 0.0f;
+                    for (int j = 0; j < PER_LANE; j++) sum += xv[j];
+                    acc[r] = fmaf(m, sum, acc[r]);
+                }
+            }
+        }
+    }
+    EMT_UNROLL
+    for (int r = 0; r < MM_ROW_TILE; r++) {
+        const float v = warp_sum(acc[r]);
+        if (lane == 0 && r < nr) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
+    }
+}
+
 static const char *dtype_name(int dt) {
     static const char *const names[] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1" };
     return dt == EMT_Q4_K ? "Q4_K" : dt >= 0 && dt < 6 ? names[dt] : "?";
@@ -263,6 +366,10 @@ static size_t row_bytes(int dt, int32_t n) {
     EMT_LAUNCH(dense_product_kernel<DT>, grid, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb, bias, x, n_rows, \
                n_in, n_out, y)
 
+#define STAGED_PRODUCT(DT)                                                                                   \
+    EMT_LAUNCH(staged_product_kernel<DT>, grid, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb, bias, x, n_rows, \
+               n_in, n_out, y)
+
 static void launch_product(emt_exec *ex, int dt, const void *W, const float *bias, const float *x, int32_t n_rows,
                            int32_t n_in, int32_t n_out, float *y) {
     const size_t rb = row_bytes(dt, n_in);
@@ -278,8 +385,8 @@ static void launch_product(emt_exec *ex, int dt, const void *W, const float *bia
     }
     const dim3 grid((unsigned)((n_rows + MM_ROW_TILE - 1) / MM_ROW_TILE), (unsigned)groups);
     // ideal: the weights, the activations and the bias read once, the outputs written once
-    EMT_IDEAL_BYTES(dtype_name(dt), (double)rb * n_out + 4.0 * n_rows * n_in + (bias ? 4.0 * n_out : 0) +
-                                        4.0 * n_rows * n_out);
+    EMT_OP(dtype_name(dt), (double)rb * n_out + 4.0 * n_rows * n_in + (bias ? 4.0 * n_out : 0) + 4.0 * n_rows * n_out,
+           n_rows, n_in, n_out);
     const bool dense16 = (dt == EMT_F32 || dt == EMT_F16 || dt == EMT_BF16) && n_in % 8 == 0 &&
                          (uintptr_t)W % 16 == 0 && (uintptr_t)x % 16 == 0;
     if (dense16) {
@@ -287,6 +394,16 @@ static void launch_product(emt_exec *ex, int dt, const void *W, const float *bia
         case EMT_F32: DENSE_PRODUCT(EMT_F32); break;
         case EMT_F16: DENSE_PRODUCT(EMT_F16); break;
         default: DENSE_PRODUCT(EMT_BF16); break;
+        }
+        return;
+    }
+    const bool staged = block_bytes(dt) && rb % 16 == 0 && (uintptr_t)W % 16 == 0 && (uintptr_t)x % 16 == 0;
+    if (staged) {
+        switch (dt) {
+        case EMT_Q8_0: STAGED_PRODUCT(EMT_Q8_0); break;
+        case EMT_Q4_0: STAGED_PRODUCT(EMT_Q4_0); break;
+        case EMT_Q4_1: STAGED_PRODUCT(EMT_Q4_1); break;
+        default: STAGED_PRODUCT(EMT_Q4_K); break;
         }
         return;
     }

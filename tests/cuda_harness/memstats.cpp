@@ -22,7 +22,7 @@
 // DRAM traffic with an L2 that keeps the launch's reuse), the distinct
 // sectors per block summed over blocks (L2 -> SM traffic with an L1 that
 // keeps a block's reuse), the sectors of every request (L1 traffic), and the
-// op's ideal bytes as its launch site declares them (EMT_IDEAL_BYTES).
+// op's ideal bytes as its launch site declares them (EMT_OP).
 #include "memstats.h"
 
 #include <errno.h>
@@ -228,10 +228,11 @@ void memstats_launch_end(bool failed) {
     for (auto &s : launch_sites)
         if (!sites[s.first].shared) (sites[s.first].store ? l1_store : l1_load) += s.second.sectors * 32;
     fprintf(out,
-            "{\"kernel\": \"%s\", \"op\": \"%s\", \"launched_at\": \"%s:%d\", \"grid\": [%u, %u, %u], "
+            "{\"kernel\": \"%s\", \"op\": \"%s\", \"rows\": %lld, \"n_in\": %lld, \"n_out\": %lld, "
+            "\"launched_at\": \"%s:%d\", \"grid\": [%u, %u, %u], "
             "\"block\": [%u, %u, %u], \"ideal_bytes\": %.0f, \"dram_load_bytes\": %zu, \"dram_store_bytes\": %zu, "
             "\"l2_load_bytes\": %llu, \"l1_load_bytes\": %llu, \"l1_store_bytes\": %llu, \"accesses\": [",
-            k.name, k.op ? k.op : "", short_file(k.file), k.line, k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y,
+            k.name, k.op ? k.op : "", k.shape[0], k.shape[1], k.shape[2], short_file(k.file), k.line, k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y,
             k.block.z, k.ideal_bytes, launch_load_sectors.size() * 32, launch_store_sectors.size() * 32,
             block_sum_load_sectors * 32, l1_load, l1_store);
     std::vector<uint32_t> order;

@@ -158,32 +158,33 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 
 // Dense weights (F32, F16, BF16) in 16-byte loads, for rows whose bytes are
 // whole 16-byte units (n_in a multiple of 8) at 16-byte aligned addresses.
-// Grid and warps as product_kernel: one warp per output, a tile of up to
-// MM_ROW_TILE rows per block. The block stages the tile's activations in
-// shared memory, MM_CHUNK values per row at a time, with coalesced 16-byte
-// loads that its 8 warps share (instead of each warp reading them again);
-// lane l's k-th weight load of a chunk is the 16 bytes holding values
-// g = 32 V k + V l .. + V (V = 4 floats or 8 halves): 512 contiguous bytes
-// per warp request, LOADS of them in flight per lane. Batch invariance as
-// product_kernel: lane l accumulates each row in its own register over the
-// same values in the same order (chunks, loads, then the V values), then
-// the fixed butterfly; nothing depends on the tile or the number of rows.
+// Grid: (ceil(n_rows / MM_ROW_TILE), ceil(n_out / (MM_WARPS * OUTS))),
+// MM_WARPS warps, each computing OUTS consecutive outputs one after another
+// for the tile's rows. The block stages the tile's activations in shared
+// memory, MM_CHUNK values per row at a time, with coalesced 16-byte loads
+// that its warps share (instead of each warp reading them again; OUTS = 4
+// for more rows than one tile, so that a verify's activations are staged
+// once per 32 outputs instead of 8). Lane l's k-th weight load of a chunk is
+// the 16 bytes holding values g = 32 V k + V l .. + V (V = 4 floats or 8
+// halves): 512 contiguous bytes per warp request, LOADS of them in flight
+// per lane. Batch invariance as product_kernel: lane l accumulates each row
+// of an output in its own register over the same values in the same order
+// (chunks, loads, then the V values), then the fixed butterfly; nothing
+// depends on the tile, OUTS or the number of rows.
 #define MM_CHUNK 1024
-template <int DT>
-__global__ void __launch_bounds__(MM_WARPS * 32)
-    dense_product_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
-                         int32_t n_in, int32_t n_out, float *y) {
+template <int DT, int OUTS>
+__device__ __forceinline__ void dense_product(const uint8_t *W, size_t row_bytes, const float *bias, const float *x,
+                                              int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
     constexpr int V = DT == EMT_F32 ? 4 : 8; // weights per 16-byte load
     constexpr int LOADS = MM_CHUNK / (32 * V);
     __shared__ float4 xs[MM_ROW_TILE * MM_CHUNK / 4];
     const int lane = threadIdx.x % 32;
-    const int32_t o = blockIdx.y * MM_WARPS + threadIdx.x / 32;
-    const bool active = o < n_out; // whole warps; idle ones still stage activations
+    const int32_t o0 = (blockIdx.y * MM_WARPS + threadIdx.x / 32) * OUTS;
     const int32_t r0 = blockIdx.x * MM_ROW_TILE;
     const int nr = n_rows - r0 < MM_ROW_TILE ? n_rows - r0 : MM_ROW_TILE;
-    const uint4 *w = (const uint4 *)(W + (size_t)(active ? o : 0) * row_bytes);
-    float acc[MM_ROW_TILE];
-    for (int r = 0; r < MM_ROW_TILE; r++) acc[r] = 0.0f;
+    float acc[OUTS][MM_ROW_TILE];
+    for (int oi = 0; oi < OUTS; oi++)
+        for (int r = 0; r < MM_ROW_TILE; r++) acc[oi][r] = 0.0f;
     for (int32_t base = 0; base < n_in; base += MM_CHUNK) {
         const int32_t width = n_in - base < MM_CHUNK ? n_in - base : MM_CHUNK; // a multiple of 8
         const int32_t quads = width / 4;
@@ -193,53 +194,72 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
             emt_st(xs + r * (MM_CHUNK / 4) + c, emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c));
         }
         __syncthreads();
-        if (!active) continue;
-        uint4 wv[LOADS] = {};
-        EMT_UNROLL
-        for (int k = 0; k < LOADS; k++)
-            if (k * 32 * V + lane * V < width) wv[k] = emt_ld(w + (base + k * 32 * V + lane * V) / V);
-        EMT_UNROLL
-        for (int k = 0; k < LOADS; k++) {
-            const int32_t g = k * 32 * V + lane * V;
-            if (g >= width) break;
-            float wf[V];
-            const uint32_t words[4] = { wv[k].x, wv[k].y, wv[k].z, wv[k].w };
+        for (int oi = 0; oi < OUTS; oi++) {
+            if (o0 + oi >= n_out) break; // the same for the whole warp; idle warps still stage activations
+            const uint4 *w = (const uint4 *)(W + (size_t)(o0 + oi) * row_bytes);
+            uint4 wv[LOADS] = {};
             EMT_UNROLL
-            for (int j = 0; j < V; j++) {
-                if (DT == EMT_F32) wf[j] = bits_to_float(words[j]);
-                else {
-                    const uint16_t h = (uint16_t)(words[j / 2] >> (16 * (j % 2)));
-                    wf[j] = DT == EMT_F16 ? f16_to_float(h) : bf16_to_float(h);
-                }
-            }
+            for (int k = 0; k < LOADS; k++)
+                if (k * 32 * V + lane * V < width) wv[k] = emt_ld(w + (base + k * 32 * V + lane * V) / V);
             EMT_UNROLL
-            for (int r = 0; r < MM_ROW_TILE; r++) {
-                if (r >= nr) continue;
-                const float4 *xr = xs + r * (MM_CHUNK / 4) + g / 4;
-                float xv[V];
-                if (V == 4) {
-                    const float4 a = emt_ld(xr);
-                    xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
-                } else {
-                    // lanes 4-7 of each quarter-warp read their second half
-                    // first: the 8 lanes of a shared-memory phase then hit 32
-                    // different banks (lane l's halves lie 32 l bytes apart)
-                    const int h = (lane >> 2) & 1;
-                    const float4 a = emt_ld(xr + h), b = emt_ld(xr + 1 - h);
-                    const float4 lo = h ? b : a, hi = h ? a : b;
-                    xv[0] = lo.x, xv[1] = lo.y, xv[2] = lo.z, xv[3] = lo.w;
-                    xv[4 % V] = hi.x, xv[5 % V] = hi.y, xv[6 % V] = hi.z, xv[7 % V] = hi.w;
+            for (int k = 0; k < LOADS; k++) {
+                const int32_t g = k * 32 * V + lane * V;
+                if (g >= width) break;
+                float wf[V];
+                const uint32_t words[4] = { wv[k].x, wv[k].y, wv[k].z, wv[k].w };
+                EMT_UNROLL
+                for (int j = 0; j < V; j++) {
+                    if (DT == EMT_F32) wf[j] = bits_to_float(words[j]);
+                    else {
+                        const uint16_t h = (uint16_t)(words[j / 2] >> (16 * (j % 2)));
+                        wf[j] = DT == EMT_F16 ? f16_to_float(h) : bf16_to_float(h);
+                    }
                 }
                 EMT_UNROLL
-                for (int j = 0; j < V; j++) acc[r] = fmaf(wf[j], xv[j], acc[r]);
+                for (int r = 0; r < MM_ROW_TILE; r++) {
+                    if (r >= nr) continue;
+                    const float4 *xr = xs + r * (MM_CHUNK / 4) + g / 4;
+                    float xv[V];
+                    if (V == 4) {
+                        const float4 a = emt_ld(xr);
+                        xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
+                    } else {
+                        // lanes 4-7 of each quarter-warp read their second
+                        // half first: the 8 lanes of a shared-memory phase
+                        // then hit 32 different banks (lane l's halves lie
+                        // 32 l bytes apart)
+                        const int h = (lane >> 2) & 1;
+                        const float4 a = emt_ld(xr + h), b = emt_ld(xr + 1 - h);
+                        const float4 lo = h ? b : a, hi = h ? a : b;
+                        xv[0] = lo.x, xv[1] = lo.y, xv[2] = lo.z, xv[3] = lo.w;
+                        xv[4 % V] = hi.x, xv[5 % V] = hi.y, xv[6 % V] = hi.z, xv[7 % V] = hi.w;
+                    }
+                    EMT_UNROLL
+                    for (int j = 0; j < V; j++) acc[oi][r] = fmaf(wf[j], xv[j], acc[oi][r]);
+                }
             }
         }
     }
-    EMT_UNROLL
-    for (int r = 0; r < MM_ROW_TILE; r++) {
-        const float v = warp_sum(acc[r]);
-        if (active && lane == 0 && r < nr) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
+    for (int oi = 0; oi < OUTS; oi++) {
+        const int32_t o = o0 + oi;
+        EMT_UNROLL
+        for (int r = 0; r < MM_ROW_TILE; r++) {
+            const float v = warp_sum(acc[oi][r]); // every lane of every warp: the shuffles need the whole warp
+            if (o < n_out && lane == 0 && r < nr) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
+        }
     }
+}
+template <int DT>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    dense_product_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
+                         int32_t n_in, int32_t n_out, float *y) {
+    dense_product<DT, 1>(W, row_bytes, bias, x, n_rows, n_in, n_out, y);
+}
+template <int DT>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    dense_product_x4_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
+                            int32_t n_in, int32_t n_out, float *y) {
+    dense_product<DT, 4>(W, row_bytes, bias, x, n_rows, n_in, n_out, y);
 }
 
 // Quantized weights (Q8_0, Q4_0, Q4_1, Q4_K) for rows of whole 16-byte units
@@ -362,9 +382,19 @@ static size_t row_bytes(int dt, int32_t n) {
     EMT_LAUNCH(product_kernel<DT>, grid, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb, bias, x, n_rows, n_in, \
                n_out, y)
 
-#define DENSE_PRODUCT(DT)                                                                                   \
-    EMT_LAUNCH(dense_product_kernel<DT>, grid, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb, bias, x, n_rows, \
-               n_in, n_out, y)
+// more rows than one tile (a verify, a prefill): 4 outputs per warp, so
+// that each block's staged activations serve 32 outputs
+#define DENSE_PRODUCT(DT)                                                                                          \
+    do {                                                                                                           \
+        if (n_rows > MM_ROW_TILE) {                                                                                \
+            const dim3 grid4(grid.x, (unsigned)((n_out + 4 * MM_WARPS - 1) / (4 * MM_WARPS)));                     \
+            EMT_LAUNCH(dense_product_x4_kernel<DT>, grid4, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb,    \
+                       bias, x, n_rows, n_in, n_out, y);                                                           \
+        } else {                                                                                                   \
+            EMT_LAUNCH(dense_product_kernel<DT>, grid, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb,        \
+                       bias, x, n_rows, n_in, n_out, y);                                                           \
+        }                                                                                                          \
+    } while (0)
 
 #define STAGED_PRODUCT(DT)                                                                                   \
     EMT_LAUNCH(staged_product_kernel<DT>, grid, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb, bias, x, n_rows, \

@@ -23,13 +23,13 @@ memory counters (docs/cuda-harness.md, "Memory efficiency") instead of the
 ideal ones:
     scripts/roofline.py --measured --run build/dev/tests/test_cuda_memeff \
         --plugin build/dev/tests/cuda_harness/libentmtp-cuda-harness.so [--dtype BF16]
-    scripts/roofline.py --measured --report memeff.jsonl   (made with EMT_CUDA_MEMEFF_OUTPUTS=8,16)
---run runs test_cuda_memeff on the harness with EMT_CUDA_MEMEFF_OUTPUTS=8,16:
-every product at the 7B row widths (4096 and 11008 inputs), 1 and 64 rows,
-8 and 16 outputs. Each counted quantity (DRAM, L2 and L1 bytes) is a + b *
-n_out (the weights and outputs grow with the outputs, the activations do
-not), so the two output counts give it for the full matrices, which the
-harness cannot run in CI time. Per product:
+    scripts/roofline.py --measured --report memeff.jsonl   (made with EMT_CUDA_MEMEFF_OUTPUTS=32,64)
+--run runs test_cuda_memeff on the harness with EMT_CUDA_MEMEFF_OUTPUTS=32,64
+and EMT_CUDA_MEMEFF_DTYPES=<dtype>: the products at the 7B row widths (4096
+and 11008 inputs), 1 and 64 rows, 32 and 64 outputs. Each counted quantity
+(DRAM, L2 and L1 bytes) is a + b * n_out for output counts that are whole
+blocks' worth (32 outputs: a verify's dense block), so the two counts give
+it for the full matrices, which the harness cannot run in CI time. Per product:
     time = max(DRAM bytes / HBM, L2->SM bytes / L2 bandwidth,
                L1 sector bytes / L1 bandwidth, FLOPs / FP32 cores) + overhead
 DRAM: the distinct sectors of the launch (an L2 that keeps the launch's
@@ -88,11 +88,11 @@ def step(model, dtype, rows, ctx):
                 t_fp32=max(t_mem, flops / FP32_CORES), t_tc=max(t_mem, flops / BF16_TC))
 
 
-def run_harness(test, plugin):
+def run_harness(test, plugin, dtype):
     fd, path = tempfile.mkstemp(suffix=".jsonl")
     os.close(fd)
     env = dict(os.environ, ENTMTP_CUDA_PLUGIN=os.path.abspath(plugin), EMT_CUDA_MEMEFF_REPORT=path,
-               EMT_CUDA_MEMEFF_OUTPUTS="8,16")
+               EMT_CUDA_MEMEFF_OUTPUTS="32,64", EMT_CUDA_MEMEFF_DTYPES=dtype)
     r = subprocess.run([test], env=env, capture_output=True, text=True)
     if r.returncode not in (0, 1):  # 1: a floor failed, the counts are still there
         sys.exit(f"{test} exited {r.returncode}:\n{r.stdout}{r.stderr}")
@@ -179,7 +179,7 @@ def measured_main(a):
     if a.run:
         if not a.plugin:
             sys.exit("--run needs --plugin")
-        path = run_harness(a.run, a.plugin)
+        path = run_harness(a.run, a.plugin, a.dtype)
     elif a.report:
         path = a.report
     else:
@@ -188,7 +188,7 @@ def measured_main(a):
     print("Assumptions: H100 SXM, HBM %.2f TB/s peak (no derating: a GPU's copy bandwidth is ~90%% of it), "
           "the 50 MB L2 keeps a launch's reuse, L2->SM %.0f TB/s, L1 %.1f TB/s (one 128-byte wavefront per SM "
           "per cycle), FP32 cores %.0f TF/s (the products' FMAs), %.0f us per kernel (ramp/tail in a graph); "
-          "Llama 2 7B, %s weights, context %d; products measured on the harness at 8 and 16 outputs and "
+          "Llama 2 7B, %s weights, context %d; products measured on the harness at 32 and 64 outputs and "
           "extrapolated linearly in the outputs; F32 activations and KV cache; the verify's products measured at "
           "64 rows." % (BW / 1e12, L2_BW / 1e12, L1_BW / 1e12, FP32_CORES / 1e12, KERNEL_OVERHEAD * 1e6, a.dtype,
                         a.ctx))
@@ -200,7 +200,7 @@ def measured_main(a):
     for label, rows in (("AR step (1 row)", 1), ("verify (%d rows)" % a.nodes, a.nodes)):
         res = measured_step(fits, a.dtype, rows, a.ctx)
         if res is None:
-            sys.exit("the report lacks %s products at 1 and 64 rows, 8 and 16 outputs" % a.dtype)
+            sys.exit("the report lacks %s products at 1 and 64 rows and two output counts" % a.dtype)
         ops, unmodelled = res
         print("\n%s" % label)
         print("  %-8s %-30s %6s %9s %10s %9s %6s %5s" % ("op", "kernel", "x", "ideal MB", "time us", "% of BW",
@@ -240,7 +240,7 @@ def main():
     ap.add_argument("--ctx", type=int, default=2048, help="tokens already in the KV cache")
     ap.add_argument("--nodes", type=int, default=64, help="rows of the tree verify")
     ap.add_argument("--measured", action="store_true", help="the products' bytes counted by the CUDA harness")
-    ap.add_argument("--report", help="--measured: a test_cuda_memeff report made with EMT_CUDA_MEMEFF_OUTPUTS=8,16")
+    ap.add_argument("--report", help="--measured: a test_cuda_memeff report made with EMT_CUDA_MEMEFF_OUTPUTS=32,64")
     ap.add_argument("--run", help="--measured: test_cuda_memeff, run on the harness plugin")
     ap.add_argument("--plugin", help="--measured --run: libentmtp-cuda-harness.so")
     ap.add_argument("--dtype", default="BF16", help="--measured: the weights' dtype")

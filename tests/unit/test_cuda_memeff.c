@@ -9,9 +9,9 @@
  *
  * Runs only on the harness plugin: on a GPU (no counters) it is SKIPPED.
  * EMT_CUDA_MEMEFF_REPORT=path keeps the per-launch report (JSON lines) for
- * scripts/roofline.py; EMT_CUDA_MEMEFF_OUTPUTS=8,16 runs each product at
+ * scripts/roofline.py; EMT_CUDA_MEMEFF_OUTPUTS=32,64 runs each product at
  * those output counts (default 8), from which roofline.py extrapolates the
- * full matrices. */
+ * full matrices; EMT_CUDA_MEMEFF_DTYPES=BF16,Q4_0 only those dtypes. */
 #include "backend/backend.h"
 #include "check.h"
 #include "cuda_test.h"
@@ -129,6 +129,14 @@ static const char *dtype_name(emt_dtype t) {
     }
 }
 
+/* `name` is one of the comma-separated names of `list` */
+static int name_listed(const char *list, const char *name) {
+    size_t n = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)); p += n)
+        if ((p == list || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
+
 static void encode(emt_dtype t, const float *w, int64_t n, uint8_t *out) {
     if (t != EMT_Q4_K) {
         emt_tiny_encode(t, w, n, out);
@@ -211,11 +219,14 @@ int main(void) {
             outputs[n_outputs++] = (int32_t)v;
         }
     }
-    for (size_t i = 0; i < sizeof floors / sizeof floors[0]; i++)
+    const char *only = getenv("EMT_CUDA_MEMEFF_DTYPES");
+    for (size_t i = 0; i < sizeof floors / sizeof floors[0]; i++) {
+        if (only && *only && !name_listed(only, dtype_name(floors[i].dtype))) continue;
         for (int wi = 0; wi < 2; wi++)
             for (int ri = 0; ri < 2; ri++)
                 for (int oi = 0; oi < n_outputs; oi++)
                     check_product(floors[i].dtype, widths[wi], outputs[oi], rows[ri], &floors[i]);
+    }
     if (!counted) {
         printf("SKIP: no launch was counted (not the harness plugin: a GPU has no such counters)\n");
         gpu->ops->exec_destroy(eg);

@@ -156,11 +156,42 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     }
 }
 
+// The V weights of one 16-byte load as floats.
+template <int DT, int V> __device__ __forceinline__ void unpack_dense(const uint4 &wv, float wf[V]) {
+    const uint32_t words[4] = { wv.x, wv.y, wv.z, wv.w };
+    EMT_UNROLL
+    for (int j = 0; j < V; j++) {
+        if (DT == EMT_F32) wf[j] = bits_to_float(words[j]);
+        else {
+            const uint16_t h = (uint16_t)(words[j / 2] >> (16 * (j % 2)));
+            wf[j] = DT == EMT_F16 ? f16_to_float(h) : bf16_to_float(h);
+        }
+    }
+}
+
+// The V staged activations at xr (shared memory) in lane order.
+template <int V> __device__ __forceinline__ void staged_activations(const float4 *xr, int lane, float xv[V]) {
+    if (V == 4) {
+        const float4 a = emt_ld(xr);
+        xv[0] = a.x, xv[1 % V] = a.y, xv[2 % V] = a.z, xv[3 % V] = a.w;
+    } else {
+        // lanes 4-7 of each quarter-warp read their second half first: the
+        // 8 lanes of a shared-memory phase then hit 32 different banks
+        // (lane l's halves lie 32 l bytes apart)
+        const int h = (lane >> 2) & 1;
+        const float4 a = emt_ld(xr + h), b = emt_ld(xr + 1 - h);
+        const float4 lo = h ? b : a, hi = h ? a : b;
+        xv[0] = lo.x, xv[1 % V] = lo.y, xv[2 % V] = lo.z, xv[3 % V] = lo.w;
+        xv[4 % V] = hi.x, xv[5 % V] = hi.y, xv[6 % V] = hi.z, xv[7 % V] = hi.w;
+    }
+}
+
 // Dense weights (F32, F16, BF16) in 16-byte loads, for rows whose bytes are
 // whole 16-byte units (n_in a multiple of 8) at 16-byte aligned addresses.
 // Grid: (ceil(n_rows / MM_ROW_TILE), ceil(n_out / (MM_WARPS * OUTS))),
-// MM_WARPS warps, each computing OUTS consecutive outputs one after another
-// for the tile's rows. The block stages the tile's activations in shared
+// MM_WARPS warps, each computing OUTS consecutive outputs for the tile's
+// rows (with OUTS > 1, each activation read from shared memory serves all
+// OUTS outputs: a verify's product is bound by those reads otherwise). The block stages the tile's activations in shared
 // memory, MM_CHUNK values per row at a time, with coalesced 16-byte loads
 // that its warps share (instead of each warp reading them again; OUTS = 4
 // for more rows than one tile, so that a verify's activations are staged
@@ -194,9 +225,10 @@ __device__ __forceinline__ void dense_product(const uint8_t *W, size_t row_bytes
             emt_st(xs + r * (MM_CHUNK / 4) + c, emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c));
         }
         __syncthreads();
-        for (int oi = 0; oi < OUTS; oi++) {
-            if (o0 + oi >= n_out) break; // the same for the whole warp; idle warps still stage activations
-            const uint4 *w = (const uint4 *)(W + (size_t)(o0 + oi) * row_bytes);
+        if (o0 >= n_out) continue; // the same for the whole warp; idle warps still stage activations
+        if (OUTS == 1) {
+            // all LOADS weight loads first, in flight together
+            const uint4 *w = (const uint4 *)(W + (size_t)o0 * row_bytes);
             uint4 wv[LOADS] = {};
             EMT_UNROLL
             for (int k = 0; k < LOADS; k++)
@@ -206,36 +238,40 @@ __device__ __forceinline__ void dense_product(const uint8_t *W, size_t row_bytes
                 const int32_t g = k * 32 * V + lane * V;
                 if (g >= width) break;
                 float wf[V];
-                const uint32_t words[4] = { wv[k].x, wv[k].y, wv[k].z, wv[k].w };
-                EMT_UNROLL
-                for (int j = 0; j < V; j++) {
-                    if (DT == EMT_F32) wf[j] = bits_to_float(words[j]);
-                    else {
-                        const uint16_t h = (uint16_t)(words[j / 2] >> (16 * (j % 2)));
-                        wf[j] = DT == EMT_F16 ? f16_to_float(h) : bf16_to_float(h);
-                    }
-                }
+                unpack_dense<DT, V>(wv[k], wf);
                 EMT_UNROLL
                 for (int r = 0; r < MM_ROW_TILE; r++) {
                     if (r >= nr) continue;
-                    const float4 *xr = xs + r * (MM_CHUNK / 4) + g / 4;
                     float xv[V];
-                    if (V == 4) {
-                        const float4 a = emt_ld(xr);
-                        xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
-                    } else {
-                        // lanes 4-7 of each quarter-warp read their second
-                        // half first: the 8 lanes of a shared-memory phase
-                        // then hit 32 different banks (lane l's halves lie
-                        // 32 l bytes apart)
-                        const int h = (lane >> 2) & 1;
-                        const float4 a = emt_ld(xr + h), b = emt_ld(xr + 1 - h);
-                        const float4 lo = h ? b : a, hi = h ? a : b;
-                        xv[0] = lo.x, xv[1] = lo.y, xv[2] = lo.z, xv[3] = lo.w;
-                        xv[4 % V] = hi.x, xv[5 % V] = hi.y, xv[6 % V] = hi.z, xv[7 % V] = hi.w;
-                    }
+                    staged_activations<V>(xs + r * (MM_CHUNK / 4) + g / 4, lane, xv);
                     EMT_UNROLL
-                    for (int j = 0; j < V; j++) acc[oi][r] = fmaf(wf[j], xv[j], acc[oi][r]);
+                    for (int j = 0; j < V; j++) acc[0][r] = fmaf(wf[j], xv[j], acc[0][r]);
+                }
+            }
+        } else {
+            // the OUTS outputs' loads of each k in flight together; each
+            // activation read from shared memory once serves OUTS outputs
+            const int n_act = n_out - o0 < OUTS ? n_out - o0 : OUTS;
+            EMT_UNROLL
+            for (int k = 0; k < LOADS; k++) {
+                const int32_t g = k * 32 * V + lane * V;
+                if (g >= width) break;
+                uint4 wv[OUTS] = {};
+                EMT_UNROLL
+                for (int oi = 0; oi < OUTS; oi++)
+                    if (oi < n_act) wv[oi] = emt_ld((const uint4 *)(W + (size_t)(o0 + oi) * row_bytes) + (base + g) / V);
+                float wf[OUTS][V];
+                EMT_UNROLL
+                for (int oi = 0; oi < OUTS; oi++) unpack_dense<DT, V>(wv[oi], wf[oi]);
+                EMT_UNROLL
+                for (int r = 0; r < MM_ROW_TILE; r++) {
+                    if (r >= nr) continue;
+                    float xv[V];
+                    staged_activations<V>(xs + r * (MM_CHUNK / 4) + g / 4, lane, xv);
+                    EMT_UNROLL
+                    for (int oi = 0; oi < OUTS; oi++)
+                        EMT_UNROLL
+                        for (int j = 0; j < V; j++) acc[oi][r] = fmaf(wf[oi][j], xv[j], acc[oi][r]);
                 }
             }
         }

@@ -31,10 +31,14 @@ and 11008 inputs), 1 and 64 rows, 32 and 64 outputs. Each counted quantity
 blocks' worth (32 outputs: a verify's dense block), so the two counts give
 it for the full matrices, which the harness cannot run in CI time. Per product:
     time = max(DRAM bytes / HBM, L2->SM bytes / L2 bandwidth,
-               L1 sector bytes / L1 bandwidth, FLOPs / FP32 cores) + overhead
+               L1 cycles / (SMs x clock), DRAM bytes / (bytes in flight / latency),
+               FLOPs / FP32 cores) + overhead
 DRAM: the distinct sectors of the launch (an L2 that keeps the launch's
 reuse); L2->SM: the distinct sectors of each block, summed (an L1 that keeps
-one block's reuse); L1: every request's sectors. % of bandwidth: the op's
+one block's reuse); L1 cycles: each global load request takes one cycle per
+4 sectors, at least one, and each shared-memory wavefront one; bytes in flight: the distinct bytes of an average
+global load request x the requests in flight (Little's law: narrow loads
+cannot keep enough bytes in flight to cover DRAM latency). % of bandwidth: the op's
 ideal bytes at the HBM peak over the predicted time. The kernels the harness
 does not count yet (attention, norms, RoPE, elementwise, embedding, the
 device step) are listed and added at their ideal bytes only: an optimistic
@@ -50,8 +54,12 @@ BW = 3.35e12          # H100 SXM HBM3, bytes/s
 BF16_TC = 989e12      # dense BF16 tensor-core FLOP/s
 FP32_CORES = 67e12    # FP32 FMA on CUDA cores (what cuda/matmul.cu uses)
 L2_BW = 10e12         # L2 -> SM read bandwidth (assumed; published measurements 7-12 TB/s)
-L1_BW = 132 * 128 * 1.755e9  # 132 SMs x one 128-byte L1 wavefront per cycle at 1.755 GHz
 KERNEL_OVERHEAD = 2e-6       # ramp-up and tail per kernel inside a replayed graph (assumed)
+SMS, CLOCK = 132, 1.755e9
+# Little's law for DRAM: what is in flight per SM must cover the latency
+# (assumed: 48 resident warps per SM, 4 independent load requests in flight
+# per warp, 700 ns DRAM latency under load)
+WARPS_PER_SM, REQUESTS_IN_FLIGHT, DRAM_LATENCY = 48, 4, 700e-9
 CHUNK = 256           # attention chunk (cuda/attention.cu ATTN_CHUNK)
 
 MODELS = {
@@ -113,9 +121,16 @@ def load(path):
             eff_num = sum(a["ideal_sectors"] for a in rec["accesses"] if a["space"] == "global" and a["dir"] == "load")
             eff_den = sum(a["sectors"] for a in rec["accesses"] if a["space"] == "global" and a["dir"] == "load")
             conflicts = sum(a["wavefronts"] - a["ideal_wavefronts"] for a in rec["accesses"] if a["space"] == "shared")
-            by_shape.setdefault(key, {})[rec["n_out"]] = dict(dram=dram, l2=rec["l2_load_bytes"], l1=l1,
+            gl = [a for a in rec["accesses"] if a["space"] == "global" and a["dir"] == "load"]
+            requests = sum(a["requests"] for a in gl)
+            # L1 cycles: a request takes one cycle per 4 sectors (one 128-byte wavefront), at least one
+            l1_cycles = sum(max(a["requests"], a["sectors"] / 4) for a in gl)
+            # shared memory goes through the same pipeline: a cycle per wavefront
+            l1_cycles += sum(a["wavefronts"] for a in rec["accesses"] if a["space"] == "shared")
+            req_bytes = sum(a["distinct_bytes"] for a in gl) / requests if requests else 512
+            by_shape.setdefault(key, {})[rec["n_out"]] = dict(dram=dram, l2=rec["l2_load_bytes"], l1=l1_cycles,
                                                              kernel=rec["kernel"], eff=eff_num / eff_den if eff_den else 1,
-                                                             conflicts=conflicts)
+                                                             conflicts=conflicts, req_bytes=req_bytes)
     for key, pts in by_shape.items():
         if len(pts) < 2:
             continue
@@ -124,7 +139,7 @@ def load(path):
         for m in ("dram", "l2", "l1"):
             b = (p1[m] - p0[m]) / (n1 - n0)
             fit[m] = (p0[m] - b * n0, b)
-        fit["kernel"], fit["eff"], fit["conflicts"] = p1["kernel"], p1["eff"], p1["conflicts"]
+        fit["kernel"], fit["eff"], fit["conflicts"], fit["req_bytes"] = p1["kernel"], p1["eff"], p1["conflicts"], p1["req_bytes"]
         fits[key] = fit
     return fits
 
@@ -140,8 +155,9 @@ def predict(fits, dtype, n_in, n_out, rows):
         return None
     at = lambda m: fit[m][0] + fit[m][1] * n_out
     ideal = weight_bytes(dtype, n_in, n_out) + 4 * rows * (n_in + n_out)
-    terms = {"DRAM": at("dram") / BW, "L2": at("l2") / L2_BW, "L1": at("l1") / L1_BW,
-             "FP32": 2.0 * rows * n_in * n_out / FP32_CORES}
+    in_flight = SMS * WARPS_PER_SM * REQUESTS_IN_FLIGHT * fit["req_bytes"]  # bytes in flight, whole GPU
+    terms = {"DRAM": at("dram") / BW, "L2": at("l2") / L2_BW, "L1": at("l1") / (SMS * CLOCK),
+             "latency": at("dram") / (in_flight / DRAM_LATENCY), "FP32": 2.0 * rows * n_in * n_out / FP32_CORES}
     bound = max(terms, key=terms.get)
     t = terms[bound] + KERNEL_OVERHEAD
     return dict(ideal=ideal, time=t, bound=bound, kernel=fit["kernel"], eff=fit["eff"], conflicts=fit["conflicts"],
@@ -186,14 +202,16 @@ def measured_main(a):
         sys.exit("give --report or --run")
     fits = load(path)
     print("Assumptions: H100 SXM, HBM %.2f TB/s peak (no derating: a GPU's copy bandwidth is ~90%% of it), "
-          "the 50 MB L2 keeps a launch's reuse, L2->SM %.0f TB/s, L1 %.1f TB/s (one 128-byte wavefront per SM "
-          "per cycle), FP32 cores %.0f TF/s (the products' FMAs), %.0f us per kernel (ramp/tail in a graph); "
-          "Llama 2 7B, %s weights, context %d; products measured on the harness at 32 and 64 outputs and "
+          "the 50 MB L2 keeps a launch's reuse, L2->SM %.0f TB/s, L1: a global load request per cycle per 4 "
+          "sectors and a shared-memory wavefront per cycle on %d SMs at %.3f GHz, %d resident warps per SM with %d load requests in flight each and "
+          "%.0f ns DRAM latency, FP32 cores %.0f TF/s (the products' FMAs), %.0f us per kernel (ramp/tail in a "
+          "graph); Llama 2 7B, %s weights, context %d; products measured on the harness at 32 and 64 outputs and "
           "extrapolated linearly in the outputs; F32 activations and KV cache; the verify's products measured at "
-          "64 rows." % (BW / 1e12, L2_BW / 1e12, L1_BW / 1e12, FP32_CORES / 1e12, KERNEL_OVERHEAD * 1e6, a.dtype,
-                        a.ctx))
-    out = {"assumptions": dict(hbm=BW, l2_bw=L2_BW, l1_bw=L1_BW, fp32=FP32_CORES, kernel_overhead=KERNEL_OVERHEAD,
-                               dtype=a.dtype, context=a.ctx), "steps": {}}
+          "64 rows." % (BW / 1e12, L2_BW / 1e12, SMS, CLOCK / 1e9, WARPS_PER_SM, REQUESTS_IN_FLIGHT,
+                        DRAM_LATENCY * 1e9, FP32_CORES / 1e12, KERNEL_OVERHEAD * 1e6, a.dtype, a.ctx))
+    out = {"assumptions": dict(hbm=BW, l2_bw=L2_BW, sms=SMS, clock=CLOCK, warps_per_sm=WARPS_PER_SM,
+                               requests_in_flight=REQUESTS_IN_FLIGHT, dram_latency=DRAM_LATENCY, fp32=FP32_CORES,
+                               kernel_overhead=KERNEL_OVERHEAD, dtype=a.dtype, context=a.ctx), "steps": {}}
     totals = {}
     if a.nodes != 64:
         sys.exit("--measured: the harness measures the verify's products at 64 rows (--nodes 64)")
@@ -203,12 +221,12 @@ def measured_main(a):
             sys.exit("the report lacks %s products at 1 and 64 rows and two output counts" % a.dtype)
         ops, unmodelled = res
         print("\n%s" % label)
-        print("  %-8s %-30s %6s %9s %10s %9s %6s %5s" % ("op", "kernel", "x", "ideal MB", "time us", "% of BW",
+        print("  %-8s %-30s %6s %9s %10s %9s %8s %5s" % ("op", "kernel", "x", "ideal MB", "time us", "% of BW",
                                                          "bound", "eff"))
         t_sum = ideal_sum = 0.0
         rec = []
         for name, count, p in ops:
-            print("  %-8s %-30s %6d %9.2f %10.2f %8.1f%% %6s %4.0f%%" % (
+            print("  %-8s %-30s %6d %9.2f %10.2f %8.1f%% %8s %4.0f%%" % (
                 name, p["kernel"], count, p["ideal"] / 1e6, p["time"] * 1e6, 100 * p["ideal"] / BW / p["time"],
                 p["bound"], 100 * p["eff"]))
             t_sum += count * p["time"]
@@ -232,7 +250,10 @@ def measured_main(a):
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)
     if a.run:
-        os.remove(path)
+        if a.keep_report:
+            os.replace(path, a.keep_report)
+        else:
+            os.remove(path)
 
 
 def main():
@@ -245,6 +266,7 @@ def main():
     ap.add_argument("--plugin", help="--measured --run: libentmtp-cuda-harness.so")
     ap.add_argument("--dtype", default="BF16", help="--measured: the weights' dtype")
     ap.add_argument("--json", help="--measured: write the predictions here too")
+    ap.add_argument("--keep-report", help="--measured --run: keep the harness's report here")
     a = ap.parse_args()
     if a.measured:
         measured_main(a)

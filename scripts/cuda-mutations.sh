@@ -34,7 +34,7 @@ mutations=(
   "attention_dyn keeps the launch's prefix length (a replayed graph's stale L)|cuda/attention.cu|s.replace('    if (d_len) n_prefix = *d_len;\n    const int32_t f = first_row(first, row, d_len, n_prefix);\n    const int32_t n_keys', '    const int32_t f = first_row(first, row, d_len, n_prefix);\n    const int32_t n_keys')"
   "a graph's index arrays staged in the reused ring instead of its constants|cuda/backend_cuda.cu|s.replace('else if (ex->recording) return cu_graph_stage(ex, src, bytes);', 'else if (ex->recording) cu_graph_stage(ex, src, bytes);')"
   "dense product: each lane reads its own contiguous span of the chunk (uncoalesced weight loads)|cuda/matmul.cu|s.replace('k * 32 * V + lane * V', 'lane * LOADS * V + k * V')"
-  "dense product: activations staged column-major across the tile's rows (strided global loads)|cuda/matmul.cu|s.replace('const int32_t r = i / quads, c = i % quads;', 'const int32_t r = i % nr, c = i / nr;')"
+  "dense product: activations staged column-major across the tile's rows (8 lanes storing 4 KiB apart: shared-memory bank conflicts)|cuda/matmul.cu|s.replace('const int32_t r = i / quads, c = i % quads;', 'const int32_t r = i % nr, c = i / nr;')"
   "dense product: the shared-memory swizzle dropped (2-way bank conflicts)|cuda/matmul.cu|s.replace('const int h = (lane >> 2) & 1;', 'const int h = 0;')"
   "the sampled root's running sum compared before the token's probability is added (off by one token)|cuda/step_ops.cu|s.replace('run += p;\n                if (target < before + run) {\n                    *token = i;\n                    return;\n                }', 'if (target < before + run) {\n                    *token = i;\n                    return;\n                }\n                run += p;')"
 )

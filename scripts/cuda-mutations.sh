@@ -36,6 +36,7 @@ mutations=(
   "dense product: each lane reads its own contiguous span of the chunk (uncoalesced weight loads)|cuda/matmul.cu|s.replace('k * 32 * V + lane * V', 'lane * LOADS * V + k * V')"
   "dense product: activations staged column-major across the tile's rows (8 lanes storing 4 KiB apart: shared-memory bank conflicts)|cuda/matmul.cu|s.replace('const int32_t r = i / quads, c = i % quads;', 'const int32_t r = i % nr, c = i / nr;')"
   "dense product: the shared-memory swizzle dropped (2-way bank conflicts)|cuda/matmul.cu|s.replace('const int h = (lane >> 2) & 1;', 'const int h = 0;')"
+  "staged quantized product: activations read one float at a time (4-byte loads 16 bytes apart)|cuda/matmul.cu|s.replace('const float4 a = emt_ld((const float4 *)xp);\n                    xv[0] = a.x, xv[1 % PER_LANE] = a.y, xv[2 % PER_LANE] = a.z, xv[3 % PER_LANE] = a.w;', 'for (int j = 0; j < PER_LANE; j++) xv[j] = emt_ld(xp + j);')"
   "the sampled root's running sum compared before the token's probability is added (off by one token)|cuda/step_ops.cu|s.replace('run += p;\n                if (target < before + run) {\n                    *token = i;\n                    return;\n                }', 'if (target < before + run) {\n                    *token = i;\n                    return;\n                }\n                run += p;')"
 )
 # unbroken, the op-level test passes (or the demonstration means nothing)

@@ -6,9 +6,10 @@
 // counted access site (file and line of the emt_ld/emt_st call) belongs
 // to the same request as the k-th time every other lane of its warp passes
 // it (several calls on one line share a site: every lane passes them in the
-// same order, so their occurrences still pair up). That is exact for converged code (loops with warp-uniform bounds); a
-// lane that skips an access shifts its later ones at that site, as a
-// diverged warp would issue them separately.
+// same order, so their occurrences still pair up). That is exact for
+// converged code (loops with warp-uniform bounds); a lane that skips an
+// access and passes the site again pairs its later accesses with the other
+// lanes' earlier ones (the counted kernels skip only a loop's last ones).
 //
 // Per request, as Nsight Compute counts them:
 //  - global: the 32-byte sectors the lanes' bytes fall in, against the

@@ -29,7 +29,7 @@
 #define MM_ROW_TILE 8  // activation rows that share each weight load
 #define QK 32          // values per quantized block (quant.h's EMT_QK)
 
-__device__ __forceinline__ uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+__device__ __forceinline__ uint16_t rd16(const uint8_t *p) { return (uint16_t)(emt_ld(p) | (emt_ld(p + 1) << 8)); }
 
 __device__ __forceinline__ float bits_to_float(uint32_t bits) {
     float f;
@@ -58,7 +58,7 @@ __host__ __device__ constexpr int block_values(int dt) { return dt == EMT_Q4_K ?
 
 // Element i of a dense weight row.
 template <int DT> __device__ __forceinline__ float dense_at(const uint8_t *row, int32_t i) {
-    if (DT == EMT_F32) return ((const float *)row)[i];
+    if (DT == EMT_F32) return emt_ld((const float *)row + i);
     uint16_t h = rd16(row + 2 * (size_t)i);
     return DT == EMT_F16 ? f16_to_float(h) : bf16_to_float(h);
 }
@@ -67,11 +67,11 @@ template <int DT> __device__ __forceinline__ float dense_at(const uint8_t *row, 
 // emt_kquant_scale_min in src/io/tensor.h).
 __device__ __forceinline__ void kquant_scale_min(const uint8_t *scales, int j, int *sc, int *m) {
     if (j < 4) {
-        *sc = scales[j] & 63;
-        *m = scales[j + 4] & 63;
+        *sc = emt_ld(scales + j) & 63;
+        *m = emt_ld(scales + j + 4) & 63;
     } else {
-        *sc = (scales[j + 4] & 0x0F) | ((scales[j - 4] >> 6) << 4);
-        *m = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
+        *sc = (emt_ld(scales + j + 4) & 0x0F) | ((emt_ld(scales + j - 4) >> 6) << 4);
+        *m = (emt_ld(scales + j + 4) >> 4) | ((emt_ld(scales + j) >> 6) << 4);
     }
 }
 
@@ -88,20 +88,21 @@ template <int DT> __device__ __forceinline__ void decode_unit(const uint8_t *row
         *d = f16_to_float(rd16(blk)) * (float)sc;
         *m = -(f16_to_float(rd16(blk + 2)) * (float)mn);
         const uint8_t *qs = blk + 16 + 32 * (s / 2);
-        for (int l = 0; l < QK; l++) q[l] = (float)(s % 2 ? qs[l] >> 4 : qs[l] & 0x0F);
+        for (int l = 0; l < QK; l++) q[l] = (float)(s % 2 ? emt_ld(qs + l) >> 4 : emt_ld(qs + l) & 0x0F);
         return;
     }
     const uint8_t *blk = row + (size_t)u * block_bytes(DT);
     *d = f16_to_float(rd16(blk));
     *m = DT == EMT_Q4_1 ? f16_to_float(rd16(blk + 2)) : 0.0f;
     if (DT == EMT_Q8_0) {
-        for (int j = 0; j < QK; j++) q[j] = (float)(int8_t)blk[2 + j];
+        for (int j = 0; j < QK; j++) q[j] = (float)(int8_t)emt_ld(blk + 2 + j);
     } else {
         const uint8_t *qs = blk + (DT == EMT_Q4_1 ? 4 : 2);
         const int off = DT == EMT_Q4_0 ? 8 : 0;
         for (int j = 0; j < QK / 2; j++) {
-            q[j] = (float)((qs[j] & 0x0F) - off);
-            q[j + QK / 2] = (float)((qs[j] >> 4) - off);
+            const uint8_t byte = emt_ld(qs + j);
+            q[j] = (float)((byte & 0x0F) - off);
+            q[j + QK / 2] = (float)((byte >> 4) - off);
         }
     }
 }
@@ -127,7 +128,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
             const float wv = dense_at<DT>(w, i);
             EMT_UNROLL
             for (int r = 0; r < MM_ROW_TILE; r++)
-                if (r < nr) acc[r] = fmaf(wv, xt[(size_t)r * n_in + i], acc[r]);
+                if (r < nr) acc[r] = fmaf(wv, emt_ld(xt + (size_t)r * n_in + i), acc[r]);
         }
     } else {
         for (int32_t b = lane; b < n_in / QK; b += 32) {
@@ -138,11 +139,11 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
                 if (r >= nr) continue;
                 const float *xb = xt + (size_t)r * n_in + (size_t)b * QK;
                 float dot = 0.0f;
-                for (int j = 0; j < QK; j++) dot = fmaf(q[j], xb[j], dot);
+                for (int j = 0; j < QK; j++) dot = fmaf(q[j], emt_ld(xb + j), dot);
                 acc[r] = fmaf(d, dot, acc[r]);
                 if (DT == EMT_Q4_1 || DT == EMT_Q4_K) {
                     float sum = 0.0f;
-                    for (int j = 0; j < QK; j++) sum += xb[j];
+                    for (int j = 0; j < QK; j++) sum += emt_ld(xb + j);
                     acc[r] = fmaf(m, sum, acc[r]);
                 }
             }
@@ -151,7 +152,252 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     EMT_UNROLL
     for (int r = 0; r < MM_ROW_TILE; r++) {
         const float v = warp_sum(acc[r]); // every lane reduces: the shuffles need the whole warp
-        if (lane == 0 && r < nr) y[(size_t)(r0 + r) * n_out + o] = bias ? v + bias[o] : v;
+        if (lane == 0 && r < nr) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
+    }
+}
+
+// The V weights of one 16-byte load as floats.
+template <int DT, int V> __device__ __forceinline__ void unpack_dense(const uint4 &wv, float wf[V]) {
+    const uint32_t words[4] = { wv.x, wv.y, wv.z, wv.w };
+    EMT_UNROLL
+    for (int j = 0; j < V; j++) {
+        if (DT == EMT_F32) wf[j] = bits_to_float(words[j]);
+        else {
+            const uint16_t h = (uint16_t)(words[j / 2] >> (16 * (j % 2)));
+            wf[j] = DT == EMT_F16 ? f16_to_float(h) : bf16_to_float(h);
+        }
+    }
+}
+
+// The V staged activations at xr (shared memory) in lane order.
+template <int V> __device__ __forceinline__ void staged_activations(const float4 *xr, int lane, float xv[V]) {
+    if (V == 4) {
+        const float4 a = emt_ld(xr);
+        xv[0] = a.x, xv[1 % V] = a.y, xv[2 % V] = a.z, xv[3 % V] = a.w;
+    } else {
+        // lanes 4-7 of each quarter-warp read their second half first: the
+        // 8 lanes of a shared-memory phase then hit 32 different banks
+        // (lane l's halves lie 32 l bytes apart)
+        const int h = (lane >> 2) & 1;
+        const float4 a = emt_ld(xr + h), b = emt_ld(xr + 1 - h);
+        const float4 lo = h ? b : a, hi = h ? a : b;
+        xv[0] = lo.x, xv[1 % V] = lo.y, xv[2 % V] = lo.z, xv[3 % V] = lo.w;
+        xv[4 % V] = hi.x, xv[5 % V] = hi.y, xv[6 % V] = hi.z, xv[7 % V] = hi.w;
+    }
+}
+
+// Dense weights (F32, F16, BF16) in 16-byte loads, for rows whose bytes are
+// whole 16-byte units (n_in a multiple of 8) at 16-byte aligned addresses.
+// Grid: (ceil(n_rows / MM_ROW_TILE), ceil(n_out / (MM_WARPS * OUTS))),
+// MM_WARPS warps, each computing OUTS consecutive outputs for the tile's
+// rows (with OUTS > 1, each activation read from shared memory serves all
+// OUTS outputs: a verify's product is bound by those reads otherwise). The block stages the tile's activations in shared
+// memory, MM_CHUNK values per row at a time, with coalesced 16-byte loads
+// that its warps share (instead of each warp reading them again; OUTS = 4
+// for more rows than one tile, so that a verify's activations are staged
+// once per 32 outputs instead of 8). Lane l's k-th weight load of a chunk is
+// the 16 bytes holding values g = 32 V k + V l .. + V (V = 4 floats or 8
+// halves): 512 contiguous bytes per warp request, LOADS of them in flight
+// per lane. Batch invariance as product_kernel: lane l accumulates each row
+// of an output in its own register over the same values in the same order
+// (chunks, loads, then the V values), then the fixed butterfly; nothing
+// depends on the tile, OUTS or the number of rows.
+#define MM_CHUNK 1024
+template <int DT, int OUTS>
+__device__ __forceinline__ void dense_product(const uint8_t *W, size_t row_bytes, const float *bias, const float *x,
+                                              int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
+    constexpr int V = DT == EMT_F32 ? 4 : 8; // weights per 16-byte load
+    constexpr int LOADS = MM_CHUNK / (32 * V);
+    __shared__ float4 xs[MM_ROW_TILE * MM_CHUNK / 4];
+    const int lane = threadIdx.x % 32;
+    const int32_t o0 = (blockIdx.y * MM_WARPS + threadIdx.x / 32) * OUTS;
+    const int32_t r0 = blockIdx.x * MM_ROW_TILE;
+    const int nr = n_rows - r0 < MM_ROW_TILE ? n_rows - r0 : MM_ROW_TILE;
+    float acc[OUTS][MM_ROW_TILE];
+    for (int oi = 0; oi < OUTS; oi++)
+        for (int r = 0; r < MM_ROW_TILE; r++) acc[oi][r] = 0.0f;
+    for (int32_t base = 0; base < n_in; base += MM_CHUNK) {
+        const int32_t width = n_in - base < MM_CHUNK ? n_in - base : MM_CHUNK; // a multiple of 8
+        const int32_t quads = width / 4;
+        __syncthreads(); // the previous chunk is consumed
+        for (int32_t i = threadIdx.x; i < nr * quads; i += MM_WARPS * 32) {
+            const int32_t r = i / quads, c = i % quads;
+            emt_st(xs + r * (MM_CHUNK / 4) + c, emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c));
+        }
+        __syncthreads();
+        if (o0 >= n_out) continue; // the same for the whole warp; idle warps still stage activations
+        if (OUTS == 1) {
+            // all LOADS weight loads first, in flight together
+            const uint4 *w = (const uint4 *)(W + (size_t)o0 * row_bytes);
+            uint4 wv[LOADS] = {};
+            EMT_UNROLL
+            for (int k = 0; k < LOADS; k++)
+                if (k * 32 * V + lane * V < width) wv[k] = emt_ld(w + (base + k * 32 * V + lane * V) / V);
+            EMT_UNROLL
+            for (int k = 0; k < LOADS; k++) {
+                const int32_t g = k * 32 * V + lane * V;
+                if (g >= width) break;
+                float wf[V];
+                unpack_dense<DT, V>(wv[k], wf);
+                EMT_UNROLL
+                for (int r = 0; r < MM_ROW_TILE; r++) {
+                    if (r >= nr) continue;
+                    float xv[V];
+                    staged_activations<V>(xs + r * (MM_CHUNK / 4) + g / 4, lane, xv);
+                    EMT_UNROLL
+                    for (int j = 0; j < V; j++) acc[0][r] = fmaf(wf[j], xv[j], acc[0][r]);
+                }
+            }
+        } else {
+            // the OUTS outputs' loads of each k in flight together; each
+            // activation read from shared memory once serves OUTS outputs
+            const int n_act = n_out - o0 < OUTS ? n_out - o0 : OUTS;
+            EMT_UNROLL
+            for (int k = 0; k < LOADS; k++) {
+                const int32_t g = k * 32 * V + lane * V;
+                if (g >= width) break;
+                uint4 wv[OUTS] = {};
+                EMT_UNROLL
+                for (int oi = 0; oi < OUTS; oi++)
+                    if (oi < n_act) wv[oi] = emt_ld((const uint4 *)(W + (size_t)(o0 + oi) * row_bytes) + (base + g) / V);
+                float wf[OUTS][V];
+                EMT_UNROLL
+                for (int oi = 0; oi < OUTS; oi++) unpack_dense<DT, V>(wv[oi], wf[oi]);
+                EMT_UNROLL
+                for (int r = 0; r < MM_ROW_TILE; r++) {
+                    if (r >= nr) continue;
+                    float xv[V];
+                    staged_activations<V>(xs + r * (MM_CHUNK / 4) + g / 4, lane, xv);
+                    EMT_UNROLL
+                    for (int oi = 0; oi < OUTS; oi++)
+                        EMT_UNROLL
+                        for (int j = 0; j < V; j++) acc[oi][r] = fmaf(wf[oi][j], xv[j], acc[oi][r]);
+                }
+            }
+        }
+    }
+    for (int oi = 0; oi < OUTS; oi++) {
+        const int32_t o = o0 + oi;
+        EMT_UNROLL
+        for (int r = 0; r < MM_ROW_TILE; r++) {
+            const float v = warp_sum(acc[oi][r]); // every lane of every warp: the shuffles need the whole warp
+            if (o < n_out && lane == 0 && r < nr) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
+        }
+    }
+}
+template <int DT>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    dense_product_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
+                         int32_t n_in, int32_t n_out, float *y) {
+    dense_product<DT, 1>(W, row_bytes, bias, x, n_rows, n_in, n_out, y);
+}
+template <int DT>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    dense_product_x4_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
+                            int32_t n_in, int32_t n_out, float *y) {
+    dense_product<DT, 4>(W, row_bytes, bias, x, n_rows, n_in, n_out, y);
+}
+
+// Quantized weights (Q8_0, Q4_0, Q4_1, Q4_K) for rows of whole 16-byte units
+// at 16-byte aligned addresses (every 7B row: 4096 and 11008 values). Grid
+// and warps as product_kernel: one warp per output, a tile of up to
+// MM_ROW_TILE rows per block. The warp stages 32 units (32-value blocks or
+// Q4_K sub-blocks) of its weight row in shared memory with coalesced
+// 16-byte loads (576 to 1088 bytes, several loads in flight), then decodes
+// them with LANES_PER_UNIT lanes per unit, each taking PER_LANE consecutive
+// values: the activations of a warp step are then one contiguous run (16-
+// or 8-byte loads, 512 or 256 bytes per request) instead of 32 runs 128
+// bytes apart, and the shared reads of a step fall in distinct banks or the
+// same word. Batch invariance: lane l always takes the same values of every
+// unit, in the same order, for every row; then the fixed butterfly.
+#define QS_UNITS 32 // units staged per warp step
+template <int DT>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+    staged_product_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
+                          int32_t n_in, int32_t n_out, float *y) {
+    constexpr int STAGE = QS_UNITS * QK / block_values(DT) * block_bytes(DT); // bytes of 32 units
+    constexpr int PER_LANE = DT == EMT_Q8_0 ? 2 : 4;                          // values per lane and unit
+    constexpr int LANES_PER_UNIT = QK / PER_LANE;
+    constexpr int UNITS_PER_STEP = 32 / LANES_PER_UNIT;
+    __shared__ uint4 stage[MM_WARPS][STAGE / 16];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int32_t o = blockIdx.y * MM_WARPS + warp;
+    if (o >= n_out) return; // a whole warp; the block has no barrier
+    const int32_t r0 = blockIdx.x * MM_ROW_TILE;
+    const int nr = n_rows - r0 < MM_ROW_TILE ? n_rows - r0 : MM_ROW_TILE;
+    const uint4 *wrow = (const uint4 *)(W + (size_t)o * row_bytes);
+    const uint8_t *sb = (const uint8_t *)stage[warp];
+    const int sub = lane / LANES_PER_UNIT, t = lane % LANES_PER_UNIT;
+    const int32_t n_units = n_in / QK;
+    float acc[MM_ROW_TILE];
+    for (int r = 0; r < MM_ROW_TILE; r++) acc[r] = 0.0f;
+    for (int32_t u0 = 0; u0 < n_units; u0 += QS_UNITS) {
+        // whole 16-byte units (row_bytes % 16 == 0) make `units` a multiple
+        // of UNITS_PER_STEP: every lane takes part in every step
+        const int32_t units = n_units - u0 < QS_UNITS ? n_units - u0 : QS_UNITS;
+        const int32_t vecs = units * QK / block_values(DT) * block_bytes(DT) / 16;
+        const uint4 *src = wrow + (size_t)u0 / (block_values(DT) / QK) * block_bytes(DT) / 16;
+        __syncwarp(); // the previous stage is consumed
+        for (int32_t i = lane; i < vecs; i += 32) emt_st(stage[warp] + i, emt_ld(src + i));
+        __syncwarp();
+        for (int32_t s = 0; s < units; s += UNITS_PER_STEP) {
+            const int32_t u = s + sub;
+            float q[PER_LANE], d, m = 0.0f;
+            if (DT == EMT_Q8_0) {
+                const uint8_t *blk = sb + u * 34;
+                d = f16_to_float(emt_ld((const uint16_t *)blk));
+                const uint16_t two = emt_ld((const uint16_t *)(blk + 2 + 2 * t));
+                q[0] = (float)(int8_t)(two & 0xff);
+                q[1 % PER_LANE] = (float)(int8_t)(two >> 8);
+            } else if (DT == EMT_Q4_0) {
+                const uint8_t *blk = sb + u * 18;
+                d = f16_to_float(emt_ld((const uint16_t *)blk));
+                const uint16_t *qs = (const uint16_t *)(blk + 2 + 4 * (t % 4));
+                const uint32_t four = emt_ld(qs) | (uint32_t)emt_ld(qs + 1) << 16;
+                for (int j = 0; j < PER_LANE; j++) q[j] = (float)((int)((four >> (8 * j + (t >= 4 ? 4 : 0))) & 0x0F) - 8);
+            } else if (DT == EMT_Q4_1) {
+                const uint8_t *blk = sb + u * 20;
+                d = f16_to_float(emt_ld((const uint16_t *)blk));
+                m = f16_to_float(emt_ld((const uint16_t *)(blk + 2)));
+                const uint32_t four = emt_ld((const uint32_t *)(blk + 4 + 4 * (t % 4)));
+                for (int j = 0; j < PER_LANE; j++) q[j] = (float)((four >> (8 * j + (t >= 4 ? 4 : 0))) & 0x0F);
+            } else { // Q4_K: sub-block u % 8 of super-block u / 8
+                const uint8_t *blk = sb + (u / 8) * 144;
+                const int sj = u % 8;
+                int sc, mn;
+                kquant_scale_min(blk + 4, sj, &sc, &mn);
+                d = f16_to_float(emt_ld((const uint16_t *)blk)) * (float)sc;
+                m = -(f16_to_float(emt_ld((const uint16_t *)(blk + 2))) * (float)mn);
+                const uint32_t four = emt_ld((const uint32_t *)(blk + 16 + 32 * (sj / 2) + 4 * t));
+                for (int j = 0; j < PER_LANE; j++) q[j] = (float)((four >> (8 * j + (sj % 2 ? 4 : 0))) & 0x0F);
+            }
+            EMT_UNROLL
+            for (int r = 0; r < MM_ROW_TILE; r++) {
+                if (r >= nr) continue;
+                const float *xp = x + (size_t)(r0 + r) * n_in + (size_t)(u0 + u) * QK + PER_LANE * t;
+                float xv[PER_LANE];
+                if (PER_LANE == 4) {
+                    const float4 a = emt_ld((const float4 *)xp);
+                    xv[0] = a.x, xv[1 % PER_LANE] = a.y, xv[2 % PER_LANE] = a.z, xv[3 % PER_LANE] = a.w;
+                } else {
+                    const float2 a = emt_ld((const float2 *)xp);
+                    xv[0] = a.x, xv[1 % PER_LANE] = a.y;
+                }
+                float dot = 0.0f;
+                for (int j = 0; j < PER_LANE; j++) dot = fmaf(q[j], xv[j], dot);
+                acc[r] = fmaf(d, dot, acc[r]);
+                if (DT == EMT_Q4_1 || DT == EMT_Q4_K) {
+                    float sum = 0.0f;
+                    for (int j = 0; j < PER_LANE; j++) sum += xv[j];
+                    acc[r] = fmaf(m, sum, acc[r]);
+                }
+            }
+        }
+    }
+    EMT_UNROLL
+    for (int r = 0; r < MM_ROW_TILE; r++) {
+        const float v = warp_sum(acc[r]);
+        if (lane == 0 && r < nr) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
     }
 }
 
@@ -172,6 +418,24 @@ static size_t row_bytes(int dt, int32_t n) {
     EMT_LAUNCH(product_kernel<DT>, grid, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb, bias, x, n_rows, n_in, \
                n_out, y)
 
+// more rows than one tile (a verify, a prefill): 4 outputs per warp, so
+// that each block's staged activations serve 32 outputs
+#define DENSE_PRODUCT(DT)                                                                                          \
+    do {                                                                                                           \
+        if (n_rows > MM_ROW_TILE) {                                                                                \
+            const dim3 grid4(grid.x, (unsigned)((n_out + 4 * MM_WARPS - 1) / (4 * MM_WARPS)));                     \
+            EMT_LAUNCH(dense_product_x4_kernel<DT>, grid4, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb,    \
+                       bias, x, n_rows, n_in, n_out, y);                                                           \
+        } else {                                                                                                   \
+            EMT_LAUNCH(dense_product_kernel<DT>, grid, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb,        \
+                       bias, x, n_rows, n_in, n_out, y);                                                           \
+        }                                                                                                          \
+    } while (0)
+
+#define STAGED_PRODUCT(DT)                                                                                   \
+    EMT_LAUNCH(staged_product_kernel<DT>, grid, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb, bias, x, n_rows, \
+               n_in, n_out, y)
+
 static void launch_product(emt_exec *ex, int dt, const void *W, const float *bias, const float *x, int32_t n_rows,
                            int32_t n_in, int32_t n_out, float *y) {
     const size_t rb = row_bytes(dt, n_in);
@@ -186,6 +450,29 @@ static void launch_product(emt_exec *ex, int dt, const void *W, const float *bia
         return;
     }
     const dim3 grid((unsigned)((n_rows + MM_ROW_TILE - 1) / MM_ROW_TILE), (unsigned)groups);
+    // ideal: the weights, the activations and the bias read once, the outputs written once
+    EMT_OP(dtype_name(dt), (double)rb * n_out + 4.0 * n_rows * n_in + (bias ? 4.0 * n_out : 0) + 4.0 * n_rows * n_out,
+           n_rows, n_in, n_out);
+    const bool dense16 = (dt == EMT_F32 || dt == EMT_F16 || dt == EMT_BF16) && n_in % 8 == 0 &&
+                         (uintptr_t)W % 16 == 0 && (uintptr_t)x % 16 == 0;
+    if (dense16) {
+        switch (dt) {
+        case EMT_F32: DENSE_PRODUCT(EMT_F32); break;
+        case EMT_F16: DENSE_PRODUCT(EMT_F16); break;
+        default: DENSE_PRODUCT(EMT_BF16); break;
+        }
+        return;
+    }
+    const bool staged = block_bytes(dt) && rb % 16 == 0 && (uintptr_t)W % 16 == 0 && (uintptr_t)x % 16 == 0;
+    if (staged) {
+        switch (dt) {
+        case EMT_Q8_0: STAGED_PRODUCT(EMT_Q8_0); break;
+        case EMT_Q4_0: STAGED_PRODUCT(EMT_Q4_0); break;
+        case EMT_Q4_1: STAGED_PRODUCT(EMT_Q4_1); break;
+        default: STAGED_PRODUCT(EMT_Q4_K); break;
+        }
+        return;
+    }
     switch (dt) {
     case EMT_F32: PRODUCT(EMT_F32); break;
     case EMT_F16: PRODUCT(EMT_F16); break;

@@ -2,9 +2,13 @@
 # Shows that the CUDA harness tests catch broken kernels: applies each
 # mutation below to its file under cuda/ in turn, rebuilds the harness
 # plugin, runs the CUDA tests on it (one must FAIL: test_cuda_parity_harness,
-# then test_cuda_step_ops_harness, then test_cuda_lossless_harness, each only
-# if the ones before passed), and restores the file.
+# then test_cuda_memeff_harness (memory efficiency), then
+# test_cuda_step_ops_harness, then test_cuda_lossless_harness, each only if
+# the ones before passed), and restores the file. The last three mutations
+# keep every result right and only waste bandwidth: only the memory
+# efficiency floors can catch them.
 #   bash scripts/cuda-mutations.sh [build-dir]     (default build/mutations)
+#   ONLY='dense product' bash scripts/cuda-mutations.sh   (the mutations whose name holds ONLY)
 # Exit status 0 when every mutation was caught; the log of each is printed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,11 +18,11 @@ backup=$(mktemp -d)
 cp cuda/*.cu cuda/*.h "$backup"/
 restore() { cp "$backup"/* cuda/; rm -rf "$backup"; }
 trap restore EXIT
-tests=(test_cuda_parity_harness test_cuda_step_ops_harness test_cuda_lossless_harness)
+tests=(test_cuda_parity_harness test_cuda_memeff_harness test_cuda_step_ops_harness test_cuda_lossless_harness)
 
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DENTMTP_CUDA=OFF -DENTMTP_CUDA_HARNESS=ON >/dev/null
 cmake --build "$build" -j "${JOBS:-2}" --target entmtp-cuda-harness test_cuda_parity test_cuda_step_ops \
-  test_cuda_lossless >/dev/null || exit 1
+  test_cuda_lossless test_cuda_memeff >/dev/null || exit 1
 
 # name | file | python expression applied to the file's text (must change it)
 mutations=(
@@ -29,14 +33,21 @@ mutations=(
   "stop token dropped from the emitted tokens|cuda/step_ops.cu|s.replace('keep = j + 1;\n            rec->stopped = 1;', 'keep = j;\n            rec->stopped = 1;')"
   "attention_dyn keeps the launch's prefix length (a replayed graph's stale L)|cuda/attention.cu|s.replace('    if (d_len) n_prefix = *d_len;\n    const int32_t f = first_row(first, row, d_len, n_prefix);\n    const int32_t n_keys', '    const int32_t f = first_row(first, row, d_len, n_prefix);\n    const int32_t n_keys')"
   "a graph's index arrays staged in the reused ring instead of its constants|cuda/backend_cuda.cu|s.replace('else if (ex->recording) return cu_graph_stage(ex, src, bytes);', 'else if (ex->recording) cu_graph_stage(ex, src, bytes);')"
+  "dense product: each lane reads its own contiguous span of the chunk (uncoalesced weight loads)|cuda/matmul.cu|s.replace('k * 32 * V + lane * V', 'lane * LOADS * V + k * V')"
+  "dense product: activations staged column-major across the tile's rows (8 lanes storing 4 KiB apart: shared-memory bank conflicts)|cuda/matmul.cu|s.replace('const int32_t r = i / quads, c = i % quads;', 'const int32_t r = i % nr, c = i / nr;')"
+  "dense product: the shared-memory swizzle dropped (2-way bank conflicts)|cuda/matmul.cu|s.replace('const int h = (lane >> 2) & 1;', 'const int h = 0;')"
+  "staged quantized product: activations read one float at a time (4-byte loads 16 bytes apart)|cuda/matmul.cu|s.replace('const float4 a = emt_ld((const float4 *)xp);\n                    xv[0] = a.x, xv[1 % PER_LANE] = a.y, xv[2 % PER_LANE] = a.z, xv[3 % PER_LANE] = a.w;', 'for (int j = 0; j < PER_LANE; j++) xv[j] = emt_ld(xp + j);')"
   "the sampled root's running sum compared before the token's probability is added (off by one token)|cuda/step_ops.cu|s.replace('run += p;\n                if (target < before + run) {\n                    *token = i;\n                    return;\n                }', 'if (target < before + run) {\n                    *token = i;\n                    return;\n                }\n                run += p;')"
 )
 # unbroken, the op-level test passes (or the demonstration means nothing)
 (cd "$build" && ctest -R '^test_cuda_parity_harness$' >/dev/null) || { echo "baseline: test_cuda_parity_harness fails"; exit 1; }
 echo "baseline: test_cuda_parity_harness passes on the unmodified kernels"
 caught=0
+tried=0
 for m in "${mutations[@]}"; do
   name=${m%%|*}
+  if [ -n "${ONLY:-}" ] && [[ $name != *"$ONLY"* ]]; then continue; fi
+  tried=$((tried + 1))
   rest=${m#*|}
   src=${rest%%|*}
   expr=${rest#*|}
@@ -58,7 +69,7 @@ PY
   for t in "${tests[@]}"; do
     out=$(cd "$build" && ctest --output-on-failure -R "^$t\$" 2>&1)
     rc=$?
-    printf '%s\n' "$out" | grep -E 'cuda-harness:|tolerance|CUDA token|differ|Test +#|tests passed' | head -n 8
+    printf '%s\n' "$out" | grep -E 'cuda-harness:|tolerance|CUDA token|differ|FAIL:|Test +#|tests passed' | head -n 8
     if [ $rc != 0 ]; then caught_by=$t; break; fi
   done
   if [ -n "$caught_by" ]; then
@@ -71,5 +82,5 @@ done
 restore
 trap - EXIT
 cmake --build "$build" -j "${JOBS:-2}" --target entmtp-cuda-harness >/dev/null
-printf '\n%d of %d mutations caught\n' "$caught" "${#mutations[@]}"
-[ "$caught" = "${#mutations[@]}" ]
+printf '\n%d of %d mutations caught\n' "$caught" "$tried"
+[ "$caught" = "$tried" ]

@@ -16,12 +16,50 @@ keeps them):
 FLOPs: 2 per weight per row for the products, 4 * head_dim per (row, head,
 key) for attention; elementwise work is left out.
 
-Usage: scripts/roofline.py [--ctx N] [--nodes N]"""
+Usage: scripts/roofline.py [--ctx N] [--nodes N]
+
+Measured mode (issue 34): the products' bytes from the CPU CUDA harness's
+memory counters (docs/cuda-harness.md, "Memory efficiency") instead of the
+ideal ones:
+    scripts/roofline.py --measured --run build/dev/tests/test_cuda_memeff \
+        --plugin build/dev/tests/cuda_harness/libentmtp-cuda-harness.so [--dtype BF16]
+    scripts/roofline.py --measured --report memeff.jsonl   (made with EMT_CUDA_MEMEFF_OUTPUTS=32,64)
+--run runs test_cuda_memeff on the harness with EMT_CUDA_MEMEFF_OUTPUTS=32,64
+and EMT_CUDA_MEMEFF_DTYPES=<dtype>: the products at the 7B row widths (4096
+and 11008 inputs), 1 and 64 rows, 32 and 64 outputs. Each counted quantity
+(DRAM, L2 and L1 bytes) is a + b * n_out for output counts that are whole
+blocks' worth (32 outputs: a verify's dense block), so the two counts give
+it for the full matrices, which the harness cannot run in CI time. Per product:
+    time = max(DRAM bytes / HBM, L2->SM bytes / L2 bandwidth,
+               L1 cycles / (SMs x clock), DRAM bytes / (bytes in flight / latency),
+               FLOPs / FP32 cores) + overhead
+DRAM: the distinct sectors of the launch (an L2 that keeps the launch's
+reuse); L2->SM: the distinct sectors of each block, summed (an L1 that keeps
+one block's reuse); L1 cycles: each global load request takes one cycle per
+4 sectors, at least one, and each shared-memory wavefront one; bytes in flight: the distinct bytes of an average
+global load request x the requests in flight (Little's law: narrow loads
+cannot keep enough bytes in flight to cover DRAM latency). % of bandwidth: the op's
+ideal bytes at the HBM peak over the predicted time. The kernels the harness
+does not count yet (attention, norms, RoPE, elementwise, embedding, the
+device step) are listed and added at their ideal bytes only: an optimistic
+bound, printed apart."""
 import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
 
 BW = 3.35e12          # H100 SXM HBM3, bytes/s
 BF16_TC = 989e12      # dense BF16 tensor-core FLOP/s
 FP32_CORES = 67e12    # FP32 FMA on CUDA cores (what cuda/matmul.cu uses)
+L2_BW = 10e12         # L2 -> SM read bandwidth (assumed; published measurements 7-12 TB/s)
+KERNEL_OVERHEAD = 2e-6       # ramp-up and tail per kernel inside a replayed graph (assumed)
+SMS, CLOCK = 132, 1.755e9
+# Little's law for DRAM: what is in flight per SM must cover the latency
+# (assumed: 48 resident warps per SM, 4 independent load requests in flight
+# per warp, 700 ns DRAM latency under load)
+WARPS_PER_SM, REQUESTS_IN_FLIGHT, DRAM_LATENCY = 48, 4, 700e-9
 CHUNK = 256           # attention chunk (cuda/attention.cu ATTN_CHUNK)
 
 MODELS = {
@@ -58,11 +96,181 @@ def step(model, dtype, rows, ctx):
                 t_fp32=max(t_mem, flops / FP32_CORES), t_tc=max(t_mem, flops / BF16_TC))
 
 
+def run_harness(test, plugin, dtype):
+    fd, path = tempfile.mkstemp(suffix=".jsonl")
+    os.close(fd)
+    env = dict(os.environ, ENTMTP_CUDA_PLUGIN=os.path.abspath(plugin), EMT_CUDA_MEMEFF_REPORT=path,
+               EMT_CUDA_MEMEFF_OUTPUTS="32,64", EMT_CUDA_MEMEFF_DTYPES=dtype)
+    r = subprocess.run([test], env=env, capture_output=True, text=True)
+    if r.returncode not in (0, 1):  # 1: a floor failed, the counts are still there
+        sys.exit(f"{test} exited {r.returncode}:\n{r.stdout}{r.stderr}")
+    return path
+
+
+def load(path):
+    fits = {}
+    by_shape = {}
+    with open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            if not rec.get("op") or "n_out" not in rec:
+                continue
+            key = (rec["op"], rec["n_in"], rec["rows"])
+            l1 = rec["l1_load_bytes"] + rec["l1_store_bytes"]
+            dram = rec["dram_load_bytes"] + rec["dram_store_bytes"]
+            eff_num = sum(a["ideal_sectors"] for a in rec["accesses"] if a["space"] == "global" and a["dir"] == "load")
+            eff_den = sum(a["sectors"] for a in rec["accesses"] if a["space"] == "global" and a["dir"] == "load")
+            conflicts = sum(a["wavefronts"] - a["ideal_wavefronts"] for a in rec["accesses"] if a["space"] == "shared")
+            gl = [a for a in rec["accesses"] if a["space"] == "global" and a["dir"] == "load"]
+            requests = sum(a["requests"] for a in gl)
+            # L1 cycles: a request takes one cycle per 4 sectors (one 128-byte wavefront), at least one
+            l1_cycles = sum(max(a["requests"], a["sectors"] / 4) for a in gl)
+            # shared memory goes through the same pipeline: a cycle per wavefront
+            l1_cycles += sum(a["wavefronts"] for a in rec["accesses"] if a["space"] == "shared")
+            req_bytes = sum(a["distinct_bytes"] for a in gl) / requests if requests else 512
+            by_shape.setdefault(key, {})[rec["n_out"]] = dict(dram=dram, l2=rec["l2_load_bytes"], l1=l1_cycles,
+                                                             kernel=rec["kernel"], eff=eff_num / eff_den if eff_den else 1,
+                                                             conflicts=conflicts, req_bytes=req_bytes)
+    for key, pts in by_shape.items():
+        if len(pts) < 2:
+            continue
+        (n0, p0), (n1, p1) = sorted(pts.items())[:2]
+        fit = {}
+        for m in ("dram", "l2", "l1"):
+            b = (p1[m] - p0[m]) / (n1 - n0)
+            fit[m] = (p0[m] - b * n0, b)
+        fit["kernel"], fit["eff"], fit["conflicts"], fit["req_bytes"] = p1["kernel"], p1["eff"], p1["conflicts"], p1["req_bytes"]
+        fits[key] = fit
+    return fits
+
+
+def weight_bytes(dtype, n_in, n_out):
+    per32 = {"F32": 128, "F16": 64, "BF16": 64, "Q8_0": 34, "Q4_0": 18, "Q4_1": 20, "Q4_K": 18}[dtype]
+    return n_in // 32 * per32 * n_out
+
+
+def predict(fits, dtype, n_in, n_out, rows):
+    fit = fits.get((dtype, n_in, rows))
+    if fit is None:
+        return None
+    at = lambda m: fit[m][0] + fit[m][1] * n_out
+    ideal = weight_bytes(dtype, n_in, n_out) + 4 * rows * (n_in + n_out)
+    in_flight = SMS * WARPS_PER_SM * REQUESTS_IN_FLIGHT * fit["req_bytes"]  # bytes in flight, whole GPU
+    terms = {"DRAM": at("dram") / BW, "L2": at("l2") / L2_BW, "L1": at("l1") / (SMS * CLOCK),
+             "latency": at("dram") / (in_flight / DRAM_LATENCY), "FP32": 2.0 * rows * n_in * n_out / FP32_CORES}
+    bound = max(terms, key=terms.get)
+    t = terms[bound] + KERNEL_OVERHEAD
+    return dict(ideal=ideal, time=t, bound=bound, kernel=fit["kernel"], eff=fit["eff"], conflicts=fit["conflicts"],
+                dram=at("dram"), l2=at("l2"), l1=at("l1"))
+
+
+def measured_step(fits, dtype, rows, context):
+    ops = []
+    H, LAYERS, nh, nkv, hd, FFN, VOCAB = MODELS["Llama-2-7B"]
+    KV_DIM, HIDDEN = nkv * hd, H
+    layer = [("q", H, nh * hd), ("k", H, KV_DIM), ("v", H, KV_DIM), ("o", nh * hd, H), ("gate", H, FFN),
+             ("up", H, FFN), ("down", FFN, H)]
+    for name, n_in, n_out in layer:
+        p = predict(fits, dtype, n_in, n_out, rows)
+        if p is None:
+            return None
+        ops.append((name, LAYERS, p))
+    p = predict(fits, dtype, H, VOCAB, rows)
+    if p is None:
+        return None
+    ops.append(("lm_head", 1, p))
+    # not modelled: at their ideal bytes only
+    kv = 2 * context * KV_DIM * 4 * LAYERS  # F32 K and V of the prefix, read once per step
+    act = lambda width: 4 * rows * width
+    unmodelled = {
+        "attention (F32 KV cache read once, every row and head)": kv + LAYERS * act(3 * HIDDEN + HIDDEN),
+        "rmsnorm x2, rope, swiglu, residual adds": LAYERS * (2 * 2 * act(HIDDEN) + 2 * act(HIDDEN) + 3 * act(FFN) +
+                                                            2 * 3 * act(HIDDEN)),
+        "embed, final norm, top-k / accept / commit": act(HIDDEN) * 3 + 4 * rows * VOCAB,
+    }
+    return ops, unmodelled
+
+
+def measured_main(a):
+    if a.run:
+        if not a.plugin:
+            sys.exit("--run needs --plugin")
+        path = run_harness(a.run, a.plugin, a.dtype)
+    elif a.report:
+        path = a.report
+    else:
+        sys.exit("give --report or --run")
+    fits = load(path)
+    print("Assumptions: H100 SXM, HBM %.2f TB/s peak (no derating: a GPU's copy bandwidth is ~90%% of it), "
+          "the 50 MB L2 keeps a launch's reuse, L2->SM %.0f TB/s, L1: a global load request per cycle per 4 "
+          "sectors and a shared-memory wavefront per cycle on %d SMs at %.3f GHz, %d resident warps per SM with %d load requests in flight each and "
+          "%.0f ns DRAM latency, FP32 cores %.0f TF/s (the products' FMAs), %.0f us per kernel (ramp/tail in a "
+          "graph); Llama 2 7B, %s weights, context %d; products measured on the harness at 32 and 64 outputs and "
+          "extrapolated linearly in the outputs; F32 activations and KV cache; the verify's products measured at "
+          "64 rows." % (BW / 1e12, L2_BW / 1e12, SMS, CLOCK / 1e9, WARPS_PER_SM, REQUESTS_IN_FLIGHT,
+                        DRAM_LATENCY * 1e9, FP32_CORES / 1e12, KERNEL_OVERHEAD * 1e6, a.dtype, a.ctx))
+    out = {"assumptions": dict(hbm=BW, l2_bw=L2_BW, sms=SMS, clock=CLOCK, warps_per_sm=WARPS_PER_SM,
+                               requests_in_flight=REQUESTS_IN_FLIGHT, dram_latency=DRAM_LATENCY, fp32=FP32_CORES,
+                               kernel_overhead=KERNEL_OVERHEAD, dtype=a.dtype, context=a.ctx), "steps": {}}
+    totals = {}
+    if a.nodes != 64:
+        sys.exit("--measured: the harness measures the verify's products at 64 rows (--nodes 64)")
+    for label, rows in (("AR step (1 row)", 1), ("verify (%d rows)" % a.nodes, a.nodes)):
+        res = measured_step(fits, a.dtype, rows, a.ctx)
+        if res is None:
+            sys.exit("the report lacks %s products at 1 and 64 rows and two output counts" % a.dtype)
+        ops, unmodelled = res
+        print("\n%s" % label)
+        print("  %-8s %-30s %6s %9s %10s %9s %8s %5s" % ("op", "kernel", "x", "ideal MB", "time us", "% of BW",
+                                                         "bound", "eff"))
+        t_sum = ideal_sum = 0.0
+        rec = []
+        for name, count, p in ops:
+            print("  %-8s %-30s %6d %9.2f %10.2f %8.1f%% %8s %4.0f%%" % (
+                name, p["kernel"], count, p["ideal"] / 1e6, p["time"] * 1e6, 100 * p["ideal"] / BW / p["time"],
+                p["bound"], 100 * p["eff"]))
+            t_sum += count * p["time"]
+            ideal_sum += count * p["ideal"]
+            rec.append(dict(op=name, count=count, **p))
+        un_bytes = sum(unmodelled.values())
+        t_all = t_sum + un_bytes / BW
+        print("  products: %.1f us, %.1f%% of bandwidth" % (t_sum * 1e6, 100 * ideal_sum / BW / t_sum))
+        print("  not modelled (their ideal bytes at the HBM peak, an optimistic bound):")
+        for k, v in unmodelled.items():
+            print("    %-58s %8.1f MB %8.1f us" % (k, v / 1e6, v / BW * 1e6))
+        print("  step: %.1f us, %.1f%% of bandwidth (the unmodelled kernels at their ideal)" %
+              (t_all * 1e6, 100 * (ideal_sum + un_bytes) / BW / t_all))
+        totals[rows] = t_all
+        out["steps"][label] = dict(ops=rec, products_time=t_sum, step_time=t_all, unmodelled=unmodelled,
+                                   products_bw_fraction=ideal_sum / BW / t_sum)
+    ratio = totals[a.nodes] / totals[1]
+    print("\n%d-node verify / AR step at context %d: %.2fx" % (a.nodes, a.ctx, ratio))
+    out["verify_over_ar"] = ratio
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+    if a.run:
+        if a.keep_report:
+            os.replace(path, a.keep_report)
+        else:
+            os.remove(path)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ctx", type=int, default=2048, help="tokens already in the KV cache")
     ap.add_argument("--nodes", type=int, default=64, help="rows of the tree verify")
+    ap.add_argument("--measured", action="store_true", help="the products' bytes counted by the CUDA harness")
+    ap.add_argument("--report", help="--measured: a test_cuda_memeff report made with EMT_CUDA_MEMEFF_OUTPUTS=32,64")
+    ap.add_argument("--run", help="--measured: test_cuda_memeff, run on the harness plugin")
+    ap.add_argument("--plugin", help="--measured --run: libentmtp-cuda-harness.so")
+    ap.add_argument("--dtype", default="BF16", help="--measured: the weights' dtype")
+    ap.add_argument("--json", help="--measured: write the predictions here too")
+    ap.add_argument("--keep-report", help="--measured --run: keep the harness's report here")
     a = ap.parse_args()
+    if a.measured:
+        measured_main(a)
+        return
     print(f"H100 SXM: {BW / 1e12:.2f} TB/s, {BF16_TC / 1e12:.0f} TF/s BF16 tensor cores, "
           f"{FP32_CORES / 1e12:.0f} TF/s FP32 CUDA cores; context {a.ctx} tokens, F32 KV cache\n")
     print("| model | weights | step | weight MB | KV MB | other MB | GFLOP | memory-bound us "

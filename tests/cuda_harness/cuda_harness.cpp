@@ -3,6 +3,7 @@
 // execution, launch validation, and the fiber scheduler that runs a block's
 // threads with CUDA's barrier and warp semantics.
 #include "cuda_runtime.h"
+#include "memstats.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -545,6 +546,7 @@ void execute(const kernel_call &k) {
     grid_dim = uint3{ k.grid.x, k.grid.y, k.grid.z };
     block_dim = uint3{ k.block.x, k.block.y, k.block.z };
     block_failed = false;
+    memstats_launch_begin(k);
     dynamic_shared_mem = (char *)malloc(k.shared_bytes ? k.shared_bytes : 1);
     for (unsigned z = 0; z < k.grid.z && !block_failed; z++)
         for (unsigned y = 0; y < k.grid.y && !block_failed; y++)
@@ -552,8 +554,11 @@ void execute(const kernel_call &k) {
                 block_idx = uint3{ x, y, z };
                 // shared memory starts undefined: NaN floats, -1 integers
                 memset(dynamic_shared_mem, 0xff, k.shared_bytes);
+                memstats_block_begin(n);
                 run_block(n);
+                memstats_block_end();
             }
+    memstats_launch_end(block_failed);
     if (block_failed) clean_stacks();
     free(dynamic_shared_mem);
     dynamic_shared_mem = nullptr;
@@ -564,6 +569,15 @@ void execute(const kernel_call &k) {
 
 // --------------------------------------------------------- device-side API
 namespace emt_harness {
+
+void current_lane_warp(unsigned *lane, unsigned *warp, unsigned *thread) {
+    thread_state *t = current;
+    if (!t) kernel_fault("a counted memory access outside a kernel");
+    *lane = t->lane;
+    *warp = t->warp;
+    *thread = (unsigned)(t - threads.data());
+}
+bool memstats_is_device(const void *p, size_t bytes) { return is_device(p, bytes); }
 
 void *dynamic_shared(void) {
     if (!running) kernel_fault("dynamic shared memory used outside a kernel");

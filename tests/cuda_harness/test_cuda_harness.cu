@@ -2,7 +2,8 @@
 // ordering, warp shuffles and votes, a block reduction, atomics, dynamic
 // shared memory, streams and events; and the faults it must report: a
 // divergent __syncthreads, a partial-warp shuffle, a mask without the caller,
-// a host pointer passed to a kernel, launch configurations past GPU limits.
+// a host pointer passed to a kernel, launch configurations past GPU limits;
+// the memory-efficiency counters on access patterns of known cost.
 #include <cuda_runtime.h>
 
 #include "cuda_launch.h"
@@ -10,6 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <string>
 
 static int failures = 0;
 #define EXPECT(cond)                                                                          \
@@ -329,6 +333,112 @@ static void test_faults(void) {
     emt_harness::reset();
 }
 
+
+// ------------------------------------------------------ memory efficiency
+// The counters of docs/cuda-harness.md ("Memory efficiency") on access
+// patterns whose cost is known: each kernel is one warp.
+static const int MEM_LINE_COALESCED = __LINE__; __global__ void mem_coalesced(const float *x, float *y) { emt_st(y + threadIdx.x, emt_ld(x + threadIdx.x)); }
+static const int MEM_LINE_STRIDED = __LINE__; __global__ void mem_strided(const float *x, float *y) { emt_st(y + threadIdx.x, emt_ld(x + 32 * threadIdx.x)); }
+static const int MEM_LINE_BROADCAST = __LINE__; __global__ void mem_broadcast(const float *x, float *y) { emt_st(y + threadIdx.x, emt_ld(x + 5)); }
+static const int MEM_LINE_WIDE = __LINE__ + 2; // the loop's line
+__global__ void mem_wide_loop(const float4 *x, float4 *y) {
+    for (int k = 0; k < 4; k++) emt_st(y + 32 * k + threadIdx.x, emt_ld(x + 32 * k + threadIdx.x));
+}
+static const int MEM_LINE_BYTES = __LINE__; __global__ void mem_bytes(const uint8_t *x, float *y) { emt_st(y + threadIdx.x, (float)emt_ld(x + 2 * threadIdx.x)); }
+static const int MEM_LINE_SHARED = __LINE__; // the conflict 8 lines below, the 16-byte loads 12
+__global__ void mem_shared(const float *x, float *y) {
+    __shared__ float s[64];
+    __shared__ float4 v[32];
+    emt_st(s + threadIdx.x, emt_ld(x + threadIdx.x));
+    emt_st(s + 32 + threadIdx.x, 0.0f);
+    __syncwarp();
+    // lanes l and l + 16 read words 2l and 2l + 32: the same bank, 2 wavefronts
+    float a = emt_ld(s + 2 * (threadIdx.x % 32));
+    // 16-byte accesses: four phases of 8 lanes, each over all 32 banks
+    emt_st(v + threadIdx.x, float4{ a, a, a, a });
+    __syncwarp();
+    const float4 b = emt_ld(v + threadIdx.x);
+    emt_st(y + threadIdx.x, b.x);
+}
+
+// The report line of the last launch.
+static bool last_report_line(const char *path, char *line, size_t cap) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    bool any = false;
+    while (fgets(line, (int)cap, f)) any = true;
+    fclose(f);
+    return any;
+}
+
+// The site at `line_no` of this file with `pattern` in its counters.
+static void expect_site(const char *report, const char *what, int line_no, const char *pattern) {
+    char key[64];
+    snprintf(key, sizeof key, "test_cuda_harness.cu:%d:", line_no);
+    for (const char *site = strstr(report, key); site; site = strstr(site + 1, key)) {
+        const char *end = strchr(site, '}');
+        if (end && std::string(site, end).find(pattern) != std::string::npos) {
+            printf("memstats %s: %s\n", what, pattern);
+            return;
+        }
+    }
+    fprintf(stderr, "memstats %s: no site at line %d with \"%s\": %s\n", what, line_no, pattern, report);
+    failures++;
+}
+
+static void test_memstats(void) {
+    char path[] = "/tmp/emt_memstats_XXXXXX";
+    int fd = mkstemp(path);
+    EXPECT(fd >= 0);
+    if (fd < 0) return;
+    close(fd);
+    setenv("EMT_CUDA_HARNESS_MEMSTATS", path, 1);
+    float *x = device_array<float>(1024), *y = device_array<float>(1024);
+    EXPECT(cudaMemset(x, 0, 1024 * sizeof(float)) == cudaSuccess);
+    static char line[1 << 16];
+    struct {
+        const char *what;
+        int line_no;
+        const char *pattern;
+    } cases[] = {
+        { "coalesced 4-byte loads", 0, "\"width\": 4, \"requests\": 1, \"lane_accesses\": 32, \"bytes\": 128, \"distinct_bytes\": 128, \"sectors\": 4, \"ideal_sectors\": 4" },
+        { "4-byte loads 128 bytes apart", 0, "\"requests\": 1, \"lane_accesses\": 32, \"bytes\": 128, \"distinct_bytes\": 128, \"sectors\": 32, \"ideal_sectors\": 4" },
+        { "one address for the warp", 0, "\"requests\": 1, \"lane_accesses\": 32, \"bytes\": 128, \"distinct_bytes\": 4, \"sectors\": 1, \"ideal_sectors\": 1" },
+        { "16-byte loads, a loop of 4", 0, "\"width\": 16, \"requests\": 4, \"lane_accesses\": 128, \"bytes\": 2048, \"distinct_bytes\": 2048, \"sectors\": 64, \"ideal_sectors\": 64" },
+        { "bytes 2 apart", 0, "\"width\": 1, \"requests\": 1, \"lane_accesses\": 32, \"bytes\": 32, \"distinct_bytes\": 32, \"sectors\": 2, \"ideal_sectors\": 1" },
+    };
+    const int lines[] = { MEM_LINE_COALESCED, MEM_LINE_STRIDED, MEM_LINE_BROADCAST, MEM_LINE_WIDE, MEM_LINE_BYTES };
+    for (int i = 0; i < 5; i++) {
+        switch (i) {
+        case 0: EMT_LAUNCH(mem_coalesced, 1, 32, 0, 0, x, y); break;
+        case 1: EMT_LAUNCH(mem_strided, 1, 32, 0, 0, x, y); break;
+        case 2: EMT_LAUNCH(mem_broadcast, 1, 32, 0, 0, x, y); break;
+        case 3: EMT_LAUNCH(mem_wide_loop, 1, 32, 0, 0, (const float4 *)x, (float4 *)y); break;
+        default: EMT_LAUNCH(mem_bytes, 1, 32, 0, 0, (const uint8_t *)x, y); break;
+        }
+        EXPECT(cudaDeviceSynchronize() == cudaSuccess);
+        EXPECT(last_report_line(path, line, sizeof line));
+        expect_site(line, cases[i].what, lines[i], cases[i].pattern);
+    }
+    // per launch: DRAM bytes are the distinct sectors (the strided loads: 32
+    // sectors of 32 bytes), stores included
+    EMT_LAUNCH(mem_strided, 1, 32, 0, 0, x, y);
+    EXPECT(cudaDeviceSynchronize() == cudaSuccess);
+    EXPECT(last_report_line(path, line, sizeof line));
+    EXPECT(strstr(line, "\"dram_load_bytes\": 1024, \"dram_store_bytes\": 128") != nullptr);
+    EMT_LAUNCH(mem_shared, 1, 32, 0, 0, x, y);
+    EXPECT(cudaDeviceSynchronize() == cudaSuccess);
+    EXPECT(last_report_line(path, line, sizeof line));
+    expect_site(line, "shared, lanes l and l+16 on one bank", MEM_LINE_SHARED + 8,
+                "\"space\": \"shared\", \"dir\": \"load\", \"width\": 4, \"requests\": 1, \"lane_accesses\": 32, \"bytes\": 128, \"distinct_bytes\": 0, \"sectors\": 0, \"ideal_sectors\": 0, \"wavefronts\": 2, \"ideal_wavefronts\": 1");
+    expect_site(line, "shared 16-byte loads", MEM_LINE_SHARED + 12,
+                "\"space\": \"shared\", \"dir\": \"load\", \"width\": 16, \"requests\": 1, \"lane_accesses\": 32, \"bytes\": 512, \"distinct_bytes\": 0, \"sectors\": 0, \"ideal_sectors\": 0, \"wavefronts\": 4, \"ideal_wavefronts\": 4");
+    unsetenv("EMT_CUDA_HARNESS_MEMSTATS");
+    cudaFree(x);
+    cudaFree(y);
+    remove(path);
+}
+
 int main(void) {
     setvbuf(stdout, nullptr, _IONBF, 0);
     test_barrier();
@@ -338,6 +448,7 @@ int main(void) {
     test_streams();
     test_graphs();
     test_faults();
+    test_memstats();
     if (failures) {
         fprintf(stderr, "test_cuda_harness: %d check(s) failed\n", failures);
         return 1;

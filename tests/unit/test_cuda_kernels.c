@@ -61,10 +61,13 @@ static float *device_product(const emt_wmat *W, const float *dbias, const float 
     return download(dy, (size_t)n_rows * O);
 }
 
-static void check_product(emt_dtype t) {
-    /* 33 units of 32 inputs (Q4_K: 40 units, 5 super-blocks): lanes 0 (and
-     * up to 7) take two units, the others one */
-    const int32_t I = t == EMT_Q4_K ? 1280 : 1056, O = 67;
+/* I inputs: 1056 = 33 units of 32 (rows of odd bytes for Q8_0, Q4_0 and
+ * Q4_1: the per-lane kernel; lanes 0 (and up to 7) take two units, the
+ * others one); 1280 = 40 units, whole 16-byte units per row in every dtype:
+ * the staged quantized kernel, with a last stage of 8 units (Q4_K: 5
+ * super-blocks) */
+static void check_product(emt_dtype t, int32_t I) {
+    const int32_t O = 67;
     float *w = host_random((size_t)O * I, 0.05f), *bias = host_random(O, 1.0f);
     float *x = host_random((size_t)MM_ROWS * I, 1.0f);
     for (int32_t i = 0; i < I; i += 97) x[i] *= 30.0f; /* outliers: blocks with a large max|x| */
@@ -118,8 +121,8 @@ static void check_product(emt_dtype t) {
             worst_ref = fmax(worst_ref, fabs(got - ref) / (5e-6 * mag));
             if (cpu_takes) worst_cpu = fmax(worst_cpu, fabs(got - cpu_v) / ((quantized ? qbound : 0) + 1e-5 * mag));
         }
-    printf("matmul %-5s 1/3/64/128 rows %s; |cuda - double| / bound %.3f, |cuda - cpu| / bound %.3f%s\n",
-           emt_dtype_name(t), same ? "bit-identical" : "DIFFER", worst_ref, worst_cpu,
+    printf("matmul %-5s %4d inputs, 1/3/64/128 rows %s; |cuda - double| / bound %.3f, |cuda - cpu| / bound %.3f%s\n",
+           emt_dtype_name(t), I, same ? "bit-identical" : "DIFFER", worst_ref, worst_cpu,
            cpu_takes ? "" : " (no CPU product for this dtype)");
     CHECK(same);
     CHECK(worst_ref <= 1.0);
@@ -327,7 +330,8 @@ int main(void) {
         const emt_dtype types[] = { EMT_F32, EMT_F16, EMT_BF16, EMT_Q8_0, EMT_Q4_0, EMT_Q4_1, EMT_Q4_K };
         for (int i = 0; i < 7; i++) {
             CHECK(types[i] == EMT_F32 || (gpu->ops->weight_types & (1u << types[i])));
-            check_product(types[i]);
+            check_product(types[i], types[i] == EMT_Q4_K ? 1280 : 1056);
+            if (types[i] == EMT_Q8_0 || types[i] == EMT_Q4_0 || types[i] == EMT_Q4_1) check_product(types[i], 1280);
         }
         check_tree_vs_ar(0.0f);
         check_tree_vs_ar(50.0f); /* Gemma 2's attention soft-cap */

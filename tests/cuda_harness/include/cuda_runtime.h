@@ -43,6 +43,19 @@
 struct uint3 {
     unsigned int x, y, z;
 };
+// the vector types the kernels load with (16-byte and 8-byte accesses)
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct alignas(8) float2 {
+    float x, y;
+};
+struct alignas(16) uint4 {
+    unsigned int x, y, z, w;
+};
+struct alignas(8) uint2 {
+    unsigned int x, y;
+};
 struct dim3 {
     unsigned int x, y, z;
     constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
@@ -182,7 +195,20 @@ struct kernel_call {
     size_t shared_bytes;
     const void *kernel; // identity, for cudaFuncSetAttribute limits
     std::function<void()> body;
+    const char *op;     // the op, its ideal bytes and shape, from EMT_OP before the launch
+    double ideal_bytes;
+    long long shape[3]; // rows, n_in, n_out
 };
+
+// Memory-efficiency counters (docs/cuda-harness.md): on while a launch runs
+// with EMT_CUDA_HARNESS_MEMSTATS set; every emt_ld/emt_st (cuda_launch.h)
+// then reports its address and width.
+extern bool memstats_on;
+void mem_access(const void *p, unsigned bytes, bool store, const char *file, int line, int col);
+// The op and ideal bytes the next launch of this thread declares.
+inline thread_local const char *pending_op = nullptr;
+inline thread_local double pending_ideal_bytes = 0;
+inline thread_local long long pending_shape[3] = { 0, 0, 0 };
 
 // Validates the configuration and the pointer arguments, then queues the
 // launch on `stream`. Errors become the sticky/last error like on a GPU.
@@ -211,7 +237,11 @@ void launch(const char *name, const char *file, int line, void (*kernel)(P...), 
     int i = 0;
     (check_arg(name, file, line, i++, args), ...);
     kernel_call c{ name, file, line, grid, block, shared_bytes, (const void *)kernel,
-                   [kernel, args...]() { kernel(args...); } };
+                   [kernel, args...]() { kernel(args...); }, pending_op, pending_ideal_bytes,
+                   { pending_shape[0], pending_shape[1], pending_shape[2] } };
+    pending_op = nullptr;
+    pending_ideal_bytes = 0;
+    pending_shape[0] = pending_shape[1] = pending_shape[2] = 0;
     enqueue_launch(static_cast<kernel_call &&>(c), stream);
 }
 

@@ -342,6 +342,7 @@ static const emt_backend_ops cuda_ops = {
     cu_graph_end,
     cu_graph_reset,
     cu_sample_root,
+    NULL, /* pack: device weights keep the file's layout (the products stage them per warp) */
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

@@ -318,10 +318,12 @@ class Backbone(torch.nn.Module):
         return torch.softmax(s.float(), -1).to(q.dtype) @ v
 
     @torch.no_grad()
-    def forward(self, ids, pos, key_mask, cache=None, logits=False, past=0):
+    def forward(self, ids, pos, key_mask, cache=None, logits=False, past=0, taps=None):
         """ids, pos [B, T]; key_mask [B, S_max] bool (True = real token) over
         cached + new positions. cache: preallocated (K, V) per layer, each
         [B, n_kv, S_max, hd], filled up to `past` (None: no cache kept).
+        taps: a dict {layer: None}; each entry receives the residual stream
+        after that layer [B,T,H] (what an EAGLE-3 drafter reads).
         Returns (hidden [B,T,H], logits or None, cache)."""
         c = self.cfg
         B, T = ids.shape
@@ -365,6 +367,8 @@ class Backbone(torch.nn.Module):
             if "post_ffw_norm" in L:
                 f = self._rms(f, L["post_ffw_norm"])
             x = x + f
+            if taps is not None and l in taps:
+                taps[l] = x
         h = self._rms(x, self.norm)
         out = None
         if logits:
@@ -425,6 +429,49 @@ class Backbone(torch.nn.Module):
             return out
         recs = [(torch.stack(a), torch.stack(b), torch.stack(c)) for a, b, c in rec]
         return out, recs
+
+    @torch.no_grad()
+    def record_taps(self, seqs, n_prompt, layers, topk):
+        """Teacher-forced pass over whole conversations (prompt + answer ids),
+        for EAGLE-3 training. Per sequence of length L with P prompt ids:
+        the residual stream after each of `layers` at positions 0..L-2,
+        concatenated ([L-1, 3H] fp16, row i pairs with token i+1), and the
+        model's top-k next-token ids / probabilities at positions P-1..L-2
+        (the distributions of the answer tokens, [L-P, k])."""
+        dev = self.embed.device
+        B = len(seqs)
+        T = max(len(s) for s in seqs) - 1
+        ids = torch.zeros(B, T, dtype=torch.long, device=dev)
+        km = torch.zeros(B, T, dtype=torch.bool, device=dev)
+        for i, s in enumerate(seqs):  # left padding, as greedy_batch
+            ids[i, T - len(s) + 1:] = torch.tensor(s[:-1], device=dev)
+            km[i, T - len(s) + 1:] = True
+        pos = (km.long().cumsum(1) - 1).clamp(min=0)
+        taps = {l: None for l in layers}
+        h, _, _ = self.forward(ids, pos, km, None, taps=taps)
+        fused = torch.cat([taps[l] for l in layers], dim=-1)
+        fc = self.cfg.final_softcap
+        out = []
+        for i, (s, P) in enumerate(zip(seqs, n_prompt)):
+            first = T - len(s) + 1  # row of position 0
+            logits = h[i, first + P - 1:] @ self.lm_head.T
+            if fc:
+                logits = fc * torch.tanh(logits / fc)
+            pr, ix = torch.softmax(logits.float(), -1).topk(topk, dim=-1)
+            out.append((fused[i, first:].to(torch.float16).cpu(), ix.to(torch.int32).cpu(),
+                        pr.to(torch.float16).cpu()))
+        return out
+
+
+def eagle3_tap_layers(n_layers):
+    """The target layers an EAGLE-3 drafter reads, as SafeAILab/EAGLE chooses
+    them (the inputs of layers 2, N/2 and N-3, i.e. the outputs of 1, N/2-1
+    and N-4), and as EntMTP's loader defaults to; a target too shallow for
+    that: its last three layers."""
+    layers = [1, n_layers // 2 - 1, n_layers - 4]
+    if not layers[0] < layers[1] < layers[2]:
+        layers = list(range(n_layers))[-3:]
+    return layers
 
 
 def load_embeddings(path):
@@ -570,5 +617,5 @@ def ceil_div(a, b):
     return -(-a // b) if b else 0
 
 
-__all__ = ["Backbone", "GGUFLlama", "ChatTokenizer", "load_embeddings", "set_threads", "human_time",
+__all__ = ["Backbone", "GGUFLlama", "ChatTokenizer", "load_embeddings", "eagle3_tap_layers", "set_threads", "human_time",
            "ceil_div", "math"]

@@ -6,7 +6,10 @@
 #     (`entmtp generate --heads DIR`), and greedy speculative == greedy AR;
 #  3. training helped: the held-out top-1 of drafting step 1 after training
 #     beats the untrained drafter's (both from the training record);
-#  4. a second run with the same arguments resumes from the checkpoint.
+#  4. a second run with the same arguments resumes from the checkpoint;
+#  5. the trainer's unrolled drafting steps give the distributions of the
+#     numpy drafter that test_eagle3_reference holds EntMTP to
+#     (check_eagle3_trainer.py).
 # Skips (77) without torch, safetensors, tokenizers, gguf or the bundled model.
 set -euo pipefail
 cli=$1
@@ -25,13 +28,13 @@ work="$tmp/work"
 out="$tmp/drafter.eagle3"
 python3 "$here/arch_models.py" write qwen2d f32 "$m" "$vocab"
 
-python3 "$th/selfdistill.py" --eagle3 --model "$m" --split train --n math=24 --n chat=8 --max-new 40 --batch 16 \
+python3 "$th/selfdistill.py" --eagle3 --model "$m" --split train --n math=32 --max-new 40 --batch 16 \
   --work "$work" 2>&1 | tail -2
 python3 "$th/selfdistill.py" --eagle3 --model "$m" --split eval --n math=6 --max-new 40 --batch 6 \
   --work "$work" 2>&1 | tail -1
 train() {
   python3 "$th/eagle3.py" --model "$m" --work "$work" --epochs 12 --ttt 3 --lr 3e-3 --batch-rows 1024 \
-    --draft-vocab 512 --log-every 20 --out "$out" "$@" > "$work/train.log" 2>&1 || { cat "$work/train.log"; return 1; }
+    --draft-vocab 512 --log-every 20 --dtype f32 --out "$out" "$@" > "$work/train.log" 2>&1 || { cat "$work/train.log"; return 1; }
   grep -E "eagle3: (held-out|wrote|resumed|time budget)" "$work/train.log"
 }
 # a first run stopped by its time budget, then resumed to the end
@@ -57,6 +60,8 @@ print(f"held-out step-1 top-1: untrained {before:.3f}, trained {after:.3f}; acce
       f"{rec['heldout_untrained']['accept_length']:.3f} -> {rec['heldout']['accept_length']:.3f}")
 sys.exit(0 if after > before + 0.05 else 1)
 PY
+
+python3 "$here/check_eagle3_trainer.py" "$m" "$out" "$work/shards_eagle3/eval"
 
 p="Tom has 3 apples and buys 4 more. How many apples?"
 "$cli" generate --model "$m" --prompt "$p" --max-tokens 48 --ar --threads 2 --json > "$tmp/ar.json"

@@ -12,8 +12,8 @@ Shards are written as the batches finish (--work DIR/shards), so an
 interrupted run resumes where it stopped.
 
 With --eagle3 the shards (DIR/shards_eagle3) hold what an EAGLE-3 drafter
-learns from instead (eagle3.py): after the greedy answer, one teacher-forced
-pass over prompt + answer records the residual stream after the three
+learns from instead (eagle3.py): the greedy pass also records the
+residual stream after the three
 target layers the drafter reads (backbone.eagle3_tap_layers: low, middle,
 high) at every position of the conversation, prompt included (the
 drafter's context), as fp16 [L-1, 3H], and the top-k distributions of the
@@ -101,9 +101,7 @@ def main(argv=None):
             continue
         samples = []
         if a.eagle3:
-            outs = model.greedy_batch([b[2] for b in batch], a.max_new, tok.stop_ids)
-            recs = model.record_taps([b[2] + ans for b, ans in zip(batch, outs)], [len(b[2]) for b in batch],
-                                     layers, a.topk)
+            outs, recs = model.greedy_batch([b[2] for b in batch], a.max_new, tok.stop_ids, a.topk, layers)
             for (pid, task, ids), ans, (taps, ti, tp) in zip(batch, outs, recs):
                 samples.append({"id": pid, "task": task, "prompt": ids, "answer": ans,
                                 "taps": taps, "top_ids": ti, "top_p": tp})

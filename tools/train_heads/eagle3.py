@@ -144,6 +144,19 @@ def collate(ds, idx, ttt):
             "steps": steps}
 
 
+def choose_draft_vocab(ds, k, vocab):
+    """The k most frequent answer tokens (train.py's draft_vocabulary: ties
+    to the lower id), then, while the answers have fewer distinct tokens,
+    the most frequent prompt tokens, then the lowest unseen ids; sorted."""
+    answers = torch.bincount(ds.answer_ids(), minlength=vocab)
+    prompts = torch.bincount(torch.cat([it["seq"][:it["P"]] for it in ds.items]), minlength=vocab)
+    k = min(k, vocab)
+    if int((answers > 0).sum()) >= k:
+        return draft_vocabulary(type("D", (), {"tokens": ds.answer_ids()})(), k, vocab)
+    order = sorted(range(vocab), key=lambda t: (-int(answers[t]), -int(prompts[t]), t))[:k]
+    return torch.tensor(sorted(order), dtype=torch.long)
+
+
 # ----------------------------------------------------------------- model
 
 class RMSNorm(nn.Module):
@@ -417,7 +430,7 @@ def main(argv=None):
     if train.items[0]["taps"].shape[1] != 3 * cfg["hidden_size"]:
         sys.exit(f"eagle3: the data's taps are {train.items[0]['taps'].shape[1]} wide, not 3 x {cfg['hidden_size']}")
     V = cfg["vocab_size"]
-    draft = draft_vocabulary(type("D", (), {"tokens": train.answer_ids()})(), a.draft_vocab, V)
+    draft = choose_draft_vocab(train, a.draft_vocab, V)
     remap = torch.full((V,), -1, dtype=torch.long)
     remap[draft] = torch.arange(draft.numel())
     coverage = float((remap[held.answer_ids()] >= 0).float().mean())
@@ -477,7 +490,7 @@ def main(argv=None):
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             step += 1
-            value = float(loss)
+            value = loss.item()
             ema = value if ema is None else 0.9 * ema + 0.1 * value
             spent = spent0 + time.time() - t_run
             if step % a.log_every == 0 or step == total:

@@ -33,10 +33,11 @@ typedef struct emt_drafter {
      * any level (draft.c runs only the levels a tree can use); 0: one call
      * gives every level */
     int by_level;
-    /* The node tokens of tree t (depth-sorted), level by level: on the
-     * host into S->node_tokens with the root given, or (device = 1) into
-     * rec_dev + w_node_tok from the record's root and head lists. The
-     * chain's lists must cover t's depth. */
+    /* The node tokens of tree t (depth-sorted, more than one node), level
+     * by level: on the host into S->node_tokens with the root given, or
+     * (device = 1, only for a drafter with chain_device, whose lists the
+     * record then holds) into rec_dev + w_node_tok from the record's root
+     * and lists. The chain's lists must cover t's depth. */
     void (*fill_tree)(entmtp_session *S, const emt_tree *t, int32_t root, int device);
     /* The next position's chain, every level, into device ids/probs
      * ([levels][topk]), the root at device address d_root: queued with the

@@ -60,17 +60,17 @@ static int32_t head_logits(entmtp_session *S, int32_t h, int32_t rows, const flo
 
 /* Run head `h` on `rows` input rows, leaving top-k ids/probs per row in
  * top_ids/top_p. */
-static void emt_head_run(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
-                         float *top_p) {
+static void head_run(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
+                     float *top_p) {
     int draft = 0;
     int32_t width = head_logits(S, h, rows, in, &draft);
     S->model->be->ops->topk(S->ex, S->s.head_logits, rows, width, S->topk, top_ids, top_p, NULL);
     if (draft) map_draft_ids(S, top_ids, rows);
 }
 
-/* emt_head_run with the top-k lists left in device memory (token ids). */
-static void emt_head_run_device(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
-                                float *top_p) {
+/* head_run with the top-k lists left in device memory (token ids). */
+static void head_run_device(entmtp_session *S, int32_t h, int32_t rows, const float *in, int32_t *top_ids,
+                            float *top_p) {
     int draft = 0;
     int32_t width = head_logits(S, h, rows, in, &draft);
     S->model->be->ops->topk_device(S->ex, S->s.head_logits, rows, width, S->topk, draft ? S->draft_ids_dev : NULL,
@@ -92,8 +92,8 @@ static void medusa_heads_to(entmtp_session *S, int device, int32_t *ids, float *
         for (int32_t h = 0; h < n; h++) {
             int32_t *hi = ids + (size_t)h * S->topk;
             float *hp = probs + (size_t)h * S->topk;
-            if (device) emt_head_run_device(S, h, 1, S->s.last_hidden, hi, hp);
-            else emt_head_run(S, h, 1, S->s.last_hidden, hi, hp);
+            if (device) head_run_device(S, h, 1, S->s.last_hidden, hi, hp);
+            else head_run(S, h, 1, S->s.last_hidden, hi, hp);
         }
         return;
     }
@@ -114,7 +114,7 @@ static void medusa_heads_to(entmtp_session *S, int device, int32_t *ids, float *
 static void medusa_heads(entmtp_session *S) { medusa_heads_to(S, 0, S->chain_ids, S->chain_p); }
 
 /* Build Hydra input row r for head `depth-1`: [h, e(path[0]), ..., e(path[depth-1])]. */
-static void emt_hydra_input_row(entmtp_session *S, int32_t r, const int32_t *path, int32_t depth) {
+static void hydra_input_row(entmtp_session *S, int32_t r, const int32_t *path, int32_t depth) {
     const emt_backend_ops *op = S->model->be->ops;
     const int32_t H = S->model->cfg.hidden;
     size_t width = (size_t)H * (size_t)(depth + 1);
@@ -132,8 +132,8 @@ static void hydra_chain(entmtp_session *S, int32_t root, int32_t from, int32_t t
     path[0] = root;
     for (int32_t d = 0; d < from; d++) path[d + 1] = S->chain_ids[(size_t)d * S->topk];
     for (int32_t d = from; d < to; d++) {
-        emt_hydra_input_row(S, 0, path, d + 1);
-        emt_head_run(S, d, 1, S->s.head_in, S->chain_ids + (size_t)d * S->topk, S->chain_p + (size_t)d * S->topk);
+        hydra_input_row(S, 0, path, d + 1);
+        head_run(S, d, 1, S->s.head_in, S->chain_ids + (size_t)d * S->topk, S->chain_p + (size_t)d * S->topk);
         path[d + 1] = S->chain_ids[(size_t)d * S->topk];
     }
 }
@@ -151,7 +151,7 @@ static void hydra_chain_device(entmtp_session *S, const int32_t *d_root, int32_t
     for (int32_t d = 0; d < S->heads->n_heads; d++) {
         if (d > 0) op->embed_device(S->ex, &S->model->tok_embd, H, ids + (size_t)(d - 1) * S->topk, 1,
                                     row + (size_t)(d + 1) * H);
-        emt_head_run_device(S, d, 1, row, ids + (size_t)d * S->topk, probs + (size_t)d * S->topk);
+        head_run_device(S, d, 1, row, ids + (size_t)d * S->topk, probs + (size_t)d * S->topk);
     }
 }
 
@@ -263,7 +263,7 @@ static void hydra_fill_tree(entmtp_session *S, const emt_tree *t, int32_t root, 
                 idx[n_idx++] = w_root;
                 for (int32_t j = 0; j < depth; j++) idx[n_idx++] = (int32_t)S->w_node_tok + S->path[j];
             } else {
-                emt_hydra_input_row(S, rows, S->path, depth);
+                hydra_input_row(S, rows, S->path, depth);
             }
             S->parent_row[par] = rows++;
         }
@@ -275,9 +275,9 @@ static void hydra_fill_tree(entmtp_session *S, const emt_tree *t, int32_t root, 
                 S->src_rows[r] = 0;
             }
             op->copy_rows(S->ex, S->s.head_in, S->s.last_hidden, (size_t)H, S->dst_rows, S->src_rows, rows);
-            emt_head_run_device(S, depth - 1, rows, S->s.head_in, rec + S->w_draft_ids, (float *)(rec + S->w_draft_p));
+            head_run_device(S, depth - 1, rows, S->s.head_in, rec + S->w_draft_ids, (float *)(rec + S->w_draft_p));
         } else if (rows > 0) {
-            emt_head_run(S, depth - 1, rows, S->s.head_in, S->top_ids, S->top_p);
+            head_run(S, depth - 1, rows, S->s.head_in, S->top_ids, S->top_p);
         }
         for (int32_t k = i; k < end; k++) {
             int32_t par = t->parents[k], r = S->parent_row[par], rank = t->node_ranks[k];
@@ -294,8 +294,8 @@ static void hydra_fill_tree(entmtp_session *S, const emt_tree *t, int32_t root, 
 
 static void hydra_path_topk(entmtp_session *S, const int32_t *path, int32_t levels) {
     for (int32_t d = 0; d < levels; d++) {
-        emt_hydra_input_row(S, 0, path, d + 1);
-        emt_head_run(S, d, 1, S->s.head_in, S->chain_ids + (size_t)d * S->topk, S->chain_p + (size_t)d * S->topk);
+        hydra_input_row(S, 0, path, d + 1);
+        head_run(S, d, 1, S->s.head_in, S->chain_ids + (size_t)d * S->topk, S->chain_p + (size_t)d * S->topk);
     }
 }
 

@@ -46,7 +46,7 @@ struct entmtp_session {
     int32_t *node_tokens, *positions, *dst_rows, *src_rows, *emit;
     int32_t *top_ids;      /* [max_rows][topk] */
     float *top_p;          /* [max_rows][topk] */
-    int32_t *chain_ids;    /* Hydra greedy chain: [n_heads][topk] */
+    int32_t *chain_ids;    /* the drafter's greedy chain, top-k per level: [n_heads][topk] */
     float *chain_p;
     int32_t *parent_row;   /* Hydra: node -> row of its head call (-1 none) */
     int32_t *path;         /* scratch for one node's path */

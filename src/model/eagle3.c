@@ -70,7 +70,7 @@ static entmtp_status cfg_taps(const cJSON *root, const char *file, const emt_mod
         taps[2] = c->n_layers - 4;
         if (taps[0] < taps[1] && taps[1] < taps[2]) return ENTMTP_OK;
         return emt_fail(ENTMTP_ERR_MISMATCH,
-                        "%s: no %s, and the default layers (outputs of 1, N/2-1, N-4) do not exist in a %d-layer model",
+                        "%s: no %s, and the default layers (outputs of 1, N/2-1, N-4) are not three distinct layers of a %d-layer model",
                         file, field, c->n_layers);
     }
     if (!cJSON_IsArray(ids) || cJSON_GetArraySize(ids) != 3)

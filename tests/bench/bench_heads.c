@@ -1,10 +1,12 @@
-/* What one Hydra draft level costs next to an AR step, in one process on a
- * real model: AR steps and the chain's head levels alternate, so both see
- * the same context and the same machine; medians of 200 steps. Prints each
- * level in microseconds and in AR steps (the unit of docs/policies.md's
- * cost model), and the level's parts (the draft-vocabulary product and the
- * top-k softmax). Not a test (no timing assertions):
- *   build/.../tests/bench_heads MODEL.gguf HEADS.hydra.safetensors */
+/* What one draft level of a level-by-level drafter (Hydra heads, an EAGLE-3
+ * drafter) costs next to an AR step, in one process on a real model: AR
+ * steps and the drafter's chain levels (drafter.h, chain(d, d+1)) alternate,
+ * so both see the same context and the same machine; medians of 200 steps.
+ * Prints each level in microseconds and in AR steps (the unit of
+ * docs/policies.md's cost model), and for Hydra the level's parts (the
+ * draft-vocabulary product and the top-k softmax). EAGLE-3's level 0 also
+ * runs the row the AR step committed. Not a test (no timing assertions):
+ *   build/.../tests/bench_heads MODEL.gguf HEADS.hydra.safetensors|EAGLE3_DIR */
 #include "check.h"
 #include "engine/session_internal.h"
 
@@ -34,8 +36,8 @@ int main(int argc, char **argv) {
     entmtp_session *S = NULL;
     CHECK_OK(entmtp_model_load(argv[1], NULL, &m));
     if (m) CHECK_OK(entmtp_heads_load(m, argv[2], &h));
-    if (h && h->kind != ENTMTP_HEADS_HYDRA) {
-        fprintf(stderr, "bench_heads: %s: not Hydra heads\n", argv[2]);
+    if (h && h->kind == ENTMTP_HEADS_MEDUSA) {
+        fprintf(stderr, "bench_heads: %s: Medusa heads draft every level in one call\n", argv[2]);
         emt_test_failures++;
     }
     if (h && !emt_test_failures) CHECK_OK(entmtp_session_create(m, h, NULL, NULL, &S));
@@ -50,20 +52,19 @@ int main(int argc, char **argv) {
     enum { MAX_LEVELS = 8 };
     const int32_t levels = h->n_heads < MAX_LEVELS ? h->n_heads : MAX_LEVELS;
     static double ar[STEPS], level[MAX_LEVELS][STEPS], product[STEPS], topk[STEPS];
-    int32_t ids[64], path[MAX_LEVELS + 1];
+    int32_t ids[64];
     float p[64];
     for (int s = 0; s < STEPS && !emt_test_failures; s++) {
         entmtp_step_result r = { .struct_size = sizeof r };
         double t0 = emt_now();
         CHECK_OK(entmtp_step_ar(S, &r));
         ar[s] = emt_now() - t0;
-        path[0] = r.n_tokens > 0 ? r.tokens[0] : 0;
-        for (int32_t d = 0; d < levels; d++) {
+        int32_t root = r.n_tokens > 0 ? r.tokens[0] : 0;
+        for (int32_t d = 0; d < levels; d++) { /* level d on the chain's rank-0 path */
             t0 = emt_now();
-            emt_hydra_input_row(S, 0, path, d + 1);
-            emt_head_run(S, d, 1, S->s.head_in, ids, p);
+            S->drafter->chain(S, root, d, d + 1);
+            CHECK_OK(emt_backend_sync(m->be, S->ex));
             level[d][s] = emt_now() - t0;
-            path[d + 1] = ids[0];
         }
         if (h->draft_shared.data) { /* the shared draft-vocabulary product and its top-k alone */
             const emt_backend_ops *op = m->be->ops;

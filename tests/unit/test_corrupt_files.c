@@ -49,6 +49,20 @@ static entmtp_status load_heads(const char *path, void *ctx) {
     return st;
 }
 
+/* An EAGLE-3 drafter directory whose one file (model.safetensors or
+ * config.json) is the corrupted copy: ctx is the model, the directory is
+ * this file's dirname. */
+static entmtp_status load_drafter_dir(const char *path, void *ctx) {
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    entmtp_heads *h = NULL;
+    entmtp_status st = entmtp_heads_load((entmtp_model *)ctx, dir, &h);
+    entmtp_heads_free(h);
+    return st;
+}
+
 static int n_loads, n_errors;
 
 static void try_load(loader_fn fn, void *ctx, const char *path, const char *name_in_msg) {
@@ -141,6 +155,28 @@ int main(void) {
     CHECK_OK(entmtp_model_load(tiny, &mp, &m));
     CHECK_OK(emt_tiny_write_hydra_heads(heads, c.hidden, c.vocab, 2, 1, 1, 5));
     if (m) corrupt_all(heads, badheads, 900, 37, load_heads, m, "corrupt_heads_case");
+    entmtp_model_free(m);
+
+    /* an EAGLE-3 drafter directory (reads 3 layers: a 4-layer model) */
+    c.n_layers = 4;
+    CHECK_OK(emt_tiny_write_gguf(tiny, &c, EMT_F32));
+    m = NULL;
+    CHECK_OK(entmtp_model_load(tiny, &mp, &m));
+    char eagle[512], e_file[600], e_copy[600];
+    snprintf(eagle, sizeof eagle, "%s/corrupt_eagle3", ENTMTP_TEST_TMP_DIR);
+    emt_tiny_eagle3 e = { .hidden = c.hidden, .ffn = 48, .n_heads = 4, .n_kv_heads = 2, .head_dim = 8,
+                          .vocab = c.vocab, .n_draft = 40, .taps = { 0, 1, 3 }, .rope_theta = 10000.0f, .seed = 4 };
+    CHECK_OK(emt_tiny_write_eagle3(eagle, &e));
+    const char *files[2] = { "model.safetensors", "config.json" };
+    for (int f = 0; f < 2 && m; f++) {
+        snprintf(e_file, sizeof e_file, "%s/%s", eagle, files[f]);
+        snprintf(e_copy, sizeof e_copy, "%s/%s.orig", eagle, files[f]);
+        orig = slurp(e_file, &n);
+        spit(e_copy, orig, n);
+        corrupt_all(e_copy, e_file, f == 0 ? 1600 : 600, 41, load_drafter_dir, m, "corrupt_eagle3");
+        spit(e_file, orig, n); /* restored for the other file's round */
+        free(orig);
+    }
     entmtp_model_free(m);
     printf("%d corrupted loads, %d errors, no crash\n", n_loads, n_errors);
     CHECK(n_errors > n_loads / 2);

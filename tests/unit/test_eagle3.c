@@ -6,6 +6,7 @@
  * vocabulary (d2t) and with the drafter's own embeddings, on F32 and native
  * quantized weights, across prompts that span prefill chunks. */
 #include "check.h"
+#include "engine/engine.h"
 #include "test_policies.h"
 #include "tiny_model.h"
 
@@ -112,6 +113,52 @@ static double check_lossless(const char *model_path, entmtp_compute_type compute
     return best_mean;
 }
 
+/* The host path (acceptance and commit on the host, emt_evaluate_posterior_
+ * nodes) and the device step's CPU twins give the same tokens with the
+ * drafter, greedy (== AR) and at temperature > 0 seed for seed. */
+static void check_host_path(const char *model_path, const char *drafter) {
+    entmtp_model_params mp = entmtp_model_default_params();
+    mp.backend = ENTMTP_BACKEND_CPU;
+    mp.compute_type = ENTMTP_COMPUTE_F32;
+    entmtp_model *m = NULL;
+    entmtp_heads *h = NULL;
+    entmtp_bank *bank = NULL;
+    CHECK_OK(entmtp_model_load(model_path, &mp, &m));
+    if (m) CHECK_OK(entmtp_heads_load(m, drafter, &h));
+    entmtp_bank_params bp = entmtp_bank_default_params();
+    CHECK_OK(entmtp_bank_create(&bp, &bank));
+    CHECK_OK(entmtp_bank_add_builtin(bank, "mc_sim_7b_63", NULL));
+    if (!m || !h || !bank) return;
+    const float temps[2] = { 0.0f, 0.8f };
+    for (int ti = 0; ti < 2; ti++) {
+        int32_t out[2][400], n[2] = { 0, 0 };
+        for (int device = 0; device < 2; device++) {
+            entmtp_session_params sp = entmtp_session_default_params();
+            sp.kv_capacity = 400;
+            sp.n_stop_tokens = 0;
+            sp.temperature = temps[ti];
+            sp.seed = 1234;
+            entmtp_session *s = NULL;
+            CHECK_OK(entmtp_session_create(m, h, bank, &sp, &s));
+            if (!s) continue;
+            emt_session_set_device_step(s, device);
+            CHECK_OK(entmtp_session_prefill(s, g_prompt, g_n_prompt));
+            CHECK_OK(entmtp_generate(s, N_GEN, 0, NULL, NULL));
+            const int32_t *toks;
+            CHECK_OK(entmtp_session_tokens(s, &toks, &n[device]));
+            memcpy(out[device], toks, (size_t)n[device] * sizeof *toks);
+            entmtp_session_free(s);
+        }
+        int same = n[0] == n[1] && !memcmp(out[0], out[1], (size_t)n[0] * sizeof(int32_t));
+        if (!same) fprintf(stderr, "T=%g: the host path and the device step differ\n", (double)temps[ti]);
+        CHECK(same);
+        printf("host path == device step at T=%g (%d tokens)\n", (double)temps[ti], n[0]);
+    }
+    entmtp_bank_free(bank);
+    entmtp_heads_free(h);
+    entmtp_model_free(m);
+}
+
 /* A drafter file that does not fit the model: the error names the tensor
  * or field and the shapes. */
 static void check_mismatches(const char *model_path, const emt_tiny_eagle3 *good) {
@@ -185,6 +232,7 @@ int main(void) {
     best = b > best ? b : best;
     /* some configuration accepts multi-token paths often */
     CHECK(best > 1.15);
+    check_host_path(gguf, reduced);
     check_mismatches(gguf, &e);
     return emt_test_finish("test_eagle3");
 }

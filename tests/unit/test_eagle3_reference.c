@@ -70,6 +70,24 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "python3 %s %s %s --draft-vocab 40 --seed 5", script, model, drafter);
     CHECK_EQ_INT(run(cmd), 0);
     entmtp_heads *h = NULL;
+    /* the safetensors file itself loads too: with config.json beside it,
+     * and alone (the attention shape is then the target's, as the script
+     * wrote it, and the layers SafeAILab's default, the last three here) */
+    char file[600], lone[600];
+    snprintf(file, sizeof file, "%s/model.safetensors", drafter);
+    snprintf(lone, sizeof lone, "%s_lone", drafter);
+    CHECK_OK(entmtp_heads_load(m, file, &h));
+    entmtp_heads_free(h);
+    h = NULL;
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s %s/drafter.safetensors", lone, file, lone);
+    CHECK_EQ_INT(run(cmd), 0);
+    snprintf(lone + strlen(lone), sizeof lone - strlen(lone), "/drafter.safetensors");
+    entmtp_status lone_st = entmtp_heads_load(m, lone, &h);
+    /* a 5-layer target has no SafeAILab default (outputs of 1, 1, 1): the error says so */
+    CHECK(lone_st == ENTMTP_ERR_MISMATCH && strstr(entmtp_last_error(), "default layers"));
+    printf("lone file on a 5-layer target: %s\n", entmtp_last_error());
+    entmtp_heads_free(h);
+    h = NULL;
     CHECK_OK(entmtp_heads_load(m, drafter, &h));
     entmtp_bank *bank = NULL;
     entmtp_bank_params bp = entmtp_bank_default_params();

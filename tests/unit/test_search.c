@@ -343,5 +343,31 @@ int main(void) {
         entmtp_heads_free(h);
     }
     entmtp_model_free(m);
+
+    /* an EAGLE-3 drafter (it reads three layers: a 4-layer model): the probe
+     * drafts the joint tree with the drafter's own state, and commits only
+     * the base tree's path */
+    c.n_layers = 4;
+    char gguf4[512], eagle[512];
+    snprintf(gguf4, sizeof gguf4, "%s/search_tiny4.gguf", ENTMTP_TEST_TMP_DIR);
+    snprintf(eagle, sizeof eagle, "%s/search_eagle3", ENTMTP_TEST_TMP_DIR);
+    CHECK_OK(emt_tiny_write_gguf(gguf4, &c, EMT_F32));
+    emt_tiny_eagle3 e = { .hidden = c.hidden, .ffn = 48, .n_heads = 4, .n_kv_heads = 2, .head_dim = 8,
+                          .vocab = c.vocab, .n_draft = c.vocab, .taps = { 0, 1, 3 }, .rope_theta = 10000.0f,
+                          .seed = 21 };
+    CHECK_OK(emt_tiny_write_eagle3(eagle, &e));
+    m = NULL;
+    CHECK_OK(entmtp_model_load(gguf4, &mp, &m));
+    entmtp_heads *h = NULL;
+    if (m) CHECK_OK(entmtp_heads_load(m, eagle, &h));
+    if (h) {
+        printf("-- EAGLE-3 drafter\n");
+        int gained = test_probe_matches_real_steps(m, h, 0.0f) + test_probe_matches_real_steps(m, h, 0.7f);
+        CHECK(gained >= 1);
+        test_probe_lossless(m, h);
+        test_builders(m, h);
+    }
+    entmtp_heads_free(h);
+    entmtp_model_free(m);
     return emt_test_finish("test_search");
 }

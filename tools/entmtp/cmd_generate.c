@@ -16,7 +16,8 @@ static void usage(FILE *f) {
             "usage: entmtp generate --model PATH [options]\n"
             "\n"
             "  --model PATH          GGUF file or Hugging Face directory\n"
-            "  --heads PATH          Medusa/Hydra heads (.safetensors); default: heads shipped\n"
+            "  --heads PATH          Medusa/Hydra heads (.safetensors) or an EAGLE-3 drafter\n"
+            "                        directory (docs/drafters.md); default: heads shipped\n"
             "                        for the model (heads/<model>.{hydra,medusa}.safetensors), else AR\n"
             "  --no-heads            plain AR even when heads are shipped\n"
             "  --bank FILE           bank JSON (trees + calibrated policy settings)\n"
@@ -393,7 +394,7 @@ static void print_text(const generate_options *o, const generate_run *g, const c
             (long long)stats->n_steps, stats->mean_accept_length, stats->tokens_per_second);
     if (!g->heads || o->ar) return;
     fprintf(stderr, "-- heads: %s (%s, %d heads)%s%s; policy %s; tree usage:", g->heads_path,
-            g->hi.kind == ENTMTP_HEADS_HYDRA ? "hydra" : "medusa", g->hi.n_heads, g->bank_path ? "; bank " : "",
+            g->hi.kind == ENTMTP_HEADS_HYDRA ? "hydra" : g->hi.kind == ENTMTP_HEADS_EAGLE3 ? "eagle3" : "medusa", g->hi.n_heads, g->bank_path ? "; bank " : "",
             g->bank_path ? g->bank_path : "", policy_label);
     for (int32_t k = 0; k < entmtp_bank_size(g->bank); k++) {
         entmtp_tree_info ti = { sizeof ti };

@@ -345,7 +345,7 @@ static int write_record(search_job *j, long depth) {
     cJSON *settings = cJSON_AddObjectToObject(search, "settings");
     cJSON_AddStringToObject(settings, "model", o->model_path);
     cJSON_AddStringToObject(settings, "heads", j->heads_path);
-    cJSON_AddStringToObject(settings, "heads_kind", j->hi.kind == ENTMTP_HEADS_HYDRA ? "hydra" : "medusa");
+    cJSON_AddStringToObject(settings, "heads_kind", j->hi.kind == ENTMTP_HEADS_HYDRA ? "hydra" : j->hi.kind == ENTMTP_HEADS_EAGLE3 ? "eagle3" : "medusa");
     cJSON_AddStringToObject(settings, "prompt_file", o->prompt_file);
     cJSON_AddNumberToObject(settings, "prompts", j->ps.n);
     cJSON_AddStringToObject(settings, "builder", o->builder);
@@ -425,7 +425,7 @@ int cmd_search(int argc, char **argv) {
         goto done;
     }
     fprintf(stderr, "entmtp search: %d prompts from %s; %s heads (%d); budget %ld nodes, depth %ld, %ld tokens per "
-                    "rollout, temperature %g\n", j.ps.n, o.prompt_file, j.hi.kind == ENTMTP_HEADS_HYDRA ? "Hydra" : "Medusa",
+                    "rollout, temperature %g\n", j.ps.n, o.prompt_file, j.hi.kind == ENTMTP_HEADS_HYDRA ? "Hydra" : j.hi.kind == ENTMTP_HEADS_EAGLE3 ? "EAGLE-3" : "Medusa",
             j.hi.n_heads, o.budget, depth, o.rs.max_tokens, (double)o.rs.temperature);
     entmtp_bank_params bp = entmtp_bank_default_params();
     bp.max_depth = (int32_t)depth;

@@ -104,7 +104,8 @@ typedef struct entmtp_heads entmtp_heads;
 
 typedef enum entmtp_heads_kind {
     ENTMTP_HEADS_MEDUSA = 1,
-    ENTMTP_HEADS_HYDRA = 2
+    ENTMTP_HEADS_HYDRA = 2,
+    ENTMTP_HEADS_EAGLE3 = 3
 } entmtp_heads_kind;
 
 entmtp_status entmtp_heads_load(entmtp_model *model, const char *path, entmtp_heads **out_heads);

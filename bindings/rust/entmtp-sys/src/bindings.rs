@@ -626,6 +626,7 @@ pub struct entmtp_heads {
 }
 pub const ENTMTP_HEADS_MEDUSA: entmtp_heads_kind = 1;
 pub const ENTMTP_HEADS_HYDRA: entmtp_heads_kind = 2;
+pub const ENTMTP_HEADS_EAGLE3: entmtp_heads_kind = 3;
 pub type entmtp_heads_kind = ::std::os::raw::c_uint;
 extern "C" {
     pub fn entmtp_heads_load(

@@ -339,6 +339,9 @@ pub enum HeadsKind {
     Medusa,
     /// Head d also sees the tokens drafted before it.
     Hydra,
+    /// EAGLE-3: one decoder layer over the target's low, mid and high hidden
+    /// states, drafting autoregressively.
+    Eagle3,
 }
 
 /// `entmtp_heads_info`.
@@ -391,10 +394,10 @@ impl<'m> Heads<'m> {
         let st = unsafe { sys::entmtp_heads_get_info(self.raw.as_ptr(), &mut i) };
         debug_assert_eq!(st, sys::ENTMTP_OK);
         HeadsInfo {
-            kind: if i.kind == sys::ENTMTP_HEADS_HYDRA {
-                HeadsKind::Hydra
-            } else {
-                HeadsKind::Medusa
+            kind: match i.kind {
+                sys::ENTMTP_HEADS_HYDRA => HeadsKind::Hydra,
+                sys::ENTMTP_HEADS_EAGLE3 => HeadsKind::Eagle3,
+                _ => HeadsKind::Medusa,
             },
             n_heads: i.n_heads.max(0) as usize,
             n_layers: i.n_layers.max(0) as usize,

@@ -34,7 +34,7 @@ python3 "$th/selfdistill.py" --eagle3 --model "$m" --split eval --n math=6 --max
   --work "$work" 2>&1 | tail -1
 train() {
   python3 "$th/eagle3.py" --model "$m" --work "$work" --epochs 12 --ttt 3 --lr 3e-3 --batch-rows 1024 \
-    --draft-vocab 512 --log-every 20 --dtype f32 --out "$out" "$@" > "$work/train.log" 2>&1 || { cat "$work/train.log"; return 1; }
+    --draft-vocab 512 --log-every 20 --eval-every 16 --dtype f32 --out "$out" "$@" > "$work/train.log" 2>&1 || { cat "$work/train.log"; return 1; }
   grep -E "eagle3: (held-out|wrote|resumed|time budget)" "$work/train.log"
 }
 # a first run stopped by its time budget, then resumed to the end

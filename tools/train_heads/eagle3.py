@@ -413,6 +413,8 @@ def main(argv=None):
     ap.add_argument("--ckpt-every", type=float, default=300, help="seconds between checkpoints")
     ap.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
     ap.add_argument("--log-every", type=int, default=10)
+    ap.add_argument("--eval-every", type=int, default=0,
+                    help="held-out per-step accuracy every N steps (0: before and after training only)")
     ap.add_argument("--dtype", choices=("f16", "bf16", "f32"), default="f16")
     a = ap.parse_args(argv)
 
@@ -499,6 +501,13 @@ def main(argv=None):
                       f"[{' '.join(f'{x:.2f}' for x in parts)}]  {human_time(spent)} trained, "
                       f"eta {human_time(rate * (total - step))}", file=sys.stderr, flush=True)
                 history.append({"step": step, "loss": round(ema, 4), "seconds": round(spent, 1)})
+            if a.eval_every and step % a.eval_every == 0 and step < total:
+                ev = evaluate(model, held, a.ttt, remap, a.batch_rows, a.eval_batches)
+                print_eval(f"at step {step}/{total}", ev)
+                if history and history[-1]["step"] == step:
+                    history[-1]["heldout"] = ev
+                else:
+                    history.append({"step": step, "seconds": round(spent, 1), "heldout": ev})
             if a.time_budget and time.time() - t_run >= a.time_budget:
                 stopped = True
                 break

@@ -74,7 +74,7 @@ case " $KINDS " in *" eagle3 "*)
   python3 tools/train_heads/selfdistill.py --eagle3 --model "$model" --split eval "${eval_n[@]}" \
       --max-new "${E3_MAX_NEW:-224}" --batch 32 --seed 0 --work "$WORK" "${extra[@]}"
   python3 tools/train_heads/eagle3.py --model "$model" --work "$WORK" --seed 0 \
-      --epochs "${E3_EPOCHS:-2}" --ttt "${E3_TTT:-3}" --time-budget "${E3_BUDGET:-0}" \
+      --epochs "${E3_EPOCHS:-2}" --ttt "${E3_TTT:-3}" --time-budget "${E3_BUDGET:-0}" --eval-every 500 \
       --out "$OUT_DIR/$stem.eagle3" 2>&1 | tee -a "$WORK/train_eagle3.log"
   ;;
 esac

@@ -387,8 +387,8 @@ class Backbone(torch.nn.Module):
         the base model's top-k next-token ids and probabilities ([n, k]).
         With tap_layers (EAGLE-3) the first of those is instead the residual
         stream after those layers at every fed position, prompt included,
-        concatenated ([P + n - 1, 3H] fp16: the last answer token is never
-        fed), as record_taps gives it without a second pass."""
+        concatenated ([P + n - 1, 3H] fp16, row i pairs with token i+1; the
+        last answer token is never fed)."""
         dev = self.embed.device
         B = len(prompts)
         P = max(len(p) for p in prompts)
@@ -448,38 +448,6 @@ class Backbone(torch.nn.Module):
             return out, [(torch.cat(a), torch.stack(b), torch.stack(c)) for a, b, c in rec]
         recs = [(torch.stack(a), torch.stack(b), torch.stack(c)) for a, b, c in rec]
         return out, recs
-
-    @torch.no_grad()
-    def record_taps(self, seqs, n_prompt, layers, topk):
-        """Teacher-forced pass over whole conversations (prompt + answer ids),
-        for EAGLE-3 training. Per sequence of length L with P prompt ids:
-        the residual stream after each of `layers` at positions 0..L-2,
-        concatenated ([L-1, 3H] fp16, row i pairs with token i+1), and the
-        model's top-k next-token ids / probabilities at positions P-1..L-2
-        (the distributions of the answer tokens, [L-P, k])."""
-        dev = self.embed.device
-        B = len(seqs)
-        T = max(len(s) for s in seqs) - 1
-        ids = torch.zeros(B, T, dtype=torch.long, device=dev)
-        km = torch.zeros(B, T, dtype=torch.bool, device=dev)
-        for i, s in enumerate(seqs):  # left padding, as greedy_batch
-            ids[i, T - len(s) + 1:] = torch.tensor(s[:-1], device=dev)
-            km[i, T - len(s) + 1:] = True
-        pos = (km.long().cumsum(1) - 1).clamp(min=0)
-        taps = {l: None for l in layers}
-        h, _, _ = self.forward(ids, pos, km, None, taps=taps)
-        fused = torch.cat([taps[l] for l in layers], dim=-1)
-        fc = self.cfg.final_softcap
-        out = []
-        for i, (s, P) in enumerate(zip(seqs, n_prompt)):
-            first = T - len(s) + 1  # row of position 0
-            logits = h[i, first + P - 1:] @ self.lm_head.T
-            if fc:
-                logits = fc * torch.tanh(logits / fc)
-            pr, ix = torch.softmax(logits.float(), -1).topk(topk, dim=-1)
-            out.append((fused[i, first:].to(torch.float16).cpu(), ix.to(torch.int32).cpu(),
-                        pr.to(torch.float16).cpu()))
-        return out
 
 
 def eagle3_tap_layers(n_layers):

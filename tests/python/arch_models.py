@@ -74,6 +74,8 @@ ARCHS = {
                     sliding_window=8, softcap=(50.0, 30.0)),
     "gemma3w": dict(arch="gemma3", pre="smollm", head_dim=32, gemma=True, qk_norm=True, theta=1000000.0,
                     layers=6, sliding_window=8),
+    # 8 layers: deep enough for an EAGLE-3 drafter's three layers (1, 3, 4)
+    "qwen2d": dict(arch="qwen2", pre="qwen2", head_dim=16, qkv_bias=True, theta=1000000.0, layers=8),
     # K-quants: rows must be whole 256-value blocks
     "qwen2k": dict(arch="qwen2", pre="qwen2", head_dim=64, qkv_bias=True, theta=1000000.0,
                    hidden=256, ffn=512),

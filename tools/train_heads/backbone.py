@@ -318,10 +318,12 @@ class Backbone(torch.nn.Module):
         return torch.softmax(s.float(), -1).to(q.dtype) @ v
 
     @torch.no_grad()
-    def forward(self, ids, pos, key_mask, cache=None, logits=False, past=0):
+    def forward(self, ids, pos, key_mask, cache=None, logits=False, past=0, taps=None):
         """ids, pos [B, T]; key_mask [B, S_max] bool (True = real token) over
         cached + new positions. cache: preallocated (K, V) per layer, each
         [B, n_kv, S_max, hd], filled up to `past` (None: no cache kept).
+        taps: a dict {layer: None}; each entry receives the residual stream
+        after that layer [B,T,H] (what an EAGLE-3 drafter reads).
         Returns (hidden [B,T,H], logits or None, cache)."""
         c = self.cfg
         B, T = ids.shape
@@ -365,6 +367,8 @@ class Backbone(torch.nn.Module):
             if "post_ffw_norm" in L:
                 f = self._rms(f, L["post_ffw_norm"])
             x = x + f
+            if taps is not None and l in taps:
+                taps[l] = x
         h = self._rms(x, self.norm)
         out = None
         if logits:
@@ -374,13 +378,17 @@ class Backbone(torch.nn.Module):
         return h, out, cache
 
     @torch.no_grad()
-    def greedy_batch(self, prompts, max_new, stop_ids, record_topk=0):
+    def greedy_batch(self, prompts, max_new, stop_ids, record_topk=0, tap_layers=None):
         """Greedy continuations of several prompts at once (left padding).
 
         Returns a list of generated id lists, each cut after its first stop id.
         With record_topk > 0 it also returns, per prompt, the final-norm hidden
         state before each generated token ([n, H], the input of the heads) and
-        the base model's top-k next-token ids and probabilities ([n, k])."""
+        the base model's top-k next-token ids and probabilities ([n, k]).
+        With tap_layers (EAGLE-3) the first of those is instead the residual
+        stream after those layers at every fed position, prompt included,
+        concatenated ([P + n - 1, 3H] fp16, row i pairs with token i+1; the
+        last answer token is never fed)."""
         dev = self.embed.device
         B = len(prompts)
         P = max(len(p) for p in prompts)
@@ -392,9 +400,14 @@ class Backbone(torch.nn.Module):
         pos = (km[:, :P].long().cumsum(1) - 1).clamp(min=0)
         cache = [tuple(torch.zeros(B, self.n_kv, P + max_new, self.head_dim, dtype=self.dtype, device=dev)
                        for _ in range(2)) for _ in range(self.n_layers)]
-        h, _, cache = self.forward(ids, pos, km, cache, past=0)
+        taps = {l: None for l in tap_layers} if tap_layers else None
+        h, _, cache = self.forward(ids, pos, km, cache, past=0, taps=taps)
         out = [[] for _ in range(B)]
         rec = [([], [], []) for _ in range(B)]
+        if taps:
+            fused = torch.cat([taps[l] for l in tap_layers], dim=-1).to(torch.float16).cpu()
+            for i, p in enumerate(prompts):
+                rec[i][0].append(fused[i, P - len(p):])
         done = torch.zeros(B, dtype=torch.bool, device=dev)
         next_pos = pos[:, -1] + 1
         last_h = h[:, -1]
@@ -411,20 +424,41 @@ class Backbone(torch.nn.Module):
                 if not done[i]:
                     out[i].append(int(tok[i]))
                     if record_topk:
-                        rec[i][0].append(last_h[i].to(torch.float16).cpu())
+                        if not taps:
+                            rec[i][0].append(last_h[i].to(torch.float16).cpu())
                         rec[i][1].append(ix[i].to(torch.int32).cpu())
                         rec[i][2].append(pr[i].to(torch.float16).cpu())
             done |= torch.isin(tok, stop)
             if bool(done.all()) or t == max_new - 1:
                 break
             km[:, P + t] = True
-            h, _, cache = self.forward(tok[:, None], next_pos[:, None], km, cache, past=P + t)
+            if taps:
+                taps = {l: None for l in tap_layers}
+            h, _, cache = self.forward(tok[:, None], next_pos[:, None], km, cache, past=P + t, taps=taps)
+            if taps:  # the fed token's row, for answers that go on
+                fused = torch.cat([taps[l][:, -1] for l in tap_layers], dim=-1).to(torch.float16).cpu()
+                for i in range(B):
+                    if not done[i]:
+                        rec[i][0].append(fused[i:i + 1])
             last_h = h[:, -1]
             next_pos = next_pos + 1
         if not record_topk:
             return out
+        if taps:
+            return out, [(torch.cat(a), torch.stack(b), torch.stack(c)) for a, b, c in rec]
         recs = [(torch.stack(a), torch.stack(b), torch.stack(c)) for a, b, c in rec]
         return out, recs
+
+
+def eagle3_tap_layers(n_layers):
+    """The target layers an EAGLE-3 drafter reads, as SafeAILab/EAGLE chooses
+    them (the inputs of layers 2, N/2 and N-3, i.e. the outputs of 1, N/2-1
+    and N-4), and as EntMTP's loader defaults to; a target too shallow for
+    that: its last three layers."""
+    layers = [1, n_layers // 2 - 1, n_layers - 4]
+    if not layers[0] < layers[1] < layers[2]:
+        layers = list(range(n_layers))[-3:]
+    return layers
 
 
 def load_embeddings(path):
@@ -570,5 +604,5 @@ def ceil_div(a, b):
     return -(-a // b) if b else 0
 
 
-__all__ = ["Backbone", "GGUFLlama", "ChatTokenizer", "load_embeddings", "set_threads", "human_time",
+__all__ = ["Backbone", "GGUFLlama", "ChatTokenizer", "load_embeddings", "eagle3_tap_layers", "set_threads", "human_time",
            "ceil_div", "math"]

@@ -5,6 +5,7 @@
 #
 #   tools/train_heads/train_all.sh
 #   MODEL=qwen2.5-0.5b-instruct-q4_k_m.gguf tools/train_heads/train_all.sh   # any supported model
+#   KINDS=eagle3 tools/train_heads/train_all.sh       # the EAGLE-3 drafter (docs/drafters.md)
 #
 # (any architecture EntMTP loads, GGUF or Hugging Face directory: docs/models.md,
 # "Training heads for any supported model", with the time it takes)
@@ -20,6 +21,15 @@
 # 2-core CPU: about 1.5 h of self-distillation and 1 h of training per kind;
 # a GPU is used when PyTorch sees one. Knobs: WORK, OUT_DIR, KINDS, REG_EPOCHS,
 # CE_EPOCHS, BATCH.
+#
+# KINDS=eagle3: self-distillation that also keeps the three target layers
+# the drafter reads (selfdistill.py --eagle3), then eagle3.py (training-time
+# test over E3_TTT drafting steps), then its held-out evaluation; writes
+# $OUT_DIR/<model>.eagle3/ (config.json + model.safetensors, the published
+# layout) and <model>.eagle3.train.json. Knobs: E3_TRAIN (prompts per task
+# of the train split), E3_EVAL, E3_MAX_NEW, E3_EPOCHS, E3_TTT, E3_BUDGET
+# (seconds of training per run, 0 = no limit: a rerun resumes from the
+# checkpoint in $WORK/eagle3_ckpt).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
@@ -42,14 +52,34 @@ extra=(); [ -z "${ENTMTP:-}" ] || extra=(--entmtp "$ENTMTP")
 # another model's work files go to their own folder
 [ -z "${MODEL:-}" ] || [ "$WORK" != "$root/.cache/train_heads" ] || WORK=$root/.cache/train_heads_$stem
 
+mkdir -p "$OUT_DIR"
+heads_kinds=""
+for kind in $KINDS; do [ "$kind" = eagle3 ] || heads_kinds="$heads_kinds $kind"; done
+
+if [ -n "$heads_kinds" ]; then
 # code=0: every code prompt of the split (HumanEval + ShareGPT code questions)
 python3 tools/train_heads/selfdistill.py --model "$model" --split train \
     --n code=0 --n chat=1000 --n math=300 --max-new 224 --batch 64 --seed 0 --work "$WORK" "${extra[@]}"
 python3 tools/train_heads/selfdistill.py --model "$model" --split eval \
     --n code=40 --n chat=40 --n math=20 --max-new 224 --batch 64 --seed 0 --work "$WORK" "${extra[@]}"
+fi
 
-mkdir -p "$OUT_DIR"
-for kind in $KINDS; do
+case " $KINDS " in *" eagle3 "*)
+  read -ra e3_train <<< "${E3_TRAIN:-code=0 chat=1000 math=300}"
+  read -ra e3_eval <<< "${E3_EVAL:-code=40 chat=40 math=20}"
+  train_n=(); for kv in "${e3_train[@]}"; do train_n+=(--n "$kv"); done
+  eval_n=(); for kv in "${e3_eval[@]}"; do eval_n+=(--n "$kv"); done
+  python3 tools/train_heads/selfdistill.py --eagle3 --model "$model" --split train "${train_n[@]}" \
+      --max-new "${E3_MAX_NEW:-224}" --batch 32 --seed 0 --work "$WORK" "${extra[@]}"
+  python3 tools/train_heads/selfdistill.py --eagle3 --model "$model" --split eval "${eval_n[@]}" \
+      --max-new "${E3_MAX_NEW:-224}" --batch 32 --seed 0 --work "$WORK" "${extra[@]}"
+  python3 tools/train_heads/eagle3.py --model "$model" --work "$WORK" --seed 0 \
+      --epochs "${E3_EPOCHS:-2}" --ttt "${E3_TTT:-3}" --time-budget "${E3_BUDGET:-0}" --eval-every 500 \
+      --out "$OUT_DIR/$stem.eagle3" 2>&1 | tee -a "$WORK/train_eagle3.log"
+  ;;
+esac
+
+for kind in $heads_kinds; do
   python3 tools/train_heads/train.py --kind "$kind" --model "$model" --work "$WORK" --seed 0 \
       --reg-epochs "$REG_EPOCHS" --ce-epochs "$CE_EPOCHS" --batch "$BATCH" \
       --out "$OUT_DIR/$stem.$kind.safetensors" 2>&1 | tee "$WORK/train_$kind.log"

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# CTest wrapper: tools/train_heads' EAGLE-3 recipe end to end on a random
+# 8-layer qwen2 GGUF with the bundled vocabulary (tests/python/arch_models.py):
+#  1. selfdistill.py --eagle3 (train and eval splits) and eagle3.py, briefly;
+#  2. the files are the published layout and EntMTP's loader accepts them
+#     (`entmtp generate --heads DIR`), and greedy speculative == greedy AR;
+#  3. training helped: the held-out top-1 of drafting step 1 after training
+#     beats the untrained drafter's (both from the training record);
+#  4. a second run with the same arguments resumes from the checkpoint;
+#  5. the trainer's unrolled drafting steps give the distributions of the
+#     numpy drafter that test_eagle3_reference holds EntMTP to
+#     (check_eagle3_trainer.py).
+# Skips (77) without torch, safetensors, tokenizers, gguf or the bundled model.
+set -euo pipefail
+cli=$1
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+vocab=${ENTMTP_MODEL:-$root/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf}
+[ -r "$vocab" ] || { echo "SKIP: bundled model (the vocabulary source) not fetched"; exit 77; }
+python3 -c "import torch, safetensors, tokenizers, jinja2, gguf, numpy" 2>/dev/null \
+  || { echo "SKIP: python torch/safetensors/tokenizers/jinja2/gguf missing"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+th="$root/tools/train_heads"
+export OMP_NUM_THREADS=2
+m="$tmp/qwen2d.gguf"
+work="$tmp/work"
+out="$tmp/drafter.eagle3"
+python3 "$here/arch_models.py" write qwen2d f32 "$m" "$vocab"
+
+python3 "$th/selfdistill.py" --eagle3 --model "$m" --split train --n math=32 --max-new 40 --batch 16 \
+  --work "$work" 2>&1 | tail -2
+python3 "$th/selfdistill.py" --eagle3 --model "$m" --split eval --n math=6 --max-new 40 --batch 6 \
+  --work "$work" 2>&1 | tail -1
+train() {
+  python3 "$th/eagle3.py" --model "$m" --work "$work" --epochs 12 --ttt 3 --lr 3e-3 --batch-rows 1024 \
+    --draft-vocab 512 --log-every 20 --eval-every 16 --dtype f32 --out "$out" "$@" > "$work/train.log" 2>&1 || { cat "$work/train.log"; return 1; }
+  grep -E "eagle3: (held-out|wrote|resumed|time budget)" "$work/train.log"
+}
+# a first run stopped by its time budget, then resumed to the end
+train --time-budget 2
+train
+
+python3 - "$out" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+from safetensors import safe_open
+names = set(safe_open(os.path.join(out, "model.safetensors"), "pt").keys())
+want = {"fc.weight", "norm.weight", "lm_head.weight", "d2t", "t2d"} | {
+    f"midlayer.{n}.weight" for n in ("hidden_norm", "input_layernorm", "post_attention_layernorm",
+                                     "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                     "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")}
+assert names == want, f"tensor names {sorted(names ^ want)} differ from the published layout"
+cfg = json.load(open(os.path.join(out, "config.json")))
+assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [1, 3, 4], cfg["eagle_config"]
+rec = json.load(open(out + ".train.json"))
+assert rec["finished"], "training did not finish"
+before, after = rec["heldout_untrained"]["steps"][0]["top1"], rec["heldout"]["steps"][0]["top1"]
+print(f"held-out step-1 top-1: untrained {before:.3f}, trained {after:.3f}; accept length "
+      f"{rec['heldout_untrained']['accept_length']:.3f} -> {rec['heldout']['accept_length']:.3f}")
+sys.exit(0 if after > before + 0.05 else 1)
+PY
+
+python3 "$here/check_eagle3_trainer.py" "$m" "$out" "$work/shards_eagle3/eval"
+
+p="Tom has 3 apples and buys 4 more. How many apples?"
+"$cli" generate --model "$m" --prompt "$p" --max-tokens 48 --ar --threads 2 --json > "$tmp/ar.json"
+"$cli" generate --model "$m" --heads "$out" --prompt "$p" --max-tokens 48 --threads 2 --json > "$tmp/spec.json"
+python3 - "$tmp/ar.json" "$tmp/spec.json" <<'PY'
+import json, sys
+a, s = (json.load(open(p, encoding="utf-8")) for p in sys.argv[1:3])
+ok = a["tokens"] == s["tokens"]
+print(("lossless: the trained EAGLE-3 drafter's greedy output is AR's" if ok else "NOT LOSSLESS") +
+      f" ({len(s['tokens'])} tokens, mean accept {s.get('mean_accept_length')})")
+sys.exit(0 if ok else 1)
+PY

@@ -135,7 +135,7 @@ ENTMTP_API entmtp_status entmtp_drafter_find(const entmtp_model *m, const char *
         list[i].hydra = cJSON_IsString(kind) && !strcmp(kind->valuestring, "hydra");
         cJSON_Delete(j);
     }
-    qsort(list, (size_t)n, sizeof *list, cmp_candidates);
+    if (n > 1) qsort(list, (size_t)n, sizeof *list, cmp_candidates); /* list is NULL when n == 0 */
     char model_id[200];
     snprintf(model_id, sizeof model_id, "%s, hidden %d, %d layers, vocab %d, vocab hash fnv1a64:%016" PRIx64, m->cfg.arch,
              m->cfg.hidden, m->cfg.n_layers, m->cfg.vocab, m->vocab_hash);

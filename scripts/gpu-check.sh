@@ -11,7 +11,13 @@
 #                      in parallel, then compute-sanitizer: memcheck on all
 #                      five, racecheck and synccheck on parity, kernels and
 #                      step ops with ENTMTP_TEST_SHRINK=1 (smaller cases).
-#   stage 2 (< 150 s)  speed: `entmtp bench --backend cuda` on synthetic shapes.
+#   stage 2 (< 210 s)  speed: `entmtp bench --backend cuda` on the synthetic 7B
+#                      shape in BF16, Q4_0 and Q4_K (built in seconds: rows
+#                      repeat every 256), contexts 256 and 2048, once with CUDA
+#                      graphs off; each run measures the device's own
+#                      device-to-device copy bandwidth and reports AR's share
+#                      of it, verify cost at 1..128 nodes in AR steps, and
+#                      launches, syncs and host microseconds per step.
 #   stage 3 (< 60 s)   the roofline estimate, then ncu on one AR step when
 #                      ncu exists.
 #
@@ -193,10 +199,10 @@ sanitize_item() {  # TOOL:TEST; racecheck and synccheck on the shrunk cases
 }
 
 # ---- stage 2: speed ---------------------------------------------------------
-bench() {  # SHAPE WEIGHTS TOKENS
+bench() {  # SHAPE WEIGHTS TOKENS CONTEXT [GRAPHS]
   local reps=3; [ "$dry" = 1 ] && reps=1
-  ENTMTP_CUDA_PLUGIN=$(plugin) "$build/entmtp" bench --synthetic "$1" --weights "$2" --backend cuda \
-    --tokens "$3" --reps "$reps" --json
+  ENTMTP_CUDA_GRAPHS=${5:-1} ENTMTP_CUDA_PLUGIN=$(plugin) "$build/entmtp" bench --synthetic "$1" --weights "$2" \
+    --backend cuda --tokens "$3" --context "$4" --reps "$reps" --json
 }
 
 # the steps run under timeout in a child bash: it needs the functions
@@ -221,11 +227,16 @@ for s in $stages; do
        stage_end ;;
     2) stage_begin 2 "speed"
        if [ "$dry" = 1 ]; then
-         step "bench tiny f32" 60 bench tiny f32 4
-       else
-         step "bench smollm2-135m f32" 40 bench smollm2-135m f32 64
-         step "bench llama-7b f32" 50 bench llama-7b f32 32
-         step "bench llama-7b q4_0" 50 bench llama-7b q4_0 32
+         step "bench tiny bf16 ctx 64" 60 bench tiny bf16 4 64
+         step "bench tiny q4_0 ctx 64, graphs off" 60 bench tiny q4_0 4 64 0
+       else  # the most wanted first: a cut keeps what finished
+         step "bench llama-7b bf16 ctx 256" 30 bench llama-7b bf16 32 256
+         step "bench llama-7b q4_0 ctx 256" 30 bench llama-7b q4_0 32 256
+         step "bench llama-7b q4_k ctx 256" 30 bench llama-7b q4_k 32 256
+         step "bench llama-7b bf16 ctx 2048" 35 bench llama-7b bf16 32 2048
+         step "bench llama-7b bf16 ctx 256, graphs off" 30 bench llama-7b bf16 32 256 0
+         step "bench llama-7b q4_0 ctx 2048" 30 bench llama-7b q4_0 32 2048
+         step "bench llama-7b q4_k ctx 2048" 30 bench llama-7b q4_k 32 2048
        fi
        stage_end ;;
     3) stage_begin 3 "roofline and profile"

@@ -643,6 +643,33 @@ size_t emt_model_streamed_bytes(const entmtp_model *m) {
     return n;
 }
 
+double emt_model_copy_bandwidth(entmtp_model *m) {
+    emt_backend *be = m->be;
+    /* a device copy of 512 MB takes ~0.3 ms on an H100: long against the clock */
+    size_t bytes = be->ops->host_memory ? (size_t)256 << 20 : (size_t)512 << 20;
+    size_t row_floats = bytes / sizeof(float);
+    float *a = be->ops->alloc(be, bytes), *b = be->ops->alloc(be, bytes);
+    emt_exec *ex = a && b ? be->ops->exec_create(be, 1) : NULL;
+    double best = 0;
+    const int32_t zero = 0;
+    if (ex) {
+        be->ops->copy_rows(ex, b, a, row_floats, &zero, &zero, 1); /* first touch, not timed */
+        if (be->ops->sync(ex) == ENTMTP_OK) {
+            for (int r = 0; r < 8; r++) {
+                double t0 = emt_now();
+                be->ops->copy_rows(ex, r & 1 ? a : b, r & 1 ? b : a, row_floats, &zero, &zero, 1);
+                if (be->ops->sync(ex) != ENTMTP_OK) { best = 0; break; }
+                double gbs = 2.0 * (double)bytes / (emt_now() - t0) / 1e9;
+                if (gbs > best) best = gbs;
+            }
+        }
+        be->ops->exec_destroy(ex);
+    }
+    if (a) be->ops->release(be, a);
+    if (b) be->ops->release(be, b);
+    return best;
+}
+
 const char *emt_model_kernels(entmtp_model *m) {
     int count[EMT_DTYPE_COUNT] = { 0 };
     count[m->tok_embd.dtype]++;

@@ -87,6 +87,11 @@ size_t emt_model_streamed_bytes(const entmtp_model *m);
  * runs: backend, kernel variant, and the matrices' dtypes. Static buffer
  * per model. */
 const char *emt_model_kernels(entmtp_model *m);
+/* Copy bandwidth of the memory the model's weights live in, read + write
+ * counted, GB/s, best of several copies: on a device backend a
+ * device-to-device copy on its own stream (what an AR step's bytes should be
+ * divided by), on the CPU a memcpy. 0 when the buffers cannot be had. */
+double emt_model_copy_bandwidth(entmtp_model *m);
 
 
 /* ENTMTP_ERR_UNSUPPORTED naming the first optional backend op the model's

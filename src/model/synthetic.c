@@ -53,35 +53,56 @@ static float *random_tensor(emt_backend *be, int64_t n, float scale, float offse
     return dev;
 }
 
-/* A random [rows][cols] weight matrix in dtype F32 or Q4_0, built a row at
- * a time (a 7B model never exists in F32). */
+/* Rows repeat with this period: a 7B model builds in seconds instead of
+ * holding the device for the minute that 6.7e9 host random values take.
+ * No kernel's speed depends on the values, and each row is still its own
+ * memory, so the bandwidth and cache behaviour are those of a real model. */
+#define SYNTH_ROW_PERIOD 256
+
+/* One random weight row of `cols` values in dtype t (scale * U[-1, 1)). */
+static int random_row(emt_dtype t, int64_t cols, float scale, rng *r, float *tmp, uint8_t *out) {
+    for (int64_t k = 0; k < cols; k++) tmp[k] = scale * next_uniform(r);
+    switch (t) {
+    case EMT_F32: memcpy(out, tmp, (size_t)cols * sizeof(float)); return 1;
+    case EMT_F16:
+    case EMT_BF16:
+        for (int64_t k = 0; k < cols; k++) {
+            uint16_t h;
+            if (t == EMT_F16) h = emt_f32_to_f16(tmp[k]);
+            else { uint32_t u; memcpy(&u, &tmp[k], 4); h = (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16); }
+            memcpy(out + 2 * k, &h, 2);
+        }
+        return 1;
+    default: return emt_quantize_blocks(t, tmp, cols, out) == ENTMTP_OK;
+    }
+}
+
+/* A random [rows][cols] weight matrix in dtype t, its rows repeating every
+ * SYNTH_ROW_PERIOD rows; the host holds one period at a time. */
 static int random_mat(emt_backend *be, int64_t rows, int64_t cols, float scale, emt_dtype t, rng *r,
                       emt_wmat *out) {
-    if (t == EMT_F32) {
-        out->dtype = EMT_F32;
-        out->data = out->owned = random_tensor(be, rows * cols, scale, 0, r);
-        return out->data != NULL;
-    }
-    size_t rb = emt_dtype_nbytes(EMT_Q4_0, cols);
-    float *row = emt_malloc((size_t)cols, sizeof(float));
-    uint8_t *host = emt_malloc((size_t)rows, rb);
+    if (emt_dtype_nbytes(t, cols) == 0) t = EMT_F32; /* rows not whole blocks: F32, as the loader keeps them */
+    size_t rb = emt_dtype_nbytes(t, cols);
+    int64_t period = rows < SYNTH_ROW_PERIOD ? rows : SYNTH_ROW_PERIOD;
+    float *tmp = emt_malloc((size_t)cols, sizeof(float));
+    uint8_t *host = emt_malloc((size_t)period, rb);
     uint8_t *dev = be->ops->alloc(be, (size_t)rows * rb);
-    int ok = row && host && dev;
-    for (int64_t i = 0; ok && i < rows; i++) {
-        for (int64_t k = 0; k < cols; k++) row[k] = scale * next_uniform(r);
-        emt_quantize_q4_0(row, cols, host + (size_t)i * rb);
+    int ok = tmp && host && dev;
+    for (int64_t i = 0; ok && i < period; i++) ok = random_row(t, cols, scale, r, tmp, host + (size_t)i * rb);
+    for (int64_t i = 0; ok && i < rows; i += period) {
+        int64_t n = rows - i < period ? rows - i : period;
+        ok = be->ops->upload(be, dev + (size_t)i * rb, host, (size_t)n * rb) == ENTMTP_OK;
     }
-    ok = ok && be->ops->upload(be, dev, host, (size_t)rows * rb) == ENTMTP_OK;
-    free(row);
+    free(tmp);
     free(host);
     if (!ok) {
         if (dev) be->ops->release(be, dev);
         return 0;
     }
-    out->dtype = EMT_Q4_0;
+    out->dtype = t;
     out->data = out->owned = dev;
     /* the layout the backend's kernels take, as the file loader does */
-    if (be->ops->host_memory && be->ops->pack && be->ops->pack(be, out, rows, cols) != ENTMTP_OK) {
+    if (t != EMT_F32 && be->ops->host_memory && be->ops->pack && be->ops->pack(be, out, rows, cols) != ENTMTP_OK) {
         be->ops->release(be, out->owned);
         memset(out, 0, sizeof *out);
         return 0;
@@ -124,9 +145,9 @@ entmtp_status emt_model_create_synthetic(const emt_model_config *c, uint64_t see
     m->inv_freq = emt_calloc((size_t)c->n_rot / 2, sizeof(float));
     if (!m->layers || !m->inv_freq) { entmtp_model_free(m); return ENTMTP_ERR_OUT_OF_MEMORY; }
     emt_rope_inv_freq(c, NULL, m->inv_freq);
-    /* Q4_0 only where the backend takes it (else F32, as a file would load) */
-    emt_dtype t = wt == EMT_Q4_0 && p.compute_type == ENTMTP_COMPUTE_NATIVE &&
-                          (be->ops->weight_types & (1u << EMT_Q4_0)) ? EMT_Q4_0 : EMT_F32;
+    /* the weight type only where the backend takes it (else F32, as a file would load) */
+    emt_dtype t = wt != EMT_F32 && p.compute_type == ENTMTP_COMPUTE_NATIVE &&
+                          (be->ops->weight_types & (1u << wt)) ? wt : EMT_F32;
     m->compute = p.compute_type;
     int ok = random_mat(be, c->vocab, H, 1.0f, t, &r, &m->tok_embd) &&
              (m->out_norm = random_tensor(be, H, 0.05f, 1.0f, &r)) != NULL;

@@ -33,7 +33,7 @@ tests = ["test_cuda_parity", "test_cuda_kernels", "test_cuda_step_ops", "test_cu
 expect = {0: ["machine"], 1: ["configure", "build", "ldd-plugin"] + [f"test {t}" for t in tests]
           + [f"sanitizer memcheck:{t}" for t in tests]
           + [f"sanitizer {tool}:{t}" for t in tests[:3] for tool in ("racecheck", "synccheck")],
-          2: ["bench tiny f32"], 3: ["roofline"]}
+          2: ["bench tiny bf16 ctx 64", "bench tiny q4_0 ctx 64, graphs off"], 3: ["roofline"]}
 for s, want_names in expect.items():
     missing = sorted(set(want_names) - set(names[s]))
     assert not missing, f"stage {s} lacks steps {missing}"

@@ -91,6 +91,16 @@ int main(void) {
     if (bj) CHECK(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(bj, "verify"), 2), "ratio_to_ar")->valuedouble > 0);
     cJSON_Delete(bj);
     free(out);
+    /* --weights builds the synthetic matrices in that type: the kernels say so */
+    out = run("bench --synthetic tiny --weights bf16 --tokens 2 --reps 1 --nodes 1 --json", &rc);
+    CHECK(rc == 0 && strstr(out, "native weights (BF16 16)") && strstr(out, "\"copy_bandwidth_gbs\""));
+    free(out);
+    out = run("bench --synthetic tiny --weights q8_0 --tokens 2 --reps 1 --nodes 1 --json", &rc);
+    CHECK(rc == 0 && strstr(out, "native weights (Q8_0 16)"));
+    free(out);
+    out = run("bench --synthetic tiny --weights q4_1", &rc);
+    CHECK(rc != 0 && strstr(out, "q4_1") && strstr(out, "bf16"));
+    free(out);
     out = run("bench --synthetic nope", &rc);
     CHECK(rc != 0 && strstr(out, "nope"));
     free(out);

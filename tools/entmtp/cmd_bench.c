@@ -5,6 +5,7 @@
 #include "engine/engine.h"
 #include "model/synthetic.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,8 @@ static void usage(FILE *f) {
             "       entmtp bench --suite ...   the paper's Table 1 per task (entmtp bench --suite --help)\n"
             "\n"
             "  --synthetic NAME   random weights at a named shape: llama-7b, smollm2-135m, tiny\n"
-            "  --weights W        synthetic weight type: f32 (default) | q4_0\n"
+            "  --weights W        synthetic weight type: f32 (default) | f16 | bf16 | q8_0 | q4_0 | q5_0 | q5_1 |\n"
+            "                     q4_k | q5_k | q6_k (rows repeat every 256: a 7B model builds in seconds)\n"
             "  --compute C        native (default: weights in their file type) | f32\n"
             "  --model PATH       a real model (GGUF or HF directory)\n"
             "  --heads PATH       heads for the EntMTP-vs-AR comparison on the real model\n"
@@ -30,25 +32,17 @@ static void usage(FILE *f) {
             "  --plot-script PY   plotting script (default: plot_bench.py installed with entmtp)\n");
 }
 
-/* Copy bandwidth of the machine's memory (read + write counted), GB/s. */
-static double copy_bandwidth(void) {
-    size_t n = (size_t)256 << 20;
-    char *a = malloc(n), *b = malloc(n);
-    if (!a || !b) { free(a); free(b); return 0; }
-    memset(a, 1, n);
-    memset(b, 2, n);
-    double best = 0;
-    for (int r = 0; r < 5; r++) {
-        double t0 = emt_now();
-        memcpy(b, a, n);
-        double dt = emt_now() - t0;
-        double gbs = 2.0 * (double)n / dt / 1e9;
-        if (gbs > best) best = gbs;
-        a[r] = b[n - 1 - (size_t)r]; /* keep the copies observable */
+/* --weights: a dtype the synthetic model can be built in (lower case). */
+static int synthetic_weights(const char *name, emt_dtype *out) {
+    static const emt_dtype ok[] = { EMT_F32, EMT_F16, EMT_BF16, EMT_Q8_0, EMT_Q4_0, EMT_Q5_0, EMT_Q5_1,
+                                    EMT_Q4_K, EMT_Q5_K, EMT_Q6_K };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        const char *d = emt_dtype_name(ok[i]);
+        size_t k = 0;
+        while (d[k] && name[k] && tolower((unsigned char)d[k]) == tolower((unsigned char)name[k])) k++;
+        if (!d[k] && !name[k]) { *out = ok[i]; return 1; }
     }
-    free(a);
-    free(b);
-    return best;
+    return 0;
 }
 
 /* Choices for a tree of exactly n nodes: 10 children of the root, then up to
@@ -77,6 +71,7 @@ static int tree_choices(int32_t n, int32_t *ranks, int32_t *lens, int32_t *n_pat
 
 typedef struct bench_options {
     const char *synthetic, *model_path, *heads_path, *tree, *plot, *plot_script, *prompt, *nodes_list, *weights;
+    emt_dtype weights_type; /* --weights, parsed */
     entmtp_compute_type compute;
     entmtp_backend backend;
     long context, tokens, reps, threads;
@@ -107,8 +102,9 @@ static int parse_options(int argc, char **argv, bench_options *o) {
     };
     int rc = cli_parse("bench", argc, argv, CLI_TABLE(opts), usage);
     if (rc) return rc;
-    if (strcmp(o->weights, "f32") && strcmp(o->weights, "q4_0")) {
-        fprintf(stderr, "entmtp bench: --weights: '%s' is not f32 or q4_0\n", o->weights);
+    if (!synthetic_weights(o->weights, &o->weights_type)) {
+        fprintf(stderr, "entmtp bench: --weights: '%s' is not one of f32 f16 bf16 q8_0 q4_0 q5_0 q5_1 q4_k q5_k q6_k\n",
+                o->weights);
         return 2;
     }
     if (!!o->synthetic == !!o->model_path) { fprintf(stderr, "entmtp bench: give exactly one of --synthetic or --model\n"); return 2; }
@@ -160,9 +156,8 @@ static int load_model(bench_job *j) {
     mp.progress = o->json ? NULL : cli_progress;
     if (o->synthetic) {
         emt_model_config c;
-        emt_dtype synth_type = o->weights[0] == 'q' ? EMT_Q4_0 : EMT_F32;
         if ((st = emt_synthetic_config(o->synthetic, &c))) return cli_fail("--synthetic", st);
-        if ((st = emt_model_create_synthetic(&c, 1234, synth_type, &mp, &j->model))) return cli_fail(o->synthetic, st);
+        if ((st = emt_model_create_synthetic(&c, 1234, o->weights_type, &mp, &j->model))) return cli_fail(o->synthetic, st);
     } else if ((st = entmtp_model_load(o->model_path, &mp, &j->model))) {
         return cli_fail(o->model_path, st);
     }
@@ -342,7 +337,8 @@ static void print_report(const bench_job *j) {
            o->context);
     printf("kernels                      %s\n", emt_model_kernels(j->model));
     printf("prompt processing            %8.2f tokens/s  (%ld tokens)\n", (double)o->context / j->prefill_s, o->context);
-    printf("memory copy bandwidth        %8.2f GB/s (read+write, measured now)\n", j->copy_gbs);
+    printf("memory copy bandwidth        %8.2f GB/s (read+write, %s, measured now)\n", j->copy_gbs,
+           j->mi.backend == ENTMTP_BACKEND_CUDA ? "device-to-device copy" : "memcpy");
     printf("AR                           %8.2f tokens/s  (%.2f ms/step)\n", 1.0 / ar_step, ar_step * 1e3);
     printf("bytes per AR step            %8.1f MB (weights as loaded + KV)\n", j->step_bytes / 1e6);
     printf("achieved bandwidth           %8.2f GB/s = %.0f%% of copy bandwidth\n", j->bw,
@@ -363,7 +359,7 @@ int cmd_bench(int argc, char **argv) {
     if (rc) return rc == 1 ? 0 : rc;
     bench_job j = { .o = &o };
     if ((rc = load_model(&j))) goto done;
-    j.copy_gbs = copy_bandwidth();
+    j.copy_gbs = emt_model_copy_bandwidth(j.model);
     if ((rc = prefilled_session(&j)) || (rc = time_ar(&j)) || (rc = time_verify(&j))) goto done;
     if (o.model_path && o.heads_path && (rc = compare_generation(&j))) goto done;
     if ((rc = write_outputs(&j))) goto done;

@@ -170,14 +170,22 @@ __global__ void __launch_bounds__(ATTN_THREADS)
                 // scores: lane t scores the key at t0 + t
                 int32_t r = -1;
                 float s = -INFINITY;
+                EMT_REQUEST_TAG(((uint32_t)t0 / ATTN_KEYS) * (uint32_t)n_queries + (uint32_t)qi + 1u);
                 if (lane < nk) {
                     r = key_row(t0 + lane, n_prefix, row0, tree_keys, n_rows, row, f);
-                    const float *kr = r >= lo && r < hi ? ks + (size_t)(r - lo) * kst : k + (size_t)r * stride + kv_off;
                     const float *qv = qs + (size_t)qi * vst;
+                    // the staged prefix (shared memory) or a row of the tree (global): two paths, one arithmetic
+                    const bool staged = r >= lo && r < hi;
+                    const float *kr = staged ? ks + (size_t)(r - lo) * kst : k + (size_t)r * stride + kv_off;
                     float dot = 0.0f;
                     if (vec) {
                         for (int32_t d = 0; d < hd; d += 4) {
-                            const float4 a = emt_ld((const float4 *)(qv + d)), b = emt_ld((const float4 *)(kr + d));
+                            const float4 a = emt_ld((const float4 *)(qv + d));
+                            float4 b;
+                            if (staged)
+                                b = emt_ld((const float4 *)(kr + d));
+                            else
+                                b = emt_ld((const float4 *)(kr + d));
                             dot = fmaf(a.x, b.x, dot);
                             dot = fmaf(a.y, b.y, dot);
                             dot = fmaf(a.z, b.z, dot);
@@ -208,9 +216,13 @@ __global__ void __launch_bounds__(ATTN_THREADS)
                 for (int32_t d = lane; d < hd; d += 32) {
                     float a = emt_ld(acc + d) * alpha;
                     for (int32_t j = 0; j < n_step; j++) {
-                        const int32_t rj = step_row[warp][j];
-                        const float *vr = rj >= lo && rj < hi ? vs + (size_t)(rj - lo) * vst : v + (size_t)rj * stride + kv_off;
-                        a = fmaf(step_p[warp][j], emt_ld(vr + d), a);
+                        const int32_t rj = step_row[warp][j]; // the same for every lane: a uniform branch
+                        float vj;
+                        if (rj >= lo && rj < hi)
+                            vj = emt_ld(vs + (size_t)(rj - lo) * vst + d);
+                        else
+                            vj = emt_ld(v + (size_t)rj * stride + kv_off + d);
+                        a = fmaf(step_p[warp][j], vj, a);
                     }
                     emt_st(acc + d, a);
                 }

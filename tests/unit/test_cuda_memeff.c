@@ -11,7 +11,8 @@
  * EMT_CUDA_MEMEFF_REPORT=path keeps the per-launch report (JSON lines) for
  * scripts/roofline.py; EMT_CUDA_MEMEFF_OUTPUTS=32,64 runs each product at
  * those output counts (default 8), from which roofline.py extrapolates the
- * full matrices; EMT_CUDA_MEMEFF_DTYPES=BF16,Q4_0 only those dtypes. */
+ * full matrices; EMT_CUDA_MEMEFF_DTYPES=BF16,Q4_0 only those dtypes (ATTN:
+ * the attention cases, RMSNORM, ROPE, ELEMENTWISE: the other kernels). */
 #include "backend/backend.h"
 #include "check.h"
 #include "cuda_test.h"
@@ -187,6 +188,55 @@ static void check_product(emt_dtype t, int32_t n_in, int32_t n_out, int32_t n_ro
     free(wq);
 }
 
+/* Tree attention (cuda/attention.cu) at the 7B head width (head_dim 128)
+ * over a 2048-token context, KV heads scaled down to one: Llama 2's one
+ * query head per KV head and Llama 3's group of four; one row (the AR
+ * step) and a 64-node tree (16 nodes for the group of four: the same 64
+ * queries per KV head), each node's parent drawn among the earlier nodes
+ * (about 5 deep, as a drafter's tree). Floors: global-load sector
+ * efficiency and zero bank conflicts over both launches (the span kernel
+ * and the combine); DRAM bytes are printed, not bounded: the span partials
+ * (written once, read once by the combine) come on top of the op's ideal. */
+static void check_attention(int32_t n_heads, int32_t n_kv_heads, int32_t n_rows) {
+    const int32_t hd = 128, P = 2048;
+    const size_t qn = (size_t)n_rows * n_heads * hd, kn = (size_t)(P + n_rows) * n_kv_heads * hd;
+    float *q = emt_test_host_random(&rng, qn, 1.0f), *k = emt_test_host_random(&rng, kn, 1.0f);
+    float *v = emt_test_host_random(&rng, kn, 1.0f);
+    uint8_t *mask = NULL;
+    if (n_rows > 1) {
+        mask = calloc((size_t)n_rows * n_rows, 1);
+        for (int32_t i = 0; i < n_rows; i++) {
+            if (i > 0) memcpy(mask + (size_t)i * n_rows, mask + (size_t)emt_test_irand(&rng, i) * n_rows, (size_t)n_rows);
+            mask[(size_t)i * n_rows + i] = 1;
+        }
+    }
+    float *dq = emt_test_device_copy(gpu, q, qn * 4), *dk = emt_test_device_copy(gpu, k, kn * 4);
+    float *dv = emt_test_device_copy(gpu, v, kn * 4), *dout = gpu->ops->alloc(gpu, qn * 4);
+    CHECK(dq && dk && dv && dout);
+    launch_totals before, r;
+    read_launches(&before);
+    gpu->ops->attention(eg, dq, dk, dv, P, n_rows, mask, n_heads, n_kv_heads, hd, dout);
+    CHECK_OK(gpu->ops->sync(eg));
+    if (read_launches(&r)) {
+        double eff = r.sectors ? r.ideal_sectors / r.sectors : 0, dram = (r.dram_load + r.dram_store) / r.ideal;
+        printf("ATTN  %4d+%-3d %2d/%d heads hd %d: load sectors %8.0f / ideal %8.0f = %5.1f%%, widths %2.0f-%2.0f B, "
+               "shared wavefronts %.0f / %.0f, bytes / ideal: DRAM %.3f, L2 %.2f, L1 %.2f\n",
+               P, n_rows, n_heads, n_kv_heads, hd, r.sectors, r.ideal_sectors, 100 * eff, r.narrowest, r.widest,
+               r.wavefronts, r.ideal_wavefronts, dram, r.l2_load / r.ideal, r.l1_load / r.ideal);
+        CHECK_MSG(eff >= 0.90, "attention %d+%d, %d/%d heads: global-load sector efficiency %.3f < 0.90", P, n_rows,
+                  n_heads, n_kv_heads, eff);
+        CHECK_MSG(r.wavefronts == r.ideal_wavefronts,
+                  "attention %d+%d, %d/%d heads: %.0f shared wavefronts, %.0f without bank conflicts", P, n_rows,
+                  n_heads, n_kv_heads, r.wavefronts, r.ideal_wavefronts);
+    }
+    float *p[] = { dq, dk, dv, dout };
+    for (int i = 0; i < 4; i++) gpu->ops->release(gpu, p[i]);
+    free(q);
+    free(k);
+    free(v);
+    free(mask);
+}
+
 int main(void) {
     if (!emt_cuda_test_have_device()) return 77;
     char path[512];
@@ -220,6 +270,12 @@ int main(void) {
         }
     }
     const char *only = getenv("EMT_CUDA_MEMEFF_DTYPES");
+    if (!only || !*only || name_listed(only, "ATTN")) {
+        check_attention(1, 1, 1);  /* Llama 2 7B: 32 heads over 32 KV heads */
+        check_attention(1, 1, 64);
+        check_attention(4, 1, 1);  /* Llama 3 8B: 32 over 8 */
+        check_attention(4, 1, 16); /* 64 queries per KV head, as the 64-row tree of Llama 2 */
+    }
     for (size_t i = 0; i < sizeof floors / sizeof floors[0]; i++) {
         if (only && *only && !name_listed(only, dtype_name(floors[i].dtype))) continue;
         for (int wi = 0; wi < 2; wi++)

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <unistd.h>
 
 #define CHECK_MSG(cond, ...)                              \
@@ -237,6 +238,49 @@ static void check_attention(int32_t n_heads, int32_t n_kv_heads, int32_t n_rows)
     free(mask);
 }
 
+/* The per-row and per-element kernels (cuda/elementwise.cu) at the 7B
+ * widths: RMSNorm over 4096, RoPE over 32 heads of 128, the SwiGLU over
+ * 11008 and the residual add over 4096 values per row, for 1 and 64 rows.
+ * Floors as the products': sector efficiency, no bank conflicts, DRAM
+ * within 5% of the ideal. */
+static void check_rowwise(const char *op, int32_t n_rows) {
+    const int32_t dim = 4096, ffn = 11008, heads = 32, hd = 128;
+    const int64_t n = !strcmp(op, "SWIGLU") ? (int64_t)n_rows * ffn : (int64_t)n_rows * dim;
+    float *a = emt_test_host_random(&rng, (size_t)n, 1.0f), *b = emt_test_host_random(&rng, (size_t)n, 1.0f);
+    float *da = emt_test_device_copy(gpu, a, (size_t)n * 4), *db = emt_test_device_copy(gpu, b, (size_t)n * 4);
+    float *dout = gpu->ops->alloc(gpu, (size_t)n * 4);
+    CHECK(da && db && dout);
+    int32_t pos[64];
+    float inv_freq[64];
+    for (int32_t i = 0; i < 64; i++) {
+        pos[i] = 2000 + i;
+        inv_freq[i] = powf(10000.0f, -(float)i / 64);
+    }
+    launch_totals before, r;
+    read_launches(&before);
+    if (!strcmp(op, "RMSNORM")) gpu->ops->rmsnorm(eg, da, db, n_rows, dim, 1e-5f, dout);
+    else if (!strcmp(op, "ROPE")) gpu->ops->rope(eg, da, n_rows, heads, hd, hd, pos, inv_freq);
+    else if (!strcmp(op, "SWIGLU")) gpu->ops->swiglu(eg, da, db, n, dout);
+    else gpu->ops->add(eg, da, db, n);
+    CHECK_OK(gpu->ops->sync(eg));
+    if (read_launches(&r)) {
+        double eff = r.sectors ? r.ideal_sectors / r.sectors : 0, dram = (r.dram_load + r.dram_store) / r.ideal;
+        printf("%-7s %6lld values, %2d rows: %-22s load sectors %7.0f / ideal %7.0f = %5.1f%%, widths %2.0f-%2.0f B, "
+               "shared wavefronts %.0f / %.0f, bytes / ideal: DRAM %.3f, L2 %.2f, L1 %.2f\n",
+               op, (long long)n, n_rows, r.kernel, r.sectors, r.ideal_sectors, 100 * eff, r.narrowest, r.widest,
+               r.wavefronts, r.ideal_wavefronts, dram, r.l2_load / r.ideal, r.l1_load / r.ideal);
+        CHECK_MSG(eff >= 0.90, "%s, %d rows: global-load sector efficiency %.3f < 0.90", op, n_rows, eff);
+        CHECK_MSG(r.wavefronts == r.ideal_wavefronts, "%s, %d rows: %.0f shared wavefronts, %.0f without bank conflicts",
+                  op, n_rows, r.wavefronts, r.ideal_wavefronts);
+        CHECK_MSG(dram <= 1.05, "%s, %d rows: DRAM bytes %.3f x the ideal > 1.05", op, n_rows, dram);
+    }
+    gpu->ops->release(gpu, da);
+    gpu->ops->release(gpu, db);
+    gpu->ops->release(gpu, dout);
+    free(a);
+    free(b);
+}
+
 int main(void) {
     if (!emt_cuda_test_have_device()) return 77;
     char path[512];
@@ -276,6 +320,12 @@ int main(void) {
         check_attention(4, 1, 1);  /* Llama 3 8B: 32 over 8 */
         check_attention(4, 1, 16); /* 64 queries per KV head, as the 64-row tree of Llama 2 */
     }
+    static const char *const rowwise[] = { "RMSNORM", "ROPE", "SWIGLU", "ADD" };
+    for (int i = 0; i < 4; i++)
+        if (!only || !*only || name_listed(only, rowwise[i])) {
+            check_rowwise(rowwise[i], 1);
+            check_rowwise(rowwise[i], 64);
+        }
     for (size_t i = 0; i < sizeof floors / sizeof floors[0]; i++) {
         if (only && *only && !name_listed(only, dtype_name(floors[i].dtype))) continue;
         for (int wi = 0; wi < 2; wi++)

@@ -176,23 +176,24 @@ __global__ void __launch_bounds__(ATTN_THREADS)
                     const float *qv = qs + (size_t)qi * vst;
                     // the staged prefix (shared memory) or a row of the tree (global): two paths, one arithmetic
                     const bool staged = r >= lo && r < hi;
-                    const float *kr = staged ? ks + (size_t)(r - lo) * kst : k + (size_t)r * stride + kv_off;
+                    const float *k_staged = ks + (size_t)(staged ? r - lo : 0) * kst;
+                    const float *k_global = k + (size_t)r * stride + kv_off;
                     float dot = 0.0f;
                     if (vec) {
                         for (int32_t d = 0; d < hd; d += 4) {
                             const float4 a = emt_ld((const float4 *)(qv + d));
                             float4 b;
                             if (staged)
-                                b = emt_ld((const float4 *)(kr + d));
+                                b = emt_ld((const float4 *)(k_staged + d));
                             else
-                                b = emt_ld((const float4 *)(kr + d));
+                                b = emt_ld((const float4 *)(k_global + d));
                             dot = fmaf(a.x, b.x, dot);
                             dot = fmaf(a.y, b.y, dot);
                             dot = fmaf(a.z, b.z, dot);
                             dot = fmaf(a.w, b.w, dot);
                         }
                     } else {
-                        for (int32_t d = 0; d < hd; d++) dot = fmaf(qv[d], kr[d], dot);
+                        for (int32_t d = 0; d < hd; d++) dot = fmaf(qv[d], staged ? k_staged[d] : k_global[d], dot);
                     }
                     s = dot * scale;
                     if (cap > 0.0f) s = cap * tanhf(s / cap);

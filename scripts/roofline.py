@@ -185,8 +185,10 @@ def predict_attention(launches, model, rows, ctx):
     group = nh // nkv
     queries = rows * group
     # the counted case with the same queries per KV head (Llama 3's group of 4 is counted at 16 rows)
-    span = [r for r in launches if r["op"] == "ATTN" and r["rows"] * (r["n_out"] // hd) == queries and r["n_out"] % hd == 0]
-    comb = [r for r in launches if r["op"] == "ATTN_COMBINE" and r["rows"] * (r["n_out"] // hd) == queries]
+    def cases(op):
+        same = [r for r in launches if r["op"] == op and r["rows"] == rows and r["n_out"] == group * hd]
+        return same or [r for r in launches if r["op"] == op and r["rows"] * (r["n_out"] // hd) == queries]
+    span, comb = cases("ATTN"), cases("ATTN_COMBINE")
     if not span or not comb:
         return None
     span, comb = span[-1], comb[-1]

@@ -5,7 +5,9 @@
  * row (the AR step) and 64 rows (a tree verify). Per launch the harness
  * reports sectors touched against the fewest that hold the bytes asked for,
  * shared-memory wavefronts against conflict-free ones, and the bytes moved
- * against the op's ideal; this test asserts each product's floor (below).
+ * against the op's ideal; this test asserts each product's floor (below),
+ * and the same floors for tree attention (check_attention) and the per-row
+ * kernels (check_rowwise).
  *
  * Runs only on the harness plugin: on a GPU (no counters) it is SKIPPED.
  * EMT_CUDA_MEMEFF_REPORT=path keeps the per-launch report (JSON lines) for

@@ -10,7 +10,7 @@
 __global__ void embed_kernel(const float *table, int32_t dim, const int32_t *tokens, float *out) {
     int32_t r = blockIdx.x;
     const float *src = table + (size_t)tokens[r] * dim;
-    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) out[(size_t)r * dim + i] = src[i];
+    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) emt_st(out + (size_t)r * dim + i, emt_ld(src + i));
 }
 
 void cu_embed(emt_exec *ex, const float *table, int32_t dim, const int32_t *tokens, int32_t n_rows, float *out) {
@@ -20,6 +20,7 @@ void cu_embed(emt_exec *ex, const float *table, int32_t dim, const int32_t *toke
 }
 
 void cu_embed_rows(emt_exec *ex, const float *table, int32_t dim, const int32_t *d_tokens, int32_t n_rows, float *out) {
+    EMT_OP("EMBED", 2.0 * sizeof(float) * n_rows * dim, n_rows, dim, dim);
     EMT_LAUNCH(embed_kernel, n_rows, 256, 0, ex->stream, table, dim, d_tokens, out);
 }
 
@@ -28,18 +29,23 @@ __global__ void rmsnorm_kernel(const float *x, const float *w, int32_t dim, floa
     __shared__ double partial[256];
     const float *xr = x + (size_t)blockIdx.x * dim;
     double ss = 0.0;
-    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) ss += (double)xr[i] * (double)xr[i];
-    partial[threadIdx.x] = ss;
+    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) {
+        const double xi = emt_ld(xr + i);
+        ss += xi * xi;
+    }
+    emt_st(partial + threadIdx.x, ss);
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) partial[threadIdx.x] += partial[threadIdx.x + s];
+        if ((int)threadIdx.x < s) emt_st(partial + threadIdx.x, emt_ld(partial + threadIdx.x) + emt_ld(partial + threadIdx.x + s));
         __syncthreads();
     }
     float scale = (float)(1.0 / sqrt(partial[0] / dim + (double)eps));
-    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) out[(size_t)blockIdx.x * dim + i] = xr[i] * scale * w[i];
+    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x)
+        emt_st(out + (size_t)blockIdx.x * dim + i, emt_ld(xr + i) * scale * emt_ld(w + i));
 }
 
 void cu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_rows, int32_t dim, float eps, float *out) {
+    EMT_OP("RMSNORM", sizeof(float) * (2.0 * n_rows * dim + dim), n_rows, dim, dim);
     EMT_LAUNCH(rmsnorm_kernel, n_rows, 256, 0, ex->stream, x, w, dim, eps, out);
 }
 
@@ -50,12 +56,12 @@ __global__ void rope_kernel(float *x, int32_t n_heads, int32_t head_dim, int32_t
     int32_t r = blockIdx.x, idx = threadIdx.x + blockIdx.y * blockDim.x;
     if (idx >= n_heads * half) return;
     int32_t h = idx / half, i = idx % half;
-    double angle = (double)((d_base ? *d_base : 0) + pos[r]) * (double)inv_freq[i];
+    double angle = (double)((d_base ? *d_base : 0) + emt_ld(pos + r)) * (double)emt_ld(inv_freq + i);
     float c = (float)cos(angle), s = (float)sin(angle);
     float *v = x + ((size_t)r * n_heads + h) * head_dim;
-    float a = v[i], b = v[i + half];
-    v[i] = a * c - b * s;
-    v[i + half] = b * c + a * s;
+    float a = emt_ld(v + i), b = emt_ld(v + i + half);
+    emt_st(v + i, a * c - b * s);
+    emt_st(v + i + half, b * c + a * s);
 }
 
 static void rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
@@ -65,6 +71,7 @@ static void rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_
     const float *d_freq = (const float *)cu_stage(ex, inv_freq, (size_t)half * sizeof(float));
     if (!d_pos || !d_freq) return;
     dim3 grid(n_rows, (n_heads * half + 255) / 256);
+    EMT_OP("ROPE", 2.0 * sizeof(float) * n_rows * n_heads * 2 * half, n_rows, n_heads * head_dim, n_heads * head_dim);
     EMT_LAUNCH(rope_kernel, grid, 256, 0, ex->stream, x, n_heads, head_dim, half, d_base, d_pos, d_freq);
 }
 
@@ -94,19 +101,19 @@ __device__ __forceinline__ float gelu_tanh_d(float v) {
 // out = act(gate) * up; the activation is a template argument so each
 // variant is a straight loop
 template <int GELU> __global__ void gated_kernel(const float *g, const float *u, int64_t n, float *out) {
-    GRID_STRIDE(i, n) out[i] = (GELU ? gelu_tanh_d(g[i]) : silu_d(g[i])) * u[i];
+    GRID_STRIDE(i, n) emt_st(out + i, (GELU ? gelu_tanh_d(emt_ld(g + i)) : silu_d(emt_ld(g + i))) * emt_ld(u + i));
 }
 __global__ void add_kernel(float *x, const float *y, int64_t n) {
-    GRID_STRIDE(i, n) x[i] += y[i];
+    GRID_STRIDE(i, n) emt_st(x + i, emt_ld(x + i) + emt_ld(y + i));
 }
 __global__ void silu_residual_kernel(const float *res, const float *pre, int64_t n, float *out) {
-    GRID_STRIDE(i, n) out[i] = res[i] + silu_d(pre[i]);
+    GRID_STRIDE(i, n) emt_st(out + i, emt_ld(res + i) + silu_d(emt_ld(pre + i)));
 }
 __global__ void scale_kernel(float *x, int64_t n, float s) {
-    GRID_STRIDE(i, n) x[i] *= s;
+    GRID_STRIDE(i, n) emt_st(x + i, emt_ld(x + i) * s);
 }
 __global__ void softcap_kernel(float *x, int64_t n, float cap) {
-    GRID_STRIDE(i, n) x[i] = cap * tanhf(x[i] / cap);
+    GRID_STRIDE(i, n) emt_st(x + i, cap * tanhf(emt_ld(x + i) / cap));
 }
 
 static int blocks_for(int64_t n) {
@@ -115,20 +122,26 @@ static int blocks_for(int64_t n) {
 }
 
 void cu_swiglu(emt_exec *ex, const float *g, const float *u, int64_t n, float *out) {
+    EMT_OP("SWIGLU", 3.0 * sizeof(float) * n, 1, n, n);
     EMT_LAUNCH(gated_kernel<0>, blocks_for(n), 256, 0, ex->stream, g, u, n, out);
 }
 void cu_geglu(emt_exec *ex, const float *g, const float *u, int64_t n, float *out) {
+    EMT_OP("GEGLU", 3.0 * sizeof(float) * n, 1, n, n);
     EMT_LAUNCH(gated_kernel<1>, blocks_for(n), 256, 0, ex->stream, g, u, n, out);
 }
 void cu_add(emt_exec *ex, float *x, const float *y, int64_t n) {
+    EMT_OP("ADD", 3.0 * sizeof(float) * n, 1, n, n);
     EMT_LAUNCH(add_kernel, blocks_for(n), 256, 0, ex->stream, x, y, n);
 }
 void cu_silu_residual(emt_exec *ex, const float *res, const float *pre, int64_t n, float *out) {
+    EMT_OP("SILU_RESIDUAL", 3.0 * sizeof(float) * n, 1, n, n);
     EMT_LAUNCH(silu_residual_kernel, blocks_for(n), 256, 0, ex->stream, res, pre, n, out);
 }
 void cu_scale(emt_exec *ex, float *x, int64_t n, float s) {
+    EMT_OP("SCALE", 2.0 * sizeof(float) * n, 1, n, n);
     EMT_LAUNCH(scale_kernel, blocks_for(n), 256, 0, ex->stream, x, n, s);
 }
 void cu_softcap(emt_exec *ex, float *x, int64_t n, float cap) {
+    EMT_OP("SOFTCAP", 2.0 * sizeof(float) * n, 1, n, n);
     EMT_LAUNCH(softcap_kernel, blocks_for(n), 256, 0, ex->stream, x, n, cap);
 }

@@ -4,9 +4,10 @@
 # plugin, runs the CUDA tests on it (one must FAIL: test_cuda_parity_harness,
 # then test_cuda_memeff_harness (memory efficiency), then
 # test_cuda_step_ops_harness, then test_cuda_lossless_harness, each only if
-# the ones before passed), and restores the file. The last three mutations
-# keep every result right and only waste bandwidth: only the memory
-# efficiency floors can catch them.
+# the ones before passed), and restores the file. The bad-coalescing and
+# bank-conflict mutations (dense product, staged quantized product, tree
+# attention) keep every result right and only waste bandwidth: only the
+# memory efficiency floors can catch them.
 #   bash scripts/cuda-mutations.sh [build-dir]     (default build/mutations)
 #   ONLY='dense product' bash scripts/cuda-mutations.sh   (the mutations whose name holds ONLY)
 # Exit status 0 when every mutation was caught; the log of each is printed.
@@ -31,12 +32,14 @@ mutations=(
   "partial-warp shuffle in the warp sum|cuda/cuda_exec.h|s.replace('for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync', 'for (int off = 16; off > 0; off >>= 1) if ((threadIdx.x & 31) < 16) v += __shfl_xor_sync')"
   "acceptance ties to the last path instead of the first|cuda/step_ops.cu|s.replace('if (len > best_len ||', 'if (len >= best_len ||')"
   "stop token dropped from the emitted tokens|cuda/step_ops.cu|s.replace('keep = j + 1;\n            rec->stopped = 1;', 'keep = j;\n            rec->stopped = 1;')"
-  "attention_dyn keeps the launch's prefix length (a replayed graph's stale L)|cuda/attention.cu|s.replace('    if (d_len) n_prefix = *d_len;\n    const int32_t f = first_row(first, row, d_len, n_prefix);\n    const int32_t n_keys', '    const int32_t f = first_row(first, row, d_len, n_prefix);\n    const int32_t n_keys')"
+  "attention_dyn keeps the launch's prefix length (a replayed graph's stale L)|cuda/attention.cu|s.replace('    if (d_len) n_prefix = *d_len;\n    const int32_t group', '    const int32_t group')"
   "a graph's index arrays staged in the reused ring instead of its constants|cuda/backend_cuda.cu|s.replace('else if (ex->recording) return cu_graph_stage(ex, src, bytes);', 'else if (ex->recording) cu_graph_stage(ex, src, bytes);')"
   "dense product: each lane reads its own contiguous span of the chunk (uncoalesced weight loads)|cuda/matmul.cu|s.replace('k * 32 * V + lane * V', 'lane * LOADS * V + k * V')"
   "dense product: activations staged column-major across the tile's rows (8 lanes storing 4 KiB apart: shared-memory bank conflicts)|cuda/matmul.cu|s.replace('const int32_t r = i / quads, c = i % quads;', 'const int32_t r = i % nr, c = i / nr;')"
   "dense product: the shared-memory swizzle dropped (2-way bank conflicts)|cuda/matmul.cu|s.replace('const int h = (lane >> 2) & 1;', 'const int h = 0;')"
   "staged quantized product: activations read one float at a time (4-byte loads 16 bytes apart)|cuda/matmul.cu|s.replace('const float4 a = emt_ld((const float4 *)xp);\n                    xv[0] = a.x, xv[1 % PER_LANE] = a.y, xv[2 % PER_LANE] = a.z, xv[3 % PER_LANE] = a.w;', 'for (int j = 0; j < PER_LANE; j++) xv[j] = emt_ld(xp + j);')"
+  "tree attention: K/V staged key-major (consecutive lanes load 16 bytes of consecutive keys, a KV row apart)|cuda/attention.cu|s.replace('const int32_t r = i / units, u = i % units;', 'const int32_t r = i % (hi - lo), u = i / (hi - lo);')"
+  "tree attention: the K tile unpadded (8 lanes scoring 8 keys read one bank quad: 8-way bank conflicts)|cuda/attention.cu|s.replace('return 4 * (units % 2 ? units : units + 1);', 'return 4 * units;')"
   "the sampled root's running sum compared before the token's probability is added (off by one token)|cuda/step_ops.cu|s.replace('run += p;\n                if (target < before + run) {\n                    *token = i;\n                    return;\n                }', 'if (target < before + run) {\n                    *token = i;\n                    return;\n                }\n                run += p;')"
 )
 # unbroken, the op-level test passes (or the demonstration means nothing)

@@ -9,7 +9,10 @@
 // same order, so their occurrences still pair up). That is exact for
 // converged code (loops with warp-uniform bounds); a lane that skips an
 // access and passes the site again pairs its later accesses with the other
-// lanes' earlier ones (the counted kernels skip only a loop's last ones).
+// lanes' earlier ones (the counted kernels skip only a loop's last ones),
+// unless the kernel names regions with EMT_REQUEST_TAG: a thread's counts
+// restart whenever its tag changes, and accesses pair only within one
+// (warp, tag), so lanes that skipped work in an earlier region pair up again.
 //
 // Per request, as Nsight Compute counts them:
 //  - global: the 32-byte sectors the lanes' bytes fall in, against the
@@ -55,7 +58,8 @@ struct site_stats {
     unsigned width = 0;
 };
 struct access_rec {
-    uint64_t key; // warp << 48 | site << 32 | occurrence
+    uint64_t region; // warp << 32 | request tag (EMT_REQUEST_TAG)
+    uint64_t key;    // site << 32 | occurrence within the region
     uintptr_t addr;
     uint16_t lane;
     uint8_t bytes;
@@ -63,7 +67,8 @@ struct access_rec {
 
 std::vector<site_info> sites;
 std::unordered_map<std::string, uint32_t> site_ids;
-std::vector<std::vector<uint32_t>> occurrences; // [thread][site]
+std::vector<std::vector<uint32_t>> occurrences; // [thread][site], since the thread's last tag change
+std::vector<unsigned> thread_tags;              // [thread]
 std::vector<access_rec> records;                // of the running block
 std::unordered_map<uint32_t, site_stats> launch_sites;
 std::unordered_set<uintptr_t> launch_load_sectors, launch_store_sectors;
@@ -167,8 +172,19 @@ void mem_access(const void *p, unsigned bytes, bool store, const char *file, int
     std::vector<uint32_t> &occ = occurrences[thread];
     if (occ.size() <= site) occ.resize(sites.size(), 0);
     uint32_t k = occ[site]++;
-    records.push_back(access_rec{ (uint64_t)warp << 48 | (uint64_t)site << 32 | k, (uintptr_t)p, (uint16_t)lane,
-                                  (uint8_t)bytes });
+    records.push_back(access_rec{ (uint64_t)warp << 32 | thread_tags[thread], (uint64_t)site << 32 | k, (uintptr_t)p,
+                                  (uint16_t)lane, (uint8_t)bytes });
+}
+
+// A new region: the thread's occurrence counts restart, so that its next
+// accesses pair with the other lanes' first ones in the same region.
+void mem_request_tag(unsigned tag) {
+    if (!counted_launch) return;
+    unsigned lane, warp, thread;
+    current_lane_warp(&lane, &warp, &thread);
+    if (thread_tags[thread] == tag) return;
+    thread_tags[thread] = tag;
+    std::fill(occurrences[thread].begin(), occurrences[thread].end(), 0);
 }
 
 void memstats_launch_begin(const kernel_call &k) {
@@ -193,6 +209,7 @@ void memstats_launch_begin(const kernel_call &k) {
 void memstats_block_begin(unsigned n_threads) {
     if (!counted_launch) return;
     if (occurrences.size() < n_threads) occurrences.resize(n_threads);
+    thread_tags.assign(n_threads, 0);
     for (unsigned i = 0; i < n_threads; i++) std::fill(occurrences[i].begin(), occurrences[i].end(), 0);
     records.clear();
 }
@@ -200,13 +217,13 @@ void memstats_block_begin(unsigned n_threads) {
 void memstats_block_end(void) {
     if (!counted_launch) return;
     std::sort(records.begin(), records.end(), [](const access_rec &a, const access_rec &b) {
-        return a.key != b.key ? a.key < b.key : a.lane < b.lane;
+        return a.region != b.region ? a.region < b.region : a.key != b.key ? a.key < b.key : a.lane < b.lane;
     });
     std::unordered_set<uintptr_t> block_sectors;
     for (size_t i = 0; i < records.size();) {
         size_t j = i;
-        while (j < records.size() && records[j].key == records[i].key) j++;
-        uint32_t site = (uint32_t)(records[i].key >> 32 & 0xffff);
+        while (j < records.size() && records[j].region == records[i].region && records[j].key == records[i].key) j++;
+        uint32_t site = (uint32_t)(records[i].key >> 32);
         site_stats &st = launch_sites[site];
         st.width = std::max(st.width, (unsigned)records[i].bytes);
         if (sites[site].shared)

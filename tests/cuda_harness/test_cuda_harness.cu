@@ -361,6 +361,24 @@ __global__ void mem_shared(const float *x, float *y) {
     emt_st(y + threadIdx.x, b.x);
 }
 
+// EMT_REQUEST_TAG: in region 1 half the lanes skip the load, in region 2
+// every lane loads words 16 + l. Paired by region: 1 wavefront each. Paired
+// by occurrence only, lanes 16-31's first load (region 2, words 32-47, banks
+// 0-15) would join lanes 0-15's (words 0-15): a 2-way conflict.
+static const int MEM_LINE_TAGGED = __LINE__ + 9; // the load's line
+__global__ void mem_tagged(const float *x, float *y) {
+    __shared__ float s[64];
+    s[threadIdx.x] = x[threadIdx.x];
+    s[32 + threadIdx.x] = 0.0f;
+    __syncwarp();
+    float a = 0.0f;
+    for (int region = 1; region <= 2; region++) {
+        EMT_REQUEST_TAG(region);
+        if (region == 2 || threadIdx.x < 16) a += emt_ld(s + (region - 1) * 16 + threadIdx.x);
+    }
+    y[threadIdx.x] = a;
+}
+
 // The report line of the last launch.
 static bool last_report_line(const char *path, char *line, size_t cap) {
     FILE *f = fopen(path, "r");
@@ -433,6 +451,11 @@ static void test_memstats(void) {
                 "\"space\": \"shared\", \"dir\": \"load\", \"width\": 4, \"requests\": 1, \"lane_accesses\": 32, \"bytes\": 128, \"distinct_bytes\": 0, \"sectors\": 0, \"ideal_sectors\": 0, \"wavefronts\": 2, \"ideal_wavefronts\": 1");
     expect_site(line, "shared 16-byte loads", MEM_LINE_SHARED + 12,
                 "\"space\": \"shared\", \"dir\": \"load\", \"width\": 16, \"requests\": 1, \"lane_accesses\": 32, \"bytes\": 512, \"distinct_bytes\": 0, \"sectors\": 0, \"ideal_sectors\": 0, \"wavefronts\": 4, \"ideal_wavefronts\": 4");
+    EMT_LAUNCH(mem_tagged, 1, 32, 0, 0, x, y);
+    EXPECT(cudaDeviceSynchronize() == cudaSuccess);
+    EXPECT(last_report_line(path, line, sizeof line));
+    expect_site(line, "shared, requests paired per EMT_REQUEST_TAG region", MEM_LINE_TAGGED,
+                "\"space\": \"shared\", \"dir\": \"load\", \"width\": 4, \"requests\": 2, \"lane_accesses\": 48, \"bytes\": 192, \"distinct_bytes\": 0, \"sectors\": 0, \"ideal_sectors\": 0, \"wavefronts\": 2, \"ideal_wavefronts\": 2");
     unsetenv("EMT_CUDA_HARNESS_MEMSTATS");
     cudaFree(x);
     cudaFree(y);

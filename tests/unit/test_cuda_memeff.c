@@ -5,13 +5,16 @@
  * row (the AR step) and 64 rows (a tree verify). Per launch the harness
  * reports sectors touched against the fewest that hold the bytes asked for,
  * shared-memory wavefronts against conflict-free ones, and the bytes moved
- * against the op's ideal; this test asserts each product's floor (below).
+ * against the op's ideal; this test asserts each product's floor (below),
+ * and the same floors for tree attention (check_attention) and the per-row
+ * kernels (check_rowwise).
  *
  * Runs only on the harness plugin: on a GPU (no counters) it is SKIPPED.
  * EMT_CUDA_MEMEFF_REPORT=path keeps the per-launch report (JSON lines) for
  * scripts/roofline.py; EMT_CUDA_MEMEFF_OUTPUTS=32,64 runs each product at
  * those output counts (default 8), from which roofline.py extrapolates the
- * full matrices; EMT_CUDA_MEMEFF_DTYPES=BF16,Q4_0 only those dtypes. */
+ * full matrices; EMT_CUDA_MEMEFF_DTYPES=BF16,Q4_0 only those dtypes (ATTN:
+ * the attention cases, RMSNORM, ROPE, ELEMENTWISE: the other kernels). */
 #include "backend/backend.h"
 #include "check.h"
 #include "cuda_test.h"
@@ -20,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <unistd.h>
 
 #define CHECK_MSG(cond, ...)                              \
@@ -187,6 +191,98 @@ static void check_product(emt_dtype t, int32_t n_in, int32_t n_out, int32_t n_ro
     free(wq);
 }
 
+/* Tree attention (cuda/attention.cu) at the 7B head width (head_dim 128)
+ * over a 2048-token context, KV heads scaled down to one: Llama 2's one
+ * query head per KV head and Llama 3's group of four; one row (the AR
+ * step) and a 64-node tree (16 nodes for the group of four: the same 64
+ * queries per KV head), each node's parent drawn among the earlier nodes
+ * (about 5 deep, as a drafter's tree). Floors: global-load sector
+ * efficiency and zero bank conflicts over both launches (the span kernel
+ * and the combine); DRAM bytes are printed, not bounded: the span partials
+ * (written once, read once by the combine) come on top of the op's ideal. */
+static void check_attention(int32_t n_heads, int32_t n_kv_heads, int32_t n_rows) {
+    const int32_t hd = 128, P = 2048;
+    const size_t qn = (size_t)n_rows * n_heads * hd, kn = (size_t)(P + n_rows) * n_kv_heads * hd;
+    float *q = emt_test_host_random(&rng, qn, 1.0f), *k = emt_test_host_random(&rng, kn, 1.0f);
+    float *v = emt_test_host_random(&rng, kn, 1.0f);
+    uint8_t *mask = NULL;
+    if (n_rows > 1) {
+        mask = calloc((size_t)n_rows * n_rows, 1);
+        for (int32_t i = 0; i < n_rows; i++) {
+            if (i > 0) memcpy(mask + (size_t)i * n_rows, mask + (size_t)emt_test_irand(&rng, i) * n_rows, (size_t)n_rows);
+            mask[(size_t)i * n_rows + i] = 1;
+        }
+    }
+    float *dq = emt_test_device_copy(gpu, q, qn * 4), *dk = emt_test_device_copy(gpu, k, kn * 4);
+    float *dv = emt_test_device_copy(gpu, v, kn * 4), *dout = gpu->ops->alloc(gpu, qn * 4);
+    CHECK(dq && dk && dv && dout);
+    launch_totals before, r;
+    read_launches(&before);
+    gpu->ops->attention(eg, dq, dk, dv, P, n_rows, mask, n_heads, n_kv_heads, hd, dout);
+    CHECK_OK(gpu->ops->sync(eg));
+    if (read_launches(&r)) {
+        double eff = r.sectors ? r.ideal_sectors / r.sectors : 0, dram = (r.dram_load + r.dram_store) / r.ideal;
+        printf("ATTN  %4d+%-3d %2d/%d heads hd %d: load sectors %8.0f / ideal %8.0f = %5.1f%%, widths %2.0f-%2.0f B, "
+               "shared wavefronts %.0f / %.0f, bytes / ideal: DRAM %.3f, L2 %.2f, L1 %.2f\n",
+               P, n_rows, n_heads, n_kv_heads, hd, r.sectors, r.ideal_sectors, 100 * eff, r.narrowest, r.widest,
+               r.wavefronts, r.ideal_wavefronts, dram, r.l2_load / r.ideal, r.l1_load / r.ideal);
+        CHECK_MSG(eff >= 0.90, "attention %d+%d, %d/%d heads: global-load sector efficiency %.3f < 0.90", P, n_rows,
+                  n_heads, n_kv_heads, eff);
+        CHECK_MSG(r.wavefronts == r.ideal_wavefronts,
+                  "attention %d+%d, %d/%d heads: %.0f shared wavefronts, %.0f without bank conflicts", P, n_rows,
+                  n_heads, n_kv_heads, r.wavefronts, r.ideal_wavefronts);
+    }
+    float *p[] = { dq, dk, dv, dout };
+    for (int i = 0; i < 4; i++) gpu->ops->release(gpu, p[i]);
+    free(q);
+    free(k);
+    free(v);
+    free(mask);
+}
+
+/* The per-row and per-element kernels (cuda/elementwise.cu) at the 7B
+ * widths: RMSNorm over 4096, RoPE over 32 heads of 128, the SwiGLU over
+ * 11008 and the residual add over 4096 values per row, for 1 and 64 rows.
+ * Floors as the products': sector efficiency, no bank conflicts, DRAM
+ * within 5% of the ideal. */
+static void check_rowwise(const char *op, int32_t n_rows) {
+    const int32_t dim = 4096, ffn = 11008, heads = 32, hd = 128;
+    const int64_t n = !strcmp(op, "SWIGLU") ? (int64_t)n_rows * ffn : (int64_t)n_rows * dim;
+    float *a = emt_test_host_random(&rng, (size_t)n, 1.0f), *b = emt_test_host_random(&rng, (size_t)n, 1.0f);
+    float *da = emt_test_device_copy(gpu, a, (size_t)n * 4), *db = emt_test_device_copy(gpu, b, (size_t)n * 4);
+    float *dout = gpu->ops->alloc(gpu, (size_t)n * 4);
+    CHECK(da && db && dout);
+    int32_t pos[64];
+    float inv_freq[64];
+    for (int32_t i = 0; i < 64; i++) {
+        pos[i] = 2000 + i;
+        inv_freq[i] = powf(10000.0f, -(float)i / 64);
+    }
+    launch_totals before, r;
+    read_launches(&before);
+    if (!strcmp(op, "RMSNORM")) gpu->ops->rmsnorm(eg, da, db, n_rows, dim, 1e-5f, dout);
+    else if (!strcmp(op, "ROPE")) gpu->ops->rope(eg, da, n_rows, heads, hd, hd, pos, inv_freq);
+    else if (!strcmp(op, "SWIGLU")) gpu->ops->swiglu(eg, da, db, n, dout);
+    else gpu->ops->add(eg, da, db, n);
+    CHECK_OK(gpu->ops->sync(eg));
+    if (read_launches(&r)) {
+        double eff = r.sectors ? r.ideal_sectors / r.sectors : 0, dram = (r.dram_load + r.dram_store) / r.ideal;
+        printf("%-7s %6lld values, %2d rows: %-22s load sectors %7.0f / ideal %7.0f = %5.1f%%, widths %2.0f-%2.0f B, "
+               "shared wavefronts %.0f / %.0f, bytes / ideal: DRAM %.3f, L2 %.2f, L1 %.2f\n",
+               op, (long long)n, n_rows, r.kernel, r.sectors, r.ideal_sectors, 100 * eff, r.narrowest, r.widest,
+               r.wavefronts, r.ideal_wavefronts, dram, r.l2_load / r.ideal, r.l1_load / r.ideal);
+        CHECK_MSG(eff >= 0.90, "%s, %d rows: global-load sector efficiency %.3f < 0.90", op, n_rows, eff);
+        CHECK_MSG(r.wavefronts == r.ideal_wavefronts, "%s, %d rows: %.0f shared wavefronts, %.0f without bank conflicts",
+                  op, n_rows, r.wavefronts, r.ideal_wavefronts);
+        CHECK_MSG(dram <= 1.05, "%s, %d rows: DRAM bytes %.3f x the ideal > 1.05", op, n_rows, dram);
+    }
+    gpu->ops->release(gpu, da);
+    gpu->ops->release(gpu, db);
+    gpu->ops->release(gpu, dout);
+    free(a);
+    free(b);
+}
+
 int main(void) {
     if (!emt_cuda_test_have_device()) return 77;
     char path[512];
@@ -220,6 +316,18 @@ int main(void) {
         }
     }
     const char *only = getenv("EMT_CUDA_MEMEFF_DTYPES");
+    if (!only || !*only || name_listed(only, "ATTN")) {
+        check_attention(1, 1, 1);  /* Llama 2 7B: 32 heads over 32 KV heads */
+        check_attention(1, 1, 64);
+        check_attention(4, 1, 1);  /* Llama 3 8B: 32 over 8 */
+        check_attention(4, 1, 16); /* 64 queries per KV head, as the 64-row tree of Llama 2 */
+    }
+    static const char *const rowwise[] = { "RMSNORM", "ROPE", "SWIGLU", "ADD" };
+    for (int i = 0; i < 4; i++)
+        if (!only || !*only || name_listed(only, rowwise[i])) {
+            check_rowwise(rowwise[i], 1);
+            check_rowwise(rowwise[i], 64);
+        }
     for (size_t i = 0; i < sizeof floors / sizeof floors[0]; i++) {
         if (only && *only && !name_listed(only, dtype_name(floors[i].dtype))) continue;
         for (int wi = 0; wi < 2; wi++)

@@ -205,6 +205,8 @@ struct kernel_call {
 // then reports its address and width.
 extern bool memstats_on;
 void mem_access(const void *p, unsigned bytes, bool store, const char *file, int line, int col);
+// The running thread's request tag (EMT_REQUEST_TAG in cuda_launch.h).
+void mem_request_tag(unsigned tag);
 // The op and ideal bytes the next launch of this thread declares.
 inline thread_local const char *pending_op = nullptr;
 inline thread_local double pending_ideal_bytes = 0;

@@ -160,7 +160,11 @@ static void check_packed(const emt_backend_ops *op, emt_backend *be, emt_exec *e
     }
     CHECK_EQ_INT(P.packed, EMT_PACK_ROWS);
     CHECK(memcmp(P.data, wq, rb * (size_t)n_out) != 0); /* the bytes did move */
-    uint8_t *row = malloc(rb);
+    uint8_t *row = malloc(rb), *dirty = malloc(rb * (size_t)n_out);
+    memset(dirty, 0xA5, rb * (size_t)n_out); /* packing writes every byte, whatever the buffer held */
+    emt_pack_matrix(t, wq, n_out, n_in, dirty);
+    CHECK(!memcmp(dirty, P.data, rb * (size_t)n_out));
+    free(dirty);
     for (int32_t o = 0; o < n_out; o++)
         CHECK(!memcmp(emt_packed_row(t, P.data, P.packed, n_in, o, row), wq + (size_t)o * rb, rb));
     float *x = malloc(sizeof(float) * (size_t)R * n_in), *bias = malloc(sizeof(float) * (size_t)n_out);

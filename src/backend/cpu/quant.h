@@ -154,7 +154,9 @@ static inline int emt_q6k_lo(const uint8_t *blk, int s, int l) {
 }
 static inline int emt_q6k_hi(const uint8_t *blk, int s, int l) { return (blk[128 + 32 * (s / 4) + l] >> (2 * (s % 4))) & 3; }
 
-/* file super-block `src` of row c (0..7) into packed group super-block `dst` */
+/* file super-block `src` of row c (0..7) into packed group super-block
+ * `dst`. A byte that two sub-blocks share gets one nibble from each, so
+ * every byte of a group is written whatever dst held before. */
 static inline void emt_kpack_block(emt_dtype t, const uint8_t *src, int c, uint8_t *dst) {
     if (t == EMT_Q4_K) {
         memcpy(dst + 2 * c, src, 2);
@@ -256,7 +258,6 @@ static inline void emt_unpack_block(emt_dtype t, const uint8_t *src, int c, uint
 static inline void emt_pack_matrix(emt_dtype t, const uint8_t *src, int64_t n_out, int64_t n_in, uint8_t *dst) {
     size_t bb = emt_pack_unit_bytes(t), rb = emt_dtype_nbytes(t, n_in);
     int64_t nb = n_in / emt_pack_unit_elems(t);
-    memset(dst, 0, (size_t)n_out * rb); /* the K layouts fill some bytes nibble by nibble */
     for (int64_t g = 0; g < n_out / EMT_PACK_ROWS; g++)
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *d = dst + (size_t)g * EMT_PACK_ROWS * rb + (size_t)b * EMT_PACK_ROWS * bb;

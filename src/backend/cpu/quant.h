@@ -145,15 +145,6 @@ static inline size_t emt_pack_unit_bytes(emt_dtype t) {
 #define EMT_PK6_QL 144   /* [8 sub][8 rows][16] */
 #define EMT_PK6_QH 1168  /* [4 pairs][8 rows][16] */
 
-/* Code l (0..31) of sub-block s of a file super-block, and (Q6_K) its two
- * parts: low 4 bits and top 2 bits. */
-static inline int emt_q4k_code(const uint8_t *blk, int s, int l) { return (blk[16 + 32 * (s / 2) + l] >> (4 * (s % 2))) & 15; }
-static inline int emt_q6k_lo(const uint8_t *blk, int s, int l) {
-    int h = s / 4, k = s % 4;
-    return (blk[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2))) & 15;
-}
-static inline int emt_q6k_hi(const uint8_t *blk, int s, int l) { return (blk[128 + 32 * (s / 4) + l] >> (2 * (s % 4))) & 3; }
-
 /* file super-block `src` of row c (0..7) into packed group super-block
  * `dst`. A byte that two sub-blocks share gets one nibble from each, so
  * every byte of a group is written whatever dst held before. */
@@ -167,17 +158,24 @@ static inline void emt_kpack_block(emt_dtype t, const uint8_t *src, int c, uint8
             dst[EMT_PK4_SCM + 8 * s + c] = (uint8_t)(sc | (m >> 4) << 6);
             uint8_t *mlo = &dst[EMT_PK4_MLO + 8 * (s / 2) + c];
             *mlo = (uint8_t)(s % 2 ? (*mlo & 0x0F) | (m & 15) << 4 : (*mlo & 0xF0) | (m & 15));
+            /* bytes, not codes: loading a large file packs every matrix */
             uint8_t *q = dst + EMT_PK4_QS + 128 * s + 16 * c;
-            for (int j = 0; j < 16; j++) q[j] = (uint8_t)(emt_q4k_code(src, s, j) | emt_q4k_code(src, s, j + 16) << 4);
+            const uint8_t *f = src + 16 + 32 * (s / 2);
+            if (s % 2 == 0)
+                for (int j = 0; j < 16; j++) q[j] = (uint8_t)((f[j] & 0x0F) | (f[j + 16] & 0x0F) << 4);
+            else
+                for (int j = 0; j < 16; j++) q[j] = (uint8_t)((f[j] >> 4) | (f[j + 16] & 0xF0));
         }
     } else {
         memcpy(dst + 2 * c, src + 208, 2);
         for (int s = 0; s < 8; s++) {
             memcpy(dst + EMT_PK6_SC + 16 * s + 2 * c, src + 192 + 2 * s, 2);
             uint8_t *ql = dst + EMT_PK6_QL + 128 * s + 16 * c, *qh = dst + EMT_PK6_QH + 128 * (s / 2) + 16 * c;
+            const int h = s / 4, k = s % 4, lsh = 4 * (k / 2), hsh = 2 * k;
+            const uint8_t *fl = src + 64 * h + 32 * (k % 2), *fh = src + 128 + 32 * h;
             for (int j = 0; j < 16; j++) {
-                ql[j] = (uint8_t)(emt_q6k_lo(src, s, j) | emt_q6k_lo(src, s, j + 16) << 4);
-                uint8_t two = (uint8_t)(emt_q6k_hi(src, s, j) | emt_q6k_hi(src, s, j + 16) << 2);
+                ql[j] = (uint8_t)(((fl[j] >> lsh) & 15) | ((fl[j + 16] >> lsh) & 15) << 4);
+                uint8_t two = (uint8_t)(((fh[j] >> hsh) & 3) | ((fh[j + 16] >> hsh) & 3) << 2);
                 qh[j] = (uint8_t)(s % 2 ? (qh[j] & 0x0F) | two << 4 : (qh[j] & 0xF0) | two);
             }
         }

@@ -31,7 +31,7 @@ static float urand(void) {
 
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 5;
-    const emt_dtype types[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_Q4_K, EMT_Q6_K };
+    const emt_dtype types[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_Q5_0, EMT_Q4_K, EMT_Q5_K, EMT_Q6_K };
     const int n_types = (int)(sizeof types / sizeof types[0]);
     const int32_t shapes[][2] = { { 2048, 8192 }, { 8192, 2048 } }; /* n_in, n_out: FFN gate/up, FFN down */
     const int32_t rows[] = { 1, 2, 4, 8, 16, 64, 512 };

@@ -255,8 +255,8 @@ int main(void) {
         check_embed(op, ex);
         check_fused(op, ex);
         if (op->pack) {
-            const emt_dtype packable[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_Q4_K, EMT_Q6_K };
-            for (int i = 0; i < 5; i++) {
+            const emt_dtype packable[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_Q5_0, EMT_Q4_K, EMT_Q5_K, EMT_Q6_K };
+            for (int i = 0; i < 7; i++) {
                 int k = emt_dtype_block_elems(packable[i]) == 256;
                 check_packed(op, be, ex, packable[i], k ? 512 : 576, 40);
                 check_packed(op, be, ex, packable[i], 2048, 72);
@@ -268,7 +268,7 @@ int main(void) {
                 CHECK(odd.packed == 0 && odd.data == m);
                 free(m);
             }
-            printf("variant %s: packed Q4_0, Q4_1, Q8_0, Q4_K and Q6_K equal the file layout bit for bit\n",
+            printf("variant %s: packed Q4_0, Q4_1, Q8_0, Q5_0, Q4_K, Q5_K and Q6_K equal the file layout bit for bit\n",
                    emt_cpu_variant_name((emt_cpu_variant)v));
         }
         printf("variant %s: Q4_0 Q4_1 Q8_0 F16 BF16 Q5_0 Q5_1 Q4_K Q5_K Q6_K checked, fused products equal\n", emt_cpu_variant_name((emt_cpu_variant)v));

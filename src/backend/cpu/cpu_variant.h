@@ -912,6 +912,14 @@ packed_codes(emt_dtype t, const uint8_t *blk, int p, __m512i *lo, __m512i *hi) {
             *lo = _mm512_sub_epi16(*lo, _mm512_set1_epi16(8));
             *hi = _mm512_sub_epi16(*hi, _mm512_set1_epi16(8));
         }
+        if (t == EMT_Q5_0) { /* the fifth bits (quant.h's masks), then the bias */
+            uint32_t mlo, mhi;
+            memcpy(&mlo, blk + EMT_Q50_QH + 8 * p, 4);
+            memcpy(&mhi, blk + EMT_Q50_QH + 8 * p + 4, 4);
+            const __m512i sixteen = _mm512_set1_epi16(16);
+            *lo = _mm512_sub_epi16(_mm512_mask_add_epi16(*lo, (__mmask32)mlo, *lo, sixteen), sixteen);
+            *hi = _mm512_sub_epi16(_mm512_mask_add_epi16(*hi, (__mmask32)mhi, *hi, sixteen), sixteen);
+        }
     }
 }
 
@@ -970,7 +978,7 @@ packed_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, 
     }
 }
 
-/* Packed Q4_K / Q6_K (quant.h), the same tile: per 32-value sub-block the
+/* Packed Q4_K / Q5_K / Q6_K (quant.h), the same tile: per 32-value sub-block the
  * codes of an output pair are widened to 16 bits and multiplied by the
  * pair's integer sub-block scales (Q6_K: one per 16-value half), which gives
  * kdot_rows' scaled codes, so each lane's integer sum, and every float
@@ -995,7 +1003,7 @@ packed_krows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr,
     const __m512i nib = _mm512_set1_epi16(0x0F);
     for (int32_t b0 = 0; b0 < nb; b0 += 8, g += gb) {
         __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)));
-        __m256 dmin = t == EMT_Q4_K ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)))
+        __m256 dmin = t != EMT_Q6_K ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)))
                                     : _mm256_setzero_ps();
         __m512 wsc[4];
 #pragma GCC unroll 4
@@ -1004,7 +1012,7 @@ packed_krows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr,
         for (int s = 0; s < 8; s++) {
             __m512i lo[4], hi[4];
             __m256 mw = _mm256_setzero_ps();
-            if (t == EMT_Q4_K) {
+            if (t != EMT_Q6_K) {
                 __m128i a = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_SCM + 8 * s)));
                 __m128i ml = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_MLO + 8 * (s / 2))));
                 __m128i m = _mm_or_si128(_mm_slli_epi16(_mm_srli_epi16(a, 6), 4),
@@ -1017,8 +1025,16 @@ packed_krows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr,
                     __m512i scp = _mm512_permutexvar_epi16(_mm512_add_epi16(half_sel, _mm512_set1_epi16((short)(2 * p))), sc);
                     __m512i v = _mm512_cvtepu8_epi16(
                         _mm256_loadu_si256((const __m256i *)(g + EMT_PK4_QS + 128 * s + 32 * p)));
-                    lo[p] = _mm512_mullo_epi16(_mm512_and_si512(v, nib), scp);
-                    hi[p] = _mm512_mullo_epi16(_mm512_srli_epi16(v, 4), scp);
+                    __m512i ql = _mm512_and_si512(v, nib), qh = _mm512_srli_epi16(v, 4);
+                    if (t == EMT_Q5_K) { /* the fifth bits: 16 where quant.h's masks say */
+                        uint32_t mlo, mhi;
+                        memcpy(&mlo, g + EMT_PK5_QH + 32 * s + 8 * p, 4);
+                        memcpy(&mhi, g + EMT_PK5_QH + 32 * s + 8 * p + 4, 4);
+                        ql = _mm512_mask_add_epi16(ql, (__mmask32)mlo, ql, _mm512_set1_epi16(16));
+                        qh = _mm512_mask_add_epi16(qh, (__mmask32)mhi, qh, _mm512_set1_epi16(16));
+                    }
+                    lo[p] = _mm512_mullo_epi16(ql, scp);
+                    hi[p] = _mm512_mullo_epi16(qh, scp);
                 }
             } else {
                 __m512i sc = _mm512_castsi256_si512(
@@ -1047,7 +1063,7 @@ packed_krows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr,
                 __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
                 __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb->q + 16)));
                 __m512 dx = _mm512_set1_ps(xb->d);
-                if (t == EMT_Q4_K) acc_min[r] = _mm256_add_ps(acc_min[r], _mm256_mul_ps(mw, _mm256_set1_ps(xb->s)));
+                if (t != EMT_Q6_K) acc_min[r] = _mm256_add_ps(acc_min[r], _mm256_mul_ps(mw, _mm256_set1_ps(xb->s)));
 #pragma GCC unroll 4
                 for (int p = 0; p < 4; p++) {
                     __m512i isum = _mm512_dpwssd_epi32(_mm512_madd_epi16(lo[p], xlo), hi[p], xhi);
@@ -1194,7 +1210,9 @@ static void qmatmul_task(void *ctx, int32_t task) {
     if (j->W->packed) {
         if (j->W->dtype == EMT_Q4_0) packed_range(j, EMT_Q4_0, o0, o1);
         else if (j->W->dtype == EMT_Q4_1) packed_range(j, EMT_Q4_1, o0, o1);
+        else if (j->W->dtype == EMT_Q5_0) packed_range(j, EMT_Q5_0, o0, o1);
         else if (j->W->dtype == EMT_Q4_K) packed_range(j, EMT_Q4_K, o0, o1);
+        else if (j->W->dtype == EMT_Q5_K) packed_range(j, EMT_Q5_K, o0, o1);
         else if (j->W->dtype == EMT_Q6_K) packed_range(j, EMT_Q6_K, o0, o1);
         else packed_range(j, EMT_Q8_0, o0, o1);
         return;
@@ -1401,7 +1419,7 @@ static void cpu_sample_root(emt_exec *ex, const float *logits, int32_t vocab, fl
 }
 
 #ifdef EMT_CPU_PACKED
-/* Q4_0, Q4_1, Q8_0, Q4_K and Q6_K matrices into the packed layout (quant.h), unless
+/* Q4_0, Q4_1, Q8_0, Q5_0, Q4_K, Q5_K and Q6_K matrices into the packed layout (quant.h), unless
  * ENTMTP_CPU_PACK=0 (the file layout's kernels, for comparison): a buffer of
  * the same size replaces the data (an owned copy is released; the loader
  * drops the file pages of a mapped one). */

@@ -6,7 +6,7 @@
  * call, the cost of n rows in one-row calls (what a verify of n nodes costs
  * in AR steps, for this product) and integer multiply-adds per nanosecond.
  * Not a test (no timing assertions):
- *   build/.../tests/bench_qkernels [REPS [VARIANT]] */
+ *   build/.../tests/bench_qkernels [REPS [VARIANT [TYPE]]] */
 #include "backend/backend.h"
 #include "backend/cpu/cpu_variants.h"
 #include "backend/cpu/quant.h"
@@ -31,7 +31,8 @@ static float urand(void) {
 
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 5;
-    const emt_dtype types[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0 };
+    const emt_dtype types[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_Q5_0, EMT_Q4_K, EMT_Q5_K, EMT_Q6_K };
+    const int n_types = (int)(sizeof types / sizeof types[0]);
     const int32_t shapes[][2] = { { 2048, 8192 }, { 8192, 2048 } }; /* n_in, n_out: FFN gate/up, FFN down */
     const int32_t rows[] = { 1, 2, 4, 8, 16, 64, 512 };
     const int n_rows = (int)(sizeof rows / sizeof rows[0]);
@@ -43,7 +44,8 @@ int main(int argc, char **argv) {
         emt_backend *be = NULL;
         CHECK_OK(emt_backend_cpu_create_variant((emt_cpu_variant)v, &be));
         emt_exec *ex = op->exec_create(be, 1);
-        for (int ti = 0; ti < 3; ti++)
+        for (int ti = 0; ti < n_types; ti++) {
+            if (argc > 3 && strcmp(argv[3], emt_dtype_name(types[ti])) != 0) continue;
             for (int si = 0; si < 2; si++) {
                 emt_dtype t = types[ti];
                 int32_t n_in = shapes[si][0], n_out = shapes[si][1];
@@ -82,6 +84,7 @@ int main(int argc, char **argv) {
                 op->release(be, file);
                 free(wf); free(x); free(y);
             }
+        }
         op->exec_destroy(ex);
         op->destroy(be);
     }

@@ -160,7 +160,11 @@ static void check_packed(const emt_backend_ops *op, emt_backend *be, emt_exec *e
     }
     CHECK_EQ_INT(P.packed, EMT_PACK_ROWS);
     CHECK(memcmp(P.data, wq, rb * (size_t)n_out) != 0); /* the bytes did move */
-    uint8_t *row = malloc(rb);
+    uint8_t *row = malloc(rb), *dirty = malloc(rb * (size_t)n_out);
+    memset(dirty, 0xA5, rb * (size_t)n_out); /* packing writes every byte, whatever the buffer held */
+    emt_pack_matrix(t, wq, n_out, n_in, dirty);
+    CHECK(!memcmp(dirty, P.data, rb * (size_t)n_out));
+    free(dirty);
     for (int32_t o = 0; o < n_out; o++)
         CHECK(!memcmp(emt_packed_row(t, P.data, P.packed, n_in, o, row), wq + (size_t)o * rb, rb));
     float *x = malloc(sizeof(float) * (size_t)R * n_in), *bias = malloc(sizeof(float) * (size_t)n_out);
@@ -251,18 +255,20 @@ int main(void) {
         check_embed(op, ex);
         check_fused(op, ex);
         if (op->pack) {
-            const emt_dtype packable[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0 };
-            for (int i = 0; i < 3; i++) {
-                check_packed(op, be, ex, packable[i], 576, 40);
+            const emt_dtype packable[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_Q5_0, EMT_Q4_K, EMT_Q5_K, EMT_Q6_K };
+            for (int i = 0; i < 7; i++) {
+                int k = emt_dtype_block_elems(packable[i]) == 256;
+                check_packed(op, be, ex, packable[i], k ? 512 : 576, 40);
                 check_packed(op, be, ex, packable[i], 2048, 72);
                 emt_wmat odd = { packable[i], NULL, NULL, 0 }; /* 37 rows: not whole groups, left alone */
-                uint8_t *m = random_matrix(packable[i], 64, 37);
+                int32_t odd_in = k ? 256 : 64;
+                uint8_t *m = random_matrix(packable[i], odd_in, 37);
                 odd.data = m;
-                CHECK_OK(op->pack(be, &odd, 37, 64));
+                CHECK_OK(op->pack(be, &odd, 37, odd_in));
                 CHECK(odd.packed == 0 && odd.data == m);
                 free(m);
             }
-            printf("variant %s: packed Q4_0, Q4_1 and Q8_0 equal the file layout bit for bit\n",
+            printf("variant %s: packed Q4_0, Q4_1, Q8_0, Q5_0, Q4_K, Q5_K and Q6_K equal the file layout bit for bit\n",
                    emt_cpu_variant_name((emt_cpu_variant)v));
         }
         printf("variant %s: Q4_0 Q4_1 Q8_0 F16 BF16 Q5_0 Q5_1 Q4_K Q5_K Q6_K checked, fused products equal\n", emt_cpu_variant_name((emt_cpu_variant)v));

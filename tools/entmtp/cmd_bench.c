@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -132,6 +133,10 @@ typedef struct bench_job {
     entmtp_session *s;         /* over `bank`, prefilled with --context tokens */
     double copy_gbs, prefill_s, ar_step, step_bytes, bw;
     double verify[32];
+    /* the same in CPU time of the whole process (every thread; spinning
+     * counts), per AR step and per verify: with --threads 1 a figure that a
+     * machine shared with other jobs inflates far less than wall time */
+    double ar_cpu, verify_cpu[32];
     double spec_tps, spec_accept, ar_tps;
     int have_spec;
     emt_step_counters ar_count, spec_count; /* the AR steps timed; the EntMTP generation */
@@ -198,8 +203,15 @@ static int prefilled_session(bench_job *j) {
 }
 
 /* --tokens AR steps, and the bandwidth they achieve (weights as loaded + KV). */
+static double process_cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 static int time_ar(bench_job *j) {
     const bench_options *o = j->o;
+    double c0 = process_cpu_seconds();
     double t0 = emt_now();
     for (long i = 0; i < o->tokens; i++) {
         entmtp_step_result r = { sizeof r };
@@ -207,6 +219,7 @@ static int time_ar(bench_job *j) {
         if (st) return cli_fail("AR step", st);
     }
     j->ar_step = (emt_now() - t0) / (double)o->tokens;
+    j->ar_cpu = (process_cpu_seconds() - c0) / (double)o->tokens;
     emt_session_step_counters(j->s, &j->ar_count);
     const entmtp_model_info *mi = &j->mi;
     double kv_bytes = 2.0 * mi->n_layers * (double)(o->context + o->tokens / 2) * mi->n_kv_heads * mi->head_dim * 4.0;
@@ -217,8 +230,10 @@ static int time_ar(bench_job *j) {
 
 static int time_verify(bench_job *j) {
     for (int32_t i = 0; i < j->o->n_sizes; i++) {
+        double c0 = process_cpu_seconds();
         entmtp_status st = emt_session_time_verify(j->s, i, (int32_t)j->o->reps, &j->verify[i]);
         if (st) return cli_fail("verify", st);
+        j->verify_cpu[i] = (process_cpu_seconds() - c0) / (double)j->o->reps;
     }
     return 0;
 }
@@ -297,15 +312,16 @@ static void write_json(const bench_job *j, FILE *f) {
     const bench_options *o = j->o;
     fprintf(f, "{\"model\":\"%s\",\"backend\":\"%s\",\"params\":%lld,\"context\":%ld,"
                "\"copy_bandwidth_gbs\":%.3f,\"ar_step_seconds\":%.6f,\"ar_tokens_per_second\":%.3f,"
-               "\"ar_step_bytes\":%.0f,\"ar_bandwidth_gbs\":%.3f,\"ar_bandwidth_fraction\":%.4f,"
+               "\"ar_step_cpu_seconds\":%.6f,\"ar_step_bytes\":%.0f,\"ar_bandwidth_gbs\":%.3f,\"ar_bandwidth_fraction\":%.4f,"
                "\"host_seconds_per_step\":%.7f,\"prefill_tokens_per_second\":%.3f,\"kernels\":\"%s\",\"verify\":[",
             j->mi.name, device_name(j), (long long)j->mi.n_params, o->context, j->copy_gbs, j->ar_step,
-            1.0 / j->ar_step, j->step_bytes, j->bw, j->copy_gbs > 0 ? j->bw / j->copy_gbs : 0,
+            1.0 / j->ar_step, j->ar_cpu, j->step_bytes, j->bw, j->copy_gbs > 0 ? j->bw / j->copy_gbs : 0,
             j->ar_count.host_seconds / (double)(j->ar_count.n_steps > 0 ? j->ar_count.n_steps : 1),
             (double)o->context / j->prefill_s, emt_model_kernels(j->model));
     for (int32_t i = 0; i < o->n_sizes; i++)
-        fprintf(f, "%s{\"nodes\":%d,\"seconds\":%.6f,\"ratio_to_ar\":%.4f}", i ? "," : "", o->sizes[i], j->verify[i],
-                j->verify[i] / j->ar_step);
+        fprintf(f, "%s{\"nodes\":%d,\"seconds\":%.6f,\"ratio_to_ar\":%.4f,\"cpu_seconds\":%.6f,\"cpu_ratio_to_ar\":%.4f}",
+                i ? "," : "", o->sizes[i], j->verify[i], j->verify[i] / j->ar_step, j->verify_cpu[i],
+                j->ar_cpu > 0 ? j->verify_cpu[i] / j->ar_cpu : 0);
     fprintf(f, "]");
     json_counters(f, "ar_step", &j->ar_count);
     if (j->have_spec) json_counters(f, "entmtp_step", &j->spec_count);
@@ -345,9 +361,11 @@ static void print_report(const bench_job *j) {
            j->copy_gbs > 0 ? 100 * j->bw / j->copy_gbs : 0);
     print_counters("per AR step", &j->ar_count);
     if (j->have_spec) print_counters("per EntMTP step", &j->spec_count);
-    printf("verify cost by tree size:\n   nodes   ms/verify   x AR step\n");
+    printf("verify cost by tree size (CPU time: all threads, spinning included):\n"
+           "   nodes   ms/verify   x AR step   CPU ms   x AR step CPU\n");
     for (int32_t i = 0; i < o->n_sizes; i++)
-        printf("   %5d   %9.2f   %9.2f\n", o->sizes[i], j->verify[i] * 1e3, j->verify[i] / ar_step);
+        printf("   %5d   %9.2f   %9.2f   %6.2f   %9.2f\n", o->sizes[i], j->verify[i] * 1e3, j->verify[i] / ar_step,
+               j->verify_cpu[i] * 1e3, j->ar_cpu > 0 ? j->verify_cpu[i] / j->ar_cpu : 0);
     if (j->have_spec)
         printf("generation: AR %.2f tokens/s, EntMTP %.2f tokens/s (mean accept length %.2f, %.2fx)\n", j->ar_tps,
                j->spec_tps, j->spec_accept, j->ar_tps > 0 ? j->spec_tps / j->ar_tps : 0);

@@ -912,6 +912,14 @@ packed_codes(emt_dtype t, const uint8_t *blk, int p, __m512i *lo, __m512i *hi) {
             *lo = _mm512_sub_epi16(*lo, _mm512_set1_epi16(8));
             *hi = _mm512_sub_epi16(*hi, _mm512_set1_epi16(8));
         }
+        if (t == EMT_Q5_0) { /* the fifth bits (quant.h's masks), then the bias */
+            uint32_t mlo, mhi;
+            memcpy(&mlo, blk + EMT_Q50_QH + 8 * p, 4);
+            memcpy(&mhi, blk + EMT_Q50_QH + 8 * p + 4, 4);
+            const __m512i sixteen = _mm512_set1_epi16(16);
+            *lo = _mm512_sub_epi16(_mm512_mask_add_epi16(*lo, (__mmask32)mlo, *lo, sixteen), sixteen);
+            *hi = _mm512_sub_epi16(_mm512_mask_add_epi16(*hi, (__mmask32)mhi, *hi, sixteen), sixteen);
+        }
     }
 }
 
@@ -955,6 +963,112 @@ packed_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, 
             for (int p = 0; p < 4; p++) {
                 __m512i isum = _mm512_dpwssd_epi32(_mm512_madd_epi16(lo[p], xlo), hi[p], xhi);
                 acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(wsc[p], dx), _mm512_cvtepi32_ps(isum), acc[r][p]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        float mins[8];
+        _mm256_storeu_ps(mins, acc_min[r]);
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            out[r * 8 + 2 * p] = hsum_ps(_mm512_castps512_ps256(acc[r][p])) + mins[2 * p];
+            out[r * 8 + 2 * p + 1] = hsum_ps(_mm512_extractf32x8_ps(acc[r][p], 1)) + mins[2 * p + 1];
+        }
+    }
+}
+
+/* Packed Q4_K / Q5_K / Q6_K (quant.h), the same tile: per 32-value sub-block the
+ * codes of an output pair are widened to 16 bits and multiplied by the
+ * pair's integer sub-block scales (Q6_K: one per 16-value half), which gives
+ * kdot_rows' scaled codes, so each lane's integer sum, and every float
+ * operation after it, is kdot_rows' own: per block fma(dw * dx, isum) into
+ * the 8 lanes, Q4_K's minimum term mw * s added (not fused) per block in
+ * order, hsum_ps plus that sum at the end. */
+static inline __attribute__((always_inline)) void
+packed_krows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, float *out) {
+    const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(t);
+    __m512 acc[EMT_TILE_ROWS][4];
+    __m256 acc_min[EMT_TILE_ROWS];
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        acc_min[r] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) acc[r][p] = _mm512_setzero_ps();
+    }
+    const __m512i pair0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    /* 16-bit lanes 0..15 take entry a of a scale vector, 16..31 entry b */
+    const __m512i half_sel = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0,
+                                              0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i nib = _mm512_set1_epi16(0x0F);
+    for (int32_t b0 = 0; b0 < nb; b0 += 8, g += gb) {
+        __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)));
+        __m256 dmin = t != EMT_Q6_K ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)))
+                                    : _mm256_setzero_ps();
+        __m512 wsc[4];
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++)
+            wsc[p] = _mm512_permutexvar_ps(_mm512_add_epi32(pair0, _mm512_set1_epi32(2 * p)), dw);
+        for (int s = 0; s < 8; s++) {
+            __m512i lo[4], hi[4];
+            __m256 mw = _mm256_setzero_ps();
+            if (t != EMT_Q6_K) {
+                __m128i a = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_SCM + 8 * s)));
+                __m128i ml = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_MLO + 8 * (s / 2))));
+                __m128i m = _mm_or_si128(_mm_slli_epi16(_mm_srli_epi16(a, 6), 4),
+                                         _mm_and_si128(_mm_srli_epi16(ml, 4 * (s % 2)), _mm_set1_epi16(15)));
+                __m512i sc = _mm512_castsi128_si512(_mm_and_si128(a, _mm_set1_epi16(63)));
+                __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(m));
+                mw = _mm256_xor_ps(_mm256_mul_ps(dmin, mf), _mm256_set1_ps(-0.0f)); /* -(dmin * m) */
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; p++) {
+                    __m512i scp = _mm512_permutexvar_epi16(_mm512_add_epi16(half_sel, _mm512_set1_epi16((short)(2 * p))), sc);
+                    __m512i v = _mm512_cvtepu8_epi16(
+                        _mm256_loadu_si256((const __m256i *)(g + EMT_PK4_QS + 128 * s + 32 * p)));
+                    __m512i ql = _mm512_and_si512(v, nib), qh = _mm512_srli_epi16(v, 4);
+                    if (t == EMT_Q5_K) { /* the fifth bits: 16 where quant.h's masks say */
+                        uint32_t mlo, mhi;
+                        memcpy(&mlo, g + EMT_PK5_QH + 32 * s + 8 * p, 4);
+                        memcpy(&mhi, g + EMT_PK5_QH + 32 * s + 8 * p + 4, 4);
+                        ql = _mm512_mask_add_epi16(ql, (__mmask32)mlo, ql, _mm512_set1_epi16(16));
+                        qh = _mm512_mask_add_epi16(qh, (__mmask32)mhi, qh, _mm512_set1_epi16(16));
+                    }
+                    lo[p] = _mm512_mullo_epi16(ql, scp);
+                    hi[p] = _mm512_mullo_epi16(qh, scp);
+                }
+            } else {
+                __m512i sc = _mm512_castsi256_si512(
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g + EMT_PK6_SC + 16 * s))));
+                const int sh = 4 * (s % 2);
+                const __m512i top = _mm512_set1_epi16(0x30), bias = _mm512_set1_epi16(32);
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; p++) {
+                    __m512i sel = _mm512_add_epi16(_mm512_add_epi16(half_sel, half_sel), _mm512_set1_epi16((short)(4 * p)));
+                    __m512i sc_lo = _mm512_permutexvar_epi16(sel, sc);
+                    __m512i sc_hi = _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(1)), sc);
+                    __m512i v = _mm512_cvtepu8_epi16(
+                        _mm256_loadu_si256((const __m256i *)(g + EMT_PK6_QL + 128 * s + 32 * p)));
+                    __m512i h = _mm512_srl_epi16(
+                        _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(g + EMT_PK6_QH + 128 * (s / 2) + 32 * p))),
+                        _mm_cvtsi32_si128(sh));
+                    __m512i qlo = _mm512_or_si512(_mm512_and_si512(v, nib), _mm512_and_si512(_mm512_slli_epi16(h, 4), top));
+                    __m512i qhi = _mm512_or_si512(_mm512_srli_epi16(v, 4), _mm512_and_si512(_mm512_slli_epi16(h, 2), top));
+                    lo[p] = _mm512_mullo_epi16(_mm512_sub_epi16(qlo, bias), sc_lo);
+                    hi[p] = _mm512_mullo_epi16(_mm512_sub_epi16(qhi, bias), sc_hi);
+                }
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < nr; r++) {
+                const emt_xq *xb = x + (size_t)r * nb + b0 + s;
+                __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
+                __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb->q + 16)));
+                __m512 dx = _mm512_set1_ps(xb->d);
+                if (t != EMT_Q6_K) acc_min[r] = _mm256_add_ps(acc_min[r], _mm256_mul_ps(mw, _mm256_set1_ps(xb->s)));
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; p++) {
+                    __m512i isum = _mm512_dpwssd_epi32(_mm512_madd_epi16(lo[p], xlo), hi[p], xhi);
+                    acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(wsc[p], dx), _mm512_cvtepi32_ps(isum), acc[r][p]);
+                }
             }
         }
     }
@@ -1069,12 +1183,15 @@ packed_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
             for (int32_t r0 = rb0; r0 < rb1; r0 += EMT_TILE_ROWS) {
                 int nr = rb1 - r0 < EMT_TILE_ROWS ? rb1 - r0 : EMT_TILE_ROWS;
                 const emt_xq *xq = j->xq + (size_t)r0 * nb;
+#define EMT_TILE_CALL(k)                                                                           \
+    (emt_is_kpacked_type(t) ? packed_krows(t, g, xq, nb, k, v) : packed_rows(t, g, xq, nb, k, v))
                 switch (nr) { /* nr constant in each call: the tile stays in registers */
-                case 1: packed_rows(t, g, xq, nb, 1, v); break;
-                case 2: packed_rows(t, g, xq, nb, 2, v); break;
-                case 3: packed_rows(t, g, xq, nb, 3, v); break;
-                default: packed_rows(t, g, xq, nb, 4, v); break;
+                case 1: EMT_TILE_CALL(1); break;
+                case 2: EMT_TILE_CALL(2); break;
+                case 3: EMT_TILE_CALL(3); break;
+                default: EMT_TILE_CALL(4); break;
                 }
+#undef EMT_TILE_CALL
                 for (int r = 0; r < nr; r++) {
                     float *y = j->y + (size_t)(r0 + r) * j->n_out + o;
                     for (int c = 0; c < nc; c++) y[c] = j->bias ? v[r * 8 + c] + j->bias[o + c] : v[r * 8 + c];
@@ -1093,6 +1210,10 @@ static void qmatmul_task(void *ctx, int32_t task) {
     if (j->W->packed) {
         if (j->W->dtype == EMT_Q4_0) packed_range(j, EMT_Q4_0, o0, o1);
         else if (j->W->dtype == EMT_Q4_1) packed_range(j, EMT_Q4_1, o0, o1);
+        else if (j->W->dtype == EMT_Q5_0) packed_range(j, EMT_Q5_0, o0, o1);
+        else if (j->W->dtype == EMT_Q4_K) packed_range(j, EMT_Q4_K, o0, o1);
+        else if (j->W->dtype == EMT_Q5_K) packed_range(j, EMT_Q5_K, o0, o1);
+        else if (j->W->dtype == EMT_Q6_K) packed_range(j, EMT_Q6_K, o0, o1);
         else packed_range(j, EMT_Q8_0, o0, o1);
         return;
     }
@@ -1298,7 +1419,7 @@ static void cpu_sample_root(emt_exec *ex, const float *logits, int32_t vocab, fl
 }
 
 #ifdef EMT_CPU_PACKED
-/* Q4_0, Q4_1 and Q8_0 matrices into the packed layout (quant.h), unless
+/* Q4_0, Q4_1, Q8_0, Q5_0, Q4_K, Q5_K and Q6_K matrices into the packed layout (quant.h), unless
  * ENTMTP_CPU_PACK=0 (the file layout's kernels, for comparison): a buffer of
  * the same size replaces the data (an owned copy is released; the loader
  * drops the file pages of a mapped one). */

@@ -15,6 +15,8 @@
 # and Hydra heads and a random-weight EAGLE-3 drafter
 # (tests/python/make_eagle3_drafter.py: the mismatched drafter), all with the
 # shipped bank (its default policy). A benchmark, not a test.
+# BEFORE_BIN (unset) adds a third configuration in the same alternation: the
+# default policy of another build (e.g. before a change), reported beside.
 #   BIN (build/release/entmtp), MODEL (the bundled SmolLM2-135M Q4_1), BANK,
 #   DRAFTERS ("medusa hydra eagle3"), SETS ("code chat math random t1"),
 #   TOKENS (128), THREADS (2), OUT (.cache/never-slower)
@@ -76,12 +78,13 @@ for i, line in enumerate(open(sys.argv[1])):
 PY
 done
 
-run() { # DRAFTER SET I REP MODE(ar|default)
-  local d=$1 s=$2 i=$3 r=$4 mode=$5 args=()
+run() { # DRAFTER SET I REP MODE(ar|default|before)
+  local d=$1 s=$2 i=$3 r=$4 mode=$5 args=() bin=$BIN
   [ "$mode" = ar ] && args=(--ar) || args=(--heads "$(drafter_path "$d")" --bank "$bank")
+  [ "$mode" = before ] && bin=$BEFORE_BIN
   [ "$s" = random ] && args+=(--raw)
   [ "$s" = t1 ] && args+=(--temperature 1.0 --seed "$r")
-  "$BIN" generate --model "$model" "${args[@]}" --prompt-file "$OUT/prompts/$s.$i.txt" --max-tokens "${TOKENS:-128}" \
+  "$bin" generate --model "$model" "${args[@]}" --prompt-file "$OUT/prompts/$s.$i.txt" --max-tokens "${TOKENS:-128}" \
     --threads "${THREADS:-2}" --json --quiet |
     python3 -c 'import json,sys; r=json.load(sys.stdin); r.update(drafter=sys.argv[1], set=sys.argv[2], prompt=int(sys.argv[3]), rep=int(sys.argv[4]), conf=sys.argv[5]); r.pop("tokens"); r.pop("prompt_ids"); r.pop("text"); print(json.dumps(r))' \
       "$d" "$s" "$i" "$r" "$mode" >> "$OUT/runs.jsonl"
@@ -93,8 +96,10 @@ for d in $DRAFTERS; do
   for s in $SETS; do
     for ((i = 0; i < n; i++)); do
       for ((r = 0; r < reps; r++)); do
-        if (( r % 2 == 0 )); then run "$d" "$s" "$i" "$r" ar; run "$d" "$s" "$i" "$r" default
-        else run "$d" "$s" "$i" "$r" default; run "$d" "$s" "$i" "$r" ar; fi
+        confs=(ar default)
+        [ -n "${BEFORE_BIN:-}" ] && confs=(ar before default)
+        (( r % 2 == 1 )) && confs=($(printf '%s\n' "${confs[@]}" | tac))
+        for c in "${confs[@]}"; do run "$d" "$s" "$i" "$r" "$c"; done
       done
     done
     echo "never-slower: $d $s done (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
@@ -106,19 +111,22 @@ runs = [json.loads(l) for l in open(sys.argv[1])]
 by = collections.defaultdict(dict)
 for r in runs:
     by[(r["drafter"], r["set"], r["prompt"], r["rep"])][r["conf"]] = r
+confs = [c for c in ("before", "default") if any(c in v for v in by.values())]
 cells = collections.defaultdict(lambda: collections.defaultdict(list))
 acc = collections.defaultdict(list)
 usage = collections.defaultdict(collections.Counter)
 for (d, s, i, rep), c in by.items():
-    if "ar" in c and "default" in c:
-        cells[(d, s)][i].append(c["default"]["warm_tokens_per_second"] / c["ar"]["warm_tokens_per_second"])
-        acc[(d, s)].append(c["default"]["mean_accept_length"])
-        usage[(d, s)].update(c["default"].get("tree_usage", {}))
-print("| drafter | set | default / AR (geomean of per-prompt medians) | worst prompt | mean accept length | steps per tree |")
-print("|---|---|---|---|---|---|")
-for (d, s) in sorted(cells, key=lambda k: (k[0], ["code", "chat", "math", "random", "t1"].index(k[1]) if k[1] in ["code", "chat", "math", "random", "t1"] else 9)):
-    med = [statistics.median(v) for v in cells[(d, s)].values()]
+    for conf in confs:
+        if "ar" in c and conf in c:
+            cells[(d, s, conf)][i].append(c[conf]["warm_tokens_per_second"] / c["ar"]["warm_tokens_per_second"])
+            acc[(d, s, conf)].append(c[conf]["mean_accept_length"])
+            usage[(d, s, conf)].update(c[conf].get("tree_usage", {}))
+order = ["code", "chat", "math", "random", "t1"]
+print("| drafter | set | policy build | vs AR (geomean of per-prompt medians) | worst prompt | mean accept length | steps per tree |")
+print("|---|---|---|---|---|---|---|")
+for (d, s, conf) in sorted(cells, key=lambda k: (k[0], order.index(k[1]) if k[1] in order else 9, k[2])):
+    med = [statistics.median(v) for v in cells[(d, s, conf)].values()]
     gm = math.exp(statistics.mean(math.log(m) for m in med))
-    u = " ".join(f"{k}:{v}" for k, v in sorted(usage[(d, s)].items()) if v)
-    print(f"| {d} | {s} | {gm:.3f}x | {min(med):.3f}x | {statistics.mean(acc[(d, s)]):.3f} | {u} |")
+    u = " ".join(f"{k}:{v}" for k, v in sorted(usage[(d, s, conf)].items()) if v)
+    print(f"| {d} | {s} | {conf} | {gm:.3f}x | {min(med):.3f}x | {statistics.mean(acc[(d, s, conf)]):.3f} | {u} |")
 PY

@@ -20,9 +20,14 @@
  * (reproducible) repeats its choices exactly. */
 #define EMT_GATE_DECAY 0.95    /* a window of about 20 drafting steps */
 #define EMT_GATE_PRIOR 2.0     /* plain-step units at break-even: a fresh gate, and one that just fell back */
-#define EMT_GATE_MIN_STEPS 3   /* drafting steps before the gate may fall back */
-#define EMT_GATE_FIRST_WAIT 16 /* plain steps before the first probe */
+#define EMT_GATE_MIN_STEPS 6   /* counted steps before the gate may fall back (3 misses in a row are common) */
+#define EMT_GATE_FIRST_WAIT 8  /* plain steps before the first probe */
 #define EMT_GATE_MAX_WAIT 128  /* the longest wait between probes */
+/* Drafting within 2% of plain steps is within the promise (>= 0.98x AR):
+ * the gate closes only below that, so that a drafter that pays a little,
+ * measured against an estimated cost, does not flap; a probe must pay in
+ * full to reopen it. */
+#define EMT_GATE_CLOSE 0.98
 
 typedef struct emt_payoff_gate {
     double tokens, cost;   /* decayed sums over the counted steps: tokens emitted, cost in plain steps */
@@ -351,7 +356,7 @@ static void gate_observe(emt_payoff_gate *g, int32_t accept_length) {
         }
         return;
     }
-    if (++g->steps >= EMT_GATE_MIN_STEPS && !pays) {
+    if (++g->steps >= EMT_GATE_MIN_STEPS && g->tokens < EMT_GATE_CLOSE * g->cost) {
         /* fall back; the sums restart at break-even so that a probe's own
          * result decides whether drafting resumes */
         g->plain = 1;

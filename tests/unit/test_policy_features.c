@@ -68,7 +68,7 @@ typedef struct throughput_rule {
 static void gate_mirror_reset(gate_mirror *g) {
     memset(g, 0, sizeof *g);
     g->tokens = g->cost = 2.0;
-    g->backoff = 16;
+    g->backoff = 8;
 }
 
 static void observe_gate(void *user, const entmtp_outcome *o) {
@@ -84,14 +84,14 @@ static void observe_gate(void *user, const entmtp_outcome *o) {
         if (pays) {
             g->plain = 0;
             g->steps = 0;
-            g->backoff = 16;
+            g->backoff = 8;
         } else {
             g->backoff = g->backoff * 2 < 128 ? g->backoff * 2 : 128;
             g->wait = g->backoff;
         }
         return;
     }
-    if (++g->steps >= 3 && !pays) {
+    if (++g->steps >= 6 && g->tokens < 0.98 * g->cost) {
         g->plain = 1;
         g->wait = g->backoff;
         g->tokens = g->cost = 2.0;

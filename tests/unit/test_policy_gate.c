@@ -95,15 +95,15 @@ static void check_kind(entmtp_policy_kind kind) {
     CHECK(first_draft >= 0 && first_draft <= 128);
     for (int i = first_draft; i < 140; i++) CHECK_EQ_INT(back[i], 2);
 
-    /* a fresh policy that sees zero accepts from the start: plain within
-     * EMT_GATE_MIN_STEPS-ish steps */
+    /* a fresh policy that sees zero accepts from the start: plain after
+     * EMT_GATE_MIN_STEPS (6) counted steps */
     entmtp_policy_reset(p);
-    int32_t fresh[8];
-    run(p, 8, 1, fresh);
+    int32_t fresh[12];
+    run(p, 12, 1, fresh);
     int fresh_plain = -1;
-    for (int i = 0; i < 8 && fresh_plain < 0; i++)
+    for (int i = 0; i < 12 && fresh_plain < 0; i++)
         if (fresh[i] == 0) fresh_plain = i;
-    CHECK(fresh_plain >= 1 && fresh_plain <= 4);
+    CHECK(fresh_plain >= 3 && fresh_plain <= 7);
 
     /* deterministic: the same outcomes give the same choices */
     entmtp_policy *q = NULL;

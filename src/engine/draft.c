@@ -47,11 +47,14 @@ static entmtp_status choose_tree(entmtp_session *S, emt_step *st) {
     int dynamic = 0; /* the policy asked for a dynamic tree of the chosen tree's size */
     if (S->policy) {
         const emt_tree_outlook *ol = NULL;
-        emt_tree_outlook view = { S->outlook.expected_accept, S->outlook.expected_seconds };
-        dynamic = emt_policy_wants_dynamic_tree(S->policy);
+        emt_tree_outlook view = { S->outlook.expected_accept, S->outlook.expected_seconds, S->outlook.ar_tree,
+                                  S->outlook.ar_seconds };
+        int drafts = emt_policy_drafts(S->policy);
+        dynamic = drafts && emt_policy_wants_dynamic_tree(S->policy);
+        if (!drafts) ol = &view; /* a plain step of the payoff gate: the policy names the root-only tree */
         /* the throughput and dynamic policies choose by the outlook; a custom
          * policy is shown it (features.expected_accept/expected_seconds) */
-        if (emt_policy_shows_outlook(S->policy) && S->outlook.expected_accept) {
+        else if (emt_policy_shows_outlook(S->policy) && S->outlook.expected_accept) {
             emt_outlook_compute(&S->outlook, S->bank, S->chain_p, S->topk, st->n_heads, S->topk, dynamic);
             emt_features_set_outlook(&S->features, S->outlook.expected_accept, S->outlook.expected_seconds);
             ol = &view;
@@ -75,11 +78,15 @@ static entmtp_status choose_tree(entmtp_session *S, emt_step *st) {
  * still pay (emt_outlook_deeper_may_pay). Policies that read every level's
  * features (ladder, hysteresis, UCB, custom) and tree search's probes get
  * every level; so does a drafter whose levels come out of one call
- * (Medusa). Returns the levels run. */
+ * (Medusa). None run while the payoff gate of the throughput and dynamic
+ * policies has found that drafts do not pay (emt_policy_drafts). Returns
+ * the levels run. */
 static int32_t draft_chain(entmtp_session *S, const emt_step *st) {
     const emt_drafter *dr = S->drafter;
     const int32_t all = S->heads->n_heads;
-    if (!dr->by_level || st->probe) return dr->chain(S, st->root, 0, all);
+    if (st->probe) return dr->chain(S, st->root, 0, all);
+    if (S->policy && !emt_policy_drafts(S->policy)) return 0; /* drafts do not pay now: a plain step */
+    if (!dr->by_level) return dr->chain(S, st->root, 0, all);
     int32_t fixed = !S->policy ? 0 : emt_policy_static_tree(S->policy);
     if (fixed >= 0 && fixed < S->n_trees) {
         int32_t depth = emt_bank_tree(S->bank, fixed)->depth;

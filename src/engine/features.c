@@ -86,6 +86,9 @@ entmtp_status emt_outlook_init(emt_outlook_state *o, const entmtp_bank *bank, in
     o->expected_accept = emt_calloc((size_t)n, sizeof *o->expected_accept);
     o->expected_seconds = emt_calloc((size_t)n, sizeof *o->expected_seconds);
     o->node_prob = emt_calloc((size_t)nodes, sizeof *o->node_prob);
+    o->ar_tree = -1;
+    for (int32_t k = 0; k < n && o->ar_tree < 0; k++)
+        if (emt_bank_tree(bank, k)->n_nodes == 1) o->ar_tree = k;
     if (!o->expected_accept || !o->expected_seconds || !o->node_prob) {
         emt_outlook_free(o);
         return ENTMTP_ERR_OUT_OF_MEMORY;
@@ -116,6 +119,7 @@ void emt_outlook_compute(emt_outlook_state *o, const entmtp_bank *bank, const fl
         emt_features_expected_accept(&o->calib, q, q_stride, n_heads, topk, bank, o->node_prob, o->expected_accept);
     }
     emt_cost_model_estimate(&o->cost, o->expected_seconds);
+    o->ar_seconds = o->ar_tree >= 0 ? o->expected_seconds[o->ar_tree] : 0.0;
     for (int32_t k = 0; k < entmtp_bank_size(bank) && o->level_seconds > 0; k++) {
         const emt_tree *t = emt_bank_tree(bank, k);
         int32_t depth = dynamic ? t->n_nodes - 1 : t->depth; /* a dynamic tree is at most that deep */

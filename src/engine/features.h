@@ -71,6 +71,11 @@ typedef struct emt_outlook_state {
      * it chooses: emt_outlook_compute adds the levels beyond a tree's depth
      * to that tree's expected seconds. */
     double level_seconds;
+    /* The bank's root-only tree (-1: none) and the expected seconds of a
+     * plain step with it, no drafter levels added (set by
+     * emt_outlook_compute): the payoff gate's unit (policy_internal.h). */
+    int32_t ar_tree;
+    double ar_seconds;
 } emt_outlook_state;
 
 #define EMT_OUTLOOK_BLIND_STEPS 4

@@ -7,6 +7,45 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The payoff gate of the throughput and dynamic policies ("never slower
+ * than AR", docs/policies.md). Their choice rests on *expected* accept
+ * lengths; the gate checks what drafting steps actually emitted against
+ * what plain steps would have in the same time: decayed sums of the tokens
+ * of each step chosen while speculating and of its cost in plain AR steps
+ * (the outlook's expected seconds of the chosen tree over a plain step's).
+ * When the tokens fall below the cost the policy takes plain steps, and
+ * after a wait (doubling while probes fail) drafts one step with the best
+ * drafting tree to see whether drafts pay again. Only counts and the
+ * outlook's figures enter, so a session that keeps the bank's costs
+ * (reproducible) repeats its choices exactly. */
+#define EMT_GATE_DECAY 0.95    /* a window of about 20 drafting steps */
+#define EMT_GATE_PRIOR 2.0     /* plain-step units at break-even: a fresh gate, and one that just fell back */
+#define EMT_GATE_MIN_STEPS 6   /* counted steps before the gate may fall back (3 misses in a row are common) */
+#define EMT_GATE_FIRST_WAIT 8  /* plain steps before the first probe */
+#define EMT_GATE_MAX_WAIT 128  /* the longest wait between probes */
+/* Drafting within 2% of plain steps is within the promise (>= 0.98x AR):
+ * the gate closes only below that, so that a drafter that pays a little,
+ * measured against an estimated cost, does not flap; a probe must pay in
+ * full to reopen it. */
+#define EMT_GATE_CLOSE 0.98
+
+typedef struct emt_payoff_gate {
+    double tokens, cost;   /* decayed sums over the counted steps: tokens emitted, cost in plain steps */
+    int32_t steps;         /* counted steps since the gate last (re)opened */
+    int plain;             /* 1: drafts did not pay; plain steps, probing now and then */
+    int32_t wait, backoff; /* plain steps left before the next probe; the current interval */
+    int probing;           /* the step selected last is a probe */
+    double pending_cost;   /* the step selected last: its cost in plain steps; 0 = not counted */
+    int32_t ar_tree;       /* the root-only tree; -1 while not known */
+} emt_payoff_gate;
+
+static void gate_reset(emt_payoff_gate *g) {
+    memset(g, 0, sizeof *g);
+    g->tokens = g->cost = EMT_GATE_PRIOR;
+    g->backoff = EMT_GATE_FIRST_WAIT;
+    g->ar_tree = -1;
+}
+
 struct entmtp_policy {
     emt_policy_settings set;
     /* hysteresis */
@@ -16,6 +55,8 @@ struct entmtp_policy {
     int64_t *pulls;
     double *reward_sum;
     int64_t t;
+    /* throughput and dynamic: the payoff gate (emt_policy_drafts) */
+    emt_payoff_gate gate;
 };
 
 void emt_policy_settings_default(emt_policy_settings *out, entmtp_policy_kind kind) {
@@ -152,6 +193,7 @@ ENTMTP_API entmtp_status entmtp_policy_create(const entmtp_policy_config *config
     entmtp_policy *p = emt_calloc(1, sizeof *p);
     if (!p) return ENTMTP_ERR_OUT_OF_MEMORY;
     emt_policy_settings_copy(&p->set, &set);
+    gate_reset(&p->gate);
     *out = p;
     return ENTMTP_OK;
 }
@@ -245,6 +287,88 @@ static entmtp_status throughput_select(const emt_tree_outlook *o, int32_t n_tree
     return ENTMTP_OK;
 }
 
+/* The root-only tree of an outlook that does not name it: the cheapest
+ * tree expected to emit exactly one token (ties to the lower index). */
+static int32_t outlook_ar_tree(const emt_tree_outlook *o, int32_t n_trees) {
+    if (o->ar_tree >= 0) return o->ar_tree < n_trees ? o->ar_tree : -1;
+    int32_t a = -1;
+    for (int32_t k = 0; k < n_trees; k++)
+        if (o->expected_accept[k] <= 1.0f && (a < 0 || o->expected_seconds[k] < o->expected_seconds[a])) a = k;
+    return a;
+}
+
+/* The throughput choice behind the payoff gate (above). */
+static entmtp_status gated_select(entmtp_policy *p, const emt_tree_outlook *o, int32_t n_trees, int32_t *out) {
+    emt_payoff_gate *g = &p->gate;
+    g->pending_cost = 0;
+    g->probing = 0;
+    if (g->plain && g->wait > 0 && g->ar_tree >= 0 && g->ar_tree < n_trees) {
+        g->wait--; /* a plain step: the outlook is not needed (the session has not drafted) */
+        *out = g->ar_tree;
+        return ENTMTP_OK;
+    }
+    int32_t k = 0;
+    entmtp_status st = throughput_select(o, n_trees, &k);
+    if (st) return st;
+    int32_t a = outlook_ar_tree(o, n_trees);
+    g->ar_tree = a;
+    if (a < 0) { /* no plain step in the bank: nothing to fall back to */
+        *out = k;
+        return ENTMTP_OK;
+    }
+    if (g->plain) { /* the probe: the best drafting tree, whatever the outlook prefers */
+        int32_t best = -1;
+        for (int32_t j = 0; j < n_trees; j++)
+            if (j != a && (best < 0 || o->expected_accept[j] / o->expected_seconds[j] >
+                                           o->expected_accept[best] / o->expected_seconds[best]))
+                best = j;
+        if (best >= 0) {
+            k = best;
+            g->probing = 1;
+        }
+    }
+    double plain = o->ar_seconds > 0 && isfinite(o->ar_seconds) ? o->ar_seconds : o->expected_seconds[a];
+    double cost = o->expected_seconds[k] / plain;
+    /* a root-only step that did no drafting work is a plain step: not counted */
+    g->pending_cost = k != a || cost > 1.0 + 1e-9 ? cost : 0.0;
+    *out = k;
+    return ENTMTP_OK;
+}
+
+static void gate_observe(emt_payoff_gate *g, int32_t accept_length) {
+    if (!(g->pending_cost > 0)) return;
+    /* a probe is judged on its own (from break-even), not on the failed
+     * probes before it: the text may have changed since */
+    if (g->probing) g->tokens = g->cost = EMT_GATE_PRIOR;
+    g->tokens = EMT_GATE_DECAY * g->tokens + accept_length;
+    g->cost = EMT_GATE_DECAY * g->cost + g->pending_cost;
+    g->pending_cost = 0;
+    int pays = g->tokens >= g->cost;
+    if (g->probing) {
+        g->probing = 0;
+        if (pays) { /* drafts pay again: back to the throughput choice */
+            g->plain = 0;
+            g->steps = 0;
+            g->backoff = EMT_GATE_FIRST_WAIT;
+        } else {
+            g->backoff = g->backoff * 2 < EMT_GATE_MAX_WAIT ? g->backoff * 2 : EMT_GATE_MAX_WAIT;
+            g->wait = g->backoff;
+        }
+        return;
+    }
+    if (++g->steps >= EMT_GATE_MIN_STEPS && g->tokens < EMT_GATE_CLOSE * g->cost) {
+        /* fall back; the sums restart at break-even so that a probe's own
+         * result decides whether drafting resumes */
+        g->plain = 1;
+        g->wait = g->backoff;
+        g->tokens = g->cost = EMT_GATE_PRIOR;
+    }
+}
+
+int emt_policy_drafts(const entmtp_policy *p) {
+    return !(emt_policy_needs_outlook(p) && p->gate.plain && p->gate.wait > 0 && p->gate.ar_tree >= 0);
+}
+
 int emt_policy_needs_outlook(const entmtp_policy *p) {
     return p && (p->set.cfg.kind == EMT_POLICY_THROUGHPUT || p->set.cfg.kind == EMT_POLICY_DYNAMIC);
 }
@@ -277,7 +401,7 @@ entmtp_status emt_policy_select_outlook(entmtp_policy *p, const entmtp_features 
         full.struct_size = sizeof full;
         f = &full;
     }
-    emt_tree_outlook from_features = { f->expected_accept, f->expected_seconds };
+    emt_tree_outlook from_features = { f->expected_accept, f->expected_seconds, -1, 0.0 };
     if (!outlook && emt_policy_needs_outlook(p) && (f->expected_accept || f->expected_seconds)) {
         if (!f->expected_accept || !f->expected_seconds)
             return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_policy_select: features.%s is NULL but %s is set; "
@@ -310,7 +434,7 @@ entmtp_status emt_policy_select_outlook(entmtp_policy *p, const entmtp_features 
         break;
     case EMT_POLICY_THROUGHPUT:
     case EMT_POLICY_DYNAMIC:
-        if ((st = throughput_select(outlook, n_trees, &k))) return st;
+        if ((st = gated_select(p, outlook, n_trees, &k))) return st;
         break;
     case ENTMTP_POLICY_CUSTOM: {
         /* the caller's earlier error stays; a message the callback set with
@@ -353,6 +477,8 @@ ENTMTP_API entmtp_status entmtp_policy_observe(entmtp_policy *p, const entmtp_ou
         p->pulls[o->tree_index]++;
         p->reward_sum[o->tree_index] += r;
         p->t++;
+    } else if (emt_policy_needs_outlook(p)) {
+        gate_observe(&p->gate, o->accept_length);
     } else if (p->set.cfg.kind == ENTMTP_POLICY_CUSTOM && p->set.cfg.observe) {
         p->set.cfg.observe(p->set.cfg.user_data, o);
     }
@@ -364,5 +490,6 @@ ENTMTP_API void entmtp_policy_reset(entmtp_policy *p) {
     p->aggressive = 0;
     for (int32_t k = 0; k < p->n_arms; k++) { p->pulls[k] = 0; p->reward_sum[k] = 0; }
     p->t = 0;
+    gate_reset(&p->gate);
     if (p->set.cfg.kind == ENTMTP_POLICY_CUSTOM && p->set.cfg.reset) p->set.cfg.reset(p->set.cfg.user_data);
 }

@@ -20,6 +20,13 @@
 typedef struct emt_tree_outlook {
     const float *expected_accept;   /* tokens a step with tree k is expected to emit (>= 1) */
     const double *expected_seconds; /* seconds a step with tree k is expected to take (> 0) */
+    /* The bank's root-only tree (a plain AR step) and what a plain step
+     * costs, no drafter work included. A session sets both; an outlook
+     * without them (ar_tree < 0, ar_seconds 0, e.g. one made from the
+     * features) has the policy take the cheapest tree expected to emit
+     * exactly 1 token, at its expected_seconds. */
+    int32_t ar_tree;
+    double ar_seconds;
 } emt_tree_outlook;
 
 /* entmtp_policy_select with the per-tree outlook (NULL when the caller has
@@ -35,6 +42,14 @@ int emt_policy_wants_dynamic_tree(const entmtp_policy *p);
 /* Whether the session computes the outlook and shows it in the features:
  * the policies that need it, and custom policies (their own rule may). */
 int emt_policy_shows_outlook(const entmtp_policy *p);
+/* Whether this step should draft at all. 0 when the throughput or dynamic
+ * policy's payoff gate has seen drafting steps emit fewer tokens than plain
+ * steps would have in the same time (measured accept length against the
+ * cost model's step time) and is waiting before its next probe: select
+ * then returns the root-only tree without reading the outlook, so the
+ * session skips the drafter (docs/policies.md, "Never slower than AR").
+ * 1 for every other policy and state. */
+int emt_policy_drafts(const entmtp_policy *p);
 /* The static policy's tree index; -1 for every other kind. */
 int32_t emt_policy_static_tree(const entmtp_policy *p);
 

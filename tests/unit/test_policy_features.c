@@ -46,12 +46,57 @@ SAME_OFFSET(accept_length_ema);
 SAME_OFFSET(step);
 _Static_assert(sizeof(old_features) == offsetof(entmtp_features, topk), "the new fields are appended");
 
+/* The built-in policy's payoff gate (src/policy/policy.c, docs/policies.md
+ * "Never slower than AR") from what a custom policy sees: each drafting
+ * step's tokens (the outcome) against its cost in plain steps (its tree's
+ * expected_seconds over the root-only tree's, which in a reproducible
+ * session prices no drafter levels: a plain step's cost). */
+typedef struct gate_mirror {
+    double tokens, cost, pending;
+    int32_t steps, plain, wait, backoff, probing;
+} gate_mirror;
+
 typedef struct throughput_rule {
     int32_t n_heads, topk, n_trees; /* what every call must show */
     int32_t calls, bad;             /* calls; calls whose features broke a rule */
     int32_t outlook_varied;         /* calls where argmax accept alone differs from accept/seconds */
     double rank_mass_max;           /* largest sum over a head's ranks */
+    gate_mirror gate;
+    int32_t plain_steps;            /* steps the gate made plain */
 } throughput_rule;
+
+static void gate_mirror_reset(gate_mirror *g) {
+    memset(g, 0, sizeof *g);
+    g->tokens = g->cost = 2.0;
+    g->backoff = 8;
+}
+
+static void observe_gate(void *user, const entmtp_outcome *o) {
+    gate_mirror *g = &((throughput_rule *)user)->gate;
+    if (!(g->pending > 0)) return;
+    if (g->probing) g->tokens = g->cost = 2.0;
+    g->tokens = 0.95 * g->tokens + o->accept_length;
+    g->cost = 0.95 * g->cost + g->pending;
+    g->pending = 0;
+    int pays = g->tokens >= g->cost;
+    if (g->probing) {
+        g->probing = 0;
+        if (pays) {
+            g->plain = 0;
+            g->steps = 0;
+            g->backoff = 8;
+        } else {
+            g->backoff = g->backoff * 2 < 128 ? g->backoff * 2 : 128;
+            g->wait = g->backoff;
+        }
+        return;
+    }
+    if (++g->steps >= 6 && g->tokens < 0.98 * g->cost) {
+        g->plain = 1;
+        g->wait = g->backoff;
+        g->tokens = g->cost = 2.0;
+    }
+}
 
 /* argmax over trees of expected_accept / expected_seconds, ties to the lower
  * index: the throughput policy written against the public features */
@@ -74,14 +119,39 @@ static entmtp_status select_throughput(void *user, const entmtp_features *f, int
         }
         if (mass > r->rank_mass_max) r->rank_mass_max = mass;
     }
-    int32_t best = 0, most = 0;
+    int32_t best = 0, most = 0, ar = -1;
     for (int32_t k = 0; k < n_trees; k++) {
         if (!(f->expected_accept[k] >= 1) || !(f->expected_seconds[k] > 0)) r->bad++;
         if (f->expected_accept[k] / f->expected_seconds[k] > f->expected_accept[best] / f->expected_seconds[best])
             best = k;
         if (f->expected_accept[k] > f->expected_accept[most]) most = k;
+        if (f->expected_accept[k] <= 1.0f && (ar < 0 || f->expected_seconds[k] < f->expected_seconds[ar])) ar = k;
     }
     r->outlook_varied += most != best;
+    gate_mirror *g = &r->gate;
+    g->pending = 0;
+    g->probing = 0;
+    if (ar >= 0 && g->plain && g->wait > 0) {
+        g->wait--;
+        r->plain_steps++;
+        *out = ar;
+        return ENTMTP_OK;
+    }
+    if (ar >= 0 && g->plain) { /* the probe: the best drafting tree */
+        int32_t probe = -1;
+        for (int32_t k = 0; k < n_trees; k++)
+            if (k != ar && (probe < 0 || f->expected_accept[k] / f->expected_seconds[k] >
+                                             f->expected_accept[probe] / f->expected_seconds[probe]))
+                probe = k;
+        if (probe >= 0) {
+            best = probe;
+            g->probing = 1;
+        }
+    }
+    if (ar >= 0) {
+        double cost = f->expected_seconds[best] / f->expected_seconds[ar];
+        g->pending = best != ar || cost > 1.0 + 1e-9 ? cost : 0.0;
+    }
     *out = best;
     return ENTMTP_OK;
 }
@@ -143,6 +213,7 @@ static void check_session_features(entmtp_model *m, entmtp_heads *h, entmtp_bank
     CHECK(f.expected_accept == NULL && f.expected_seconds == NULL);
     throughput_rule rule = *want;
     rule.calls = rule.bad = 0;
+    gate_mirror_reset(&rule.gate);
     entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_CUSTOM);
     pc.select = select_throughput;
     pc.user_data = &rule;
@@ -237,9 +308,11 @@ static void check_heads(entmtp_model *m, const char *heads_path, const char *lab
     generate(m, h, bank, tp, &thr);
     entmtp_policy_free(tp);
 
-    throughput_rule rule = { hi.n_heads, topk, n_trees, 0, 0, 0, 0 };
+    throughput_rule rule = { hi.n_heads, topk, n_trees, 0, 0, 0, 0, { 0 }, 0 };
+    gate_mirror_reset(&rule.gate);
     entmtp_policy_config pc = entmtp_policy_default_config(ENTMTP_POLICY_CUSTOM);
     pc.select = select_throughput;
+    pc.observe = observe_gate;
     pc.user_data = &rule;
     entmtp_policy *cp = NULL;
     CHECK_OK(entmtp_policy_create(&pc, &cp));
@@ -261,8 +334,9 @@ static void check_heads(entmtp_model *m, const char *heads_path, const char *lab
     CHECK_EQ_INT(rule.calls, cus.n_steps);
     CHECK_EQ_INT(rule.bad, 0);
     CHECK(rule.rank_mass_max <= 1.0 + 1e-4); /* a head's top-k ranks are one distribution's */
-    printf("%s: %d steps, %d distinct trees, accept-only argmax differs at %d steps, max rank mass %.3f\n", label,
-           cus.n_steps, distinct, rule.outlook_varied, rule.rank_mass_max);
+    printf("%s: %d steps, %d distinct trees, accept-only argmax differs at %d steps, max rank mass %.3f, "
+           "%d plain steps of the gate\n", label, cus.n_steps, distinct, rule.outlook_varied, rule.rank_mass_max,
+           rule.plain_steps);
 
     check_session_features(m, h, bank, &rule);
 

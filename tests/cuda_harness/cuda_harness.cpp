@@ -318,8 +318,15 @@ void transfer(thread_state *from, thread_state *to, bool from_exits) {
 // scheduler -> fiber t (and the lanes after it), until control comes back
 void resume(thread_state *t) { transfer(nullptr, t, false); }
 
-// fiber t stops (waits or exits): the next lane of its warp, or the scheduler
-void yield(thread_state *t, bool exiting) { transfer(t, next_in_warp(t), exiting); }
+thread_state *next_after_stop(thread_state *t);
+
+// fiber t stops (waits or exits): the thread the scheduler would run next, or
+// the scheduler itself when that takes a diagnosis (or the block is done)
+void yield(thread_state *t, bool exiting) {
+    thread_state *next = next_after_stop(t);
+    if (next == t) return; // its own collective completed and it runs first
+    transfer(t, next, exiting);
+}
 
 void fiber_main(void) {
     thread_state *t = current;
@@ -477,6 +484,47 @@ void run_warp(thread_state *w, unsigned n_lanes) {
             return;
         }
     }
+}
+
+// What run_warp and run_block would do next once fiber t has stopped, done
+// here on t's stack: a fiber switch to the scheduler and back per collective
+// or barrier (and its scans) is most of the harness's time otherwise. The
+// order is the scheduler's: the next lane of the warp; else the warp's
+// collectives complete and its first runnable lane goes on; else (the warp
+// is at the barrier or has exited) the next warp; else the barrier
+// completes and thread 0 goes on. Anything else (a fault, a deadlock, a
+// divergent barrier, the end of the block) goes back to the scheduler, which
+// finds the state unchanged and diagnoses it as before.
+thread_state *next_after_stop(thread_state *t) {
+    thread_state *next = next_in_warp(t);
+    if (next || block_failed) return next;
+    unsigned first = t->warp * 32, n_lanes = block_threads - first < 32 ? block_threads - first : 32;
+    thread_state *w = &threads[first];
+    bool waiting = false, progressed = false;
+    for (unsigned l = 0; l < n_lanes; l++) {
+        thread_phase p = w[l].phase;
+        if (p == RUNNABLE || p == NOT_STARTED) return &w[l]; // not reached in the scheduler's order; safe anyway
+        if (p != AT_COLLECTIVE) continue;
+        waiting = true;
+        if (complete_collective(w, n_lanes, l)) progressed = true;
+        if (block_failed) return nullptr;
+    }
+    if (progressed) {
+        for (unsigned l = 0; l < n_lanes; l++)
+            if (w[l].phase == RUNNABLE) return &w[l];
+    }
+    if (waiting) return nullptr; // collectives that cannot complete: the scheduler reports them
+    // the warp is at the barrier or has exited: the later warps' turn
+    for (unsigned i = first + n_lanes; i < block_threads; i++)
+        if (threads[i].phase == RUNNABLE || threads[i].phase == NOT_STARTED) return &threads[i];
+    // every warp is done: the barrier, when every thread waits at the same one
+    const thread_state *at = &threads[0];
+    for (unsigned i = 0; i < block_threads; i++) {
+        const thread_state &u = threads[i];
+        if (u.phase != AT_BARRIER || u.line != at->line || !same_file(u.file, at->file)) return nullptr;
+    }
+    for (unsigned i = 0; i < block_threads; i++) threads[i].phase = RUNNABLE;
+    return &threads[0];
 }
 
 void run_block(unsigned n) {

@@ -151,6 +151,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     }
     EMT_UNROLL
     for (int r = 0; r < MM_ROW_TILE; r++) {
+        if (r >= nr) break; // nr is the block's: the whole warp stops together, no reduction of absent rows
         const float v = warp_sum(acc[r]); // every lane reduces: the shuffles need the whole warp
         if (lane == 0 && r < nr) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
     }
@@ -276,11 +277,15 @@ __device__ __forceinline__ void dense_product(const uint8_t *W, size_t row_bytes
             }
         }
     }
+    // o and nr are the same for the whole warp: absent outputs and rows are
+    // not reduced (an idle warp has passed the block's last barrier)
     for (int oi = 0; oi < OUTS; oi++) {
         const int32_t o = o0 + oi;
+        if (o >= n_out) break;
         EMT_UNROLL
         for (int r = 0; r < MM_ROW_TILE; r++) {
-            const float v = warp_sum(acc[oi][r]); // every lane of every warp: the shuffles need the whole warp
+            if (r >= nr) break;
+            const float v = warp_sum(acc[oi][r]); // every lane of the warp: the shuffles need the whole warp
             if (o < n_out && lane == 0 && r < nr) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
         }
     }
@@ -396,6 +401,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     }
     EMT_UNROLL
     for (int r = 0; r < MM_ROW_TILE; r++) {
+        if (r >= nr) break; // the block's: the whole warp stops together
         const float v = warp_sum(acc[r]);
         if (lane == 0 && r < nr) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
     }

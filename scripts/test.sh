@@ -39,7 +39,8 @@ if [ "${ENTMTP_TEST_QUICK:-0}" != 1 ]; then
   cmake --build build/asan -j "$jobs"
   # -LE e2e_harness: whole sessions on the CUDA harness (test_cuda_lossless/typical_harness)
   # took 15 and 11 minutes here under ASan after this session's kernels (2026-11-27),
-  # which would take CI past 45 minutes; they run in the release pass above, and every
+  # still about 11 and 8 after the harness's scheduling changes (docs/cuda-harness.md,
+  # "Where the end-to-end time goes"), which would take CI past 45 minutes; they run in the release pass above, and every
   # kernel runs under ASan in the kernel-level harness tests (parity, kernels, step ops,
   # eagle3, memeff).
   (cd build/asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j "$jobs" -LE "slow|e2e_harness")

@@ -36,6 +36,14 @@
 #include <ucontext.h>
 #endif
 
+// The scheduler's hot path (a lane stopping at a collective or barrier, the
+// fiber switch, the collective's completion) runs once per lane per
+// collective: under ASan+UBSan its own bookkeeping (fixed arrays of the
+// block's threads) would be checked tens of millions of times per test and
+// cost about a third of the time. The kernels, the library and the rest of
+// the runtime stay instrumented.
+#define EMT_SCHEDULER_HOT __attribute__((no_sanitize("address", "undefined")))
+
 // ----------------------------------------------- limits of the GPUs we build for
 // sm_80 (A100) and sm_90 (H100): the smaller of the two where they differ.
 static const unsigned kMaxThreadsPerBlock = 1024, kMaxBlockX = 1024, kMaxBlockY = 1024, kMaxBlockZ = 64;
@@ -266,21 +274,22 @@ void prepare_fiber(thread_state *t) {
 }
 
 unsigned block_threads = 0;     // threads in the running block
+thread_state *block_base = nullptr; // threads.data() while a block runs
 char *stack_to_release = nullptr; // of a fiber that exited: freed once off it
 
 // The next lane of t's warp that can run, in lane order; none after a fault.
-thread_state *next_in_warp(const thread_state *t) {
+EMT_SCHEDULER_HOT thread_state *next_in_warp(const thread_state *t) {
     if (block_failed) return nullptr;
     unsigned first = t->warp * 32, end = block_threads - first < 32 ? block_threads : first + 32;
     for (unsigned i = first + t->lane + 1; i < end; i++)
-        if (threads[i].phase == RUNNABLE || threads[i].phase == NOT_STARTED) return &threads[i];
+        if (block_base[i].phase == RUNNABLE || block_base[i].phase == NOT_STARTED) return &block_base[i];
     return nullptr;
 }
 
 // Runs `to` (the scheduler when null) in place of `from` (the scheduler when
 // null); returns when something switches back to `from`. A lane that stops
 // hands over straight to the next lane of its warp: one switch per lane.
-void transfer(thread_state *from, thread_state *to, bool from_exits) {
+EMT_SCHEDULER_HOT void transfer(thread_state *from, thread_state *to, bool from_exits) {
     if (to && to->phase == NOT_STARTED) {
         to->stack = free_stacks.back();
         free_stacks.pop_back();
@@ -318,8 +327,15 @@ void transfer(thread_state *from, thread_state *to, bool from_exits) {
 // scheduler -> fiber t (and the lanes after it), until control comes back
 void resume(thread_state *t) { transfer(nullptr, t, false); }
 
-// fiber t stops (waits or exits): the next lane of its warp, or the scheduler
-void yield(thread_state *t, bool exiting) { transfer(t, next_in_warp(t), exiting); }
+thread_state *next_after_stop(thread_state *t);
+
+// fiber t stops (waits or exits): the thread the scheduler would run next, or
+// the scheduler itself when that takes a diagnosis (or the block is done)
+EMT_SCHEDULER_HOT void yield(thread_state *t, bool exiting) {
+    thread_state *next = next_after_stop(t);
+    if (next == t) return; // its own collective completed and it runs first
+    transfer(t, next, exiting);
+}
 
 void fiber_main(void) {
     thread_state *t = current;
@@ -387,11 +403,11 @@ void block_fault(const char *fmt, ...) {
     block_failed = true;
 }
 
-bool same_file(const char *a, const char *b) { return a == b || !strcmp(a, b); }
+EMT_SCHEDULER_HOT bool same_file(const char *a, const char *b) { return a == b || !strcmp(a, b); }
 
 // Completes the collective that lane `first` waits at, once every lane of its
 // mask is there; false when they are not all there yet.
-bool complete_collective(thread_state *w, unsigned n_lanes, unsigned first) {
+EMT_SCHEDULER_HOT bool complete_collective(thread_state *w, unsigned n_lanes, unsigned first) {
     thread_state &a = w[first];
     unsigned mask = a.mask;
     char buf[256];
@@ -479,8 +495,50 @@ void run_warp(thread_state *w, unsigned n_lanes) {
     }
 }
 
+// What run_warp and run_block would do next once fiber t has stopped, done
+// here on t's stack: a fiber switch to the scheduler and back per collective
+// or barrier (and its scans) is most of the harness's time otherwise. The
+// order is the scheduler's: the next lane of the warp; else the warp's
+// collectives complete and its first runnable lane goes on; else (the warp
+// is at the barrier or has exited) the next warp; else the barrier
+// completes and thread 0 goes on. Anything else (a fault, a deadlock, a
+// divergent barrier, the end of the block) goes back to the scheduler, which
+// finds the state unchanged and diagnoses it as before.
+EMT_SCHEDULER_HOT thread_state *next_after_stop(thread_state *t) {
+    thread_state *next = next_in_warp(t);
+    if (next || block_failed) return next;
+    unsigned first = t->warp * 32, n_lanes = block_threads - first < 32 ? block_threads - first : 32;
+    thread_state *w = &block_base[first];
+    for (unsigned l = 0; l < n_lanes; l++) // (lanes before t: not in the scheduler's order; safe anyway)
+        if (w[l].phase == RUNNABLE || w[l].phase == NOT_STARTED) return &w[l];
+    bool waiting = false, progressed = false;
+    for (unsigned l = 0; l < n_lanes; l++) {
+        if (w[l].phase != AT_COLLECTIVE) continue;
+        waiting = true;
+        if (complete_collective(w, n_lanes, l)) progressed = true;
+        if (block_failed) return nullptr;
+    }
+    if (progressed) {
+        for (unsigned l = 0; l < n_lanes; l++)
+            if (w[l].phase == RUNNABLE) return &w[l];
+    }
+    if (waiting) return nullptr; // collectives that cannot complete: the scheduler reports them
+    // the warp is at the barrier or has exited: the later warps' turn
+    for (unsigned i = first + n_lanes; i < block_threads; i++)
+        if (block_base[i].phase == RUNNABLE || block_base[i].phase == NOT_STARTED) return &block_base[i];
+    // every warp is done: the barrier, when every thread waits at the same one
+    const thread_state *at = &block_base[0];
+    for (unsigned i = 0; i < block_threads; i++) {
+        const thread_state &u = block_base[i];
+        if (u.phase != AT_BARRIER || u.line != at->line || !same_file(u.file, at->file)) return nullptr;
+    }
+    for (unsigned i = 0; i < block_threads; i++) block_base[i].phase = RUNNABLE;
+    return &block_base[0];
+}
+
 void run_block(unsigned n) {
     block_threads = n;
+    block_base = threads.data();
     for (unsigned i = 0; i < n; i++) {
         thread_state &t = threads[i];
         t.idx = uint3{ i % block_dim.x, i / block_dim.x % block_dim.y, i / (block_dim.x * block_dim.y) };
@@ -531,13 +589,21 @@ void clean_stacks(void) {
 void execute(const kernel_call &k) {
     unsigned n = k.block.x * k.block.y * k.block.z;
 #ifdef EMT_ASAN
-    // the stack the scheduler runs on, for ASan's fiber switches back to it
-    pthread_attr_t attr;
-    if (!pthread_getattr_np(pthread_self(), &attr)) {
-        void *bottom = nullptr;
-        pthread_attr_getstack(&attr, &bottom, &scheduler_stack_size);
-        scheduler_stack_bottom = bottom;
-        pthread_attr_destroy(&attr);
+    // the stack the scheduler runs on, for ASan's fiber switches back to it:
+    // looked up once per host thread (for the main thread glibc reads
+    // /proc/self/maps, which cost more than many a launch)
+    static thread_local pthread_t stack_of = 0;
+    static thread_local bool stack_known = false;
+    if (!stack_known || !pthread_equal(stack_of, pthread_self())) {
+        pthread_attr_t attr;
+        if (!pthread_getattr_np(pthread_self(), &attr)) {
+            void *bottom = nullptr;
+            pthread_attr_getstack(&attr, &bottom, &scheduler_stack_size);
+            scheduler_stack_bottom = bottom;
+            pthread_attr_destroy(&attr);
+            stack_of = pthread_self();
+            stack_known = true;
+        }
     }
 #endif
     ensure_stacks(n);
@@ -584,7 +650,7 @@ void *dynamic_shared(void) {
     return dynamic_shared_mem;
 }
 
-uint64_t warp_collective(collective_kind kind, unsigned mask, uint64_t value, int arg, int width, const char *file,
+EMT_SCHEDULER_HOT uint64_t warp_collective(collective_kind kind, unsigned mask, uint64_t value, int arg, int width, const char *file,
                          int line) {
     thread_state *t = current;
     if (!t) kernel_fault("warp collective called outside a kernel (%s:%d)", file, line);
@@ -605,7 +671,7 @@ uint64_t warp_collective(collective_kind kind, unsigned mask, uint64_t value, in
     return t->result;
 }
 
-void syncthreads(const char *file, int line) {
+EMT_SCHEDULER_HOT void syncthreads(const char *file, int line) {
     thread_state *t = current;
     if (!t) kernel_fault("__syncthreads called outside a kernel (%s:%d)", file, line);
     t->phase = AT_BARRIER;

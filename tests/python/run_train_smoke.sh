@@ -12,19 +12,10 @@
 #     `entmtp generate` loads the heads and emits greedy AR's tokens.
 # Skips (77) without torch, safetensors, tokenizers, gguf or the bundled model.
 set -euo pipefail
-cli=$1
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-vocab=${ENTMTP_MODEL:-$root/.cache/models/SmolLM2-135M-Instruct.Q4_1.gguf}
-[ -r "$vocab" ] || { echo "SKIP: bundled model (the vocabulary source) not fetched"; exit 77; }
-python3 -c "import torch, safetensors, tokenizers, jinja2, gguf, numpy" 2>/dev/null \
-  || { echo "SKIP: python torch/safetensors/tokenizers/jinja2/gguf missing"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+# shellcheck source=train_smoke_common.sh
+source "$(dirname "$0")/train_smoke_common.sh" "$1"
 py="$here/arch_models.py"
-th="$root/tools/train_heads"
 fail=0
-export OMP_NUM_THREADS=2
 
 # 1. backbone == EntMTP
 for arch in llama3 qwen2 qwen3 phi3 gemma2 gemma3 gemma3w; do

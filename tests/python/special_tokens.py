@@ -127,17 +127,25 @@ def bos_count(ids, bos):
     return n
 
 
-def check(cli, fixture_path=FIXTURE):
-    """entmtp generate (--raw and chat) and entmtp serve (completions and
-    chat) prefill llama.cpp's ids; 0 pass, 1 fail, 77 skip."""
+def can_write_models():
+    """Whether llama.cpp's vocabularies and the packages that write the
+    models (arch_models.py: gguf, numpy) are here; says why not."""
     if not os.path.isdir(os.path.join(LLAMACPP_SRC, "models")):
         print(f"SKIP: {LLAMACPP_SRC}/models is absent (scripts/fetch-llamacpp-src.sh)")
-        return 77
+        return False
     try:
-        import gguf  # noqa: F401  (arch_models.py writes the models)
+        import gguf  # noqa: F401
         import numpy  # noqa: F401
     except ImportError as e:
         print(f"SKIP: {e} (pip install gguf numpy)")
+        return False
+    return True
+
+
+def check(cli, fixture_path=FIXTURE):
+    """entmtp generate (--raw and chat) and entmtp serve (completions and
+    chat) prefill llama.cpp's ids; 0 pass, 1 fail, 77 skip."""
+    if not can_write_models():
         return 77
     sys.path.insert(0, os.path.join(ROOT, "tests", "server"))
     os.environ["ENTMTP_CLI"] = cli
@@ -197,14 +205,7 @@ def check(cli, fixture_path=FIXTURE):
 
 
 def export(outdir, fixture_path=FIXTURE):
-    if not os.path.isdir(os.path.join(LLAMACPP_SRC, "models")):
-        print(f"SKIP: {LLAMACPP_SRC}/models is absent (scripts/fetch-llamacpp-src.sh)")
-        return 77
-    try:
-        import gguf  # noqa: F401
-        import numpy  # noqa: F401
-    except ImportError as e:
-        print(f"SKIP: {e} (pip install gguf numpy)")
+    if not can_write_models():
         return 77
     fx = load_fixture(fixture_path)
     os.makedirs(outdir, exist_ok=True)

@@ -12,21 +12,6 @@
 #include <stdio.h>
 #include <sys/wait.h>
 
-/* The CLI's stdout alone (stderr dropped), for comparing texts. */
-static char *run_stdout(const char *args, int *rc) {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null", getenv("ENTMTP_CLI"), args);
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, n = 0, got;
-    char *out = malloc(cap + 1);
-    while (out && n < cap && (got = fread(out + n, 1, cap - n, p)) > 0) n += got;
-    if (out) out[n] = '\0';
-    int status = pclose(p);
-    *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return out;
-}
-
 static void write_text(const char *path, const char *text, size_t n) {
     FILE *f = fopen(path, "wb");
     CHECK(f != NULL);
@@ -37,7 +22,7 @@ static void write_text(const char *path, const char *text, size_t n) {
 
 /* The "prompt_ids" array of a --json run, as text, for comparisons. */
 static char *prompt_ids(const char *args, int *rc) {
-    char *out = run_stdout(args, rc);
+    char *out = emt_cli_run_stdout(args, rc);
     cJSON *j = out ? cJSON_Parse(out) : NULL;
     char *ids = j ? cJSON_PrintUnformatted(cJSON_GetObjectItem(j, "prompt_ids")) : NULL;
     if (!ids) fprintf(stderr, "no prompt_ids from: %s\n%s\n", args, out ? out : "(no output)");
@@ -61,13 +46,7 @@ static void expect_refused(const char *model, const char *opts, const char *n1, 
 int main(void) {
     if (!getenv("ENTMTP_CLI")) TEST_SKIP("ENTMTP_CLI not set");
     char model[512], heads[512], args[4096], path[512], path2[512];
-    snprintf(model, sizeof model, "%s/conv_tiny_tok.gguf", ENTMTP_TEST_TMP_DIR);
-    snprintf(heads, sizeof heads, "%s/conv_tiny_heads.safetensors", ENTMTP_TEST_TMP_DIR);
-    emt_tiny_config c = emt_tiny_default_config();
-    c.vocab = 300;
-    c.with_tokenizer = 1;
-    CHECK_OK(emt_tiny_write_gguf(model, &c, EMT_Q8_0));
-    CHECK_OK(emt_tiny_write_medusa_heads(heads, c.hidden, c.vocab, 4, 1, 0, 2));
+    emt_cli_tiny_files("conv", model, sizeof model, heads, sizeof heads);
     int rc;
 
     /* bad values: exit 2 at parse time, saying the real range or the choices */
@@ -85,10 +64,10 @@ int main(void) {
 
     /* the aliases set the same thing as the old names; -c takes effect */
     snprintf(args, sizeof args, "generate --model %s --prompt 'the the' --max-tokens 8 --json --temperature 0.8 --seed 7 --kv 64", model);
-    char *a = run_stdout(args, &rc);
+    char *a = emt_cli_run_stdout(args, &rc);
     CHECK_EQ_INT(rc, 0);
     snprintf(args, sizeof args, "generate --model %s --prompt 'the the' --max-tokens 8 --json --temp 0.8 --seed 7 -c 64 --top-k 0 --top-p 1", model);
-    char *b = run_stdout(args, &rc);
+    char *b = emt_cli_run_stdout(args, &rc);
     CHECK_EQ_INT(rc, 0);
     cJSON *ja = a ? cJSON_Parse(a) : NULL, *jb = b ? cJSON_Parse(b) : NULL;
     char *ta = ja ? cJSON_PrintUnformatted(cJSON_GetObjectItem(ja, "tokens")) : NULL;
@@ -149,10 +128,10 @@ int main(void) {
     snprintf(path, sizeof path, "%s/conv_chat_in.txt", ENTMTP_TEST_TMP_DIR);
     write_text(path, "hello\n\nthe the\n", 15);
     snprintf(args, sizeof args, "chat --model %s --heads %s --tree chain_2,mc_sim_7b_63 --max-tokens 6 < %s", model, heads, path);
-    char *chat = run_stdout(args, &rc);
+    char *chat = emt_cli_run_stdout(args, &rc);
     CHECK_EQ_INT(rc, 0);
     snprintf(args, sizeof args, "generate --model %s --prompt hello --max-tokens 6 --ar", model);
-    char *first = run_stdout(args, &rc);
+    char *first = emt_cli_run_stdout(args, &rc);
     CHECK_EQ_INT(rc, 0);
     size_t n_first = first ? strlen(first) : 0;
     CHECK(chat && first && n_first > 0 && !strncmp(chat, first, n_first));
@@ -166,7 +145,7 @@ int main(void) {
         snprintf(path2, sizeof path2, "%s/conv_turn2.txt", ENTMTP_TEST_TMP_DIR);
         write_text(path2, conv, (size_t)n);
         snprintf(args, sizeof args, "generate --model %s --raw --prompt-file %s --max-tokens 6 --ar", model, path2);
-        char *second = run_stdout(args, &rc);
+        char *second = emt_cli_run_stdout(args, &rc);
         CHECK_EQ_INT(rc, 0);
         int same = second && !strcmp(chat + n_first, second);
         if (!same) fprintf(stderr, "chat turn 2 '%s' != fresh run '%s'\n", chat + n_first, second ? second : "");

@@ -6,6 +6,7 @@
  * layers on the device. Runs on a GPU or on the CPU CUDA harness; SKIPPED
  * when neither is there. */
 #include "check.h"
+#include "session_run.h"
 #include "cuda_test.h"
 #include "tiny_model.h"
 
@@ -24,7 +25,6 @@ static void generate(entmtp_backend backend, const char *model_path, const char 
     entmtp_model *m = NULL;
     entmtp_heads *h = NULL;
     entmtp_bank *bank = NULL;
-    entmtp_session *s = NULL;
     entmtp_policy *pol = NULL;
     CHECK_OK(entmtp_model_load(model_path, &mp, &m));
     if (m && !ar) CHECK_OK(entmtp_heads_load(m, drafter, &h));
@@ -32,25 +32,13 @@ static void generate(entmtp_backend backend, const char *model_path, const char 
     CHECK_OK(entmtp_bank_create(&bp, &bank));
     CHECK_OK(entmtp_bank_add_builtin(bank, tree, NULL));
     CHECK_OK(entmtp_bank_add_builtin(bank, "chain_2", NULL));
-    entmtp_session_params sp = entmtp_session_default_params();
-    sp.n_stop_tokens = 0;
-    sp.kv_capacity = 128;
-    if (m) CHECK_OK(entmtp_session_create(m, h, bank, &sp, &s));
-    if (s && policy != ENTMTP_POLICY_STATIC) {
+    if (m && policy != ENTMTP_POLICY_STATIC) {
         entmtp_policy_config pc = entmtp_policy_default_config(policy);
         CHECK_OK(entmtp_policy_create(&pc, &pol));
-        CHECK_OK(entmtp_policy_set(s, pol));
     }
-    if (s) {
-        CHECK_OK(entmtp_session_prefill(s, prompt, N_PROMPT));
-        CHECK_OK(entmtp_generate(s, N_GEN, ar, NULL, NULL));
-        const int32_t *toks;
-        int32_t n = 0;
-        CHECK_OK(entmtp_session_tokens(s, &toks, &n));
-        CHECK_EQ_INT(n, N_PROMPT + N_GEN);
-        memcpy(out, toks, (size_t)n * sizeof *toks);
-    }
-    entmtp_session_free(s);
+    int32_t n = 0;
+    double mean_accept = 0;
+    if (m) CHECK_OK(emt_test_generate(m, h, bank, pol, ar, prompt, N_PROMPT, N_GEN, 128, out, &n, &mean_accept));
     entmtp_policy_free(pol);
     entmtp_bank_free(bank);
     entmtp_heads_free(h);

@@ -6,6 +6,7 @@
  * vocabulary (d2t) and with the drafter's own embeddings, on F32 and native
  * quantized weights, across prompts that span prefill chunks. */
 #include "check.h"
+#include "session_run.h"
 #include "engine/engine.h"
 #include "test_policies.h"
 #include "tiny_model.h"
@@ -20,28 +21,7 @@ static int32_t g_n_prompt = 9;
 
 static entmtp_status generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_policy *pol, int ar,
                               int32_t *out, int32_t *n_out, double *mean_accept) {
-    entmtp_session_params sp = entmtp_session_default_params();
-    sp.kv_capacity = 400;
-    sp.n_stop_tokens = 0;
-    entmtp_session *s = NULL;
-    *n_out = 0;
-    entmtp_status st = entmtp_session_create(m, h, b, &sp, &s);
-    if (st) return st;
-    if (pol) CHECK_OK(entmtp_policy_set(s, pol));
-    CHECK_OK(entmtp_session_prefill(s, g_prompt, g_n_prompt));
-    CHECK_OK(entmtp_generate(s, N_GEN, ar, NULL, NULL));
-    const int32_t *toks;
-    int32_t n;
-    CHECK_OK(entmtp_session_tokens(s, &toks, &n));
-    CHECK_EQ_INT(n, g_n_prompt + N_GEN);
-    memcpy(out, toks, (size_t)n * sizeof *toks);
-    *n_out = n;
-    entmtp_session_stats stats = { sizeof stats };
-    CHECK_OK(entmtp_session_get_stats(s, &stats));
-    *mean_accept = stats.mean_accept_length;
-    entmtp_policy_set(s, NULL);
-    entmtp_session_free(s);
-    return ENTMTP_OK;
+    return emt_test_generate(m, h, b, pol, ar, g_prompt, g_n_prompt, N_GEN, 400, out, n_out, mean_accept);
 }
 
 /* Returns the best mean accept length over the static trees and policies. */
@@ -62,16 +42,7 @@ static double check_lossless(const char *model_path, entmtp_compute_type compute
     CHECK_EQ_INT(hi.kind, ENTMTP_HEADS_EAGLE3);
     CHECK_EQ_INT(hi.n_layers, 1);
     entmtp_bank *bank = NULL;
-    entmtp_bank_params bp = entmtp_bank_default_params();
-    bp.max_depth = hi.n_heads;
-    CHECK_OK(entmtp_bank_create(&bp, &bank));
-    for (int32_t i = 0; entmtp_builtin_tree_name(i); i++) {
-        entmtp_status st = entmtp_bank_add_builtin(bank, entmtp_builtin_tree_name(i), NULL);
-        if (st == ENTMTP_ERR_INVALID_TREE) continue;
-        CHECK_OK(st);
-    }
-    int32_t n_trees = entmtp_bank_size(bank);
-    CHECK(n_trees >= 5);
+    int32_t n_trees = emt_test_bank_of_builtins(hi.n_heads, &bank);
     int32_t ar[400], spec[400], n_ar = 0, n_spec = 0;
     double mean = 0, best_mean = 0;
     CHECK_OK(generate(m, h, bank, NULL, 1, ar, &n_ar, &mean));

@@ -5,6 +5,7 @@
  * safetensors copies of one model give the same logits. */
 #define ENTMTP_EXPERIMENTAL_API /* entmtp_session_features, entmtp_session_logits */
 #include "check.h"
+#include "session_run.h"
 #include "test_policies.h"
 #include "tiny_model.h"
 
@@ -17,27 +18,7 @@ static const int32_t prompt[] = { 1, 5, 9, 3, 17, 2, 30, 11, 4 };
 
 static void generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_policy *pol, int ar,
                      int32_t *out, int32_t *n_out, double *mean_accept) {
-    entmtp_session_params sp = entmtp_session_default_params();
-    sp.kv_capacity = 200;
-    sp.n_stop_tokens = 0; /* never stop early: compare full runs */
-    entmtp_session *s = NULL;
-    *n_out = 0;
-    CHECK_OK(entmtp_session_create(m, h, b, &sp, &s));
-    if (!s) return;
-    if (pol) CHECK_OK(entmtp_policy_set(s, pol));
-    CHECK_OK(entmtp_session_prefill(s, prompt, N_PROMPT));
-    CHECK_OK(entmtp_generate(s, N_GEN, ar, NULL, NULL));
-    const int32_t *toks;
-    int32_t n;
-    CHECK_OK(entmtp_session_tokens(s, &toks, &n));
-    CHECK_EQ_INT(n, N_PROMPT + N_GEN);
-    memcpy(out, toks, (size_t)n * sizeof *toks);
-    *n_out = n;
-    entmtp_session_stats st = { sizeof st };
-    CHECK_OK(entmtp_session_get_stats(s, &st));
-    *mean_accept = st.mean_accept_length;
-    entmtp_policy_set(s, NULL);
-    entmtp_session_free(s);
+    CHECK_OK(emt_test_generate(m, h, b, pol, ar, prompt, N_PROMPT, N_GEN, 200, out, n_out, mean_accept));
 }
 
 /* The EntMTP paper's path value s = max(p0, g_1..g_D), g_d = p0 * p_1 * ..
@@ -73,16 +54,7 @@ static void check_model(const char *model_path, const char *heads_path, const ch
     CHECK_OK(entmtp_heads_get_info(h, &hi));
 
     entmtp_bank *bank = NULL;
-    entmtp_bank_params bp = entmtp_bank_default_params();
-    bp.max_depth = hi.n_heads;
-    CHECK_OK(entmtp_bank_create(&bp, &bank));
-    for (int32_t i = 0; entmtp_builtin_tree_name(i); i++) {
-        entmtp_status st = entmtp_bank_add_builtin(bank, entmtp_builtin_tree_name(i), NULL);
-        if (st == ENTMTP_ERR_INVALID_TREE) continue; /* deeper than these heads */
-        CHECK_OK(st);
-    }
-    int32_t n_trees = entmtp_bank_size(bank);
-    CHECK(n_trees >= 5);
+    int32_t n_trees = emt_test_bank_of_builtins(hi.n_heads, &bank);
 
     int32_t ar[N_PROMPT + N_GEN], spec[N_PROMPT + N_GEN], n_ar = 0, n_spec = 0;
     double mean_ar = 0, mean = 0, best_mean = 0;

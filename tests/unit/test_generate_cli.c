@@ -13,13 +13,7 @@ static char *run(const char *args, int *rc) { return emt_cli_run(args, rc); }
 int main(void) {
     if (!getenv("ENTMTP_CLI")) TEST_SKIP("ENTMTP_CLI not set");
     char model[512], heads[512], args[2048];
-    snprintf(model, sizeof model, "%s/cli_tiny_tok.gguf", ENTMTP_TEST_TMP_DIR);
-    snprintf(heads, sizeof heads, "%s/cli_tiny_heads.safetensors", ENTMTP_TEST_TMP_DIR);
-    emt_tiny_config c = emt_tiny_default_config();
-    c.vocab = 300;
-    c.with_tokenizer = 1;
-    CHECK_OK(emt_tiny_write_gguf(model, &c, EMT_Q8_0));
-    CHECK_OK(emt_tiny_write_medusa_heads(heads, c.hidden, c.vocab, 4, 1, 0, 2));
+    emt_cli_tiny_files("cli", model, sizeof model, heads, sizeof heads);
     int rc;
     snprintf(args, sizeof args, "generate --model %s --heads %s --tree chain_2,mc_sim_7b_63 --policy ucb --prompt 'the the' --max-tokens 24 --json", model, heads);
     char *out = run(args, &rc);

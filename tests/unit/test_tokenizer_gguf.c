@@ -182,6 +182,31 @@ static void test_errors(void) {
     CHECK_ERR(emt_tokenizer_from_gguf(NULL, &t), ENTMTP_ERR_INVALID_ARGUMENT, "");
 }
 
+/* A boolean key and its value, for write_spm. */
+typedef struct {
+    const char *key;
+    int value;
+} bool_key;
+
+/* Writes test_spm's SentencePiece vocabulary (264 tokens) to path: with the
+ * BOS (1) and EOS (2) ids when `bos_eos`, the UNK id (0) when `unk`, then the
+ * n_bools boolean keys. */
+static void write_spm(const char *path, const char **tok, const int32_t *types, const float *scores, int bos_eos,
+                      int unk, const bool_key *bools, int n_bools) {
+    kvw w = begin(path);
+    kv_str(&w, "tokenizer.ggml.model", "llama");
+    kv_strs(&w, "tokenizer.ggml.tokens", tok, 264);
+    kv_i32s(&w, "tokenizer.ggml.token_type", types, 264);
+    kv_f32s(&w, "tokenizer.ggml.scores", scores, 264);
+    if (bos_eos) {
+        kv_u32(&w, "tokenizer.ggml.bos_token_id", 1);
+        kv_u32(&w, "tokenizer.ggml.eos_token_id", 2);
+    }
+    if (unk) kv_u32(&w, "tokenizer.ggml.unknown_token_id", 0);
+    for (int i = 0; i < n_bools; i++) kv_bool(&w, bools[i].key, bools[i].value);
+    end(&w);
+}
+
 static void test_spm(void) {
     /* <unk> <s> </s> <0x00>..<0xFF> ▁ h i ▁h ▁hi */
     static char bytes[256][8];
@@ -201,15 +226,7 @@ static void test_spm(void) {
         types[259 + i] = 1;
     }
     for (int i = 0; i < 264; i++) scores[i] = i >= 259 ? -(float)(i - 259) : 0.0f;
-    kvw w = begin(TMP("spm"));
-    kv_str(&w, "tokenizer.ggml.model", "llama");
-    kv_strs(&w, "tokenizer.ggml.tokens", tok, 264);
-    kv_i32s(&w, "tokenizer.ggml.token_type", types, 264);
-    kv_f32s(&w, "tokenizer.ggml.scores", scores, 264);
-    kv_u32(&w, "tokenizer.ggml.bos_token_id", 1);
-    kv_u32(&w, "tokenizer.ggml.eos_token_id", 2);
-    kv_u32(&w, "tokenizer.ggml.unknown_token_id", 0);
-    end(&w);
+    write_spm(TMP("spm"), tok, types, scores, 1, 1, NULL, 0);
     emt_tokenizer *t = NULL;
     CHECK_OK(load(TMP("spm"), &t));
     if (!t) return;
@@ -229,16 +246,8 @@ static void test_spm(void) {
 
     /* add_eos_token: ADD_SPECIAL ends with the EOS, the old switch does not;
      * add_sep_token adds nothing to a SentencePiece vocabulary (llama.cpp) */
-    w = begin(TMP("spm_eos"));
-    kv_str(&w, "tokenizer.ggml.model", "llama");
-    kv_strs(&w, "tokenizer.ggml.tokens", tok, 264);
-    kv_i32s(&w, "tokenizer.ggml.token_type", types, 264);
-    kv_f32s(&w, "tokenizer.ggml.scores", scores, 264);
-    kv_u32(&w, "tokenizer.ggml.bos_token_id", 1);
-    kv_u32(&w, "tokenizer.ggml.eos_token_id", 2);
-    kv_bool(&w, "tokenizer.ggml.add_eos_token", 1);
-    kv_bool(&w, "tokenizer.ggml.add_sep_token", 1);
-    end(&w);
+    const bool_key eos_keys[] = { { "tokenizer.ggml.add_eos_token", 1 }, { "tokenizer.ggml.add_sep_token", 1 } };
+    write_spm(TMP("spm_eos"), tok, types, scores, 1, 0, eos_keys, 2);
     CHECK_OK(load(TMP("spm_eos"), &t));
     if (!t) return;
     CHECK_EQ_INT(emt_tokenizer_add_eos(t), 1);
@@ -251,14 +260,8 @@ static void test_spm(void) {
     emt_tokenizer_free(t);
 
     /* add_space_prefix = false */
-    w = begin(TMP("spm_noprefix"));
-    kv_str(&w, "tokenizer.ggml.model", "llama");
-    kv_strs(&w, "tokenizer.ggml.tokens", tok, 264);
-    kv_i32s(&w, "tokenizer.ggml.token_type", types, 264);
-    kv_f32s(&w, "tokenizer.ggml.scores", scores, 264);
-    kv_bool(&w, "tokenizer.ggml.add_space_prefix", 0);
-    kv_bool(&w, "tokenizer.ggml.add_bos_token", 0);
-    end(&w);
+    const bool_key noprefix_keys[] = { { "tokenizer.ggml.add_space_prefix", 0 }, { "tokenizer.ggml.add_bos_token", 0 } };
+    write_spm(TMP("spm_noprefix"), tok, types, scores, 0, 0, noprefix_keys, 2);
     CHECK_OK(load(TMP("spm_noprefix"), &t));
     if (!t) return;
     CHECK_EQ_INT(emt_tokenizer_add_bos(t), 0);

@@ -923,6 +923,22 @@ packed_codes(emt_dtype t, const uint8_t *blk, int p, __m512i *lo, __m512i *hi) {
     }
 }
 
+/* A packed tile's sums to out[r * 8 + c]: each lane pair's horizontal sum
+ * plus output c's minimum term (zero where the type has none). */
+static inline __attribute__((always_inline)) void
+packed_tile_store(__m512 acc[][4], const __m256 *acc_min, int nr, float *out) {
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        float mins[8];
+        _mm256_storeu_ps(mins, acc_min[r]);
+#pragma GCC unroll 4
+        for (int p = 0; p < 4; p++) {
+            out[r * 8 + 2 * p] = hsum_ps(_mm512_castps512_ps256(acc[r][p])) + mins[2 * p];
+            out[r * 8 + 2 * p + 1] = hsum_ps(_mm512_extractf32x8_ps(acc[r][p], 1)) + mins[2 * p + 1];
+        }
+    }
+}
+
 /* nr activation rows (x, nb blocks each) x the 8 outputs of packed group g:
  * out[r * 8 + c]. t and nr are constants after inlining. */
 static inline __attribute__((always_inline)) void
@@ -966,16 +982,7 @@ packed_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, 
             }
         }
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < nr; r++) {
-        float mins[8];
-        _mm256_storeu_ps(mins, acc_min[r]);
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            out[r * 8 + 2 * p] = hsum_ps(_mm512_castps512_ps256(acc[r][p])) + mins[2 * p];
-            out[r * 8 + 2 * p + 1] = hsum_ps(_mm512_extractf32x8_ps(acc[r][p], 1)) + mins[2 * p + 1];
-        }
-    }
+    packed_tile_store(acc, acc_min, nr, out);
 }
 
 /* Packed Q4_K / Q5_K / Q6_K (quant.h), the same tile: per 32-value sub-block the
@@ -1072,16 +1079,7 @@ packed_krows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr,
             }
         }
     }
-#pragma GCC unroll 4
-    for (int r = 0; r < nr; r++) {
-        float mins[8];
-        _mm256_storeu_ps(mins, acc_min[r]);
-#pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            out[r * 8 + 2 * p] = hsum_ps(_mm512_castps512_ps256(acc[r][p])) + mins[2 * p];
-            out[r * 8 + 2 * p + 1] = hsum_ps(_mm512_extractf32x8_ps(acc[r][p], 1)) + mins[2 * p + 1];
-        }
-    }
+    packed_tile_store(acc, acc_min, nr, out);
 }
 #endif
 

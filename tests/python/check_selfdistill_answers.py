@@ -3,9 +3,11 @@
   1. the batched greedy generation (rows dropped from the batch as they
      stop) gives each prompt the tokens, taps and top-k it gets alone;
   2. the stored answers are EntMTP's greedy AR tokens (`entmtp generate
-     --ar`) for the same prompts, and the stored prompt ids are EntMTP's.
+     --ar --raw` on the stored prompt, which EntMTP tokenizes to the same
+     ids).
 
-  check_selfdistill_answers.py CLI MODEL SHARD_DIR [N]
+  check_selfdistill_answers.py CLI MODEL SHARD_DIR [N] [--engine-only]
+(--engine-only: part 2 alone, for a large model on a busy machine)
 """
 import glob
 import json
@@ -21,39 +23,40 @@ from backbone import Backbone, ChatTokenizer  # noqa: E402
 
 
 def main():
-    cli, model_path, shard_dir = sys.argv[1:4]
-    n = int(sys.argv[4]) if len(sys.argv) > 4 else 3
+    engine_only = "--engine-only" in sys.argv
+    args = [x for x in sys.argv[1:] if x != "--engine-only"]
+    cli, model_path, shard_dir = args[:3]
+    n = int(args[3]) if len(args) > 3 else 3
     meta = json.load(open(os.path.join(shard_dir, "meta.json")))
     samples = []
     for f in sorted(glob.glob(os.path.join(shard_dir, "*.pt"))):
         samples += torch.load(f, weights_only=False)
     samples = samples[:n]
-    by_id = {}  # shards without the prompt text: the prompt sets' own order (code and chat keep it for any --n)
-    for task in sorted({s["task"] for s in samples if "text" not in s}):
-        out = subprocess.run([sys.executable, os.path.join(ROOT, "tools/prompts/make_prompts.py"), "--task", task,
-                              "--split", os.path.basename(os.path.normpath(shard_dir)), "--n", "0", "--seed",
-                              str(meta["seed"])], check=True, capture_output=True, text=True).stdout
-        by_id.update({p["id"]: p["prompt"] for p in map(json.loads, out.splitlines())})
 
+    prompts = [s["prompt"] for s in samples]
     model = Backbone(model_path)
     tok = ChatTokenizer(model)
-    prompts = [s["prompt"] for s in samples]
-    outs, recs = model.greedy_batch(prompts, meta["max_new"], tok.stop_ids, meta["topk"], meta["layers"])
-    for i, p in enumerate(prompts):
-        alone, rec = model.greedy_batch([p], meta["max_new"], tok.stop_ids, meta["topk"], meta["layers"])
-        assert alone[0] == outs[i], f"prompt {i}: batched greedy {outs[i][:8]}.. != alone {alone[0][:8]}.."
-        for name, x, y in zip(("taps", "top_ids", "top_p"), recs[i], rec[0]):
-            assert x.shape == y.shape, f"prompt {i}: {name} {tuple(x.shape)} batched, {tuple(y.shape)} alone"
-            if name == "taps":
-                err = float((x.float() - y.float()).abs().max())
-                assert err < 1e-2 * (1 + float(y.float().abs().max())), f"prompt {i}: taps differ by {err}"
-    print(f"batched greedy == one prompt at a time ({len(prompts)} prompts)")
+    outs, recs = [], []
+    if not engine_only:
+        outs, recs = model.greedy_batch(prompts, meta["max_new"], tok.stop_ids, meta["topk"], meta["layers"])
+        for i, p in enumerate(prompts):
+            alone, rec = model.greedy_batch([p], meta["max_new"], tok.stop_ids, meta["topk"], meta["layers"])
+            assert alone[0] == outs[i], f"prompt {i}: batched greedy {outs[i][:8]}.. != alone {alone[0][:8]}.."
+            for name, x, y in zip(("taps", "top_ids", "top_p"), recs[i], rec[0]):
+                assert x.shape == y.shape, f"prompt {i}: {name} {tuple(x.shape)} batched, {tuple(y.shape)} alone"
+                if name == "taps":
+                    err = float((x.float() - y.float()).abs().max())
+                    assert err < 1e-2 * (1 + float(y.float().abs().max())), f"prompt {i}: taps differ by {err}"
+        print(f"batched greedy == one prompt at a time ({len(prompts)} prompts)")
 
     for s in samples:
-        r = json.loads(subprocess.run([cli, "generate", "--model", model_path, "--ar", "--prompt", s.get("text") or by_id[s["id"]],
+        # the stored prompt as raw text: the CLI's own chat template may differ
+        # from the one selfdistill applies (SmolLM2's default system prompt)
+        raw = tok.decode(s["prompt"])
+        r = json.loads(subprocess.run([cli, "generate", "--model", model_path, "--ar", "--raw", "--prompt", raw,
                                        "--max-tokens", str(meta["max_new"]), "--threads", "2", "--json", "--quiet"],
                                       check=True, capture_output=True, text=True).stdout)
-        assert r["prompt_ids"] == s["prompt"], f"{s['id']}: prompt ids differ from EntMTP's"
+        assert r["prompt_ids"] == s["prompt"], f"{s['id']}: EntMTP tokenizes the prompt otherwise"
         engine = r["tokens"][:len(s["answer"])]
         if engine != s["answer"]:
             k = next(j for j, (x, y) in enumerate(zip(engine, s["answer"])) if x != y) \

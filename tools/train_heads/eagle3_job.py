@@ -15,7 +15,9 @@ command carries on.
 
 The training epochs are chosen so the cosine schedule ends near the
 training budget (--row-ms: the measured cost of one conversation row per
-epoch).
+epoch); the job prints the eagle3.py command it runs, which is the command
+that resumes that training (its checkpoint is --work/eagle3_ckpt/<name of
+--out>.pt, and a checkpoint of other settings is refused).
 """
 import argparse
 import glob
@@ -48,7 +50,7 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--gen-budget", type=float, default=1300, help="seconds of self-distillation before training")
     ap.add_argument("--train-budget", type=float, default=1300, help="seconds of training")
-    ap.add_argument("--row-ms", type=float, default=8.0, help="training milliseconds per conversation row")
+    ap.add_argument("--row-ms", type=float, default=11.0, help="training milliseconds per conversation row")
     ap.add_argument("--train-args", default="--ttt 3 --lr 1e-3 --batch-rows 1024 --draft-vocab 4096",
                     help="further eagle3.py arguments")
     ap.add_argument("--epochs", type=float, default=0, help="training epochs (0: fit the training budget)")
@@ -66,8 +68,14 @@ def main():
         epochs = max(1.0, round(a.train_budget / (rows * a.row_ms / 1000), 1))
         print(f"eagle3_job: {rows} training rows: {epochs} epochs for a {a.train_budget:.0f}s budget",
               file=sys.stderr, flush=True)
-    eagle3.main(["--model", a.model, "--work", a.work, "--seed", "0", "--epochs", str(epochs),
-                 "--time-budget", str(a.train_budget), "--eval-every", "200", "--out", a.out] + a.train_args.split())
+    train = ["--model", a.model, "--work", a.work, "--seed", "0", "--epochs", str(epochs),
+             "--time-budget", str(a.train_budget), "--eval-every", "200", "--out", a.out] + a.train_args.split()
+    print("eagle3_job: training: python3 tools/train_heads/eagle3.py " + " ".join(train), file=sys.stderr, flush=True)
+    try:
+        eagle3.main(train)
+    except SystemExit as e:  # e.g. a checkpoint of other settings: the data phase still runs
+        if e.code not in (None, 0):
+            print(f"eagle3_job: training stopped: {e.code}", file=sys.stderr, flush=True)
     if not a.no_rest:
         print("eagle3_job: answering the rest of the train split", file=sys.stderr, flush=True)
         selfdistill.main(gen)

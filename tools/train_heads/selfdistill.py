@@ -58,12 +58,15 @@ def load_index(shard_dir):
     """{prompt key: shard file} of the answers already in shard_dir (built
     from the shards themselves the first time)."""
     path = os.path.join(shard_dir, "done.json")
+    shards = sorted(glob.glob(os.path.join(shard_dir, "*.pt")))
     if os.path.exists(path):
         index = json.load(open(path))
-        if index.get("keyed_by") == "prompt_ids_sha1":
+        # a shard written just before a kill, without its index entry: rebuild
+        if index.get("keyed_by") == "prompt_ids_sha1" and \
+                set(index["done"].values()) >= {os.path.basename(f) for f in shards}:
             return index["done"]
     done = {}
-    for f in sorted(glob.glob(os.path.join(shard_dir, "*.pt"))):
+    for f in shards:
         for s in torch.load(f, weights_only=False):
             done[prompt_key(s["prompt"])] = os.path.basename(f)
     save_index(shard_dir, done)

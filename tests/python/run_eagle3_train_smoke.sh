@@ -40,10 +40,14 @@ python3 "$here/check_selfdistill_answers.py" "$cli" "$m" "$work/shards_eagle3/tr
 # a time budget stops self-distillation between batches; a rerun answers only the prompts left
 sd_calib() { python3 "$th/selfdistill.py" --eagle3 --model "$m" --split calib --n math=6 --max-new 24 --batch 2 \
   --work "$work" "$@" 2>&1; }
-sd_calib --time-budget 0.001 | grep -q "time budget reached" || { echo "no time budget stop"; exit 1; }
-sd_calib | grep -q "6 answers in" || { echo "selfdistill did not answer the batches left"; exit 1; }
-sd_calib | tr '\n' ' ' | grep -q "6 prompts already answered .* 6 answers in" \
-  || { echo "selfdistill did not resume by prompt"; exit 1; }
+# (the output is captured first: grep -q closing the pipe early would fail the writer under pipefail)
+log=$(sd_calib --time-budget 0.001)
+grep -q "time budget reached" <<< "$log" || { echo "no time budget stop: $log"; exit 1; }
+log=$(sd_calib)
+grep -q "6 answers in" <<< "$log" || { echo "selfdistill did not answer the batches left: $log"; exit 1; }
+log=$(sd_calib | tr '\n' ' ')
+grep -q "6 prompts already answered .* 6 answers in" <<< "$log" \
+  || { echo "selfdistill did not resume by prompt: $log"; exit 1; }
 train() {
   python3 "$th/eagle3.py" --model "$m" --work "$work" --epochs 12 --ttt 3 --lr 3e-3 --batch-rows 1024 \
     --draft-vocab 512 --log-every 20 --eval-every 16 --dtype f32 --out "$out" "$@" > "$work/train.log" 2>&1 || { cat "$work/train.log"; return 1; }

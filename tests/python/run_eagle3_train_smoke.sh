@@ -2,6 +2,9 @@
 # CTest wrapper: tools/train_heads' EAGLE-3 recipe end to end on a random
 # 8-layer qwen2 GGUF with the bundled vocabulary (tests/python/arch_models.py):
 #  1. selfdistill.py --eagle3 (train and eval splits) and eagle3.py, briefly;
+#     the answers are the model's greedy AR tokens as EntMTP generates them,
+#     batched generation equals one prompt at a time, and a run stopped by
+#     its time budget resumes with the prompts left;
 #  2. the files are the published layout and EntMTP's loader accepts them
 #     (`entmtp generate --heads DIR`), and greedy speculative == greedy AR;
 #  3. training helped: the held-out top-1 of drafting step 1 after training
@@ -23,6 +26,19 @@ python3 "$th/selfdistill.py" --eagle3 --model "$m" --split train --n math=32 --m
   --work "$work" 2>&1 | tail -2
 python3 "$th/selfdistill.py" --eagle3 --model "$m" --split eval --n math=6 --max-new 40 --batch 6 \
   --work "$work" 2>&1 | tail -1
+# the data is the model's: batched == one prompt at a time, answers == entmtp generate --ar
+python3 "$here/check_selfdistill_answers.py" "$cli" "$m" "$work/shards_eagle3/train" 4
+# a time budget stops self-distillation between batches; a rerun answers only the prompts left
+sd_calib() { python3 "$th/selfdistill.py" --eagle3 --model "$m" --split calib --n math=6 --max-new 24 --batch 2 \
+  --work "$work" "$@" 2>&1; }
+# (the output is captured first: grep -q closing the pipe early would fail the writer under pipefail)
+log=$(sd_calib --time-budget 0.001)
+grep -q "time budget reached" <<< "$log" || { echo "no time budget stop: $log"; exit 1; }
+log=$(sd_calib)
+grep -q "6 answers in" <<< "$log" || { echo "selfdistill did not answer the batches left: $log"; exit 1; }
+log=$(sd_calib | tr '\n' ' ')
+grep -q "6 prompts already answered .* 6 answers in" <<< "$log" \
+  || { echo "selfdistill did not resume by prompt: $log"; exit 1; }
 train() {
   python3 "$th/eagle3.py" --model "$m" --work "$work" --epochs 12 --ttt 3 --lr 3e-3 --batch-rows 1024 \
     --draft-vocab 512 --log-every 20 --eval-every 16 --dtype f32 --out "$out" "$@" > "$work/train.log" 2>&1 || { cat "$work/train.log"; return 1; }

@@ -24,6 +24,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import torch
@@ -292,10 +293,16 @@ class Backbone(torch.nn.Module):
     def _rms(self, x, w):
         return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps).to(x.dtype) * w
 
-    def _rope(self, x, pos, inv_freq):
-        # x [B, heads, T, hd]; pos [B, T]
+    def _rope_tables(self, pos, inv_freq):
+        """cos and sin for positions pos [B, T] ([B, 1, T, hd/2]): computed
+        once per forward pass, not once per layer."""
         ang = pos.to(torch.float64)[:, None, :, None] * inv_freq.to(pos.device)
-        c, s = torch.cos(ang).to(x.dtype), torch.sin(ang).to(x.dtype)
+        return torch.cos(ang).to(self.dtype), torch.sin(ang).to(self.dtype)
+
+    def _rope(self, x, pos, inv_freq, tables=None):
+        # x [B, heads, T, hd]; pos [B, T]
+        c, s = tables if tables is not None else self._rope_tables(pos, inv_freq)
+        c, s = c.to(x.dtype), s.to(x.dtype)
         if self.cfg.interleaved_rope:
             a, b = x[..., 0::2], x[..., 1::2]
             return torch.stack((a * c - b * s, a * s + b * c), dim=-1).flatten(-2)
@@ -306,12 +313,14 @@ class Backbone(torch.nn.Module):
     def _attention(self, q, k, v, mask, local):
         c = self.cfg
         rep = self.n_heads // self.n_kv
-        if rep > 1:
-            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         if local and c.window:
             mask = mask & self._window_mask
         if not c.attn_softcap:
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
+            # grouped-query attention without copying K and V per query head
+            # (repeat_interleave over the whole cache dominated decoding)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale, enable_gqa=rep > 1)
+        if rep > 1:
+            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
         s = (q @ k.transpose(-1, -2)) * self.scale
         s = c.attn_softcap * torch.tanh(s / c.attn_softcap)
         s = s.masked_fill(~mask, float("-inf"))
@@ -339,6 +348,7 @@ class Backbone(torch.nn.Module):
         if c.window:  # key j is visible from query i when pos_i - pos_j < window
             qpos = torch.arange(past, S, device=ids.device)[:, None]
             self._window_mask = (qpos - torch.arange(S, device=ids.device)[None, :] < c.window)[None, None]
+        tables = {}  # the RoPE tables per frequency set, shared by the layers
         for l, L in enumerate(self.layers):
             xn = self._rms(x, L["attn_norm"])
             q, k, v = xn @ L["attn_q"].T, xn @ L["attn_k"].T, xn @ L["attn_v"].T
@@ -350,7 +360,9 @@ class Backbone(torch.nn.Module):
             if "attn_q_norm" in L:
                 q, k = self._rms(q, L["attn_q_norm"]), self._rms(k, L["attn_k_norm"])
             inv = self.inv_freq_local if (L["local"] and self.inv_freq_local is not None) else self.inv_freq
-            q, k = self._rope(q, pos, inv), self._rope(k, pos, inv)
+            if id(inv) not in tables:
+                tables[id(inv)] = self._rope_tables(pos, inv)
+            q, k = self._rope(q, pos, inv, tables[id(inv)]), self._rope(k, pos, inv, tables[id(inv)])
             if cache is not None:
                 cache[l][0][:, :, past:S] = k
                 cache[l][1][:, :, past:S] = v
@@ -402,13 +414,16 @@ class Backbone(torch.nn.Module):
                        for _ in range(2)) for _ in range(self.n_layers)]
         taps = {l: None for l in tap_layers} if tap_layers else None
         h, _, cache = self.forward(ids, pos, km, cache, past=0, taps=taps)
-        out = [[] for _ in range(B)]
-        rec = [([], [], []) for _ in range(B)]
+        prompt_taps = None
         if taps:
             fused = torch.cat([taps[l] for l in tap_layers], dim=-1).to(torch.float16).cpu()
-            for i, p in enumerate(prompts):
-                rec[i][0].append(fused[i, P - len(p):])
-        done = torch.zeros(B, dtype=torch.bool, device=dev)
+            prompt_taps = [fused[i, P - len(p):] for i, p in enumerate(prompts)]
+        # Per decoding step, what the rows still generating produced (their
+        # batch-wide row numbers in `alive`); split per row at the end, so the
+        # loop makes no per-row host copies.
+        steps = []  # (alive rows, token, top ids, top p, recorded hidden or tap)
+        alive = torch.arange(B, device=dev)
+        finished = torch.zeros(B, dtype=torch.bool, device=dev)  # stopped but not yet dropped from the batch
         next_pos = pos[:, -1] + 1
         last_h = h[:, -1]
         stop = torch.tensor(sorted(stop_ids) or [-1], device=dev)
@@ -418,36 +433,58 @@ class Backbone(torch.nn.Module):
             if fc:
                 logits = fc * torch.tanh(logits / fc)
             tok = logits.argmax(-1)
+            live = ~finished
+            rec = [alive[live], tok[live], None, None, None]
             if record_topk:
                 pr, ix = torch.softmax(logits.float(), -1).topk(record_topk, dim=-1)
-            for i in range(B):
-                if not done[i]:
-                    out[i].append(int(tok[i]))
-                    if record_topk:
-                        if not taps:
-                            rec[i][0].append(last_h[i].to(torch.float16).cpu())
-                        rec[i][1].append(ix[i].to(torch.int32).cpu())
-                        rec[i][2].append(pr[i].to(torch.float16).cpu())
-            done |= torch.isin(tok, stop)
-            if bool(done.all()) or t == max_new - 1:
+                rec[2], rec[3] = ix[live].to(torch.int32), pr[live].to(torch.float16)
+                if not taps:
+                    rec[4] = last_h[live].to(torch.float16)
+            steps.append(rec)
+            finished |= torch.isin(tok, stop)
+            if bool(finished.all()) or t == max_new - 1:
                 break
+            # drop the stopped rows once they are an eighth of the batch: the
+            # rest decode on a smaller batch and cache
+            n_fin = int(finished.sum())
+            if n_fin and n_fin * 8 >= len(alive):
+                keep = (~finished).nonzero().squeeze(1)
+                alive, tok, next_pos, km = alive[keep], tok[keep], next_pos[keep], km[keep]
+                cache = [(K[keep], V[keep]) for K, V in cache]
+                finished = finished[keep]
             km[:, P + t] = True
             if taps:
                 taps = {l: None for l in tap_layers}
             h, _, cache = self.forward(tok[:, None], next_pos[:, None], km, cache, past=P + t, taps=taps)
-            if taps:  # the fed token's row, for answers that go on
-                fused = torch.cat([taps[l][:, -1] for l in tap_layers], dim=-1).to(torch.float16).cpu()
-                for i in range(B):
-                    if not done[i]:
-                        rec[i][0].append(fused[i:i + 1])
+            if taps:  # the fed token's row, for the answers that go on
+                fused = torch.cat([taps[l][:, -1] for l in tap_layers], dim=-1).to(torch.float16)
+                steps[-1][4] = fused[~finished]
+                steps[-1].append(alive[~finished])
             last_h = h[:, -1]
             next_pos = next_pos + 1
+
+        def per_row(col, rows_col=0):
+            parts = [(st[rows_col], st[col]) for st in steps if len(st) > max(col, rows_col) and st[col] is not None]
+            if not parts:
+                return [None] * B
+            rows = torch.cat([r for r, _ in parts]).cpu()
+            vals = torch.cat([v for _, v in parts]).cpu()
+            order = torch.sort(rows, stable=True).indices  # steps are in time order: stable keeps it
+            counts = torch.bincount(rows, minlength=B).tolist()
+            return list(torch.split(vals[order], counts))
+
+        out = [x.tolist() for x in per_row(1)]
         if not record_topk:
             return out
-        if taps:
-            return out, [(torch.cat(a), torch.stack(b), torch.stack(c)) for a, b, c in rec]
-        recs = [(torch.stack(a), torch.stack(b), torch.stack(c)) for a, b, c in rec]
-        return out, recs
+        top_ids, top_p = per_row(2), per_row(3)
+        if taps is not None:
+            answer_taps = per_row(4, rows_col=5)
+            recs = []
+            for i in range(B):
+                fed = answer_taps[i] if answer_taps[i] is not None else prompt_taps[i][:0]
+                recs.append((torch.cat([prompt_taps[i], fed]), top_ids[i], top_p[i]))
+            return out, recs
+        return out, list(zip(per_row(4), top_ids, top_p))
 
 
 def eagle3_tap_layers(n_layers):
@@ -590,9 +627,40 @@ GGUFLlama = Backbone
 
 
 def set_threads():
-    n = os.cpu_count() or 1
+    """All cores, or TRAIN_HEADS_THREADS: on a machine shared with other
+    jobs one thread is about twice as fast as two (OpenMP threads waiting on
+    each other while the other jobs hold the cores)."""
+    n = int(os.environ.get("TRAIN_HEADS_THREADS") or 0) or os.cpu_count() or 1
     torch.set_num_threads(n)
     return n
+
+
+class ActiveClock:
+    """Seconds this process ran, not counting the time it was stopped
+    (SIGSTOP/SIGTSTP ... SIGCONT, as around a benchmark): time budgets
+    measured with it are not spent while the job is paused. The gap from
+    the last tick() to the SIGCONT counts as paused."""
+
+    def __init__(self):
+        import signal
+        self.start = self.last = time.time()
+        self.paused = 0.0
+        previous = signal.getsignal(signal.SIGCONT)
+
+        def on_cont(signum, frame):
+            now = time.time()
+            self.paused += now - self.last
+            self.last = now
+            if callable(previous):
+                previous(signum, frame)
+        signal.signal(signal.SIGCONT, on_cont)
+
+    def tick(self):
+        self.last = time.time()
+
+    def elapsed(self):
+        self.tick()
+        return self.last - self.start - self.paused
 
 
 def human_time(s):
@@ -604,5 +672,6 @@ def ceil_div(a, b):
     return -(-a // b) if b else 0
 
 
-__all__ = ["Backbone", "GGUFLlama", "ChatTokenizer", "load_embeddings", "eagle3_tap_layers", "set_threads", "human_time",
+__all__ = ["Backbone", "GGUFLlama", "ChatTokenizer", "load_embeddings", "eagle3_tap_layers", "set_threads", "ActiveClock",
+           "human_time",
            "ceil_div", "math"]

@@ -52,7 +52,7 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from backbone import Backbone, human_time, set_threads  # noqa: E402
+from backbone import ActiveClock, Backbone, human_time, set_threads  # noqa: E402
 from train import cosine_lr, draft_vocabulary  # noqa: E402
 
 STEP_DECAY = 0.8  # SpecForge's per-step loss weight 0.8^k
@@ -475,7 +475,8 @@ def main(argv=None):
                     "seconds": spent, "history": history, "eval_init": ev0}, ckpt_path + ".part")
         os.replace(ckpt_path + ".part", ckpt_path)
 
-    t_run, t_ckpt, ema = time.time(), time.time(), None
+    clock = ActiveClock()  # the budget and the seconds trained leave out time stopped by SIGSTOP
+    t_ckpt, ema = time.time(), None
     spent0, step0 = spent, step
     stopped = False
     while step < total and not stopped:
@@ -494,7 +495,7 @@ def main(argv=None):
             step += 1
             value = loss.item()
             ema = value if ema is None else 0.9 * ema + 0.1 * value
-            spent = spent0 + time.time() - t_run
+            spent = spent0 + clock.elapsed()
             if step % a.log_every == 0 or step == total:
                 rate = (spent - spent0) / (step - step0)
                 print(f"eagle3: epoch {epoch + 1} step {step}/{total}  loss {ema:.3f} "
@@ -508,7 +509,7 @@ def main(argv=None):
                     history[-1]["heldout"] = ev
                 else:
                     history.append({"step": step, "seconds": round(spent, 1), "heldout": ev})
-            if a.time_budget and time.time() - t_run >= a.time_budget:
+            if a.time_budget and clock.elapsed() >= a.time_budget:
                 stopped = True
                 break
             if time.time() - t_ckpt >= a.ckpt_every:

@@ -8,8 +8,11 @@ never runs the backbone again:
   hidden   the final-norm hidden state before each answer token  [n, H] fp16
   top_ids, top_p   the model's own top-k next-token distribution there  [n, k]
 
-Shards are written as the batches finish (--work DIR/shards), so an
-interrupted run resumes where it stopped.
+Shards are written as the batches finish (--work DIR/shards), with an
+index of the prompt ids each holds (done.json), so an interrupted run (or
+one with a --time-budget, or more prompts) resumes with the prompts not yet
+answered. The tasks are answered in the order of --n (code first by
+default), each from its shortest prompts up.
 
 With --eagle3 the shards (DIR/shards_eagle3) hold what an EAGLE-3 drafter
 learns from instead (eagle3.py): the greedy pass also records the
@@ -24,6 +27,7 @@ answer tokens.
 """
 import argparse
 import glob
+import hashlib
 import json
 import os
 import subprocess
@@ -34,7 +38,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from backbone import ROOT, Backbone, ChatTokenizer, eagle3_tap_layers, human_time, set_threads  # noqa: E402
+from backbone import ROOT, ActiveClock, Backbone, ChatTokenizer, eagle3_tap_layers, human_time, set_threads  # noqa: E402
 
 
 def load_prompts(task, split, n, seed):
@@ -42,6 +46,38 @@ def load_prompts(task, split, n, seed):
                           "--task", task, "--split", split, "--n", str(n), "--seed", str(seed)],
                          check=True, capture_output=True, text=True).stdout
     return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def prompt_key(ids):
+    """A prompt's identity in the index: its token ids (the prompt sets'
+    ids are positions, which depend on --n for the generated math set)."""
+    return hashlib.sha1(",".join(map(str, ids)).encode()).hexdigest()[:20]
+
+
+def load_index(shard_dir):
+    """{prompt key: shard file} of the answers already in shard_dir (built
+    from the shards themselves the first time)."""
+    path = os.path.join(shard_dir, "done.json")
+    shards = sorted(glob.glob(os.path.join(shard_dir, "*.pt")))
+    if os.path.exists(path):
+        index = json.load(open(path))
+        # a shard written just before a kill, without its index entry: rebuild
+        if index.get("keyed_by") == "prompt_ids_sha1" and \
+                set(index["done"].values()) >= {os.path.basename(f) for f in shards}:
+            return index["done"]
+    done = {}
+    for f in shards:
+        for s in torch.load(f, weights_only=False):
+            done[prompt_key(s["prompt"])] = os.path.basename(f)
+    save_index(shard_dir, done)
+    return done
+
+
+def save_index(shard_dir, done):
+    path = os.path.join(shard_dir, "done.json")
+    with open(path + ".part", "w") as f:
+        json.dump({"keyed_by": "prompt_ids_sha1", "done": done}, f)
+    os.replace(path + ".part", path)
 
 
 def main(argv=None):
@@ -62,6 +98,9 @@ def main(argv=None):
     ap.add_argument("--eagle3", action="store_true",
                     help="store EAGLE-3 training data (three target layers over the whole conversation)")
     ap.add_argument("--layers", default="", help="with --eagle3: the target layers read (default: SafeAILab's choice)")
+    ap.add_argument("--time-budget", type=float, default=0,
+                    help="start no new batch after this many seconds (time stopped by SIGSTOP not counted); "
+                         "a rerun continues")
     a = ap.parse_args(argv)
     counts = dict(kv.split("=") for kv in (a.n or ["code=400", "chat=350", "math=100"]))
     torch.manual_seed(a.seed)
@@ -72,13 +111,6 @@ def main(argv=None):
     print(f"selfdistill: {os.path.basename(os.path.normpath(a.model))} ({model.describe()}) on {a.device} "
           f"({threads} threads), loaded in {time.time() - t0:.1f}s", file=sys.stderr)
 
-    items = []
-    for task, n in counts.items():
-        for p in load_prompts(task, a.split, int(n), a.seed):
-            ids = tok.chat_ids(p["prompt"])
-            if len(ids) <= a.max_prompt:
-                items.append((p["id"], task, ids))
-    items.sort(key=lambda it: len(it[2]))  # similar lengths share a batch: less padding
     shard_dir = os.path.join(a.work, "shards_eagle3" if a.eagle3 else "shards", a.split)
     os.makedirs(shard_dir, exist_ok=True)
     layers = None
@@ -93,33 +125,57 @@ def main(argv=None):
         with open(meta_path, "w") as f:
             json.dump(meta, f)
         print(f"selfdistill: EAGLE-3 data, target layers {layers}", file=sys.stderr)
+    done = load_index(shard_dir)
+    items, skipped = [], 0
+    for task, n in counts.items():  # in --n order: the first task's prompts are answered first
+        task_items = []
+        for p in load_prompts(task, a.split, int(n), a.seed):
+            ids = tok.chat_ids(p["prompt"])
+            if prompt_key(ids) in done:
+                skipped += 1
+            elif len(ids) <= a.max_prompt:
+                task_items.append((p["id"], task, ids, p["prompt"]))
+        task_items.sort(key=lambda it: len(it[2]))  # similar lengths share a batch: less padding
+        items += task_items
+    if skipped:
+        print(f"selfdistill: {skipped} prompts already answered in {shard_dir}", file=sys.stderr)
     batches = [items[i:i + a.batch] for i in range(0, len(items), a.batch)]
-    done_tokens, t_start = 0, time.time()
+    clock = ActiveClock()
+    done_tokens, done_items, next_shard = 0, 0, max([-1] + [int(k[:5]) for k in done.values()]) + 1
     for bi, batch in enumerate(batches):
-        path = os.path.join(shard_dir, f"{bi:05d}.pt")
-        if os.path.exists(path):
-            continue
+        if a.time_budget and clock.elapsed() >= a.time_budget:
+            print(f"selfdistill: time budget reached, {len(batches) - bi} batches left (rerun to continue)",
+                  file=sys.stderr, flush=True)
+            break
+        path = os.path.join(shard_dir, f"{next_shard:05d}.pt")
         samples = []
         if a.eagle3:
             outs, recs = model.greedy_batch([b[2] for b in batch], a.max_new, tok.stop_ids, a.topk, layers)
-            for (pid, task, ids), ans, (taps, ti, tp) in zip(batch, outs, recs):
-                samples.append({"id": pid, "task": task, "prompt": ids, "answer": ans,
+            for (pid, task, ids, text), ans, (taps, ti, tp) in zip(batch, outs, recs):
+                samples.append({"id": pid, "task": task, "text": text, "prompt": ids, "answer": ans,
                                 "taps": taps, "top_ids": ti, "top_p": tp})
                 done_tokens += len(ans)
         else:
             outs, recs = model.greedy_batch([b[2] for b in batch], a.max_new, tok.stop_ids, a.topk)
-            for (pid, task, ids), ans, (hid, ti, tp) in zip(batch, outs, recs):
-                samples.append({"id": pid, "task": task, "prompt": ids, "answer": ans,
+            for (pid, task, ids, text), ans, (hid, ti, tp) in zip(batch, outs, recs):
+                samples.append({"id": pid, "task": task, "text": text, "prompt": ids, "answer": ans,
                                 "hidden": hid, "top_ids": ti, "top_p": tp})
                 done_tokens += len(ans)
         torch.save(samples, path + ".part")
         os.replace(path + ".part", path)
-        el = time.time() - t_start
-        rate = done_tokens / el if el > 0 else 0
-        left = (len(batches) - bi - 1) * el / (bi + 1)
-        print(f"selfdistill: batch {bi + 1}/{len(batches)}  {done_tokens} answer tokens  "
-              f"{rate:.0f} tok/s  eta {human_time(left)}", file=sys.stderr, flush=True)
-    n = sum(len(torch.load(f)) for f in glob.glob(os.path.join(shard_dir, "*.pt")))
+        for s in samples:
+            done[prompt_key(s["prompt"])] = os.path.basename(path)
+        save_index(shard_dir, done)
+        next_shard += 1
+        done_items += len(batch)
+        el = clock.elapsed()
+        # ETA from the prompt tokens and answer slots left, at this run's rate
+        cost = lambda its: sum(len(it[2]) + a.max_new for it in its)  # noqa: E731
+        left = el * cost(items[done_items:]) / max(1, cost(items[:done_items]))
+        print(f"selfdistill: batch {bi + 1}/{len(batches)} ({batch[0][1]})  {done_items} answers, "
+              f"{done_tokens} answer tokens in {human_time(el)}  {done_tokens / max(el, 1e-9):.1f} tok/s  "
+              f"eta {human_time(left)}", file=sys.stderr, flush=True)
+    n = len(done)
     print(f"selfdistill: {human_time(time.time() - t0)} in all", file=sys.stderr)
     print(f"selfdistill: {n} answers in {shard_dir}", file=sys.stderr)
 

@@ -27,7 +27,9 @@
 # test over E3_TTT drafting steps), then its held-out evaluation; writes
 # $OUT_DIR/<model>.eagle3/ (config.json + model.safetensors, the published
 # layout) and <model>.eagle3.train.json. Knobs: E3_TRAIN (prompts per task
-# of the train split), E3_EVAL, E3_MAX_NEW, E3_EPOCHS, E3_TTT, E3_BUDGET
+# of the train split, answered in this order), E3_GEN_BUDGET (seconds of
+# self-distillation of the train split per run, 0 = all of it), E3_EVAL,
+# E3_MAX_NEW, E3_EPOCHS, E3_TTT, E3_BUDGET
 # (seconds of training per run, 0 = no limit: a rerun resumes from the
 # checkpoint in $WORK/eagle3_ckpt).
 set -euo pipefail
@@ -70,7 +72,7 @@ case " $KINDS " in *" eagle3 "*)
   train_n=(); for kv in "${e3_train[@]}"; do train_n+=(--n "$kv"); done
   eval_n=(); for kv in "${e3_eval[@]}"; do eval_n+=(--n "$kv"); done
   python3 tools/train_heads/selfdistill.py --eagle3 --model "$model" --split train "${train_n[@]}" \
-      --max-new "${E3_MAX_NEW:-224}" --batch 32 --seed 0 --work "$WORK" "${extra[@]}"
+      --max-new "${E3_MAX_NEW:-224}" --batch 32 --seed 0 --time-budget "${E3_GEN_BUDGET:-0}" --work "$WORK" "${extra[@]}"
   python3 tools/train_heads/selfdistill.py --eagle3 --model "$model" --split eval "${eval_n[@]}" \
       --max-new "${E3_MAX_NEW:-224}" --batch 32 --seed 0 --work "$WORK" "${extra[@]}"
   python3 tools/train_heads/eagle3.py --model "$model" --work "$WORK" --seed 0 \

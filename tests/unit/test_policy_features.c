@@ -343,6 +343,7 @@ static void check_heads(entmtp_model *m, const char *heads_path, const char *lab
     /* a callback written against the old struct still works in a session */
     int32_t seen = 0;
     pc.select = select_old_caller;
+    pc.observe = NULL; /* observe_gate reads a throughput_rule, not &seen */
     pc.user_data = &seen;
     CHECK_OK(entmtp_policy_create(&pc, &cp));
     run old;

@@ -210,6 +210,47 @@ static void check_packed(const emt_backend_ops *op, emt_backend *be, emt_exec *e
     free(wq); free(row); free(x); free(bias); free(ref); free(got);
 }
 
+/* Blocks far below any real activation (quant.h's EMT_XQ_TINY, 2^-87)
+ * quantize to zero in the reference and in every variant's kernels: a row
+ * of them gives exactly the bias, and a row mixing them with normal blocks
+ * gives the reference's value (the tiny blocks contribute nothing), finite. */
+static void check_tiny_blocks(const emt_backend_ops *op, emt_exec *ex, emt_dtype t) {
+    const int32_t n_in = 256, n_out = 16, nb = n_in / EMT_QK;
+    const float level[8] = { 1.0f, 1e-36f, 1e-30f, 1e-26f, 1e-40f, 1e-3f, 1e-3f, 0x1p-88f };
+    float x[2 * 256], bias[16], y[2 * 16];
+    for (int32_t i = 0; i < n_in; i++) {
+        x[i] = urand() * level[i / EMT_QK];
+        x[n_in + i] = urand() * 1e-35f;
+    }
+    for (int32_t o = 0; o < n_out; o++) bias[o] = urand();
+    uint8_t *wq = random_matrix(t, n_in, n_out);
+    emt_wmat W = { t, wq, NULL, 0 };
+    op->matmul_q(ex, &W, bias, x, 2, n_in, n_out, y);
+    CHECK_OK(op->sync(ex));
+    emt_xq xq[8];
+    for (int32_t b = 0; b < nb; b++) emt_quantize_block_ref(x + b * EMT_QK, &xq[b]);
+    for (int32_t b = 0; b < nb; b++) {
+        int tiny = level[b] < 0x1p-87f, zero = 1, saturated = 0;
+        for (int j = 0; j < EMT_QK; j++) {
+            zero &= xq[b].q[j] == 0;
+            saturated |= xq[b].q[j] == -32768;
+        }
+        CHECK(!saturated);
+        CHECK(tiny ? zero && xq[b].d == 0.0f && xq[b].s == 0.0f : xq[b].d > 0.0f);
+    }
+    size_t rb = emt_dtype_nbytes(t, n_in);
+    for (int32_t o = 0; o < n_out; o++) {
+        const uint8_t *wr = wq + (size_t)o * rb;
+        float ref = emt_is_kblock_type(t) ? emt_dot_k_ref(t, wr, xq, nb) : emt_dot_q_ref(t, wr, xq, nb);
+        CHECK(isfinite(y[o]) && fabsf(ref + bias[o] - y[o]) < 1e-4f);
+        if (y[n_out + o] != bias[o]) {
+            fprintf(stderr, "%s: a row of tiny blocks gave %.9g, not the bias %.9g\n", emt_dtype_name(t), y[n_out + o], bias[o]);
+            emt_test_failures++;
+        }
+    }
+    free(wq);
+}
+
 /* Embedding rows from a typed table equal the table's F32 conversion. */
 static void check_embed(const emt_backend_ops *op, emt_exec *ex) {
     float wf[4 * 64], deq[4 * 64], out[2 * 64];
@@ -251,6 +292,7 @@ int main(void) {
             int k = emt_dtype_block_elems(types[i]) == 256; /* K-quant rows: whole 256-value blocks */
             check_type(op, ex, types[i], k ? 768 : 576, 37);
             check_type(op, ex, types[i], k ? 256 : 64, 130);
+            if (types[i] != EMT_F16 && types[i] != EMT_BF16) check_tiny_blocks(op, ex, types[i]);
         }
         check_embed(op, ex);
         check_fused(op, ex);

@@ -783,6 +783,7 @@ static void quantize_row(const float *x, int32_t n, emt_xq *out) {
         m = _mm_max_ps(m, _mm_movehl_ps(m, m));
         m = _mm_max_ss(m, _mm_movehdup_ps(m));
         float am = _mm_cvtss_f32(m);
+        if (am < EMT_XQ_TINY) am = 0.0f; /* quant.h: no subnormal scale products */
         float d = am / EMT_XQ_MAX, id = am > 0.0f ? EMT_XQ_MAX / am : 0.0f;
         __m256i q[4], sum = _mm256_setzero_si256();
         for (int k = 0; k < 4; k++) {

@@ -9,7 +9,8 @@ package; nothing of a real model's weights is in them.
   make_random_gguf.py SHAPE MIX OUT.gguf --vocab-from BUNDLED.gguf
 
 SHAPE: 1b (Llama-3.2-1B: hidden 2048, 16 layers, 32 heads, 8 KV heads,
-FFN 8192, tied embeddings) or 3b (Llama-3.2-3B: 3072, 28, 24, 8, 8192).
+FFN 8192, tied embeddings), 3b (Llama-3.2-3B: 3072, 28, 24, 8, 8192) or
+7b (Llama-2-7B: 4096, 32, 32, 32, 11008; the memory check's shape).
 MIX: q4_0 and q8_0 (every matrix and the tied embedding in that type, as
 llama-quantize --pure writes them) or q4_k_m (llama.cpp's Q4_K_M choice:
 Q4_K, with attn_v and ffn_down in Q6_K on the layers its use_more_bits rule
@@ -24,6 +25,7 @@ Q = gguf.GGMLQuantizationType
 SHAPES = {
     "1b": dict(hidden=2048, layers=16, heads=32, kv_heads=8, ffn=8192),
     "3b": dict(hidden=3072, layers=28, heads=24, kv_heads=8, ffn=8192),
+    "7b": dict(hidden=4096, layers=32, heads=32, kv_heads=32, ffn=11008),
 }
 
 

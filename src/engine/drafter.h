@@ -33,6 +33,12 @@ typedef struct emt_drafter {
      * any level (draft.c runs only the levels a tree can use); 0: one call
      * gives every level */
     int by_level;
+    /* One level's cost in plain AR steps, as measured (tests/bench/
+     * bench_heads), for a session that does not time its levels (one that
+     * keeps the bank's costs): the outlook's level_prior. 0: levels are
+     * not priced without a clock (the bank's step costs, measured with the
+     * Hydra heads, already hold Hydra's own levels). */
+    double level_ar_steps;
     /* The node tokens of tree t (depth-sorted, more than one node), level
      * by level: on the host into S->node_tokens with the root given, or
      * (device = 1, only for a drafter with chain_device, whose lists the

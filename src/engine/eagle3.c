@@ -318,8 +318,14 @@ oom:
                     "(%lld KV rows)", (long long)kv_rows);
 }
 
+/* One EAGLE-3 level in plain AR steps on SmolLM2-135M (tests/bench/
+ * bench_heads, docs/drafters.md "Cost of a level"): what a session that keeps
+ * the bank's costs charges for a level, since it never times one. */
+#define EMT_EAGLE3_LEVEL_AR_STEPS 0.052
+
 const emt_drafter emt_drafter_eagle3 = {
-    .name = "eagle3", .chain = eagle3_chain, .by_level = 1, .fill_tree = eagle3_fill_tree, .chain_device = NULL,
+    .name = "eagle3", .chain = eagle3_chain, .by_level = 1, .level_ar_steps = EMT_EAGLE3_LEVEL_AR_STEPS,
+    .fill_tree = eagle3_fill_tree, .chain_device = NULL,
     .path_topk = eagle3_path_topk, .prefill = eagle3_prefill, .commit = eagle3_commit, .reset = eagle3_reset,
     .init = eagle3_init, .destroy = eagle3_destroy,
 };

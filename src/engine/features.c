@@ -120,10 +120,11 @@ void emt_outlook_compute(emt_outlook_state *o, const entmtp_bank *bank, const fl
     }
     emt_cost_model_estimate(&o->cost, o->expected_seconds);
     o->ar_seconds = o->ar_tree >= 0 ? o->expected_seconds[o->ar_tree] : 0.0;
-    for (int32_t k = 0; k < entmtp_bank_size(bank) && o->level_seconds > 0; k++) {
+    double level = o->level_seconds > 0 ? o->level_seconds : o->level_prior * o->ar_seconds;
+    for (int32_t k = 0; k < entmtp_bank_size(bank) && level > 0; k++) {
         const emt_tree *t = emt_bank_tree(bank, k);
         int32_t depth = dynamic ? t->n_nodes - 1 : t->depth; /* a dynamic tree is at most that deep */
-        if (n_heads > depth) o->expected_seconds[k] += o->level_seconds * (n_heads - depth);
+        if (n_heads > depth) o->expected_seconds[k] += level * (n_heads - depth);
     }
 }
 

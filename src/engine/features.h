@@ -71,6 +71,11 @@ typedef struct emt_outlook_state {
      * it chooses: emt_outlook_compute adds the levels beyond a tree's depth
      * to that tree's expected seconds. */
     double level_seconds;
+    /* A drafter level's cost in plain steps where no level has been timed
+     * (a session that keeps the bank's costs never times one): the
+     * drafter's measured figure (emt_drafter.level_ar_steps), so a step
+     * that ran levels it then did not use is priced in that mode too. */
+    double level_prior;
     /* The bank's root-only tree (-1: none) and the expected seconds of a
      * plain step with it, no drafter levels added (set by
      * emt_outlook_compute): the payoff gate's unit (policy_internal.h). */

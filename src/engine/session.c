@@ -303,6 +303,7 @@ entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_h
         entmtp_session_free(S);
         return st;
     }
+    if (S->drafter) S->outlook.level_prior = S->drafter->level_ar_steps;
     if (S->drafter && S->drafter->init && (st = S->drafter->init(S))) {
         entmtp_session_free(S);
         return st;

@@ -59,6 +59,7 @@ struct emt_exec {
     const int32_t *mask_keys;
     uint8_t mask_copy[128 * 128];
     size_t attn_shared_optin; // attention's dynamic shared memory opted in so far (bytes)
+    unsigned tc_shared_optin; // tensor-core product variants whose shared memory is opted in (bit per variant)
     void *bounce; // pinned landing buffer for small downloads (the step record)
     size_t bounce_cap;
     // step graphs (graphs.cu): off with ENTMTP_CUDA_GRAPHS=0

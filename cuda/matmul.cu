@@ -407,6 +407,183 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     }
 }
 
+// ------------------------------------------------- tensor-core BF16 product
+// BF16 weights on the tensor cores (mma.m16n8k16, FP32 accumulation:
+// emt_mma_bf16_m16n8k16 in cuda/cuda_launch.h), for every row count: the AR
+// step (1 row, padded to the 8 columns of one mma) and a verify or prefill
+// (up to TC_MAX_ROWS rows per block) run the same kernel, so a tree row
+// gets its AR row's bits by construction.
+//
+// Exactness: each FP32 activation is split into three BF16 values, x = hi +
+// mid + lo exactly (hi = bf16(x), mid = bf16(x - hi), lo = x - hi - mid,
+// each difference exact in FP32; finite x whose parts stay normal), and a
+// weight times each part is exact in FP32, so the products are those of an
+// FP32 product; only the accumulation rounds (inside the mma, then across
+// k-tiles and warps), as in the CUDA-core kernels, within the same bound
+// (test_cuda_kernels). Three mmas per k-tile: the tensor cores have ~15x
+// the FLOP rate this needs at 64 rows (scripts/roofline.py).
+//
+// Batch invariance: the mma's element D[m][n] depends only on row m of A
+// (an output's weights), column n of B (one row's activations) and C[m][n]
+// (cuda_launch.h). An output's sum is split over TC_KWARPS warps by a fixed
+// rule that depends on n_in only: warp kw takes the 32-input steps s with
+// s % TC_KWARPS == kw, each as two k-tiles (inputs 8t..8t+3 and 8t+4..8t+7
+// of the step in lane t's registers: a 16-byte weight load), hi then mid then
+// lo; the warps' partial sums are added in warp order. The rows in a block,
+// the outputs per block and the row's position never enter.
+//
+// Memory: lane (g, t) reads 16 bytes of weight rows o+g and o+g+8 per step
+// (64 contiguous bytes per row and request); the block stages the rows'
+// activations of each TC_CHUNK inputs once, split, in shared memory (rows
+// TC_ROW_BYTES apart: hi, mid and lo planes plus 64 bytes of padding, so the
+// 16-byte fragment reads of two rows fall in different bank halves), and
+// tc_mw(NT) warps of outputs (16 each) share them: at 64 rows a block reads its
+// activations once per 64 outputs.
+#define TC_KWARPS 4
+#define TC_KSTEP 32
+#define TC_CHUNK (TC_KWARPS * TC_KSTEP)
+#define TC_PLANE (TC_CHUNK * 2)                // bytes of one staged plane of a row
+#define TC_ROW_BYTES (3 * TC_PLANE + 64)       // 832: = 64 (mod 128)
+#define TC_MAX_ROWS 128
+
+__device__ __forceinline__ uint32_t float_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+// float -> BF16, rounded to nearest even (NaN stays NaN)
+__device__ __forceinline__ uint32_t bf16_bits_rn(float f) {
+    const uint32_t u = float_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+// x = hi + mid + lo, each BF16 (exact for finite x whose parts are normal)
+__device__ __forceinline__ void split_bf16x3(float v, uint32_t *hi, uint32_t *mid, uint32_t *lo) {
+    *hi = bf16_bits_rn(v);
+    const float r = v - bf16_to_float((uint16_t)*hi);
+    *mid = bf16_bits_rn(r);
+    *lo = bf16_bits_rn(r - bf16_to_float((uint16_t)*mid));
+}
+
+// Shared bytes of a block: the staged rows, then (reused) the warps' partial sums.
+__host__ __device__ constexpr size_t tc_shared_bytes(int nt, int mw) {
+    return (size_t)8 * nt * TC_ROW_BYTES > (size_t)mw * (TC_KWARPS - 1) * nt * 4 * 32 * 4
+               ? (size_t)8 * nt * TC_ROW_BYTES
+               : (size_t)mw * (TC_KWARPS - 1) * nt * 4 * 32 * 4;
+}
+
+// Warps of 16 outputs per block for NT n-tiles of 8 rows: more outputs per
+// block as the rows grow, so that the staged activations serve more weights.
+__host__ __device__ constexpr int tc_mw(int nt) { return nt <= 2 ? 1 : nt <= 4 ? 2 : 4; }
+
+// Grid: (ceil(n_rows / (8 NT)), ceil(n_out / (16 MW))), TC_KWARPS * MW warps:
+// warp w computes outputs 16 (blockIdx.y MW + w / TC_KWARPS) .. + 15 for the
+// block's rows (NT n-tiles of 8), over its share w % TC_KWARPS of the inputs.
+template <int NT>
+__global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
+    tc_product_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
+                      int32_t n_in, int32_t n_out, float *y) {
+    constexpr int MW = tc_mw(NT);
+    EMT_DYNAMIC_SHARED(uint4, smem);
+    uint8_t *stage = (uint8_t *)smem;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int kw = warp % TC_KWARPS, mw = warp / TC_KWARPS;
+    const int32_t o0 = ((int32_t)blockIdx.y * MW + mw) * 16, r0 = (int32_t)blockIdx.x * 8 * NT;
+    const int nr = n_rows - r0 < 8 * NT ? n_rows - r0 : 8 * NT;
+    const int nr8 = (nr + 7) & ~7; // staged rows: the last n-tile's missing rows are zeros
+    const bool warp_live = o0 < n_out; // the whole warp's
+    const bool has_g = o0 + g < n_out, has_g8 = o0 + g + 8 < n_out;
+    const uint4 *w_g = (const uint4 *)(W + (size_t)(has_g ? o0 + g : 0) * row_bytes);
+    const uint4 *w_g8 = (const uint4 *)(W + (size_t)(has_g8 ? o0 + g + 8 : 0) * row_bytes);
+    float acc[NT][4];
+    for (int j = 0; j < NT; j++)
+        for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
+    for (int32_t base = 0; base < n_in; base += TC_CHUNK) {
+        EMT_REQUEST_TAG(base / TC_CHUNK); // the staging loop's lanes skip different tails per chunk
+        const int32_t width = n_in - base < TC_CHUNK ? n_in - base : TC_CHUNK; // a multiple of TC_KSTEP
+        const bool step_live = warp_live && kw * TC_KSTEP < width;             // the whole warp's
+        // this step's weights first: in flight while the block stages
+        uint4 wa = {}, wb = {};
+        const int32_t k8 = (base + kw * TC_KSTEP + 8 * t) / 8;
+        if (step_live && has_g) wa = emt_ld(w_g + k8);
+        if (step_live && has_g8) wb = emt_ld(w_g8 + k8);
+        __syncthreads(); // the previous chunk is consumed
+        const int32_t quads = width / 4;
+        for (int32_t i = threadIdx.x; i < nr8 * quads; i += TC_KWARPS * MW * 32) {
+            const int32_t r = i / quads, c = i % quads;
+            float4 v = { 0.0f, 0.0f, 0.0f, 0.0f };
+            if (r < nr) v = emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c);
+            const float vs[4] = { v.x, v.y, v.z, v.w };
+            uint32_t h[4], m[4], l[4];
+            for (int e = 0; e < 4; e++) split_bf16x3(vs[e], &h[e], &m[e], &l[e]);
+            uint8_t *row = stage + (size_t)r * TC_ROW_BYTES + 8 * c;
+            emt_st((uint2 *)row, uint2{ h[0] | h[1] << 16, h[2] | h[3] << 16 });
+            emt_st((uint2 *)(row + TC_PLANE), uint2{ m[0] | m[1] << 16, m[2] | m[3] << 16 });
+            emt_st((uint2 *)(row + 2 * TC_PLANE), uint2{ l[0] | l[1] << 16, l[2] | l[3] << 16 });
+        }
+        __syncthreads();
+        if (!step_live) continue;
+        // k-tile 0: inputs 8t..8t+3 of the step; k-tile 1: 8t+4..8t+7
+        const uint32_t a0[4] = { wa.x, wb.x, wa.y, wb.y }, a1[4] = { wa.z, wb.z, wa.w, wb.w };
+        EMT_UNROLL
+        for (int j = 0; j < NT; j++) {
+            if (8 * j >= nr) break; // the whole warp's
+            const uint8_t *row = stage + (size_t)(8 * j + g) * TC_ROW_BYTES + kw * 64 + 16 * t;
+            EMT_UNROLL
+            for (int plane = 0; plane < 3; plane++) {
+                const uint4 p = emt_ld((const uint4 *)(row + plane * TC_PLANE));
+                const uint32_t b0[2] = { p.x, p.y }, b1[2] = { p.z, p.w };
+                emt_mma_bf16_m16n8k16(acc[j], a0, b0, acc[j]);
+                emt_mma_bf16_m16n8k16(acc[j], a1, b1, acc[j]);
+            }
+        }
+    }
+    // the input shares' partial sums, added in warp order by warp kw = 0
+    float *part = (float *)smem + (size_t)mw * (TC_KWARPS - 1) * NT * 4 * 32;
+    __syncthreads(); // the last chunk is consumed
+    if (kw > 0 && warp_live)
+        for (int j = 0; j < NT && 8 * j < nr; j++)
+            for (int i = 0; i < 4; i++) emt_st(part + (((size_t)(kw - 1) * NT + j) * 4 + i) * 32 + lane, acc[j][i]);
+    __syncthreads();
+    if (kw > 0 || !warp_live) return;
+    for (int j = 0; j < NT && 8 * j < nr; j++)
+        for (int i = 0; i < 4; i++) {
+            float v = acc[j][i];
+            for (int p = 1; p < TC_KWARPS; p++) v += emt_ld(part + (((size_t)(p - 1) * NT + j) * 4 + i) * 32 + lane);
+            const int r = 8 * j + 2 * t + (i & 1);
+            const int32_t o = o0 + g + 8 * (i >> 1);
+            if (r < nr && o < n_out) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
+        }
+}
+
+template <int NT>
+static void launch_tc(emt_exec *ex, int variant, const void *W, size_t rb, const float *bias, const float *x,
+                      int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
+    constexpr int MW = tc_mw(NT);
+    const size_t shared = tc_shared_bytes(NT, MW);
+    if (shared > 48 * 1024 && !(ex->tc_shared_optin & (1u << variant))) {
+        const cudaError_t e = cudaFuncSetAttribute(tc_product_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)shared);
+        if (e != cudaSuccess) {
+            cu_set_error(ex, "cudaFuncSetAttribute(tc_product_kernel, max dynamic shared memory)", e);
+            return;
+        }
+        ex->tc_shared_optin |= 1u << variant;
+    }
+    const dim3 grid((unsigned)((n_rows + 8 * NT - 1) / (8 * NT)), (unsigned)((n_out + 16 * MW - 1) / (16 * MW)));
+    EMT_LAUNCH(tc_product_kernel<NT>, grid, TC_KWARPS * MW * 32, shared, ex->stream, (const uint8_t *)W, rb, bias,
+               x, n_rows, n_in, n_out, y);
+}
+
+static void tc_product(emt_exec *ex, const void *W, size_t rb, const float *bias, const float *x, int32_t n_rows,
+                       int32_t n_in, int32_t n_out, float *y) {
+    if (n_rows <= 8) launch_tc<1>(ex, 0, W, rb, bias, x, n_rows, n_in, n_out, y);
+    else if (n_rows <= 16) launch_tc<2>(ex, 1, W, rb, bias, x, n_rows, n_in, n_out, y);
+    else if (n_rows <= 32) launch_tc<4>(ex, 2, W, rb, bias, x, n_rows, n_in, n_out, y);
+    else if (n_rows <= 64) launch_tc<8>(ex, 3, W, rb, bias, x, n_rows, n_in, n_out, y);
+    else launch_tc<16>(ex, 4, W, rb, bias, x, n_rows, n_in, n_out, y);
+}
+
 static const char *dtype_name(int dt) {
     static const char *const names[] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1" };
     return dt == EMT_Q4_K ? "Q4_K" : dt >= 0 && dt < 6 ? names[dt] : "?";
@@ -459,6 +636,10 @@ static void launch_product(emt_exec *ex, int dt, const void *W, const float *bia
     // ideal: the weights, the activations and the bias read once, the outputs written once
     EMT_OP(dtype_name(dt), (double)rb * n_out + 4.0 * n_rows * n_in + (bias ? 4.0 * n_out : 0) + 4.0 * n_rows * n_out,
            n_rows, n_in, n_out);
+    if (dt == EMT_BF16 && n_in % TC_KSTEP == 0 && (uintptr_t)W % 16 == 0 && (uintptr_t)x % 16 == 0) {
+        tc_product(ex, W, rb, bias, x, n_rows, n_in, n_out, y);
+        return;
+    }
     const bool dense16 = (dt == EMT_F32 || dt == EMT_F16 || dt == EMT_BF16) && n_in % 8 == 0 &&
                          (uintptr_t)W % 16 == 0 && (uintptr_t)x % 16 == 0;
     if (dense16) {

@@ -445,6 +445,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 #define TC_PLANE (TC_CHUNK * 2)                // bytes of one staged plane of a row
 #define TC_ROW_BYTES (3 * TC_PLANE + 64)       // 832: = 64 (mod 128)
 #define TC_MAX_ROWS 128
+#define TC_DEPTH 4 // chunks whose weight loads are in flight per warp
 
 __device__ __forceinline__ uint32_t float_bits(float f) {
     uint32_t u;
@@ -496,57 +497,77 @@ __global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
     const uint4 *w_g = (const uint4 *)(W + (size_t)(has_g ? o0 + g : 0) * row_bytes);
     const uint4 *w_g8 = (const uint4 *)(W + (size_t)(has_g8 ? o0 + g + 8 : 0) * row_bytes);
     float acc[NT][4];
+    EMT_UNROLL
     for (int j = 0; j < NT; j++)
         for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-    for (int32_t base = 0; base < n_in; base += TC_CHUNK) {
-        EMT_REQUEST_TAG(base / TC_CHUNK); // the staging loop's lanes skip different tails per chunk
-        const int32_t width = n_in - base < TC_CHUNK ? n_in - base : TC_CHUNK; // a multiple of TC_KSTEP
-        const bool step_live = warp_live && kw * TC_KSTEP < width;             // the whole warp's
-        // this step's weights first: in flight while the block stages
-        uint4 wa = {}, wb = {};
-        const int32_t k8 = (base + kw * TC_KSTEP + 8 * t) / 8;
-        if (step_live && has_g) wa = emt_ld(w_g + k8);
-        if (step_live && has_g8) wb = emt_ld(w_g8 + k8);
-        __syncthreads(); // the previous chunk is consumed
-        const int32_t quads = width / 4;
-        for (int32_t i = threadIdx.x; i < nr8 * quads; i += TC_KWARPS * MW * 32) {
-            const int32_t r = i / quads, c = i % quads;
-            float4 v = { 0.0f, 0.0f, 0.0f, 0.0f };
-            if (r < nr) v = emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c);
-            const float vs[4] = { v.x, v.y, v.z, v.w };
-            uint32_t h[4], m[4], l[4];
-            for (int e = 0; e < 4; e++) split_bf16x3(vs[e], &h[e], &m[e], &l[e]);
-            uint8_t *row = stage + (size_t)r * TC_ROW_BYTES + 8 * c;
-            emt_st((uint2 *)row, uint2{ h[0] | h[1] << 16, h[2] | h[3] << 16 });
-            emt_st((uint2 *)(row + TC_PLANE), uint2{ m[0] | m[1] << 16, m[2] | m[3] << 16 });
-            emt_st((uint2 *)(row + 2 * TC_PLANE), uint2{ l[0] | l[1] << 16, l[2] | l[3] << 16 });
-        }
-        __syncthreads();
-        if (!step_live) continue;
-        // k-tile 0: inputs 8t..8t+3 of the step; k-tile 1: 8t+4..8t+7
-        const uint32_t a0[4] = { wa.x, wb.x, wa.y, wb.y }, a1[4] = { wa.z, wb.z, wa.w, wb.w };
+    // the weights of TC_DEPTH chunks in flight: chunk c's loads go out when
+    // chunk c - TC_DEPTH has been multiplied
+    uint4 wa[TC_DEPTH], wb[TC_DEPTH];
+    auto load_weights = [&](int32_t base, uint4 *pa, uint4 *pb) {
+        *pa = uint4{ 0, 0, 0, 0 }, *pb = uint4{ 0, 0, 0, 0 };
+        const int32_t k = base + kw * TC_KSTEP; // the whole warp's
+        if (!warp_live || k >= n_in) return;
+        if (has_g) *pa = emt_ld(w_g + (k + 8 * t) / 8);
+        if (has_g8) *pb = emt_ld(w_g8 + (k + 8 * t) / 8);
+    };
+    EMT_UNROLL
+    for (int d = 0; d < TC_DEPTH; d++) load_weights(d * TC_CHUNK, &wa[d], &wb[d]);
+    for (int32_t base0 = 0; base0 < n_in; base0 += TC_DEPTH * TC_CHUNK) {
         EMT_UNROLL
-        for (int j = 0; j < NT; j++) {
-            if (8 * j >= nr) break; // the whole warp's
-            const uint8_t *row = stage + (size_t)(8 * j + g) * TC_ROW_BYTES + kw * 64 + 16 * t;
-            EMT_UNROLL
-            for (int plane = 0; plane < 3; plane++) {
-                const uint4 p = emt_ld((const uint4 *)(row + plane * TC_PLANE));
-                const uint32_t b0[2] = { p.x, p.y }, b1[2] = { p.z, p.w };
-                emt_mma_bf16_m16n8k16(acc[j], a0, b0, acc[j]);
-                emt_mma_bf16_m16n8k16(acc[j], a1, b1, acc[j]);
+        for (int d = 0; d < TC_DEPTH; d++) {
+            const int32_t base = base0 + d * TC_CHUNK;
+            if (base >= n_in) break; // the whole block's
+            EMT_REQUEST_TAG(base / TC_CHUNK); // the staging loop's lanes skip different tails per chunk
+            const int32_t width = n_in - base < TC_CHUNK ? n_in - base : TC_CHUNK; // a multiple of TC_KSTEP
+            __syncthreads(); // the previous chunk is consumed
+            const int32_t quads = width / 4;
+            for (int32_t i = threadIdx.x; i < nr8 * quads; i += TC_KWARPS * MW * 32) {
+                const int32_t r = i / quads, c = i % quads;
+                float4 v = { 0.0f, 0.0f, 0.0f, 0.0f };
+                if (r < nr) v = emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c);
+                const float vs[4] = { v.x, v.y, v.z, v.w };
+                uint32_t h[4], m[4], l[4];
+                for (int e = 0; e < 4; e++) split_bf16x3(vs[e], &h[e], &m[e], &l[e]);
+                uint8_t *row = stage + (size_t)r * TC_ROW_BYTES + 8 * c;
+                emt_st((uint2 *)row, uint2{ h[0] | h[1] << 16, h[2] | h[3] << 16 });
+                emt_st((uint2 *)(row + TC_PLANE), uint2{ m[0] | m[1] << 16, m[2] | m[3] << 16 });
+                emt_st((uint2 *)(row + 2 * TC_PLANE), uint2{ l[0] | l[1] << 16, l[2] | l[3] << 16 });
             }
+            __syncthreads();
+            if (warp_live && kw * TC_KSTEP < width) { // the whole warp's
+                // k-tile 0: inputs 8t..8t+3 of the step; k-tile 1: 8t+4..8t+7
+                const uint32_t a0[4] = { wa[d].x, wb[d].x, wa[d].y, wb[d].y };
+                const uint32_t a1[4] = { wa[d].z, wb[d].z, wa[d].w, wb[d].w };
+                EMT_UNROLL
+                for (int j = 0; j < NT; j++) {
+                    if (8 * j >= nr) break; // the whole warp's
+                    const uint8_t *row = stage + (size_t)(8 * j + g) * TC_ROW_BYTES + kw * 64 + 16 * t;
+                    EMT_UNROLL
+                    for (int plane = 0; plane < 3; plane++) {
+                        const uint4 p = emt_ld((const uint4 *)(row + plane * TC_PLANE));
+                        const uint32_t b0[2] = { p.x, p.y }, b1[2] = { p.z, p.w };
+                        emt_mma_bf16_m16n8k16(acc[j], a0, b0, acc[j]);
+                        emt_mma_bf16_m16n8k16(acc[j], a1, b1, acc[j]);
+                    }
+                }
+            }
+            load_weights(base + TC_DEPTH * TC_CHUNK, &wa[d], &wb[d]);
         }
     }
     // the input shares' partial sums, added in warp order by warp kw = 0
     float *part = (float *)smem + (size_t)mw * (TC_KWARPS - 1) * NT * 4 * 32;
     __syncthreads(); // the last chunk is consumed
-    if (kw > 0 && warp_live)
-        for (int j = 0; j < NT && 8 * j < nr; j++)
-            for (int i = 0; i < 4; i++) emt_st(part + (((size_t)(kw - 1) * NT + j) * 4 + i) * 32 + lane, acc[j][i]);
+    if (kw > 0 && warp_live) {
+        EMT_UNROLL
+        for (int j = 0; j < NT; j++)
+            if (8 * j < nr)
+                for (int i = 0; i < 4; i++) emt_st(part + (((size_t)(kw - 1) * NT + j) * 4 + i) * 32 + lane, acc[j][i]);
+    }
     __syncthreads();
     if (kw > 0 || !warp_live) return;
-    for (int j = 0; j < NT && 8 * j < nr; j++)
+    EMT_UNROLL
+    for (int j = 0; j < NT; j++) {
+        if (8 * j >= nr) break;
         for (int i = 0; i < 4; i++) {
             float v = acc[j][i];
             for (int p = 1; p < TC_KWARPS; p++) v += emt_ld(part + (((size_t)(p - 1) * NT + j) * 4 + i) * 32 + lane);
@@ -554,6 +575,7 @@ __global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
             const int32_t o = o0 + g + 8 * (i >> 1);
             if (r < nr && o < n_out) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
         }
+    }
 }
 
 template <int NT>

@@ -411,8 +411,8 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 // BF16 weights on the tensor cores (mma.m16n8k16, FP32 accumulation:
 // emt_mma_bf16_m16n8k16 in cuda/cuda_launch.h), for every row count: the AR
 // step (1 row, padded to the 8 columns of one mma) and a verify or prefill
-// (up to TC_MAX_ROWS rows per block) run the same kernel, so a tree row
-// gets its AR row's bits by construction.
+// (up to 64 rows per block) run the same kernel, so a tree row gets its AR
+// row's bits by construction.
 //
 // Exactness: each FP32 activation is split into three BF16 values, x = hi +
 // mid + lo exactly (hi = bf16(x), mid = bf16(x - hi), lo = x - hi - mid,
@@ -420,8 +420,9 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 // weight times each part is exact in FP32, so the products are those of an
 // FP32 product; only the accumulation rounds (inside the mma, then across
 // k-tiles and warps), as in the CUDA-core kernels, within the same bound
-// (test_cuda_kernels). Three mmas per k-tile: the tensor cores have ~15x
-// the FLOP rate this needs at 64 rows (scripts/roofline.py).
+// (test_cuda_kernels). Three mmas per k-tile: at 64 rows of 7B that is
+// about as long on H100 tensor cores (mma.sync) as reading the weights
+// (scripts/roofline.py).
 //
 // Batch invariance: the mma's element D[m][n] depends only on row m of A
 // (an output's weights), column n of B (one row's activations) and C[m][n]
@@ -437,15 +438,13 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 // activations of each TC_CHUNK inputs once, split, in shared memory (rows
 // TC_ROW_BYTES apart: hi, mid and lo planes plus 64 bytes of padding, so the
 // 16-byte fragment reads of two rows fall in different bank halves), and
-// tc_mw(NT) warps of outputs (16 each) share them: at 64 rows a block reads its
-// activations once per 64 outputs.
+// its tc_mw(NT) x tc_mt(NT) m-tiles of 16 outputs share them: from 17 rows
+// on, a block reads its activations once per 64 outputs.
 #define TC_KWARPS 4
 #define TC_KSTEP 32
 #define TC_CHUNK (TC_KWARPS * TC_KSTEP)
 #define TC_PLANE (TC_CHUNK * 2)                // bytes of one staged plane of a row
 #define TC_ROW_BYTES (3 * TC_PLANE + 64)       // 832: = 64 (mod 128)
-#define TC_MAX_ROWS 128
-#define TC_DEPTH 4 // chunks whose weight loads are in flight per warp
 
 __device__ __forceinline__ uint32_t float_bits(float f) {
     uint32_t u;
@@ -466,55 +465,74 @@ __device__ __forceinline__ void split_bf16x3(float v, uint32_t *hi, uint32_t *mi
     *lo = bf16_bits_rn(r - bf16_to_float((uint16_t)*mid));
 }
 
+// Per n-tiles NT of 8 rows: MW warps of outputs per block (more outputs per
+// block as the rows grow, so that the staged activations serve more
+// weights), MT m-tiles of 16 outputs per warp (each B fragment read from
+// shared memory then serves MT mmas) and DEPTH chunks of weight loads in
+// flight per warp (fewer where MT doubles the loads per chunk).
+__host__ __device__ constexpr int tc_mw(int nt) { return nt <= 2 ? 1 : 2; }
+__host__ __device__ constexpr int tc_mt(int nt) { return nt <= 2 ? 1 : 2; }
+__host__ __device__ constexpr int tc_depth(int nt) { return tc_mt(nt) > 1 ? 2 : 4; }
+
 // Shared bytes of a block: the staged rows, then (reused) the warps' partial sums.
-__host__ __device__ constexpr size_t tc_shared_bytes(int nt, int mw) {
-    return (size_t)8 * nt * TC_ROW_BYTES > (size_t)mw * (TC_KWARPS - 1) * nt * 4 * 32 * 4
+__host__ __device__ constexpr size_t tc_shared_bytes(int nt) {
+    return (size_t)8 * nt * TC_ROW_BYTES > (size_t)tc_mw(nt) * (TC_KWARPS - 1) * tc_mt(nt) * nt * 4 * 32 * 4
                ? (size_t)8 * nt * TC_ROW_BYTES
-               : (size_t)mw * (TC_KWARPS - 1) * nt * 4 * 32 * 4;
+               : (size_t)tc_mw(nt) * (TC_KWARPS - 1) * tc_mt(nt) * nt * 4 * 32 * 4;
 }
 
-// Warps of 16 outputs per block for NT n-tiles of 8 rows: more outputs per
-// block as the rows grow, so that the staged activations serve more weights.
-__host__ __device__ constexpr int tc_mw(int nt) { return nt <= 2 ? 1 : nt <= 4 ? 2 : 4; }
-
-// Grid: (ceil(n_rows / (8 NT)), ceil(n_out / (16 MW))), TC_KWARPS * MW warps:
-// warp w computes outputs 16 (blockIdx.y MW + w / TC_KWARPS) .. + 15 for the
-// block's rows (NT n-tiles of 8), over its share w % TC_KWARPS of the inputs.
+// Grid: (ceil(n_rows / (8 NT)), ceil(n_out / (16 MT MW))), TC_KWARPS * MW
+// warps: warp w computes outputs 16 MT (blockIdx.y MW + w / TC_KWARPS) ..
+// + 16 MT - 1 for the block's rows (NT n-tiles of 8), over its share
+// w % TC_KWARPS of the inputs.
 template <int NT>
 __global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
     tc_product_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
                       int32_t n_in, int32_t n_out, float *y) {
-    constexpr int MW = tc_mw(NT);
+    constexpr int MW = tc_mw(NT), MT = tc_mt(NT), DEPTH = tc_depth(NT);
     EMT_DYNAMIC_SHARED(uint4, smem);
     uint8_t *stage = (uint8_t *)smem;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int kw = warp % TC_KWARPS, mw = warp / TC_KWARPS;
-    const int32_t o0 = ((int32_t)blockIdx.y * MW + mw) * 16, r0 = (int32_t)blockIdx.x * 8 * NT;
+    const int32_t o0 = ((int32_t)blockIdx.y * MW + mw) * 16 * MT, r0 = (int32_t)blockIdx.x * 8 * NT;
     const int nr = n_rows - r0 < 8 * NT ? n_rows - r0 : 8 * NT;
     const int nr8 = (nr + 7) & ~7; // staged rows: the last n-tile's missing rows are zeros
     const bool warp_live = o0 < n_out; // the whole warp's
-    const bool has_g = o0 + g < n_out, has_g8 = o0 + g + 8 < n_out;
-    const uint4 *w_g = (const uint4 *)(W + (size_t)(has_g ? o0 + g : 0) * row_bytes);
-    const uint4 *w_g8 = (const uint4 *)(W + (size_t)(has_g8 ? o0 + g + 8 : 0) * row_bytes);
-    float acc[NT][4];
+    bool has_g[MT], has_g8[MT];
+    const uint4 *w_g[MT], *w_g8[MT];
+    for (int mt = 0; mt < MT; mt++) {
+        const int32_t o = o0 + 16 * mt + g;
+        has_g[mt] = o < n_out, has_g8[mt] = o + 8 < n_out;
+        w_g[mt] = (const uint4 *)(W + (size_t)(has_g[mt] ? o : 0) * row_bytes);
+        w_g8[mt] = (const uint4 *)(W + (size_t)(has_g8[mt] ? o + 8 : 0) * row_bytes);
+    }
+    float acc[MT][NT][4];
     EMT_UNROLL
-    for (int j = 0; j < NT; j++)
-        for (int i = 0; i < 4; i++) acc[j][i] = 0.0f;
-    // the weights of TC_DEPTH chunks in flight: chunk c's loads go out when
-    // chunk c - TC_DEPTH has been multiplied
-    uint4 wa[TC_DEPTH], wb[TC_DEPTH];
+    for (int mt = 0; mt < MT; mt++)
+        EMT_UNROLL
+        for (int j = 0; j < NT; j++)
+            for (int i = 0; i < 4; i++) acc[mt][j][i] = 0.0f;
+    // the weights of DEPTH chunks in flight: chunk c's loads go out when
+    // chunk c - DEPTH has been multiplied
+    uint4 wa[DEPTH][MT], wb[DEPTH][MT];
     auto load_weights = [&](int32_t base, uint4 *pa, uint4 *pb) {
-        *pa = uint4{ 0, 0, 0, 0 }, *pb = uint4{ 0, 0, 0, 0 };
+        for (int mt = 0; mt < MT; mt++) pa[mt] = uint4{ 0, 0, 0, 0 }, pb[mt] = uint4{ 0, 0, 0, 0 };
         const int32_t k = base + kw * TC_KSTEP; // the whole warp's
         if (!warp_live || k >= n_in) return;
-        if (has_g) *pa = emt_ld(w_g + (k + 8 * t) / 8);
-        if (has_g8) *pb = emt_ld(w_g8 + (k + 8 * t) / 8);
+        EMT_UNROLL
+        for (int mt = 0; mt < MT; mt++) {
+            if (has_g[mt]) pa[mt] = emt_ld(w_g[mt] + (k + 8 * t) / 8);
+            if (has_g8[mt]) pb[mt] = emt_ld(w_g8[mt] + (k + 8 * t) / 8);
+        }
     };
     EMT_UNROLL
-    for (int d = 0; d < TC_DEPTH; d++) load_weights(d * TC_CHUNK, &wa[d], &wb[d]);
-    for (int32_t base0 = 0; base0 < n_in; base0 += TC_DEPTH * TC_CHUNK) {
+    for (int d = 0; d < DEPTH; d++) {
+        EMT_REQUEST_TAG(~0u - d); // lanes of a partial m-tile skip the tail of each chunk's loads
+        load_weights(d * TC_CHUNK, wa[d], wb[d]);
+    }
+    for (int32_t base0 = 0; base0 < n_in; base0 += DEPTH * TC_CHUNK) {
         EMT_UNROLL
-        for (int d = 0; d < TC_DEPTH; d++) {
+        for (int d = 0; d < DEPTH; d++) {
             const int32_t base = base0 + d * TC_CHUNK;
             if (base >= n_in) break; // the whole block's
             EMT_REQUEST_TAG(base / TC_CHUNK); // the staging loop's lanes skip different tails per chunk
@@ -535,9 +553,6 @@ __global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
             }
             __syncthreads();
             if (warp_live && kw * TC_KSTEP < width) { // the whole warp's
-                // k-tile 0: inputs 8t..8t+3 of the step; k-tile 1: 8t+4..8t+7
-                const uint32_t a0[4] = { wa[d].x, wb[d].x, wa[d].y, wb[d].y };
-                const uint32_t a1[4] = { wa[d].z, wb[d].z, wa[d].w, wb[d].w };
                 EMT_UNROLL
                 for (int j = 0; j < NT; j++) {
                     if (8 * j >= nr) break; // the whole warp's
@@ -545,44 +560,55 @@ __global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
                     EMT_UNROLL
                     for (int plane = 0; plane < 3; plane++) {
                         const uint4 p = emt_ld((const uint4 *)(row + plane * TC_PLANE));
+                        // k-tile 0: inputs 8t..8t+3 of the step; k-tile 1: 8t+4..8t+7
                         const uint32_t b0[2] = { p.x, p.y }, b1[2] = { p.z, p.w };
-                        emt_mma_bf16_m16n8k16(acc[j], a0, b0, acc[j]);
-                        emt_mma_bf16_m16n8k16(acc[j], a1, b1, acc[j]);
+                        EMT_UNROLL
+                        for (int mt = 0; mt < MT; mt++) {
+                            const uint4 ua = wa[d][mt], ub = wb[d][mt];
+                            const uint32_t a0[4] = { ua.x, ub.x, ua.y, ub.y }, a1[4] = { ua.z, ub.z, ua.w, ub.w };
+                            emt_mma_bf16_m16n8k16(acc[mt][j], a0, b0, acc[mt][j]);
+                            emt_mma_bf16_m16n8k16(acc[mt][j], a1, b1, acc[mt][j]);
+                        }
                     }
                 }
             }
-            load_weights(base + TC_DEPTH * TC_CHUNK, &wa[d], &wb[d]);
+            load_weights(base + DEPTH * TC_CHUNK, wa[d], wb[d]);
         }
     }
     // the input shares' partial sums, added in warp order by warp kw = 0
-    float *part = (float *)smem + (size_t)mw * (TC_KWARPS - 1) * NT * 4 * 32;
+    float *part = (float *)smem + (size_t)mw * (TC_KWARPS - 1) * MT * NT * 4 * 32;
+    auto slot = [&](int p, int mt, int j, int i) { return part + ((((size_t)(p - 1) * MT + mt) * NT + j) * 4 + i) * 32 + lane; };
     __syncthreads(); // the last chunk is consumed
     if (kw > 0 && warp_live) {
         EMT_UNROLL
-        for (int j = 0; j < NT; j++)
-            if (8 * j < nr)
-                for (int i = 0; i < 4; i++) emt_st(part + (((size_t)(kw - 1) * NT + j) * 4 + i) * 32 + lane, acc[j][i]);
+        for (int mt = 0; mt < MT; mt++)
+            EMT_UNROLL
+            for (int j = 0; j < NT; j++)
+                if (8 * j < nr)
+                    for (int i = 0; i < 4; i++) emt_st(slot(kw, mt, j, i), acc[mt][j][i]);
     }
     __syncthreads();
     if (kw > 0 || !warp_live) return;
     EMT_UNROLL
-    for (int j = 0; j < NT; j++) {
-        if (8 * j >= nr) break;
-        for (int i = 0; i < 4; i++) {
-            float v = acc[j][i];
-            for (int p = 1; p < TC_KWARPS; p++) v += emt_ld(part + (((size_t)(p - 1) * NT + j) * 4 + i) * 32 + lane);
-            const int r = 8 * j + 2 * t + (i & 1);
-            const int32_t o = o0 + g + 8 * (i >> 1);
-            if (r < nr && o < n_out) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
+    for (int mt = 0; mt < MT; mt++)
+        EMT_UNROLL
+        for (int j = 0; j < NT; j++) {
+            if (8 * j >= nr) break;
+            for (int i = 0; i < 4; i++) {
+                float v = acc[mt][j][i];
+                for (int p = 1; p < TC_KWARPS; p++) v += emt_ld(slot(p, mt, j, i));
+                const int r = 8 * j + 2 * t + (i & 1);
+                const int32_t o = o0 + 16 * mt + g + 8 * (i >> 1);
+                if (r < nr && o < n_out) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
+            }
         }
-    }
 }
 
 template <int NT>
 static void launch_tc(emt_exec *ex, int variant, const void *W, size_t rb, const float *bias, const float *x,
                       int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
-    constexpr int MW = tc_mw(NT);
-    const size_t shared = tc_shared_bytes(NT, MW);
+    constexpr int MW = tc_mw(NT), MT = tc_mt(NT);
+    const size_t shared = tc_shared_bytes(NT);
     if (shared > 48 * 1024 && !(ex->tc_shared_optin & (1u << variant))) {
         const cudaError_t e = cudaFuncSetAttribute(tc_product_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    (int)shared);
@@ -592,18 +618,20 @@ static void launch_tc(emt_exec *ex, int variant, const void *W, size_t rb, const
         }
         ex->tc_shared_optin |= 1u << variant;
     }
-    const dim3 grid((unsigned)((n_rows + 8 * NT - 1) / (8 * NT)), (unsigned)((n_out + 16 * MW - 1) / (16 * MW)));
+    const dim3 grid((unsigned)((n_rows + 8 * NT - 1) / (8 * NT)), (unsigned)((n_out + 16 * MT * MW - 1) / (16 * MT * MW)));
     EMT_LAUNCH(tc_product_kernel<NT>, grid, TC_KWARPS * MW * 32, shared, ex->stream, (const uint8_t *)W, rb, bias,
                x, n_rows, n_in, n_out, y);
 }
 
 static void tc_product(emt_exec *ex, const void *W, size_t rb, const float *bias, const float *x, int32_t n_rows,
                        int32_t n_in, int32_t n_out, float *y) {
+    // up to 64 rows: blocks of 32 rows (a 64-node verify's 7B products then
+    // fill 128 SMs; each block's weights come from DRAM once and from L2 for
+    // the second row tile, next to it in launch order); more: 64 rows
     if (n_rows <= 8) launch_tc<1>(ex, 0, W, rb, bias, x, n_rows, n_in, n_out, y);
     else if (n_rows <= 16) launch_tc<2>(ex, 1, W, rb, bias, x, n_rows, n_in, n_out, y);
-    else if (n_rows <= 32) launch_tc<4>(ex, 2, W, rb, bias, x, n_rows, n_in, n_out, y);
-    else if (n_rows <= 64) launch_tc<8>(ex, 3, W, rb, bias, x, n_rows, n_in, n_out, y);
-    else launch_tc<16>(ex, 4, W, rb, bias, x, n_rows, n_in, n_out, y);
+    else if (n_rows <= 64) launch_tc<4>(ex, 2, W, rb, bias, x, n_rows, n_in, n_out, y);
+    else launch_tc<8>(ex, 3, W, rb, bias, x, n_rows, n_in, n_out, y);
 }
 
 static const char *dtype_name(int dt) {

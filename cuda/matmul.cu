@@ -407,6 +407,11 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     }
 }
 
+static const char *dtype_name(int dt) {
+    static const char *const names[] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1" };
+    return dt == EMT_Q4_K ? "Q4_K" : dt >= 0 && dt < 6 ? names[dt] : "?";
+}
+
 // ------------------------------------------------- tensor-core BF16 product
 // BF16 weights on the tensor cores (mma.m16n8k16, FP32 accumulation:
 // emt_mma_bf16_m16n8k16 in cuda/cuda_launch.h), for every row count: the AR
@@ -481,20 +486,38 @@ __host__ __device__ constexpr size_t tc_shared_bytes(int nt) {
                : (size_t)tc_mw(nt) * (TC_KWARPS - 1) * tc_mt(nt) * nt * 4 * 32 * 4;
 }
 
-// Grid: (ceil(n_rows / (8 NT)), ceil(n_out / (16 MT MW))), TC_KWARPS * MW
-// warps: warp w computes outputs 16 MT (blockIdx.y MW + w / TC_KWARPS) ..
+// Grid: (ceil(n_rows / (8 NT)), sum over the matrices of ceil(n_out / (16 MT
+// MW))), TC_KWARPS * MW warps: warp w computes outputs 16 MT (group MW + w / TC_KWARPS) ..
 // + 16 MT - 1 for the block's rows (NT n-tiles of 8), over its share
 // w % TC_KWARPS of the inputs.
+// One launch over up to EMT_MAX_FUSED matrices of the same inputs (Q/K/V,
+// gate/up: matmul_q_multi, matmul_q_gated): matrix m takes the output groups
+// (blockIdx.y) below group_end[m]; its outputs' arithmetic is that of a
+// launch of its own.
+struct tc_mats {
+    const uint8_t *W[EMT_MAX_FUSED];
+    const float *bias[EMT_MAX_FUSED];
+    float *y[EMT_MAX_FUSED];
+    int32_t n_out[EMT_MAX_FUSED], group_end[EMT_MAX_FUSED];
+    int n;
+};
+
 template <int NT>
 __global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
-    tc_product_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
-                      int32_t n_in, int32_t n_out, float *y) {
+    tc_product_kernel(tc_mats mats, size_t row_bytes, const float *x, int32_t n_rows, int32_t n_in) {
     constexpr int MW = tc_mw(NT), MT = tc_mt(NT), DEPTH = tc_depth(NT);
+    int mat = 0; // the block's matrix
+    while (mat + 1 < mats.n && (int32_t)blockIdx.y >= mats.group_end[mat]) mat++;
+    const int32_t group = (int32_t)blockIdx.y - (mat ? mats.group_end[mat - 1] : 0);
+    const uint8_t *W = mats.W[mat];
+    const float *bias = mats.bias[mat];
+    float *y = mats.y[mat];
+    const int32_t n_out = mats.n_out[mat];
     EMT_DYNAMIC_SHARED(uint4, smem);
     uint8_t *stage = (uint8_t *)smem;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
     const int kw = warp % TC_KWARPS, mw = warp / TC_KWARPS;
-    const int32_t o0 = ((int32_t)blockIdx.y * MW + mw) * 16 * MT, r0 = (int32_t)blockIdx.x * 8 * NT;
+    const int32_t o0 = (group * MW + mw) * 16 * MT, r0 = (int32_t)blockIdx.x * 8 * NT;
     const int nr = n_rows - r0 < 8 * NT ? n_rows - r0 : 8 * NT;
     const int nr8 = (nr + 7) & ~7; // staged rows: the last n-tile's missing rows are zeros
     const bool warp_live = o0 < n_out; // the whole warp's
@@ -605,8 +628,8 @@ __global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
 }
 
 template <int NT>
-static void launch_tc(emt_exec *ex, int variant, const void *W, size_t rb, const float *bias, const float *x,
-                      int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
+static void launch_tc(emt_exec *ex, int variant, tc_mats mats, size_t rb, const float *x, int32_t n_rows,
+                      int32_t n_in) {
     constexpr int MW = tc_mw(NT), MT = tc_mt(NT);
     const size_t shared = tc_shared_bytes(NT);
     if (shared > 48 * 1024 && !(ex->tc_shared_optin & (1u << variant))) {
@@ -618,26 +641,34 @@ static void launch_tc(emt_exec *ex, int variant, const void *W, size_t rb, const
         }
         ex->tc_shared_optin |= 1u << variant;
     }
-    const dim3 grid((unsigned)((n_rows + 8 * NT - 1) / (8 * NT)), (unsigned)((n_out + 16 * MT * MW - 1) / (16 * MT * MW)));
-    EMT_LAUNCH(tc_product_kernel<NT>, grid, TC_KWARPS * MW * 32, shared, ex->stream, (const uint8_t *)W, rb, bias,
-               x, n_rows, n_in, n_out, y);
+    int32_t groups = 0;
+    for (int m = 0; m < mats.n; m++) mats.group_end[m] = groups += (mats.n_out[m] + 16 * MT * MW - 1) / (16 * MT * MW);
+    const dim3 grid((unsigned)((n_rows + 8 * NT - 1) / (8 * NT)), (unsigned)groups);
+    EMT_LAUNCH(tc_product_kernel<NT>, grid, TC_KWARPS * MW * 32, shared, ex->stream, mats, rb, x, n_rows, n_in);
 }
 
-static void tc_product(emt_exec *ex, const void *W, size_t rb, const float *bias, const float *x, int32_t n_rows,
-                       int32_t n_in, int32_t n_out, float *y) {
+// The tensor-core kernel takes BF16 rows of whole 32-input steps at 16-byte
+// aligned addresses.
+static bool tc_takes(int dt, const void *W, const float *x, int32_t n_in) {
+    return dt == EMT_BF16 && n_in % TC_KSTEP == 0 && (uintptr_t)W % 16 == 0 && (uintptr_t)x % 16 == 0;
+}
+
+static void tc_product(emt_exec *ex, const tc_mats &mats, size_t rb, const float *x, int32_t n_rows, int32_t n_in) {
+    double ideal = 4.0 * n_rows * n_in; // the weights, the activations and the biases read once, the outputs written once
+    for (int m = 0; m < mats.n; m++)
+        ideal += (double)rb * mats.n_out[m] + (mats.bias[m] ? 4.0 * mats.n_out[m] : 0) + 4.0 * n_rows * mats.n_out[m];
+    int32_t n_out = 0;
+    for (int m = 0; m < mats.n; m++) n_out += mats.n_out[m];
+    EMT_OP(dtype_name(EMT_BF16), ideal, n_rows, n_in, n_out);
     // up to 64 rows: blocks of 32 rows (a 64-node verify's 7B products then
     // fill 128 SMs; each block's weights come from DRAM once and from L2 for
     // the second row tile, next to it in launch order); more: 64 rows
-    if (n_rows <= 8) launch_tc<1>(ex, 0, W, rb, bias, x, n_rows, n_in, n_out, y);
-    else if (n_rows <= 16) launch_tc<2>(ex, 1, W, rb, bias, x, n_rows, n_in, n_out, y);
-    else if (n_rows <= 64) launch_tc<4>(ex, 2, W, rb, bias, x, n_rows, n_in, n_out, y);
-    else launch_tc<8>(ex, 3, W, rb, bias, x, n_rows, n_in, n_out, y);
+    if (n_rows <= 8) launch_tc<1>(ex, 0, mats, rb, x, n_rows, n_in);
+    else if (n_rows <= 16) launch_tc<2>(ex, 1, mats, rb, x, n_rows, n_in);
+    else if (n_rows <= 64) launch_tc<4>(ex, 2, mats, rb, x, n_rows, n_in);
+    else launch_tc<8>(ex, 3, mats, rb, x, n_rows, n_in);
 }
 
-static const char *dtype_name(int dt) {
-    static const char *const names[] = { "F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1" };
-    return dt == EMT_Q4_K ? "Q4_K" : dt >= 0 && dt < 6 ? names[dt] : "?";
-}
 
 // Bytes of one row of n values, 0 when the row is not whole blocks (or the
 // dtype is not one the plugin takes).
@@ -686,8 +717,10 @@ static void launch_product(emt_exec *ex, int dt, const void *W, const float *bia
     // ideal: the weights, the activations and the bias read once, the outputs written once
     EMT_OP(dtype_name(dt), (double)rb * n_out + 4.0 * n_rows * n_in + (bias ? 4.0 * n_out : 0) + 4.0 * n_rows * n_out,
            n_rows, n_in, n_out);
-    if (dt == EMT_BF16 && n_in % TC_KSTEP == 0 && (uintptr_t)W % 16 == 0 && (uintptr_t)x % 16 == 0) {
-        tc_product(ex, W, rb, bias, x, n_rows, n_in, n_out, y);
+    if (tc_takes(dt, W, x, n_in)) {
+        tc_mats mats = {};
+        mats.W[0] = (const uint8_t *)W, mats.bias[0] = bias, mats.y[0] = y, mats.n_out[0] = n_out, mats.n = 1;
+        tc_product(ex, mats, rb, x, n_rows, n_in);
         return;
     }
     const bool dense16 = (dt == EMT_F32 || dt == EMT_F16 || dt == EMT_BF16) && n_in % 8 == 0 &&
@@ -751,6 +784,37 @@ void cu_matmul(emt_exec *ex, const float *W, const float *bias, const float *x, 
 void cu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
                  int32_t n_out, float *y) {
     launch_product(ex, W->dtype, W->data, bias, x, n_rows, n_in, n_out, y);
+}
+
+// Products over the same input rows: one tensor-core launch for BF16
+// weights, else one launch each (the same bits as matmul_q: each output's
+// arithmetic does not depend on the launch it is in).
+void cu_matmul_q_multi(emt_exec *ex, int32_t n_mats, const emt_wmat *const *W, const float *const *bias,
+                       const int32_t *n_out, const float *x, int32_t n_rows, int32_t n_in, float *const *y) {
+    bool fused = n_mats >= 1 && n_mats <= EMT_MAX_FUSED;
+    for (int32_t m = 0; m < n_mats && fused; m++) fused = tc_takes(W[m]->dtype, W[m]->data, x, n_in);
+    if (!fused) {
+        for (int32_t m = 0; m < n_mats; m++) cu_matmul_q(ex, W[m], bias[m], x, n_rows, n_in, n_out[m], y[m]);
+        return;
+    }
+    tc_mats mats = {};
+    for (int32_t m = 0; m < n_mats; m++)
+        mats.W[m] = (const uint8_t *)W[m]->data, mats.bias[m] = bias[m], mats.y[m] = y[m], mats.n_out[m] = n_out[m];
+    mats.n = n_mats;
+    tc_product(ex, mats, row_bytes(EMT_BF16, n_in), x, n_rows, n_in);
+}
+
+// gate = act(x Wg^T + bg) * (x Wu^T + bu): the two products in one launch
+// where they fuse, then the activation, as emt_matmul_gated's unfused path.
+void cu_matmul_q_gated(emt_exec *ex, const emt_wmat *Wg, const float *bg, const emt_wmat *Wu, const float *bu,
+                       const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, int gelu, float *gate, float *up) {
+    const emt_wmat *W[2] = { Wg, Wu };
+    const float *bias[2] = { bg, bu };
+    const int32_t outs[2] = { n_out, n_out };
+    float *y[2] = { gate, up };
+    cu_matmul_q_multi(ex, 2, W, bias, outs, x, n_rows, n_in, y);
+    if (gelu) cu_geglu(ex, gate, up, (int64_t)n_rows * n_out, gate);
+    else cu_swiglu(ex, gate, up, (int64_t)n_rows * n_out, gate);
 }
 
 // ------------------------------------------------------------- embed_q

@@ -44,7 +44,8 @@ cannot keep enough bytes in flight to cover DRAM latency). The BF16 tensor-core
 kernel (tc_product_kernel) has its own occupancy, from its launch shape
 (cuda/matmul.cu: 16 x tc_mt x tc_mw outputs and 8 x NT rows per block,
 4 x tc_mw warps, tc_depth x 2 x tc_mt weight requests in flight per warp,
-its shared memory per block) and FLOPs of 3 BF16 mmas per product (the activations' three
+its shared memory and registers per block; Q/K/V and gate/up one launch
+each) and FLOPs of 3 BF16 mmas per product (the activations' three
 parts), rows padded to 8 and outputs to 16, at the mma.sync rate (assumed
 60% of the dense BF16 peak: the peak needs Hopper's wgmma). % of bandwidth: the op's
 ideal bytes at the HBM peak over the predicted time. The kernels the harness
@@ -63,6 +64,7 @@ BF16_TC = 989e12      # dense BF16 tensor-core FLOP/s
 FP32_CORES = 67e12    # FP32 FMA on CUDA cores (the F32/F16/quantized kernels of cuda/matmul.cu)
 MMA_SYNC = 0.6 * BF16_TC  # mma.sync.m16n8k16 on H100 (assumed: the dense peak needs wgmma)
 TC_SPLITS, TC_ROW_BYTES, TC_KWARPS = 3, 832, 4  # cuda/matmul.cu's tensor-core product
+TC_REGISTERS = {1: 72, 2: 80, 4: 116, 8: 157}      # its registers per thread by NT (ptxas -v, sm_90)
 L2_BW = 10e12         # L2 -> SM read bandwidth (assumed; published measurements 7-12 TB/s)
 KERNEL_OVERHEAD = 2e-6       # ramp-up and tail per kernel inside a replayed graph (assumed)
 SMS, CLOCK = 132, 1.755e9
@@ -75,6 +77,7 @@ ATTN_KEYS = 32        # attention: keys per step, staged in shared memory (ATTN_
 ATTN_MAX_SPAN_BLOCKS = 16
 SHARED_PER_SM = 228 * 1024
 PRODUCTS = ("q", "k", "v", "o", "gate", "up", "down", "lm_head")
+FUSED_WITH_PREVIOUS = ("k", "v", "up")  # BF16: Q/K/V and gate/up are one tensor-core launch each
 ATTENTION_OPS = ("ATTN", "ATTN_COMBINE")
 ROWWISE_OPS = ("RMSNORM", "ROPE", "SWIGLU", "ADD", "EMBED", "SILU_RESIDUAL", "SCALE", "SOFTCAP", "GEGLU")
 
@@ -263,7 +266,9 @@ def tc_launch(rows, n_out):
     blocks = -(-rows // (8 * nt)) * -(-n_out // (16 * mt * mw))
     warps = TC_KWARPS * mw
     shared = max(8 * nt * TC_ROW_BYTES, mw * (TC_KWARPS - 1) * mt * nt * 4 * 32 * 4)
-    resident = max(1, min(SHARED_PER_SM // shared, 64 // warps))  # 64 warps (2048 threads) per SM
+    # 64 warps (2048 threads) and 64 K registers per SM; registers per thread from ptxas -v (sm_90, CUDA 12)
+    regs = TC_REGISTERS[nt]
+    resident = max(1, min(SHARED_PER_SM // shared, 64 // warps, 65536 // (regs * 32 * warps)))
     busy = min(SMS, blocks)
     per_sm = min(resident, -(-blocks // SMS))
     return dict(blocks=blocks, busy_sms=busy, warps_per_sm=per_sm * warps, requests=2 * mt * depth)
@@ -301,6 +306,9 @@ def measured_step(fits, dtype, rows, context):
         p = predict(fits, dtype, n_in, n_out, rows)
         if p is None:
             return None
+        if name in FUSED_WITH_PREVIOUS and p["kernel"].startswith("tc_product"):
+            # one launch with the product before it (matmul_q_multi / matmul_q_gated): no launch of its own
+            p = dict(p, time=p["time"] - KERNEL_OVERHEAD, kernel=p["kernel"] + " (fused)")
         ops.append((name, LAYERS, p))
     p = predict(fits, dtype, H, VOCAB, rows)
     if p is None:

@@ -563,7 +563,7 @@ __global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
             __syncthreads(); // the previous chunk is consumed
             const int32_t quads = width / 4;
             for (int32_t i = threadIdx.x; i < nr8 * quads; i += TC_KWARPS * MW * 32) {
-                const int32_t r = i / quads, c = i % quads;
+                const int32_t r = i / quads, c = i - r * quads; // row-major: 16 lanes store one row's 128 bytes
                 float4 v = { 0.0f, 0.0f, 0.0f, 0.0f };
                 if (r < nr) v = emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c);
                 const float vs[4] = { v.x, v.y, v.z, v.w };

@@ -76,7 +76,7 @@ PY
   for t in "${tests[@]}"; do
     out=$(cd "$build" && ctest --output-on-failure -R "^$t\$" 2>&1)
     rc=$?
-    printf '%s\n' "$out" | grep -E 'cuda-harness:|tolerance|CUDA token|differ|FAIL:|Test +#|tests passed' | head -n 8
+    printf '%s\n' "$out" | grep -E 'cuda-harness:|tolerance|CUDA token|differ|DIFFER|CHECK\(|FAIL:|Test +#|tests passed' | head -n 8
     if [ $rc != 0 ]; then caught_by=$t; break; fi
   done
   if [ -n "$caught_by" ]; then

@@ -792,7 +792,12 @@ void cu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float
 void cu_matmul_q_multi(emt_exec *ex, int32_t n_mats, const emt_wmat *const *W, const float *const *bias,
                        const int32_t *n_out, const float *x, int32_t n_rows, int32_t n_in, float *const *y) {
     bool fused = n_mats >= 1 && n_mats <= EMT_MAX_FUSED;
-    for (int32_t m = 0; m < n_mats && fused; m++) fused = tc_takes(W[m]->dtype, W[m]->data, x, n_in);
+    int64_t total = 0; // the outputs of one launch: grid y's limit (65535 groups of at least 16)
+    for (int32_t m = 0; m < n_mats && fused; m++) {
+        fused = tc_takes(W[m]->dtype, W[m]->data, x, n_in);
+        total += n_out[m];
+    }
+    fused = fused && total <= 65535 * MM_WARPS;
     if (!fused) {
         for (int32_t m = 0; m < n_mats; m++) cu_matmul_q(ex, W[m], bias[m], x, n_rows, n_in, n_out[m], y[m]);
         return;

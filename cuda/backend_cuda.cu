@@ -327,8 +327,8 @@ static const emt_backend_ops cuda_ops = {
     cu_softcap,
     cu_attention_softcap,
     cu_counters,
-    nullptr, // matmul_q_multi: on a GPU separate launches cost no thread hand-off
-    nullptr, // matmul_q_gated
+    cu_matmul_q_multi, // BF16: one tensor-core launch for Q/K/V (fewer launches); other dtypes one each
+    cu_matmul_q_gated, // BF16: gate and up in one launch, then the activation
     cu_topk_device,
     cu_embed_device,
     cu_accept,

@@ -59,6 +59,7 @@ struct emt_exec {
     const int32_t *mask_keys;
     uint8_t mask_copy[128 * 128];
     size_t attn_shared_optin; // attention's dynamic shared memory opted in so far (bytes)
+    unsigned tc_shared_optin; // tensor-core product variants whose shared memory is opted in (bit per variant)
     void *bounce; // pinned landing buffer for small downloads (the step record)
     size_t bounce_cap;
     // step graphs (graphs.cu): off with ENTMTP_CUDA_GRAPHS=0
@@ -127,6 +128,10 @@ void cu_matmul(emt_exec *ex, const float *W, const float *bias, const float *x, 
                int32_t n_out, float *y, int exact);
 void cu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
                  int32_t n_out, float *y);
+void cu_matmul_q_multi(emt_exec *ex, int32_t n_mats, const emt_wmat *const *W, const float *const *bias,
+                       const int32_t *n_out, const float *x, int32_t n_rows, int32_t n_in, float *const *y);
+void cu_matmul_q_gated(emt_exec *ex, const emt_wmat *Wg, const float *bg, const emt_wmat *Wu, const float *bu,
+                       const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, int gelu, float *gate, float *up);
 void cu_embed_q(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *tokens, int32_t n_rows, float *out);
 void cu_embed_device(emt_exec *ex, const emt_wmat *table, int32_t dim, const int32_t *d_tokens, int32_t n_rows,
                      float *out);

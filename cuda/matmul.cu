@@ -412,6 +412,264 @@ static const char *dtype_name(int dt) {
     return dt == EMT_Q4_K ? "Q4_K" : dt >= 0 && dt < 6 ? names[dt] : "?";
 }
 
+// ------------------------------------------------- tensor-core BF16 product
+// BF16 weights on the tensor cores (mma.m16n8k16, FP32 accumulation:
+// emt_mma_bf16_m16n8k16 in cuda/cuda_launch.h), for every row count: the AR
+// step (1 row, padded to the 8 columns of one mma) and a verify or prefill
+// (up to 64 rows per block) run the same kernel, so a tree row gets its AR
+// row's bits by construction.
+//
+// Exactness: each FP32 activation is split into three BF16 values, x = hi +
+// mid + lo exactly (hi = bf16(x), mid = bf16(x - hi), lo = x - hi - mid,
+// each difference exact in FP32; finite x whose parts stay normal), and a
+// weight times each part is exact in FP32, so the products are those of an
+// FP32 product; only the accumulation rounds (inside the mma, then across
+// k-tiles and warps), as in the CUDA-core kernels, within the same bound
+// (test_cuda_kernels). Three mmas per k-tile: at 64 rows of 7B that is
+// about as long on H100 tensor cores (mma.sync) as reading the weights
+// (scripts/roofline.py).
+//
+// Batch invariance: the mma's element D[m][n] depends only on row m of A
+// (an output's weights), column n of B (one row's activations) and C[m][n]
+// (cuda_launch.h). An output's sum is split over TC_KWARPS warps by a fixed
+// rule that depends on n_in only: warp kw takes the 32-input steps s with
+// s % TC_KWARPS == kw, each as two k-tiles (inputs 8t..8t+3 and 8t+4..8t+7
+// of the step in lane t's registers: a 16-byte weight load), hi then mid then
+// lo; the warps' partial sums are added in warp order. The rows in a block,
+// the outputs per block and the row's position never enter.
+//
+// Memory: lane (g, t) reads 16 bytes of weight rows o+g and o+g+8 per step
+// (64 contiguous bytes per row and request); the block stages the rows'
+// activations of each TC_CHUNK inputs once, split, in shared memory (rows
+// TC_ROW_BYTES apart: hi, mid and lo planes plus 64 bytes of padding, so the
+// 16-byte fragment reads of two rows fall in different bank halves), and
+// its tc_mw(NT) x tc_mt(NT) m-tiles of 16 outputs share them: from 17 rows
+// on, a block reads its activations once per 64 outputs.
+#define TC_KWARPS 4
+#define TC_KSTEP 32
+#define TC_CHUNK (TC_KWARPS * TC_KSTEP)
+#define TC_PLANE (TC_CHUNK * 2)                // bytes of one staged plane of a row
+#define TC_ROW_BYTES (3 * TC_PLANE + 64)       // 832: = 64 (mod 128)
+
+__device__ __forceinline__ uint32_t float_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+// float -> BF16, rounded to nearest even (NaN stays NaN)
+__device__ __forceinline__ uint32_t bf16_bits_rn(float f) {
+    const uint32_t u = float_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
+    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+// x = hi + mid + lo, each BF16 (exact for finite x whose parts are normal)
+__device__ __forceinline__ void split_bf16x3(float v, uint32_t *hi, uint32_t *mid, uint32_t *lo) {
+    *hi = bf16_bits_rn(v);
+    const float r = v - bf16_to_float((uint16_t)*hi);
+    *mid = bf16_bits_rn(r);
+    *lo = bf16_bits_rn(r - bf16_to_float((uint16_t)*mid));
+}
+
+// Per n-tiles NT of 8 rows: MW warps of outputs per block (more outputs per
+// block as the rows grow, so that the staged activations serve more
+// weights), MT m-tiles of 16 outputs per warp (each B fragment read from
+// shared memory then serves MT mmas) and DEPTH chunks of weight loads in
+// flight per warp (fewer where MT doubles the loads per chunk).
+__host__ __device__ constexpr int tc_mw(int nt) { return nt <= 2 ? 1 : 2; }
+__host__ __device__ constexpr int tc_mt(int nt) { return nt <= 2 ? 1 : 2; }
+__host__ __device__ constexpr int tc_depth(int nt) { return tc_mt(nt) > 1 ? 2 : 4; }
+
+// Shared bytes of a block: the staged rows, then (reused) the warps' partial sums.
+__host__ __device__ constexpr size_t tc_shared_bytes(int nt) {
+    return (size_t)8 * nt * TC_ROW_BYTES > (size_t)tc_mw(nt) * (TC_KWARPS - 1) * tc_mt(nt) * nt * 4 * 32 * 4
+               ? (size_t)8 * nt * TC_ROW_BYTES
+               : (size_t)tc_mw(nt) * (TC_KWARPS - 1) * tc_mt(nt) * nt * 4 * 32 * 4;
+}
+
+// Grid: (ceil(n_rows / (8 NT)), sum over the matrices of ceil(n_out / (16 MT
+// MW))), TC_KWARPS * MW warps: warp w computes outputs 16 MT (group MW + w / TC_KWARPS) ..
+// + 16 MT - 1 for the block's rows (NT n-tiles of 8), over its share
+// w % TC_KWARPS of the inputs.
+// One launch over up to EMT_MAX_FUSED matrices of the same inputs (Q/K/V,
+// gate/up: matmul_q_multi, matmul_q_gated): matrix m takes the output groups
+// (blockIdx.y) below group_end[m]; its outputs' arithmetic is that of a
+// launch of its own.
+struct tc_mats {
+    const uint8_t *W[EMT_MAX_FUSED];
+    const float *bias[EMT_MAX_FUSED];
+    float *y[EMT_MAX_FUSED];
+    int32_t n_out[EMT_MAX_FUSED], group_end[EMT_MAX_FUSED];
+    int n;
+};
+
+template <int NT>
+__global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
+    tc_product_kernel(tc_mats mats, size_t row_bytes, const float *x, int32_t n_rows, int32_t n_in) {
+    constexpr int MW = tc_mw(NT), MT = tc_mt(NT), DEPTH = tc_depth(NT);
+    int mat = 0; // the block's matrix
+    while (mat + 1 < mats.n && (int32_t)blockIdx.y >= mats.group_end[mat]) mat++;
+    const int32_t group = (int32_t)blockIdx.y - (mat ? mats.group_end[mat - 1] : 0);
+    const uint8_t *W = mats.W[mat];
+    const float *bias = mats.bias[mat];
+    float *y = mats.y[mat];
+    const int32_t n_out = mats.n_out[mat];
+    EMT_DYNAMIC_SHARED(uint4, smem);
+    uint8_t *stage = (uint8_t *)smem;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int kw = warp % TC_KWARPS, mw = warp / TC_KWARPS;
+    const int32_t o0 = (group * MW + mw) * 16 * MT, r0 = (int32_t)blockIdx.x * 8 * NT;
+    const int nr = n_rows - r0 < 8 * NT ? n_rows - r0 : 8 * NT;
+    const int nr8 = (nr + 7) & ~7; // staged rows: the last n-tile's missing rows are zeros
+    const bool warp_live = o0 < n_out; // the whole warp's
+    bool has_g[MT], has_g8[MT];
+    const uint4 *w_g[MT], *w_g8[MT];
+    for (int mt = 0; mt < MT; mt++) {
+        const int32_t o = o0 + 16 * mt + g;
+        has_g[mt] = o < n_out, has_g8[mt] = o + 8 < n_out;
+        w_g[mt] = (const uint4 *)(W + (size_t)(has_g[mt] ? o : 0) * row_bytes);
+        w_g8[mt] = (const uint4 *)(W + (size_t)(has_g8[mt] ? o + 8 : 0) * row_bytes);
+    }
+    float acc[MT][NT][4];
+    EMT_UNROLL
+    for (int mt = 0; mt < MT; mt++)
+        EMT_UNROLL
+        for (int j = 0; j < NT; j++)
+            for (int i = 0; i < 4; i++) acc[mt][j][i] = 0.0f;
+    // the weights of DEPTH chunks in flight: chunk c's loads go out when
+    // chunk c - DEPTH has been multiplied
+    uint4 wa[DEPTH][MT], wb[DEPTH][MT];
+    auto load_weights = [&](int32_t base, uint4 *pa, uint4 *pb) {
+        for (int mt = 0; mt < MT; mt++) pa[mt] = uint4{ 0, 0, 0, 0 }, pb[mt] = uint4{ 0, 0, 0, 0 };
+        const int32_t k = base + kw * TC_KSTEP; // the whole warp's
+        if (!warp_live || k >= n_in) return;
+        EMT_UNROLL
+        for (int mt = 0; mt < MT; mt++) {
+            if (has_g[mt]) pa[mt] = emt_ld(w_g[mt] + (k + 8 * t) / 8);
+            if (has_g8[mt]) pb[mt] = emt_ld(w_g8[mt] + (k + 8 * t) / 8);
+        }
+    };
+    EMT_UNROLL
+    for (int d = 0; d < DEPTH; d++) {
+        EMT_REQUEST_TAG(~0u - d); // lanes of a partial m-tile skip the tail of each chunk's loads
+        load_weights(d * TC_CHUNK, wa[d], wb[d]);
+    }
+    for (int32_t base0 = 0; base0 < n_in; base0 += DEPTH * TC_CHUNK) {
+        EMT_UNROLL
+        for (int d = 0; d < DEPTH; d++) {
+            const int32_t base = base0 + d * TC_CHUNK;
+            if (base >= n_in) break; // the whole block's
+            EMT_REQUEST_TAG(base / TC_CHUNK); // the staging loop's lanes skip different tails per chunk
+            const int32_t width = n_in - base < TC_CHUNK ? n_in - base : TC_CHUNK; // a multiple of TC_KSTEP
+            __syncthreads(); // the previous chunk is consumed
+            const int32_t quads = width / 4;
+            for (int32_t i = threadIdx.x; i < nr8 * quads; i += TC_KWARPS * MW * 32) {
+                const int32_t r = i / quads, c = i - r * quads; // row-major: 16 lanes store one row's 128 bytes
+                float4 v = { 0.0f, 0.0f, 0.0f, 0.0f };
+                if (r < nr) v = emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c);
+                const float vs[4] = { v.x, v.y, v.z, v.w };
+                uint32_t h[4], m[4], l[4];
+                for (int e = 0; e < 4; e++) split_bf16x3(vs[e], &h[e], &m[e], &l[e]);
+                uint8_t *row = stage + (size_t)r * TC_ROW_BYTES + 8 * c;
+                emt_st((uint2 *)row, uint2{ h[0] | h[1] << 16, h[2] | h[3] << 16 });
+                emt_st((uint2 *)(row + TC_PLANE), uint2{ m[0] | m[1] << 16, m[2] | m[3] << 16 });
+                emt_st((uint2 *)(row + 2 * TC_PLANE), uint2{ l[0] | l[1] << 16, l[2] | l[3] << 16 });
+            }
+            __syncthreads();
+            if (warp_live && kw * TC_KSTEP < width) { // the whole warp's
+                EMT_UNROLL
+                for (int j = 0; j < NT; j++) {
+                    if (8 * j >= nr) break; // the whole warp's
+                    const uint8_t *row = stage + (size_t)(8 * j + g) * TC_ROW_BYTES + kw * 64 + 16 * t;
+                    EMT_UNROLL
+                    for (int plane = 0; plane < 3; plane++) {
+                        const uint4 p = emt_ld((const uint4 *)(row + plane * TC_PLANE));
+                        // k-tile 0: inputs 8t..8t+3 of the step; k-tile 1: 8t+4..8t+7
+                        const uint32_t b0[2] = { p.x, p.y }, b1[2] = { p.z, p.w };
+                        EMT_UNROLL
+                        for (int mt = 0; mt < MT; mt++) {
+                            const uint4 ua = wa[d][mt], ub = wb[d][mt];
+                            const uint32_t a0[4] = { ua.x, ub.x, ua.y, ub.y }, a1[4] = { ua.z, ub.z, ua.w, ub.w };
+                            emt_mma_bf16_m16n8k16(acc[mt][j], a0, b0, acc[mt][j]);
+                            emt_mma_bf16_m16n8k16(acc[mt][j], a1, b1, acc[mt][j]);
+                        }
+                    }
+                }
+            }
+            load_weights(base + DEPTH * TC_CHUNK, wa[d], wb[d]);
+        }
+    }
+    // the input shares' partial sums, added in warp order by warp kw = 0
+    float *part = (float *)smem + (size_t)mw * (TC_KWARPS - 1) * MT * NT * 4 * 32;
+    auto slot = [&](int p, int mt, int j, int i) { return part + ((((size_t)(p - 1) * MT + mt) * NT + j) * 4 + i) * 32 + lane; };
+    __syncthreads(); // the last chunk is consumed
+    if (kw > 0 && warp_live) {
+        EMT_UNROLL
+        for (int mt = 0; mt < MT; mt++)
+            EMT_UNROLL
+            for (int j = 0; j < NT; j++)
+                if (8 * j < nr)
+                    for (int i = 0; i < 4; i++) emt_st(slot(kw, mt, j, i), acc[mt][j][i]);
+    }
+    __syncthreads();
+    if (kw > 0 || !warp_live) return;
+    EMT_UNROLL
+    for (int mt = 0; mt < MT; mt++)
+        EMT_UNROLL
+        for (int j = 0; j < NT; j++) {
+            if (8 * j >= nr) break;
+            for (int i = 0; i < 4; i++) {
+                float v = acc[mt][j][i];
+                for (int p = 1; p < TC_KWARPS; p++) v += emt_ld(slot(p, mt, j, i));
+                const int r = 8 * j + 2 * t + (i & 1);
+                const int32_t o = o0 + 16 * mt + g + 8 * (i >> 1);
+                if (r < nr && o < n_out) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
+            }
+        }
+}
+
+template <int NT>
+static void launch_tc(emt_exec *ex, int variant, tc_mats mats, size_t rb, const float *x, int32_t n_rows,
+                      int32_t n_in) {
+    constexpr int MW = tc_mw(NT), MT = tc_mt(NT);
+    const size_t shared = tc_shared_bytes(NT);
+    if (shared > 48 * 1024 && !(ex->tc_shared_optin & (1u << variant))) {
+        const cudaError_t e = cudaFuncSetAttribute(tc_product_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)shared);
+        if (e != cudaSuccess) {
+            cu_set_error(ex, "cudaFuncSetAttribute(tc_product_kernel, max dynamic shared memory)", e);
+            return;
+        }
+        ex->tc_shared_optin |= 1u << variant;
+    }
+    int32_t groups = 0;
+    for (int m = 0; m < mats.n; m++) mats.group_end[m] = groups += (mats.n_out[m] + 16 * MT * MW - 1) / (16 * MT * MW);
+    const dim3 grid((unsigned)((n_rows + 8 * NT - 1) / (8 * NT)), (unsigned)groups);
+    EMT_LAUNCH(tc_product_kernel<NT>, grid, TC_KWARPS * MW * 32, shared, ex->stream, mats, rb, x, n_rows, n_in);
+}
+
+// The tensor-core kernel takes BF16 rows of whole 32-input steps at 16-byte
+// aligned addresses.
+static bool tc_takes(int dt, const void *W, const float *x, int32_t n_in) {
+    return dt == EMT_BF16 && n_in % TC_KSTEP == 0 && (uintptr_t)W % 16 == 0 && (uintptr_t)x % 16 == 0;
+}
+
+static void tc_product(emt_exec *ex, const tc_mats &mats, size_t rb, const float *x, int32_t n_rows, int32_t n_in) {
+    double ideal = 4.0 * n_rows * n_in; // the weights, the activations and the biases read once, the outputs written once
+    for (int m = 0; m < mats.n; m++)
+        ideal += (double)rb * mats.n_out[m] + (mats.bias[m] ? 4.0 * mats.n_out[m] : 0) + 4.0 * n_rows * mats.n_out[m];
+    int32_t n_out = 0;
+    for (int m = 0; m < mats.n; m++) n_out += mats.n_out[m];
+    EMT_OP(dtype_name(EMT_BF16), ideal, n_rows, n_in, n_out);
+    // up to 64 rows: blocks of 32 rows (a 64-node verify's 7B products then
+    // fill 128 SMs; each block's weights come from DRAM once and from L2 for
+    // the second row tile, next to it in launch order); more: 64 rows
+    if (n_rows <= 8) launch_tc<1>(ex, 0, mats, rb, x, n_rows, n_in);
+    else if (n_rows <= 16) launch_tc<2>(ex, 1, mats, rb, x, n_rows, n_in);
+    else if (n_rows <= 64) launch_tc<4>(ex, 2, mats, rb, x, n_rows, n_in);
+    else launch_tc<8>(ex, 3, mats, rb, x, n_rows, n_in);
+}
+
+
 // Bytes of one row of n values, 0 when the row is not whole blocks (or the
 // dtype is not one the plugin takes).
 static size_t row_bytes(int dt, int32_t n) {
@@ -459,6 +717,12 @@ static void launch_product(emt_exec *ex, int dt, const void *W, const float *bia
     // ideal: the weights, the activations and the bias read once, the outputs written once
     EMT_OP(dtype_name(dt), (double)rb * n_out + 4.0 * n_rows * n_in + (bias ? 4.0 * n_out : 0) + 4.0 * n_rows * n_out,
            n_rows, n_in, n_out);
+    if (tc_takes(dt, W, x, n_in)) {
+        tc_mats mats = {};
+        mats.W[0] = (const uint8_t *)W, mats.bias[0] = bias, mats.y[0] = y, mats.n_out[0] = n_out, mats.n = 1;
+        tc_product(ex, mats, rb, x, n_rows, n_in);
+        return;
+    }
     const bool dense16 = (dt == EMT_F32 || dt == EMT_F16 || dt == EMT_BF16) && n_in % 8 == 0 &&
                          (uintptr_t)W % 16 == 0 && (uintptr_t)x % 16 == 0;
     if (dense16) {
@@ -520,6 +784,42 @@ void cu_matmul(emt_exec *ex, const float *W, const float *bias, const float *x, 
 void cu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
                  int32_t n_out, float *y) {
     launch_product(ex, W->dtype, W->data, bias, x, n_rows, n_in, n_out, y);
+}
+
+// Products over the same input rows: one tensor-core launch for BF16
+// weights, else one launch each (the same bits as matmul_q: each output's
+// arithmetic does not depend on the launch it is in).
+void cu_matmul_q_multi(emt_exec *ex, int32_t n_mats, const emt_wmat *const *W, const float *const *bias,
+                       const int32_t *n_out, const float *x, int32_t n_rows, int32_t n_in, float *const *y) {
+    bool fused = n_mats >= 1 && n_mats <= EMT_MAX_FUSED;
+    int64_t total = 0; // the outputs of one launch: grid y's limit (65535 groups of at least 16)
+    for (int32_t m = 0; m < n_mats && fused; m++) {
+        fused = tc_takes(W[m]->dtype, W[m]->data, x, n_in);
+        total += n_out[m];
+    }
+    fused = fused && total <= 65535 * MM_WARPS;
+    if (!fused) {
+        for (int32_t m = 0; m < n_mats; m++) cu_matmul_q(ex, W[m], bias[m], x, n_rows, n_in, n_out[m], y[m]);
+        return;
+    }
+    tc_mats mats = {};
+    for (int32_t m = 0; m < n_mats; m++)
+        mats.W[m] = (const uint8_t *)W[m]->data, mats.bias[m] = bias[m], mats.y[m] = y[m], mats.n_out[m] = n_out[m];
+    mats.n = n_mats;
+    tc_product(ex, mats, row_bytes(EMT_BF16, n_in), x, n_rows, n_in);
+}
+
+// gate = act(x Wg^T + bg) * (x Wu^T + bu): the two products in one launch
+// where they fuse, then the activation, as emt_matmul_gated's unfused path.
+void cu_matmul_q_gated(emt_exec *ex, const emt_wmat *Wg, const float *bg, const emt_wmat *Wu, const float *bu,
+                       const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, int gelu, float *gate, float *up) {
+    const emt_wmat *W[2] = { Wg, Wu };
+    const float *bias[2] = { bg, bu };
+    const int32_t outs[2] = { n_out, n_out };
+    float *y[2] = { gate, up };
+    cu_matmul_q_multi(ex, 2, W, bias, outs, x, n_rows, n_in, y);
+    if (gelu) cu_geglu(ex, gate, up, (int64_t)n_rows * n_out, gate);
+    else cu_swiglu(ex, gate, up, (int64_t)n_rows * n_out, gate);
 }
 
 // ------------------------------------------------------------- embed_q

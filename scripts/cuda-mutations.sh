@@ -2,11 +2,12 @@
 # Shows that the CUDA harness tests catch broken kernels: applies each
 # mutation below to its file under cuda/ in turn, rebuilds the harness
 # plugin, runs the CUDA tests on it (one must FAIL: test_cuda_parity_harness,
-# then test_cuda_memeff_harness (memory efficiency), then
+# then test_cuda_kernels_harness (the typed products, tree attention), then
+# test_cuda_memeff_harness (memory efficiency), then
 # test_cuda_step_ops_harness, then test_cuda_lossless_harness, each only if
 # the ones before passed), and restores the file. The bad-coalescing and
-# bank-conflict mutations (dense product, staged quantized product, tree
-# attention) keep every result right and only waste bandwidth: only the
+# bank-conflict mutations (dense product, staged quantized product,
+# tensor-core product, tree attention) keep every result right and only waste bandwidth: only the
 # memory efficiency floors can catch them.
 #   bash scripts/cuda-mutations.sh [build-dir]     (default build/mutations)
 #   ONLY='dense product' bash scripts/cuda-mutations.sh   (the mutations whose name holds ONLY)
@@ -19,16 +20,17 @@ backup=$(mktemp -d)
 cp cuda/*.cu cuda/*.h "$backup"/
 restore() { cp "$backup"/* cuda/; rm -rf "$backup"; }
 trap restore EXIT
-tests=(test_cuda_parity_harness test_cuda_memeff_harness test_cuda_step_ops_harness test_cuda_lossless_harness)
+tests=(test_cuda_parity_harness test_cuda_kernels_harness test_cuda_memeff_harness test_cuda_step_ops_harness
+  test_cuda_lossless_harness)
 
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DENTMTP_CUDA=OFF -DENTMTP_CUDA_HARNESS=ON >/dev/null
-cmake --build "$build" -j "${JOBS:-2}" --target entmtp-cuda-harness test_cuda_parity test_cuda_step_ops \
-  test_cuda_lossless test_cuda_memeff >/dev/null || exit 1
+cmake --build "$build" -j "${JOBS:-2}" --target entmtp-cuda-harness test_cuda_parity test_cuda_kernels \
+  test_cuda_step_ops test_cuda_lossless test_cuda_memeff >/dev/null || exit 1
 
 # name | file | python expression applied to the file's text (must change it)
 mutations=(
   "off-by-one in the causal mask (a row misses its own key)|cuda/attention.cu|s.replace('(tree_count ? tree_count[row] : row + 1)', '(tree_count ? tree_count[row] : row)')"
-  "missing __syncthreads in rmsnorm|cuda/elementwise.cu|s.replace('partial[threadIdx.x] = ss;\n    __syncthreads();', 'partial[threadIdx.x] = ss;')"
+  "missing __syncthreads in rmsnorm|cuda/elementwise.cu|s.replace('emt_st(partial + threadIdx.x, ss);\n    __syncthreads();', 'emt_st(partial + threadIdx.x, ss);')"
   "partial-warp shuffle in the warp sum|cuda/cuda_exec.h|s.replace('for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync', 'for (int off = 16; off > 0; off >>= 1) if ((threadIdx.x & 31) < 16) v += __shfl_xor_sync')"
   "acceptance ties to the last path instead of the first|cuda/step_ops.cu|s.replace('if (len > best_len ||', 'if (len >= best_len ||')"
   "stop token dropped from the emitted tokens|cuda/step_ops.cu|s.replace('keep = j + 1;\n            rec->stopped = 1;', 'keep = j;\n            rec->stopped = 1;')"
@@ -38,6 +40,8 @@ mutations=(
   "dense product: activations staged column-major across the tile's rows (8 lanes storing 4 KiB apart: shared-memory bank conflicts)|cuda/matmul.cu|s.replace('const int32_t r = i / quads, c = i % quads;', 'const int32_t r = i % nr, c = i / nr;')"
   "dense product: the shared-memory swizzle dropped (2-way bank conflicts)|cuda/matmul.cu|s.replace('const int h = (lane >> 2) & 1;', 'const int h = 0;')"
   "staged quantized product: activations read one float at a time (4-byte loads 16 bytes apart)|cuda/matmul.cu|s.replace('const float4 a = emt_ld((const float4 *)xp);\n                    xv[0] = a.x, xv[1 % PER_LANE] = a.y, xv[2 % PER_LANE] = a.z, xv[3 % PER_LANE] = a.w;', 'for (int j = 0; j < PER_LANE; j++) xv[j] = emt_ld(xp + j);')"
+  "tensor-core product: the A fragment's registers 1 and 2 swapped (rows g+8 taken for columns 8-15: not PTX's layout)|cuda/matmul.cu|s.replace('a0[4] = { ua.x, ub.x, ua.y, ub.y }', 'a0[4] = { ua.x, ua.y, ub.x, ub.y }')"
+  "tensor-core product: staged rows without their 64-byte pad (two rows' fragment reads on the same banks: 2-way bank conflicts)|cuda/matmul.cu|s.replace('#define TC_ROW_BYTES (3 * TC_PLANE + 64)', '#define TC_ROW_BYTES (3 * TC_PLANE)')"
   "tree attention: K/V staged key-major (consecutive lanes load 16 bytes of consecutive keys, a KV row apart)|cuda/attention.cu|s.replace('const int32_t r = i / units, u = i % units;', 'const int32_t r = i % (hi - lo), u = i / (hi - lo);')"
   "tree attention: the K tile unpadded (8 lanes scoring 8 keys read one bank quad: 8-way bank conflicts)|cuda/attention.cu|s.replace('return 4 * (units % 2 ? units : units + 1);', 'return 4 * units;')"
   "the sampled root's running sum compared before the token's probability is added (off by one token)|cuda/step_ops.cu|s.replace('run += p;\n                if (target < before + run) {\n                    *token = i;\n                    return;\n                }', 'if (target < before + run) {\n                    *token = i;\n                    return;\n                }\n                run += p;')"
@@ -72,7 +76,7 @@ PY
   for t in "${tests[@]}"; do
     out=$(cd "$build" && ctest --output-on-failure -R "^$t\$" 2>&1)
     rc=$?
-    printf '%s\n' "$out" | grep -E 'cuda-harness:|tolerance|CUDA token|differ|FAIL:|Test +#|tests passed' | head -n 8
+    printf '%s\n' "$out" | grep -E 'cuda-harness:|tolerance|CUDA token|differ|DIFFER|CHECK\(|FAIL:|Test +#|tests passed' | head -n 8
     if [ $rc != 0 ]; then caught_by=$t; break; fi
   done
   if [ -n "$caught_by" ]; then

@@ -24,22 +24,30 @@ memory counters (docs/cuda-harness.md, "Memory efficiency") instead of the
 ideal ones:
     scripts/roofline.py --measured --run build/dev/tests/test_cuda_memeff \
         --plugin build/dev/tests/cuda_harness/libentmtp-cuda-harness.so [--dtype BF16]
-    scripts/roofline.py --measured --report memeff.jsonl   (made with EMT_CUDA_MEMEFF_OUTPUTS=32,64)
---run runs test_cuda_memeff on the harness with EMT_CUDA_MEMEFF_OUTPUTS=32,64
+    scripts/roofline.py --measured --report memeff.jsonl   (made with EMT_CUDA_MEMEFF_OUTPUTS=64,128)
+--run runs test_cuda_memeff on the harness with EMT_CUDA_MEMEFF_OUTPUTS=64,128
 and EMT_CUDA_MEMEFF_DTYPES=<dtype>: the products at the 7B row widths (4096
-and 11008 inputs), 1 and 64 rows, 32 and 64 outputs. Each counted quantity
+and 11008 inputs), 1 and 64 rows, 64 and 128 outputs. Each counted quantity
 (DRAM, L2 and L1 bytes) is a + b * n_out for output counts that are whole
-blocks' worth (32 outputs: a verify's dense block), so the two counts give
-it for the full matrices, which the harness cannot run in CI time. Per product:
+blocks' worth (64 outputs: a verify's tensor-core block; 32 a dense one), so
+the two counts give it for the full matrices, which the harness cannot run in
+CI time. Per product:
     time = max(DRAM bytes / HBM, L2->SM bytes / L2 bandwidth,
-               L1 cycles / (SMs x clock), DRAM bytes / (bytes in flight / latency),
-               FLOPs / FP32 cores) + overhead
+               L1 cycles / (busy SMs x clock), DRAM bytes / (bytes in flight / latency),
+               FLOPs / (FP32 cores or tensor cores x busy SMs / SMs)) + overhead
 DRAM: the distinct sectors of the launch (an L2 that keeps the launch's
 reuse); L2->SM: the distinct sectors of each block, summed (an L1 that keeps
 one block's reuse); L1 cycles: each global load request takes one cycle per
 4 sectors, at least one, and each shared-memory wavefront one; bytes in flight: the distinct bytes of an average
 global load request x the requests in flight (Little's law: narrow loads
-cannot keep enough bytes in flight to cover DRAM latency). % of bandwidth: the op's
+cannot keep enough bytes in flight to cover DRAM latency). The BF16 tensor-core
+kernel (tc_product_kernel) has its own occupancy, from its launch shape
+(cuda/matmul.cu: 16 x tc_mt x tc_mw outputs and 8 x NT rows per block,
+4 x tc_mw warps, tc_depth x 2 x tc_mt weight requests in flight per warp,
+its shared memory and registers per block; Q/K/V and gate/up one launch
+each) and FLOPs of 3 BF16 mmas per product (the activations' three
+parts), rows padded to 8 and outputs to 16, at the mma.sync rate (assumed
+60% of the dense BF16 peak: the peak needs Hopper's wgmma). % of bandwidth: the op's
 ideal bytes at the HBM peak over the predicted time. The kernels the harness
 does not count yet (attention, norms, RoPE, elementwise, embedding, the
 device step) are listed and added at their ideal bytes only: an optimistic
@@ -53,7 +61,10 @@ import tempfile
 
 BW = 3.35e12          # H100 SXM HBM3, bytes/s
 BF16_TC = 989e12      # dense BF16 tensor-core FLOP/s
-FP32_CORES = 67e12    # FP32 FMA on CUDA cores (what cuda/matmul.cu uses)
+FP32_CORES = 67e12    # FP32 FMA on CUDA cores (the F32/F16/quantized kernels of cuda/matmul.cu)
+MMA_SYNC = 0.6 * BF16_TC  # mma.sync.m16n8k16 on H100 (assumed: the dense peak needs wgmma)
+TC_SPLITS, TC_ROW_BYTES, TC_KWARPS = 3, 832, 4  # cuda/matmul.cu's tensor-core product
+TC_REGISTERS = {1: 80, 2: 90, 4: 125, 8: 161}      # its registers per thread by NT (ptxas -v, sm_90, CUDA 12)
 L2_BW = 10e12         # L2 -> SM read bandwidth (assumed; published measurements 7-12 TB/s)
 KERNEL_OVERHEAD = 2e-6       # ramp-up and tail per kernel inside a replayed graph (assumed)
 SMS, CLOCK = 132, 1.755e9
@@ -66,6 +77,7 @@ ATTN_KEYS = 32        # attention: keys per step, staged in shared memory (ATTN_
 ATTN_MAX_SPAN_BLOCKS = 16
 SHARED_PER_SM = 228 * 1024
 PRODUCTS = ("q", "k", "v", "o", "gate", "up", "down", "lm_head")
+FUSED_WITH_PREVIOUS = ("k", "v", "up")  # BF16: Q/K/V and gate/up are one tensor-core launch each
 ATTENTION_OPS = ("ATTN", "ATTN_COMBINE")
 ROWWISE_OPS = ("RMSNORM", "ROPE", "SWIGLU", "ADD", "EMBED", "SILU_RESIDUAL", "SCALE", "SOFTCAP", "GEGLU")
 
@@ -107,7 +119,7 @@ def run_harness(test, plugin, dtype):
     fd, path = tempfile.mkstemp(suffix=".jsonl")
     os.close(fd)
     env = dict(os.environ, ENTMTP_CUDA_PLUGIN=os.path.abspath(plugin), EMT_CUDA_MEMEFF_REPORT=path,
-               EMT_CUDA_MEMEFF_OUTPUTS="32,64", EMT_CUDA_MEMEFF_DTYPES=dtype + ",ATTN,RMSNORM,ROPE,SWIGLU,ADD")
+               EMT_CUDA_MEMEFF_OUTPUTS="64,128", EMT_CUDA_MEMEFF_DTYPES=dtype + ",ATTN,RMSNORM,ROPE,SWIGLU,ADD")
     r = subprocess.run([test], env=env, capture_output=True, text=True)
     if r.returncode not in (0, 1):  # 1: a floor failed, the counts are still there
         sys.exit(f"{test} exited {r.returncode}:\n{r.stdout}{r.stderr}")
@@ -244,15 +256,40 @@ def weight_bytes(dtype, n_in, n_out):
     return n_in // 32 * per32 * n_out
 
 
+def tc_launch(rows, n_out):
+    """The tensor-core product's launch (cuda/matmul.cu tc_product): blocks,
+    busy SMs and resident warps per busy SM."""
+    nt = 1 if rows <= 8 else 2 if rows <= 16 else 4 if rows <= 64 else 8
+    mw = 1 if nt <= 2 else 2
+    mt = 1 if nt <= 2 else 2
+    depth = 2 if mt > 1 else 4
+    blocks = -(-rows // (8 * nt)) * -(-n_out // (16 * mt * mw))
+    warps = TC_KWARPS * mw
+    shared = max(8 * nt * TC_ROW_BYTES, mw * (TC_KWARPS - 1) * mt * nt * 4 * 32 * 4)
+    # 64 warps (2048 threads) and 64 K registers per SM; registers per thread from ptxas -v (sm_90, CUDA 12)
+    regs = TC_REGISTERS[nt]
+    resident = max(1, min(SHARED_PER_SM // shared, 64 // warps, 65536 // (regs * 32 * warps)))
+    busy = min(SMS, blocks)
+    per_sm = min(resident, -(-blocks // SMS))
+    return dict(blocks=blocks, busy_sms=busy, warps_per_sm=per_sm * warps, requests=2 * mt * depth)
+
+
 def predict(fits, dtype, n_in, n_out, rows):
     fit = fits.get((dtype, n_in, rows))
     if fit is None:
         return None
     at = lambda m: fit[m][0] + fit[m][1] * n_out
     ideal = weight_bytes(dtype, n_in, n_out) + 4 * rows * (n_in + n_out)
-    in_flight = SMS * WARPS_PER_SM * REQUESTS_IN_FLIGHT * fit["req_bytes"]  # bytes in flight, whole GPU
-    terms = {"DRAM": at("dram") / BW, "L2": at("l2") / L2_BW, "L1": at("l1") / (SMS * CLOCK),
-             "latency": at("dram") / (in_flight / DRAM_LATENCY), "FP32": 2.0 * rows * n_in * n_out / FP32_CORES}
+    if fit["kernel"].startswith("tc_product"):
+        tc = tc_launch(rows, n_out)
+        busy, in_flight = tc["busy_sms"], tc["busy_sms"] * tc["warps_per_sm"] * tc["requests"] * fit["req_bytes"]
+        padded = -(-rows // 8) * 8 * n_in * (-(-n_out // 16) * 16)
+        compute = ("TC", TC_SPLITS * 2.0 * padded / (MMA_SYNC * busy / SMS))
+    else:
+        busy, in_flight = SMS, SMS * WARPS_PER_SM * REQUESTS_IN_FLIGHT * fit["req_bytes"]  # bytes in flight, whole GPU
+        compute = ("FP32", 2.0 * rows * n_in * n_out / FP32_CORES)
+    terms = {"DRAM": at("dram") / BW, "L2": at("l2") / L2_BW, "L1": at("l1") / (busy * CLOCK),
+             "latency": at("dram") / (in_flight / DRAM_LATENCY), compute[0]: compute[1]}
     bound = max(terms, key=terms.get)
     t = terms[bound] + KERNEL_OVERHEAD
     return dict(ideal=ideal, time=t, bound=bound, kernel=fit["kernel"], eff=fit["eff"], conflicts=fit["conflicts"],
@@ -269,6 +306,9 @@ def measured_step(fits, dtype, rows, context):
         p = predict(fits, dtype, n_in, n_out, rows)
         if p is None:
             return None
+        if name in FUSED_WITH_PREVIOUS and p["kernel"].startswith("tc_product"):
+            # one launch with the product before it (matmul_q_multi / matmul_q_gated): no launch of its own
+            p = dict(p, time=p["time"] - KERNEL_OVERHEAD, kernel=p["kernel"] + " (fused)")
         ops.append((name, LAYERS, p))
     p = predict(fits, dtype, H, VOCAB, rows)
     if p is None:
@@ -310,13 +350,15 @@ def measured_main(a):
     print("Assumptions: H100 SXM, HBM %.2f TB/s peak (no derating: a GPU's copy bandwidth is ~90%% of it), "
           "the 50 MB L2 keeps a launch's reuse, L2->SM %.0f TB/s, L1: a global load request per cycle per 4 "
           "sectors and a shared-memory wavefront per cycle on %d SMs at %.3f GHz, %d resident warps per SM with %d load requests in flight each and "
-          "%.0f ns DRAM latency, FP32 cores %.0f TF/s (the products' FMAs), %.0f us per kernel (ramp/tail in a "
-          "graph); Llama 2 7B, %s weights, context %d; products measured on the harness at 32 and 64 outputs and "
+          "%.0f ns DRAM latency, FP32 cores %.0f TF/s (the CUDA-core products' FMAs), BF16 mma.sync %.0f TF/s "
+          "(3 mmas per product: the activations' three BF16 parts), %.0f us per kernel (ramp/tail in a "
+          "graph); Llama 2 7B, %s weights, context %d; products measured on the harness at 64 and 128 outputs and "
           "extrapolated linearly in the outputs; F32 activations and KV cache; the verify's products measured at "
           "64 rows." % (BW / 1e12, L2_BW / 1e12, SMS, CLOCK / 1e9, WARPS_PER_SM, REQUESTS_IN_FLIGHT,
-                        DRAM_LATENCY * 1e9, FP32_CORES / 1e12, KERNEL_OVERHEAD * 1e6, a.dtype, a.ctx))
+                        DRAM_LATENCY * 1e9, FP32_CORES / 1e12, MMA_SYNC / 1e12, KERNEL_OVERHEAD * 1e6, a.dtype,
+                        a.ctx))
     out = {"assumptions": dict(hbm=BW, l2_bw=L2_BW, sms=SMS, clock=CLOCK, warps_per_sm=WARPS_PER_SM,
-                               requests_in_flight=REQUESTS_IN_FLIGHT, dram_latency=DRAM_LATENCY, fp32=FP32_CORES,
+                               requests_in_flight=REQUESTS_IN_FLIGHT, dram_latency=DRAM_LATENCY, fp32=FP32_CORES, mma_sync=MMA_SYNC,
                                kernel_overhead=KERNEL_OVERHEAD, dtype=a.dtype, context=a.ctx), "steps": {}}
     totals = {}
     if a.nodes != 64:
@@ -372,7 +414,7 @@ def main():
     ap.add_argument("--ctx", type=int, default=2048, help="tokens already in the KV cache")
     ap.add_argument("--nodes", type=int, default=64, help="rows of the tree verify")
     ap.add_argument("--measured", action="store_true", help="the products' bytes counted by the CUDA harness")
-    ap.add_argument("--report", help="--measured: a test_cuda_memeff report made with EMT_CUDA_MEMEFF_OUTPUTS=32,64")
+    ap.add_argument("--report", help="--measured: a test_cuda_memeff report made with EMT_CUDA_MEMEFF_OUTPUTS=64,128")
     ap.add_argument("--run", help="--measured: test_cuda_memeff, run on the harness plugin")
     ap.add_argument("--plugin", help="--measured --run: libentmtp-cuda-harness.so")
     ap.add_argument("--dtype", default="BF16", help="--measured: the weights' dtype")

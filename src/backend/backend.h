@@ -16,7 +16,10 @@
  * order), so a token's hidden state is bit-identical whether it is computed
  * alone (AR) or as a node of a verified tree. Typed weights (matmul_q) keep
  * the contract unconditionally: each output is one row's dot product in a
- * fixed order of blocks, whatever the number of rows. */
+ * fixed order of blocks, whatever the number of rows. (On CUDA, BF16
+ * products run on tensor cores for every row count, one row padded to an
+ * mma's 8 columns: an mma element depends on its own row and column only,
+ * cuda/matmul.cu.) */
 #ifndef EMT_BACKEND_H
 #define EMT_BACKEND_H
 

@@ -372,7 +372,8 @@ void ensure_stacks(size_t n) {
 
 const char *phase_name(const thread_state &t) {
     static const char *names[] = { "__shfl_idx_sync", "__shfl_up_sync", "__shfl_down_sync", "__shfl_xor_sync",
-                                   "__all_sync",      "__any_sync",     "__ballot_sync",    "__syncwarp" };
+                                   "__all_sync",      "__any_sync",     "__ballot_sync",    "__syncwarp",
+                                   "mma.sync.m16n8k16.bf16" };
     switch (t.phase) {
     case NOT_STARTED: return "not started";
     case RUNNABLE: return "running";
@@ -405,6 +406,35 @@ void block_fault(const char *fmt, ...) {
 
 EMT_SCHEDULER_HOT bool same_file(const char *a, const char *b) { return a == b || !strcmp(a, b); }
 
+// A warp's mma.m16n8k16 (BF16 in, FP32 accumulate): the lanes' fragments
+// gathered into A, B and C by PTX's layout (cuda/cuda_launch.h), the
+// product as mma_bf16_m16n8k16_reference, D scattered back the same way.
+inline float bf16_lo(uint32_t r) { return from_bits<float>((uint64_t)(r << 16)); }
+inline float bf16_hi(uint32_t r) { return from_bits<float>((uint64_t)(r & 0xffff0000u)); }
+EMT_SCHEDULER_HOT void complete_mma(thread_state *w) {
+    float A[16][16], B[16][8], C[16][8], D[16][8];
+    for (unsigned l = 0; l < 32; l++) {
+        const mma_fragments &f = *(const mma_fragments *)(uintptr_t)w[l].value;
+        const unsigned g = l / 4, t = l % 4;
+        for (int i = 0; i < 4; i++) { // a[i]: rows g (i even) or g+8 (i odd), columns 2t(+8 for i >= 2)
+            const unsigned row = g + 8 * (i & 1), col = 2 * t + 8 * (i >> 1);
+            A[row][col] = bf16_lo(f.a[i]);
+            A[row][col + 1] = bf16_hi(f.a[i]);
+        }
+        for (int i = 0; i < 2; i++) {
+            B[2 * t + 8 * i][g] = bf16_lo(f.b[i]);
+            B[2 * t + 8 * i + 1][g] = bf16_hi(f.b[i]);
+        }
+        for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = f.c[i];
+    }
+    mma_bf16_m16n8k16_reference(A, B, C, D);
+    for (unsigned l = 0; l < 32; l++) {
+        mma_fragments &f = *(mma_fragments *)(uintptr_t)w[l].value;
+        const unsigned g = l / 4, t = l % 4;
+        for (int i = 0; i < 4; i++) f.d[i] = D[g + 8 * (i >> 1)][2 * t + (i & 1)];
+    }
+}
+
 // Completes the collective that lane `first` waits at, once every lane of its
 // mask is there; false when they are not all there yet.
 EMT_SCHEDULER_HOT bool complete_collective(thread_state *w, unsigned n_lanes, unsigned first) {
@@ -427,6 +457,16 @@ EMT_SCHEDULER_HOT bool complete_collective(thread_state *w, unsigned n_lanes, un
                         first, phase_name(a), a.file, a.line, mask, l, buf);
             return false;
         }
+    }
+    if (a.kind == MMA_BF16_M16N8K16) {
+        if (mask != 0xffffffffu) {
+            block_fault("%s at %s:%d: mask 0x%08x: mma.sync.aligned needs the whole warp", phase_name(a), a.file, a.line,
+                        mask);
+            return false;
+        }
+        complete_mma(w);
+        for (unsigned l = 0; l < 32; l++) w[l].phase = RUNNABLE;
+        return true;
     }
     uint64_t ballot = 0;
     for (unsigned l = 0; l < 32; l++)
@@ -644,6 +684,15 @@ void current_lane_warp(unsigned *lane, unsigned *warp, unsigned *thread) {
     *thread = (unsigned)(t - threads.data());
 }
 bool memstats_is_device(const void *p, size_t bytes) { return is_device(p, bytes); }
+
+void mma_bf16_m16n8k16_reference(const float A[16][16], const float B[16][8], const float C[16][8], float D[16][8]) {
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 8; n++) {
+            double sum = C[m][n];
+            for (int k = 0; k < 16; k++) sum += (double)A[m][k] * B[k][n];
+            D[m][n] = (float)sum;
+        }
+}
 
 void *dynamic_shared(void) {
     if (!running) kernel_fault("dynamic shared memory used outside a kernel");

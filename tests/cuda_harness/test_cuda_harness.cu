@@ -290,6 +290,121 @@ __global__ void short_block_shuffle_kernel(float *x) {
     x[threadIdx.x] = __shfl_down_sync(0xffffffffu, x[threadIdx.x], 1); // block of 40: lanes 8..31 of warp 1 don't exist
 }
 
+// ------------------------------------------------------- tensor-core mma
+// Each lane fills its fragments from row-major A (16 x 16 BF16), B (16 x 8
+// BF16, B[k][n]) and C (16 x 8) by the PTX ISA's formulas for
+// mma.m16n8k16 (.bf16): groupID = lane >> 2, threadID_in_group = lane % 4;
+// A: row = groupID for a_i with i in {0,1,4,5}, else groupID + 8; col =
+// threadID_in_group * 2 + (i & 1), + 8 for i >= 4. B: row = threadID_in_group
+// * 2 + (i & 1), + 8 for i >= 2; col = groupID. C/D: row = groupID for
+// c0, c1, else groupID + 8; col = threadID_in_group * 2 + (i & 1).
+__global__ void mma_kernel(const uint16_t *A, const uint16_t *B, const float *C, float *D) {
+    const int lane = threadIdx.x % 32, group = lane >> 2, tig = lane % 4;
+    uint16_t ah[8], bh[4];
+    for (int i = 0; i < 8; i++) {
+        const int row = (i == 0 || i == 1 || i == 4 || i == 5) ? group : group + 8;
+        const int col = tig * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+        ah[i] = A[row * 16 + col];
+    }
+    for (int i = 0; i < 4; i++) bh[i] = B[(tig * 2 + (i & 1) + (i >= 2 ? 8 : 0)) * 8 + group];
+    uint32_t a[4], b[2];
+    for (int i = 0; i < 4; i++) a[i] = ah[2 * i] | (uint32_t)ah[2 * i + 1] << 16;
+    for (int i = 0; i < 2; i++) b[i] = bh[2 * i] | (uint32_t)bh[2 * i + 1] << 16;
+    float c[4], d[4];
+    for (int i = 0; i < 4; i++) c[i] = C[(i < 2 ? group : group + 8) * 8 + tig * 2 + (i & 1)];
+    emt_mma_bf16_m16n8k16(d, a, b, c);
+    for (int i = 0; i < 4; i++) D[(i < 2 ? group : group + 8) * 8 + tig * 2 + (i & 1)] = d[i];
+}
+
+__global__ void mma_half_warp_kernel(float *x) {
+    if (threadIdx.x >= 16) return; // lanes 16..31 never reach the mma
+    const uint32_t a[4] = {}, b[2] = {};
+    const float c[4] = {};
+    float d[4];
+    emt_mma_bf16_m16n8k16(d, a, b, c);
+    x[threadIdx.x] = d[0];
+}
+
+static float bf16_value(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+// D for host A, B, C through the kernel
+static void device_mma(const uint16_t *A, const uint16_t *B, const float *C, float *D) {
+    uint16_t *dA = device_array<uint16_t>(256), *dB = device_array<uint16_t>(128);
+    float *dC = device_array<float>(128), *dD = device_array<float>(128);
+    cudaMemcpy(dA, A, 512, cudaMemcpyHostToDevice);
+    cudaMemcpy(dB, B, 256, cudaMemcpyHostToDevice);
+    cudaMemcpy(dC, C, 512, cudaMemcpyHostToDevice);
+    EMT_LAUNCH(mma_kernel, 1, 32, 0, 0, (const uint16_t *)dA, (const uint16_t *)dB, (const float *)dC, dD);
+    EXPECT(cudaMemcpy(D, dD, 512, cudaMemcpyDeviceToHost) == cudaSuccess);
+    cudaFree(dA), cudaFree(dB), cudaFree(dC), cudaFree(dD);
+}
+
+static void test_mma(void) {
+    uint16_t A[256], B[128];
+    float C[128], D[128];
+    // small integers: every sum exact whatever the order, so D = C + A B
+    // exactly, computed here independently of the harness's twin
+    unsigned seed = 7;
+    auto next = [&seed]() { return seed = seed * 1103515245u + 12345u, (seed >> 16) & 0x7fff; };
+    auto bf16_of_int = [](int v) { float f = (float)v; uint32_t u; memcpy(&u, &f, 4); return (uint16_t)(u >> 16); };
+    int Ai[256], Bi[128], Ci[128];
+    for (int i = 0; i < 256; i++) A[i] = bf16_of_int(Ai[i] = (int)(next() % 15) - 7);
+    for (int i = 0; i < 128; i++) B[i] = bf16_of_int(Bi[i] = (int)(next() % 15) - 7);
+    for (int i = 0; i < 128; i++) C[i] = (float)(Ci[i] = (int)(next() % 201) - 100);
+    device_mma(A, B, C, D);
+    int wrong = 0;
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 8; n++) {
+            int want = Ci[m * 8 + n];
+            for (int k = 0; k < 16; k++) want += Ai[m * 16 + k] * Bi[k * 8 + n];
+            wrong += D[m * 8 + n] != (float)want;
+        }
+    EXPECT(wrong == 0);
+    printf("mma m16n8k16 on integers: %d of 128 elements differ from C + A B\n", wrong);
+
+    // random BF16 values and C: the fragment-level collective equals the
+    // whole-matrix twin bit for bit
+    float Af[16][16], Bf[16][8], Cf[16][8], Dref[16][8];
+    for (int i = 0; i < 256; i++) A[i] = (uint16_t)((next() & 0x1) << 15 | (0x3c00 + next() % 0x0600)); // +-2^-7 .. 2^5
+    for (int i = 0; i < 128; i++) B[i] = (uint16_t)((next() & 0x1) << 15 | (0x3c00 + next() % 0x0600));
+    for (int i = 0; i < 128; i++) C[i] = ((float)next() - 16384.0f) / 1024.0f;
+    for (int m = 0; m < 16; m++)
+        for (int k = 0; k < 16; k++) Af[m][k] = bf16_value(A[m * 16 + k]);
+    for (int k = 0; k < 16; k++)
+        for (int n = 0; n < 8; n++) Bf[k][n] = bf16_value(B[k * 8 + n]);
+    memcpy(Cf, C, sizeof Cf);
+    emt_harness::mma_bf16_m16n8k16_reference(Af, Bf, Cf, Dref);
+    device_mma(A, B, C, D);
+    EXPECT(!memcmp(D, Dref, sizeof Dref));
+    // column n of D depends on column n of B and C only
+    uint16_t B2[128];
+    float C2[128], D2[128];
+    memcpy(B2, B, sizeof B2);
+    memcpy(C2, C, sizeof C2);
+    for (int k = 0; k < 16; k++) B2[k * 8 + 3] ^= 0x0040;
+    for (int m = 0; m < 16; m++) C2[m * 8 + 5] += 1.0f;
+    device_mma(A, B2, C2, D2);
+    int others_same = 1, changed = 0;
+    for (int m = 0; m < 16; m++)
+        for (int n = 0; n < 8; n++) {
+            if (n == 3 || n == 5) changed += D2[m * 8 + n] != D[m * 8 + n];
+            else others_same &= D2[m * 8 + n] == D[m * 8 + n];
+        }
+    EXPECT(others_same);
+    EXPECT(changed >= 16);
+    printf("mma m16n8k16 on random BF16: equal to the twin %s; other columns unchanged by one column's B and C: %s\n",
+           memcmp(D, Dref, sizeof Dref) ? "no" : "yes", others_same ? "yes" : "no");
+
+    float *x = device_array<float>(32);
+    EMT_LAUNCH(mma_half_warp_kernel, 1, 32, 0, 0, x);
+    expect_fault("mma by half a warp", "partial warp");
+}
+
 static void test_faults(void) {
     float *d = device_array<float>(1024);
     EMT_LAUNCH(divergent_barrier_kernel, 1, 128, 0, 0, d);
@@ -470,6 +585,7 @@ int main(void) {
     test_dynamic_shared();
     test_streams();
     test_graphs();
+    test_mma();
     test_faults();
     test_memstats();
     if (failures) {

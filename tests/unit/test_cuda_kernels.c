@@ -145,6 +145,80 @@ static void check_product(emt_dtype t, int32_t I) {
     free(w); free(bias); free(x); free(wq); free(wd); free(all); free(cpu_y);
 }
 
+/* The fused products (matmul_q_multi: Q/K/V; matmul_q_gated: gate/up and
+ * the activation) write what separate matmul_q calls (and swiglu/geglu)
+ * write, bit for bit: BF16 (one tensor-core launch for every matrix) and
+ * Q8_0 (one launch each), 1 and 64 rows, matrices of 67, 16 and 40 outputs
+ * (partial output groups), with and without biases. */
+static void check_fused(emt_dtype t) {
+    const int32_t I = 1056, outs[3] = { 67, 16, 40 }, rows[2] = { 1, 64 };
+    emt_wmat W[3];
+    const emt_wmat *Wp[3];
+    float *dbias[3];
+    for (int m = 0; m < 3; m++) {
+        float *w = host_random((size_t)outs[m] * I, 0.05f), *b = host_random(outs[m], 1.0f);
+        size_t bytes = emt_dtype_nbytes(t, (int64_t)outs[m] * I);
+        uint8_t *q = malloc(bytes);
+        encode_weights(t, w, (int64_t)outs[m] * I, q);
+        W[m] = (emt_wmat){ t, dev_bytes(q, bytes), NULL };
+        Wp[m] = &W[m];
+        dbias[m] = m == 1 ? NULL : dev_bytes(b, sizeof(float) * outs[m]);
+        free(w); free(b); free(q);
+    }
+    float *x = host_random((size_t)64 * I, 1.0f), *dx = dev_bytes(x, sizeof(float) * 64 * I);
+    int same = 1;
+    int64_t fused_launches = 0;
+    for (int ri = 0; ri < 2; ri++) {
+        const int32_t R = rows[ri];
+        float *dy[3], *dz[3];
+        for (int m = 0; m < 3; m++) {
+            dy[m] = gpu->ops->alloc(gpu, sizeof(float) * R * outs[m]);
+            dz[m] = gpu->ops->alloc(gpu, sizeof(float) * R * outs[m]);
+            gpu->ops->matmul_q(eg, Wp[m], dbias[m], dx, R, I, outs[m], dz[m]);
+        }
+        emt_exec_counters c0, c1;
+        gpu->ops->counters(eg, &c0);
+        gpu->ops->matmul_q_multi(eg, 3, Wp, (const float *const *)dbias, outs, dx, R, I, dy);
+        gpu->ops->counters(eg, &c1);
+        fused_launches = c1.launches - c0.launches;
+        CHECK_OK(gpu->ops->sync(eg));
+        for (int m = 0; m < 3; m++) {
+            float *a = download(dy[m], (size_t)R * outs[m]), *b = download(dz[m], (size_t)R * outs[m]);
+            same &= !memcmp(a, b, sizeof(float) * R * outs[m]);
+            free(a); free(b);
+        }
+        /* gated: gate = act(x Wg^T + bg) * (x Wu^T + bu) against the separate ops */
+        for (int gelu = 0; gelu < 2; gelu++) {
+            const int32_t O = outs[0];
+            float *gate = gpu->ops->alloc(gpu, sizeof(float) * R * O), *up = gpu->ops->alloc(gpu, sizeof(float) * R * O);
+            float *ref = gpu->ops->alloc(gpu, sizeof(float) * R * O), *ref_up = gpu->ops->alloc(gpu, sizeof(float) * R * O);
+            gpu->ops->matmul_q_gated(eg, Wp[0], dbias[0], Wp[2], NULL, dx, R, I, 40, gelu, gate, up);
+            gpu->ops->matmul_q(eg, Wp[0], dbias[0], dx, R, I, 40, ref);
+            gpu->ops->matmul_q(eg, Wp[2], NULL, dx, R, I, 40, ref_up);
+            if (gelu) gpu->ops->geglu(eg, ref, ref_up, (int64_t)R * 40, ref);
+            else gpu->ops->swiglu(eg, ref, ref_up, (int64_t)R * 40, ref);
+            CHECK_OK(gpu->ops->sync(eg));
+            float *a = download(gate, (size_t)R * 40), *b = download(ref, (size_t)R * 40);
+            same &= !memcmp(a, b, sizeof(float) * R * 40);
+            free(a); free(b);
+            gpu->ops->release(gpu, gate); gpu->ops->release(gpu, up);
+            gpu->ops->release(gpu, ref); gpu->ops->release(gpu, ref_up);
+        }
+        for (int m = 0; m < 3; m++) gpu->ops->release(gpu, dy[m]), gpu->ops->release(gpu, dz[m]);
+    }
+    printf("fused %-5s Q/K/V-style (67, 16, 40 outputs) and gated products, 1 and 64 rows: %s separate calls; "
+           "%lld launch(es) for three matrices\n", emt_dtype_name(t), same ? "bit-identical to" : "DIFFER from",
+           (long long)fused_launches);
+    CHECK(same);
+    CHECK(fused_launches == (t == EMT_BF16 ? 1 : 3));
+    for (int m = 0; m < 3; m++) {
+        gpu->ops->release(gpu, (void *)W[m].data);
+        if (dbias[m]) gpu->ops->release(gpu, dbias[m]);
+    }
+    gpu->ops->release(gpu, dx);
+    free(x);
+}
+
 /* --------------------------------------------------------------- attention */
 
 /* One attention call on the device, downloaded. */
@@ -333,6 +407,8 @@ int main(void) {
             check_product(types[i], types[i] == EMT_Q4_K ? 1280 : 1056);
             if (types[i] == EMT_Q8_0 || types[i] == EMT_Q4_0 || types[i] == EMT_Q4_1) check_product(types[i], 1280);
         }
+        check_fused(EMT_BF16);
+        check_fused(EMT_Q8_0);
         check_tree_vs_ar(0.0f);
         check_tree_vs_ar(50.0f); /* Gemma 2's attention soft-cap */
         check_window(0.0f);

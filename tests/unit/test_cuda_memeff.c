@@ -2,7 +2,8 @@
  * CPU harness measures it (docs/cuda-harness.md, "Memory efficiency"): the
  * products (cuda/matmul.cu) in every weight dtype, at the 7B widths (4096
  * inputs for Q/K/V/O and gate/up, 11008 for down) with few outputs, for one
- * row (the AR step) and 64 rows (a tree verify). Per launch the harness
+ * row (the AR step) and 64 rows (a tree verify; BF16 also 128: the
+ * tensor-core kernel's other block shape). Per launch the harness
  * reports sectors touched against the fewest that hold the bytes asked for,
  * shared-memory wavefronts against conflict-free ones, and the bytes moved
  * against the op's ideal; this test asserts each product's floor (below),
@@ -11,7 +12,7 @@
  *
  * Runs only on the harness plugin: on a GPU (no counters) it is SKIPPED.
  * EMT_CUDA_MEMEFF_REPORT=path keeps the per-launch report (JSON lines) for
- * scripts/roofline.py; EMT_CUDA_MEMEFF_OUTPUTS=32,64 runs each product at
+ * scripts/roofline.py; EMT_CUDA_MEMEFF_OUTPUTS=64,128 runs each product at
  * those output counts (default 8), from which roofline.py extrapolates the
  * full matrices; EMT_CUDA_MEMEFF_DTYPES=BF16,Q4_0 only those dtypes (ATTN:
  * the attention cases, RMSNORM, ROPE, ELEMENTWISE: the other kernels). */
@@ -301,7 +302,7 @@ int main(void) {
     eg = gpu->ops->exec_create(gpu, 0);
     /* 7B (Llama 2) widths: 4096 into Q/K/V/O and gate/up, 11008 into down;
      * 8 outputs (one block of the product) stand for the 4096 or 11008 */
-    const int32_t widths[] = { 4096, 11008 }, rows[] = { 1, 64 };
+    const int32_t widths[] = { 4096, 11008 }, rows[] = { 1, 64, 128 };
     int32_t outputs[8] = { 8 }, n_outputs = 1;
     const char *list = getenv("EMT_CUDA_MEMEFF_OUTPUTS");
     if (list && *list) {
@@ -330,8 +331,10 @@ int main(void) {
         }
     for (size_t i = 0; i < sizeof floors / sizeof floors[0]; i++) {
         if (only && *only && !name_listed(only, dtype_name(floors[i].dtype))) continue;
+        /* BF16 also at 128 rows: the tensor-core kernel's 64-row blocks */
+        const int n_rows_cases = floors[i].dtype == EMT_BF16 ? 3 : 2;
         for (int wi = 0; wi < 2; wi++)
-            for (int ri = 0; ri < 2; ri++)
+            for (int ri = 0; ri < n_rows_cases; ri++)
                 for (int oi = 0; oi < n_outputs; oi++)
                     check_product(floors[i].dtype, widths[wi], outputs[oi], rows[ri], &floors[i]);
     }

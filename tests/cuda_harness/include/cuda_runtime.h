@@ -219,7 +219,21 @@ void enqueue_launch(kernel_call &&call, cudaStream_t stream);
 void check_pointer_arg(const char *kernel, const char *file, int line, int index, const void *p);
 void *dynamic_shared(void);
 
-enum collective_kind { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR, VOTE_ALL, VOTE_ANY, VOTE_BALLOT, SYNCWARP };
+enum collective_kind { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR, VOTE_ALL, VOTE_ANY, VOTE_BALLOT, SYNCWARP, MMA_BF16_M16N8K16 };
+// One lane's fragments of a warp's mma (emt_mma_bf16_m16n8k16 in
+// cuda/cuda_launch.h): the collective's value is its address; the lane's d
+// is written when the whole warp has arrived.
+struct mma_fragments {
+    uint32_t a[4], b[2];
+    float c[4], d[4];
+};
+// The tensor-core product as the harness defines it, on whole matrices (the
+// CPU twin the fragment-level collective is tested against): D[m][n] =
+// C[m][n] + sum_k A[m][k] B[k][n], the BF16 operands as floats (exact),
+// summed in double in k order after C (exact while the 17 terms lie within
+// about 2^24 of each other in magnitude: a BF16 product has 16 significant
+// bits) and rounded once to FP32, to nearest.
+void mma_bf16_m16n8k16_reference(const float A[16][16], const float B[16][8], const float C[16][8], float D[16][8]);
 // Blocks the calling lane until every lane of `mask` arrives at the same call
 // site; returns the lane's shuffled value (bits) or the vote's result.
 uint64_t warp_collective(collective_kind kind, unsigned mask, uint64_t value, int arg, int width, const char *file,

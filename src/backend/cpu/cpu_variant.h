@@ -1441,8 +1441,10 @@ static void cpu_sample_root(emt_exec *ex, const float *logits, int32_t vocab, fl
  * and its whole 2 MB pages are offered to transparent huge pages (the
  * kernel's default mode only grants them on request): an AR step streams
  * every weight once, and 4 KB pages cost a TLB walk each and stop the
- * hardware prefetcher at every page boundary (1B Q4_K_M AR measured about
- * 10% faster). The tail stays in small pages, so no memory is added. */
+ * hardware prefetcher at every page boundary (a speed-up seen in paired runs
+ * under load was not confirmed by the quiet llama.cpp matrix,
+ * docs/performance.md). The tail stays in small pages, so no memory is
+ * added. */
 static void *packed_alloc(emt_backend *be, size_t bytes) {
     const size_t huge = (size_t)1 << 21;
     if (bytes < huge || bytes > SIZE_MAX - huge) return cpu_alloc(be, bytes);

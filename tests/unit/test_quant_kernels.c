@@ -19,6 +19,13 @@ static float urand(void) {
     return (float)((double)(rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
+/* An activation row as the kernels of type t quantize it: one scale per
+ * 256 values for the K-quants, per 32 for the others (quant.h). */
+static void quantize_ref(emt_dtype t, const float *x, int32_t n_in, emt_xq *xq) {
+    int32_t span = emt_is_kpacked_type(t) ? EMT_XQ_KSPAN : EMT_QK;
+    for (int32_t i = 0; i < n_in; i += span) emt_quantize_span_ref(x + i, span, xq + i / EMT_QK);
+}
+
 static void check_type(const emt_backend_ops *op, emt_exec *ex, emt_dtype t, int32_t n_in, int32_t n_out) {
     const int32_t R = 9;
     float *wf = malloc(sizeof(float) * (size_t)n_out * n_in), *deq = malloc(sizeof(float) * (size_t)n_out * n_in);
@@ -41,7 +48,7 @@ static void check_type(const emt_backend_ops *op, emt_exec *ex, emt_dtype t, int
     emt_xq *xq = malloc(sizeof(emt_xq) * (size_t)R * nb);
     double worst = 0, worst_ref = 0;
     for (int32_t r = 0; r < R; r++) {
-        for (int32_t b = 0; b < nb && quant; b++) emt_quantize_block_ref(x + (size_t)r * n_in + b * EMT_QK, &xq[r * nb + b]);
+        if (quant) quantize_ref(t, x + (size_t)r * n_in, n_in, xq + r * nb);
         for (int32_t o = 0; o < n_out; o++) {
             double exact = bias[o];
             for (int32_t i = 0; i < n_in; i++) exact += (double)deq[(size_t)o * n_in + i] * x[(size_t)r * n_in + i];
@@ -227,16 +234,22 @@ static void check_tiny_blocks(const emt_backend_ops *op, emt_exec *ex, emt_dtype
     emt_wmat W = { t, wq, NULL, 0 };
     op->matmul_q(ex, &W, bias, x, 2, n_in, n_out, y);
     CHECK_OK(op->sync(ex));
-    emt_xq xq[8];
-    for (int32_t b = 0; b < nb; b++) emt_quantize_block_ref(x + b * EMT_QK, &xq[b]);
+    emt_xq xq[8], tiny_row[8];
+    quantize_ref(t, x, n_in, xq);
+    quantize_ref(t, x + n_in, n_in, tiny_row);
     for (int32_t b = 0; b < nb; b++) {
-        int tiny = level[b] < 0x1p-87f, zero = 1, saturated = 0;
+        int tiny = level[b] < 0x1p-87f, zero = 1, saturated = 0, zero_row = 1;
         for (int j = 0; j < EMT_QK; j++) {
             zero &= xq[b].q[j] == 0;
             saturated |= xq[b].q[j] == -32768;
+            zero_row &= tiny_row[b].q[j] == 0;
         }
         CHECK(!saturated);
-        CHECK(tiny ? zero && xq[b].d == 0.0f && xq[b].s == 0.0f : xq[b].d > 0.0f);
+        CHECK(zero_row && tiny_row[b].d == 0.0f && tiny_row[b].s == 0.0f);
+        if (emt_is_kpacked_type(t)) /* one scale per 256 values: the largest block's, and codes 0 below it */
+            CHECK(xq[b].d == xq[0].d && xq[0].d > 0.0f && (level[b] < 1e-20f ? zero : 1));
+        else
+            CHECK(tiny ? zero && xq[b].d == 0.0f && xq[b].s == 0.0f : xq[b].d > 0.0f);
     }
     size_t rb = emt_dtype_nbytes(t, n_in);
     for (int32_t o = 0; o < n_out; o++) {
@@ -276,6 +289,14 @@ int main(void) {
     CHECK_EQ_INT(q.q[0], -32767);
     CHECK_EQ_INT(q.q[1], -30719); /* -7.5 * 32767 / 8 = -30719.06 */
     CHECK_EQ_INT(q.q[16], 0);
+    /* a 256-value span (the K-quants' activations) shares its largest block's scale */
+    float xs[256];
+    emt_xq qs[8];
+    for (int j = 0; j < 256; j++) xs[j] = j < 32 ? xb[j] : 0.25f * (float)((j % 7) - 3) * 0.01f;
+    emt_quantize_span_ref(xs, 256, qs);
+    for (int b = 0; b < 8; b++) CHECK(qs[b].d == q.d);
+    CHECK(!memcmp(qs[0].q, q.q, sizeof q.q));
+    CHECK_EQ_INT(qs[1].q[0], (int)nearbyintf(xs[32] * (32767.0f / 8.0f)));
     const emt_dtype types[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_F16, EMT_BF16,
                                 EMT_Q5_0, EMT_Q5_1, EMT_Q4_K, EMT_Q5_K, EMT_Q6_K };
     for (int v = 0; v < EMT_CPU_VARIANT_COUNT; v++) {

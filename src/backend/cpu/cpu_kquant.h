@@ -102,12 +102,14 @@ static inline void decode_q6_k(const uint8_t *w, __m256i lo[8], __m256i hi[8], f
 
 /* One weight row of a 5-bit or K-quant type against nr (<= EMT_QROWS)
  * activation rows of nb blocks: out[r] = the row's dot product. The float
- * order per output: per 32-value block one fused multiply-add of the 8 lane
- * sums (and mw * s into a scalar), lanes summed at the end, as qdot_rows. */
+ * order per output: per sum group (kquant.h: a K-quant super-block, half of
+ * one for Q6_K, a block for Q5_0/Q5_1) one fused multiply-add of the 8
+ * lanes' exact integer sums by dw * dx, per block mw * s into a scalar,
+ * lanes summed at the end, as packed_krows. */
 static inline __attribute__((always_inline)) void
 kdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, float *out) {
 #ifdef __AVX2__
-    const int per = emt_kblock_per_block(t);
+    const int per = emt_kblock_per_block(t), group = emt_kblock_sum_group(t);
     const size_t bb = emt_dtype_block_bytes(t);
     const int has_min = t != EMT_Q5_0 && t != EMT_Q6_K;
     __m256 acc[EMT_QROWS];
@@ -123,15 +125,18 @@ kdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, fl
         if (t == EMT_Q5_0 || t == EMT_Q5_1) decode_q5(t, w, &lo[0], &hi[0], &dw, &mw[0]);
         else if (t == EMT_Q6_K) decode_q6_k(w, lo, hi, &dw, mw);
         else decode_q45_k(t, w, lo, hi, &dw, mw);
-        for (int s = 0; s < per; s++) {
+        for (int s0 = 0; s0 < per; s0 += group) {
 #pragma GCC unroll 8
             for (int r = 0; r < nr; r++) {
-                const emt_xq *xb = x + (size_t)r * nb + b0 + s;
-                __m256i xlo = _mm256_loadu_si256((const __m256i *)xb->q);
-                __m256i xhi = _mm256_loadu_si256((const __m256i *)(xb->q + 16));
-                __m256i isum = dot_i16(dot_i16(_mm256_setzero_si256(), lo[s], xlo), hi[s], xhi);
+                const emt_xq *xb = x + (size_t)r * nb + b0 + s0;
+                __m256i isum = _mm256_setzero_si256();
+                for (int s = 0; s < group; s++) {
+                    __m256i xlo = _mm256_loadu_si256((const __m256i *)xb[s].q);
+                    __m256i xhi = _mm256_loadu_si256((const __m256i *)(xb[s].q + 16));
+                    isum = dot_i16(dot_i16(isum, lo[s0 + s], xlo), hi[s0 + s], xhi);
+                    if (has_min) acc_min[r] += mw[s0 + s] * xb[s].s;
+                }
                 acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * xb->d), _mm256_cvtepi32_ps(isum), acc[r]);
-                if (has_min) acc_min[r] += mw[s] * xb->s;
             }
         }
     }

@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_variants.h"
 #include "backend/cpu/cpu_step_ops.h"
 #include "backend/cpu/pool.h"
+#include "backend/cpu/kquant.h"
 #include "backend/cpu/quant.h"
 
 #include <math.h>
@@ -22,8 +23,10 @@
 struct emt_exec {
     emt_backend *be;
     emt_pool *pool;
-    emt_xq *xq; /* activation rows quantized for the integer kernels */
+    emt_xq *xq; /* activation rows quantized for the integer kernels, a scale per 32 values */
     size_t xq_cap;
+    emt_xq *xqk; /* the same for the K-quants: a scale per 256 values */
+    size_t xqk_cap;
     float *xsc; /* per 8-row group and block: the rows' scales d[8], then s[8] */
     size_t xsc_cap;
     float *attn_partial; /* attention's per-chunk partial results */
@@ -85,6 +88,7 @@ static void cpu_exec_destroy(emt_exec *ex) {
     if (!ex) return;
     emt_pool_destroy(ex->pool);
     free(ex->xq);
+    free(ex->xqk);
     free(ex->xsc);
     free(ex->attn_partial);
     free(ex);
@@ -767,40 +771,39 @@ static inline void weight_codes(emt_dtype t, const uint8_t *w, __m256i *lo, __m2
 }
 #endif
 
-/* One activation row -> n/32 blocks of 16-bit codes (emt_quantize_block_ref's
- * integers). */
-static void quantize_row(const float *x, int32_t n, emt_xq *out) {
-    for (int32_t b = 0; b < n / EMT_QK; b++) {
-        const float *xb = x + (size_t)b * EMT_QK;
+/* One activation row -> n/32 blocks of 16-bit codes, one scale per span
+ * of 32 or 256 values (emt_quantize_span_ref's integers). */
+static void quantize_row(const float *x, int32_t n, int32_t span, emt_xq *out) {
+    for (int32_t s0 = 0; s0 < n; s0 += span, x += span, out += span / EMT_QK) {
 #ifdef __AVX2__
-        __m256 v[4], amax = _mm256_setzero_ps();
         const __m256 sign = _mm256_set1_ps(-0.0f);
-        for (int k = 0; k < 4; k++) {
-            v[k] = _mm256_loadu_ps(xb + 8 * k);
-            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
-        }
+        __m256 amax = _mm256_setzero_ps();
+        for (int32_t i = 0; i < span; i += 8) amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
         __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
         m = _mm_max_ps(m, _mm_movehl_ps(m, m));
         m = _mm_max_ss(m, _mm_movehdup_ps(m));
         float am = _mm_cvtss_f32(m);
         if (am < EMT_XQ_TINY) am = 0.0f; /* quant.h: no subnormal scale products */
         float d = am / EMT_XQ_MAX, id = am > 0.0f ? EMT_XQ_MAX / am : 0.0f;
-        __m256i q[4], sum = _mm256_setzero_si256();
-        for (int k = 0; k < 4; k++) {
-            __m256 r = _mm256_round_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id)),
-                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            q[k] = _mm256_cvtps_epi32(r);
-            sum = _mm256_add_epi32(sum, q[k]);
+        for (int32_t b = 0; b < span / EMT_QK; b++) {
+            const float *xb = x + (size_t)b * EMT_QK;
+            __m256i q[4], sum = _mm256_setzero_si256();
+            for (int k = 0; k < 4; k++) {
+                __m256 r = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(xb + 8 * k), _mm256_set1_ps(id)),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                q[k] = _mm256_cvtps_epi32(r);
+                sum = _mm256_add_epi32(sum, q[k]);
+            }
+            /* packs interleave 128-bit lanes; the permute puts elements back in order */
+            __m256i p0 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);
+            __m256i p1 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xD8);
+            _mm256_storeu_si256((__m256i *)out[b].q, p0);
+            _mm256_storeu_si256((__m256i *)(out[b].q + 16), p1);
+            out[b].d = d;
+            out[b].s = d * (float)hsum_epi32(sum);
         }
-        /* packs interleave 128-bit lanes; the permute puts elements back in order */
-        __m256i p0 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);
-        __m256i p1 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xD8);
-        _mm256_storeu_si256((__m256i *)out[b].q, p0);
-        _mm256_storeu_si256((__m256i *)(out[b].q + 16), p1);
-        out[b].d = d;
-        out[b].s = d * (float)hsum_epi32(sum);
 #else
-        emt_quantize_block_ref(xb, &out[b]);
+        emt_quantize_span_ref(x, span, out);
 #endif
     }
 }
@@ -928,7 +931,7 @@ packed_codes(emt_dtype t, const uint8_t *blk, int p, __m512i *lo, __m512i *hi) {
  * plus output c's minimum term (zero where the type has none). */
 static inline __attribute__((always_inline)) void
 packed_tile_store(__m512 acc[][4], const __m256 *acc_min, int nr, float *out) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < nr; r++) {
         float mins[8];
         _mm256_storeu_ps(mins, acc_min[r]);
@@ -986,115 +989,135 @@ packed_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, 
     packed_tile_store(acc, acc_min, nr, out);
 }
 
-/* Packed Q4_K / Q5_K / Q6_K (quant.h), the same tile: per 32-value sub-block the
- * codes of an output pair are widened to 16 bits and multiplied by the
- * pair's integer sub-block scales (Q6_K: one per 16-value half), which gives
- * kdot_rows' scaled codes, so each lane's integer sum, and every float
- * operation after it, is kdot_rows' own: per block fma(dw * dx, isum) into
- * the 8 lanes, Q4_K's minimum term mw * s added (not fused) per block in
- * order, hsum_ps plus that sum at the end. */
+/* Packed Q4_K / Q5_K / Q6_K (quant.h): a tile of up to EMT_KTILE_ROWS
+ * activation rows x the group's 8 outputs, in two passes of two output
+ * pairs. Per 32-value sub-block the codes of an output pair are widened to
+ * 16 bits and multiplied by the pair's integer sub-block scales (Q6_K: one
+ * per 16-value half), which gives kdot_rows' scaled codes; each row's
+ * activations share one scale per super-block (quant.h), so the lanes'
+ * exact integer sums run over the whole sum group (kquant.h: the
+ * super-block, Q6_K half of it) before one conversion and one
+ * fma(dw * dx, isum) per lane. Per row and sub-block that leaves two VNNI
+ * instructions per output pair; the decode is shared by the tile's rows.
+ * Q4_K's minimum term mw * s is added (not fused) per block in order,
+ * hsum_ps plus that sum at the end: kdot_rows' sequence, lane for lane. */
+#define EMT_KTILE_ROWS 8
+
+/* Scaled 16-bit codes of output pair p of sub-block s of packed group
+ * super-block g: lo = elements 0..15 of both outputs, hi = 16..31. */
+static inline __attribute__((always_inline)) void
+packed_kcodes(emt_dtype t, const uint8_t *g, int s, int p, __m512i *lo, __m512i *hi) {
+    /* 16-bit lanes 0..15 take entry a of a scale vector, 16..31 entry b */
+    const __m512i half_sel = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0,
+                                              0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i nib = _mm512_set1_epi16(0x0F);
+    if (t != EMT_Q6_K) {
+        __m128i a = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_SCM + 8 * s)));
+        __m512i sc = _mm512_castsi128_si512(_mm_and_si128(a, _mm_set1_epi16(63)));
+        __m512i scp = _mm512_permutexvar_epi16(_mm512_add_epi16(half_sel, _mm512_set1_epi16((short)(2 * p))), sc);
+        __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(g + EMT_PK4_QS + 128 * s + 32 * p)));
+        __m512i ql = _mm512_and_si512(v, nib), qh = _mm512_srli_epi16(v, 4);
+        if (t == EMT_Q5_K) { /* the fifth bits: 16 where quant.h's masks say */
+            uint32_t mlo, mhi;
+            memcpy(&mlo, g + EMT_PK5_QH + 32 * s + 8 * p, 4);
+            memcpy(&mhi, g + EMT_PK5_QH + 32 * s + 8 * p + 4, 4);
+            ql = _mm512_mask_add_epi16(ql, (__mmask32)mlo, ql, _mm512_set1_epi16(16));
+            qh = _mm512_mask_add_epi16(qh, (__mmask32)mhi, qh, _mm512_set1_epi16(16));
+        }
+        *lo = _mm512_mullo_epi16(ql, scp);
+        *hi = _mm512_mullo_epi16(qh, scp);
+    } else {
+        __m512i sc = _mm512_castsi256_si512(
+            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g + EMT_PK6_SC + 16 * s))));
+        const __m512i top = _mm512_set1_epi16(0x30), bias = _mm512_set1_epi16(32);
+        __m512i sel = _mm512_add_epi16(_mm512_add_epi16(half_sel, half_sel), _mm512_set1_epi16((short)(4 * p)));
+        __m512i sc_lo = _mm512_permutexvar_epi16(sel, sc);
+        __m512i sc_hi = _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(1)), sc);
+        __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(g + EMT_PK6_QL + 128 * s + 32 * p)));
+        __m512i h = _mm512_srl_epi16(
+            _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(g + EMT_PK6_QH + 128 * (s / 2) + 32 * p))),
+            _mm_cvtsi32_si128(4 * (s % 2)));
+        __m512i qlo = _mm512_or_si512(_mm512_and_si512(v, nib), _mm512_and_si512(_mm512_slli_epi16(h, 4), top));
+        __m512i qhi = _mm512_or_si512(_mm512_srli_epi16(v, 4), _mm512_and_si512(_mm512_slli_epi16(h, 2), top));
+        *lo = _mm512_mullo_epi16(_mm512_sub_epi16(qlo, bias), sc_lo);
+        *hi = _mm512_mullo_epi16(_mm512_sub_epi16(qhi, bias), sc_hi);
+    }
+}
+
 static inline __attribute__((always_inline)) void
 packed_krows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, float *out) {
     const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(t);
-    __m512 acc[EMT_TILE_ROWS][4];
-    __m256 acc_min[EMT_TILE_ROWS];
-#pragma GCC unroll 4
+    const int group = emt_kblock_sum_group(t);
+    /* lane pair p of row r: outputs 2p (lanes 0..7) and 2p+1; in memory,
+     * the registers hold the sum group's integer sums */
+    __m512 acc[EMT_KTILE_ROWS][4];
+    __m256 acc_min[EMT_KTILE_ROWS];
+#pragma GCC unroll 8
     for (int r = 0; r < nr; r++) {
         acc_min[r] = _mm256_setzero_ps();
 #pragma GCC unroll 4
         for (int p = 0; p < 4; p++) acc[r][p] = _mm512_setzero_ps();
     }
     const __m512i pair0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    /* 16-bit lanes 0..15 take entry a of a scale vector, 16..31 entry b */
-    const __m512i half_sel = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0,
-                                              0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    const __m512i nib = _mm512_set1_epi16(0x0F);
-    /* One row (the AR step): the sub-block scale multiplies the lane sum in
-     * float instead of each code: the lane's raw sum S = sum q * x is below
-     * 4 * 31 * 32767 < 2^24, so float(S) is exact and float(S) * sc rounds
-     * the exact integer sc * S once, as the reference's conversion of the
-     * scaled sum does: the same bits, with one float multiply per lane pair
-     * in place of two 16-bit multiplies per code pair. Not for Q6_K, whose
-     * lanes mix two 16-value halves with their own scales. */
-    const int float_scale = nr == 1 && t != EMT_Q6_K;
-    __m512 scf[4];
+    /* up to 4 rows take all 4 output pairs in one pass, more rows two
+     * passes of 2 pairs (the integer sums: at most 16 registers); up to 2
+     * rows sum the codes' two halves in separate registers, so that enough
+     * independent VNNI chains hide their latency */
+    const int pp = nr <= 4 ? 4 : 2, split = nr <= 2;
     for (int32_t b0 = 0; b0 < nb; b0 += 8, g += gb) {
         __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)));
-        __m256 dmin = t != EMT_Q6_K ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)))
-                                    : _mm256_setzero_ps();
-        __m512 wsc[4];
+        for (int p0 = 0; p0 < 4; p0 += pp)
+            for (int s0 = 0; s0 < 8; s0 += group) {
+                __m512i isum[EMT_KTILE_ROWS][4], isum_hi[2][4];
+#pragma GCC unroll 8
+                for (int r = 0; r < nr; r++)
 #pragma GCC unroll 4
-        for (int p = 0; p < 4; p++)
-            wsc[p] = _mm512_permutexvar_ps(_mm512_add_epi32(pair0, _mm512_set1_epi32(2 * p)), dw);
-        for (int s = 0; s < 8; s++) {
-            __m512i lo[4], hi[4];
-            __m256 mw = _mm256_setzero_ps();
-            if (t != EMT_Q6_K) {
+                    for (int q = 0; q < pp; q++) {
+                        isum[r][q] = _mm512_setzero_si512();
+                        if (split) isum_hi[r][q] = _mm512_setzero_si512();
+                    }
+                for (int s = s0; s < s0 + group; s++)
+#pragma GCC unroll 4
+                    for (int q = 0; q < pp; q++) { /* one pair's codes live at a time */
+                        __m512i lo, hi;
+                        packed_kcodes(t, g, s, p0 + q, &lo, &hi);
+#pragma GCC unroll 8
+                        for (int r = 0; r < nr; r++) {
+                            const emt_xq *xb = x + (size_t)r * nb + b0 + s;
+                            __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
+                            __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb->q + 16)));
+                            if (split) {
+                                isum[r][q] = _mm512_dpwssd_epi32(isum[r][q], lo, xlo);
+                                isum_hi[r][q] = _mm512_dpwssd_epi32(isum_hi[r][q], hi, xhi);
+                            } else {
+                                isum[r][q] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[r][q], lo, xlo), hi, xhi);
+                            }
+                        }
+                    }
+#pragma GCC unroll 4
+                for (int q = 0; q < pp; q++) {
+                    const int p = p0 + q;
+                    __m512 wsc = _mm512_permutexvar_ps(_mm512_add_epi32(pair0, _mm512_set1_epi32(2 * p)), dw);
+#pragma GCC unroll 8
+                    for (int r = 0; r < nr; r++) {
+                        __m512i sum = split ? _mm512_add_epi32(isum[r][q], isum_hi[r][q]) : isum[r][q];
+                        acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(wsc, _mm512_set1_ps(x[(size_t)r * nb + b0 + s0].d)),
+                                                    _mm512_cvtepi32_ps(sum), acc[r][p]);
+                    }
+                }
+            }
+        if (t != EMT_Q6_K) { /* the minimum terms, -(dmin * m) * s per block in order */
+            __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)));
+            for (int s = 0; s < 8; s++) {
                 __m128i a = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_SCM + 8 * s)));
                 __m128i ml = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_MLO + 8 * (s / 2))));
                 __m128i m = _mm_or_si128(_mm_slli_epi16(_mm_srli_epi16(a, 6), 4),
                                          _mm_and_si128(_mm_srli_epi16(ml, 4 * (s % 2)), _mm_set1_epi16(15)));
-                __m512i sc = _mm512_castsi128_si512(_mm_and_si128(a, _mm_set1_epi16(63)));
                 __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(m));
-                mw = _mm256_xor_ps(_mm256_mul_ps(dmin, mf), _mm256_set1_ps(-0.0f)); /* -(dmin * m) */
-                if (float_scale) {
-                    __m512 sf = _mm512_castps256_ps512(
-                        _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(_mm512_castsi512_si128(sc))));
-#pragma GCC unroll 4
-                    for (int p = 0; p < 4; p++)
-                        scf[p] = _mm512_permutexvar_ps(_mm512_add_epi32(pair0, _mm512_set1_epi32(2 * p)), sf);
-                }
-#pragma GCC unroll 4
-                for (int p = 0; p < 4; p++) {
-                    __m512i scp = _mm512_permutexvar_epi16(_mm512_add_epi16(half_sel, _mm512_set1_epi16((short)(2 * p))), sc);
-                    __m512i v = _mm512_cvtepu8_epi16(
-                        _mm256_loadu_si256((const __m256i *)(g + EMT_PK4_QS + 128 * s + 32 * p)));
-                    __m512i ql = _mm512_and_si512(v, nib), qh = _mm512_srli_epi16(v, 4);
-                    if (t == EMT_Q5_K) { /* the fifth bits: 16 where quant.h's masks say */
-                        uint32_t mlo, mhi;
-                        memcpy(&mlo, g + EMT_PK5_QH + 32 * s + 8 * p, 4);
-                        memcpy(&mhi, g + EMT_PK5_QH + 32 * s + 8 * p + 4, 4);
-                        ql = _mm512_mask_add_epi16(ql, (__mmask32)mlo, ql, _mm512_set1_epi16(16));
-                        qh = _mm512_mask_add_epi16(qh, (__mmask32)mhi, qh, _mm512_set1_epi16(16));
-                    }
-                    lo[p] = float_scale ? ql : _mm512_mullo_epi16(ql, scp);
-                    hi[p] = float_scale ? qh : _mm512_mullo_epi16(qh, scp);
-                }
-            } else {
-                __m512i sc = _mm512_castsi256_si512(
-                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g + EMT_PK6_SC + 16 * s))));
-                const int sh = 4 * (s % 2);
-                const __m512i top = _mm512_set1_epi16(0x30), bias = _mm512_set1_epi16(32);
-#pragma GCC unroll 4
-                for (int p = 0; p < 4; p++) {
-                    __m512i sel = _mm512_add_epi16(_mm512_add_epi16(half_sel, half_sel), _mm512_set1_epi16((short)(4 * p)));
-                    __m512i sc_lo = _mm512_permutexvar_epi16(sel, sc);
-                    __m512i sc_hi = _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(1)), sc);
-                    __m512i v = _mm512_cvtepu8_epi16(
-                        _mm256_loadu_si256((const __m256i *)(g + EMT_PK6_QL + 128 * s + 32 * p)));
-                    __m512i h = _mm512_srl_epi16(
-                        _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(g + EMT_PK6_QH + 128 * (s / 2) + 32 * p))),
-                        _mm_cvtsi32_si128(sh));
-                    __m512i qlo = _mm512_or_si512(_mm512_and_si512(v, nib), _mm512_and_si512(_mm512_slli_epi16(h, 4), top));
-                    __m512i qhi = _mm512_or_si512(_mm512_srli_epi16(v, 4), _mm512_and_si512(_mm512_slli_epi16(h, 2), top));
-                    lo[p] = _mm512_mullo_epi16(_mm512_sub_epi16(qlo, bias), sc_lo);
-                    hi[p] = _mm512_mullo_epi16(_mm512_sub_epi16(qhi, bias), sc_hi);
-                }
-            }
-#pragma GCC unroll 4
-            for (int r = 0; r < nr; r++) {
-                const emt_xq *xb = x + (size_t)r * nb + b0 + s;
-                __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
-                __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb->q + 16)));
-                __m512 dx = _mm512_set1_ps(xb->d);
-                if (t != EMT_Q6_K) acc_min[r] = _mm256_add_ps(acc_min[r], _mm256_mul_ps(mw, _mm256_set1_ps(xb->s)));
-#pragma GCC unroll 4
-                for (int p = 0; p < 4; p++) {
-                    __m512i isum = _mm512_dpwssd_epi32(_mm512_madd_epi16(lo[p], xlo), hi[p], xhi);
-                    __m512 lane = _mm512_cvtepi32_ps(isum);
-                    if (float_scale) lane = _mm512_mul_ps(lane, scf[p]);
-                    acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(wsc[p], dx), lane, acc[r][p]);
-                }
+                __m256 mw = _mm256_xor_ps(_mm256_mul_ps(dmin, mf), _mm256_set1_ps(-0.0f));
+#pragma GCC unroll 8
+                for (int r = 0; r < nr; r++)
+                    acc_min[r] = _mm256_add_ps(acc_min[r], _mm256_mul_ps(mw, _mm256_set1_ps(x[(size_t)r * nb + b0 + s].s)));
             }
         }
     }
@@ -1191,24 +1214,36 @@ qmatmul_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
 static inline __attribute__((always_inline)) void
 packed_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
     int32_t nb = j->n_in / EMT_QK;
-    float v[EMT_TILE_ROWS * EMT_PACK_ROWS];
+    const int tile = emt_is_kpacked_type(t) ? EMT_KTILE_ROWS : EMT_TILE_ROWS;
+    float v[EMT_KTILE_ROWS * EMT_PACK_ROWS];
     for (int32_t rb0 = 0; rb0 < j->n_rows; rb0 += EMT_ROW_BLOCK) {
         int32_t rb1 = rb0 + EMT_ROW_BLOCK < j->n_rows ? rb0 + EMT_ROW_BLOCK : j->n_rows;
         for (int32_t o = o0; o < o1; o += EMT_PACK_ROWS) {
             const uint8_t *g = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
             int nc = o1 - o < EMT_PACK_ROWS ? o1 - o : EMT_PACK_ROWS;
-            for (int32_t r0 = rb0; r0 < rb1; r0 += EMT_TILE_ROWS) {
-                int nr = rb1 - r0 < EMT_TILE_ROWS ? rb1 - r0 : EMT_TILE_ROWS;
+            for (int32_t r0 = rb0; r0 < rb1; r0 += tile) {
+                int nr = rb1 - r0 < tile ? rb1 - r0 : tile;
                 const emt_xq *xq = j->xq + (size_t)r0 * nb;
-#define EMT_TILE_CALL(k)                                                                           \
-    (emt_is_kpacked_type(t) ? packed_krows(t, g, xq, nb, k, v) : packed_rows(t, g, xq, nb, k, v))
-                switch (nr) { /* nr constant in each call: the tile stays in registers */
-                case 1: EMT_TILE_CALL(1); break;
-                case 2: EMT_TILE_CALL(2); break;
-                case 3: EMT_TILE_CALL(3); break;
-                default: EMT_TILE_CALL(4); break;
+                /* nr constant in each call: the tile stays in registers */
+                if (emt_is_kpacked_type(t)) {
+                    switch (nr) {
+                    case 1: packed_krows(t, g, xq, nb, 1, v); break;
+                    case 2: packed_krows(t, g, xq, nb, 2, v); break;
+                    case 3: packed_krows(t, g, xq, nb, 3, v); break;
+                    case 4: packed_krows(t, g, xq, nb, 4, v); break;
+                    case 5: packed_krows(t, g, xq, nb, 5, v); break;
+                    case 6: packed_krows(t, g, xq, nb, 6, v); break;
+                    case 7: packed_krows(t, g, xq, nb, 7, v); break;
+                    default: packed_krows(t, g, xq, nb, 8, v); break;
+                    }
+                } else {
+                    switch (nr) {
+                    case 1: packed_rows(t, g, xq, nb, 1, v); break;
+                    case 2: packed_rows(t, g, xq, nb, 2, v); break;
+                    case 3: packed_rows(t, g, xq, nb, 3, v); break;
+                    default: packed_rows(t, g, xq, nb, 4, v); break;
+                    }
                 }
-#undef EMT_TILE_CALL
                 for (int r = 0; r < nr; r++) {
                     float *y = j->y + (size_t)(r0 + r) * j->n_out + o;
                     for (int c = 0; c < nc; c++) y[c] = j->bias ? v[r * 8 + c] + j->bias[o + c] : v[r * 8 + c];
@@ -1249,41 +1284,54 @@ static void qmatmul_task(void *ctx, int32_t task) {
     }
 }
 
+typedef struct quantize_job {
+    const float *x;
+    emt_xq *xq;
+    int32_t n_in, span;
+} quantize_job;
+
 static void quantize_task(void *ctx, int32_t r) {
-    qmatmul_job *j = ctx;
-    quantize_row(j->x + (size_t)r * j->n_in, j->n_in, (emt_xq *)j->xq + (size_t)r * (j->n_in / EMT_QK));
+    const quantize_job *j = ctx;
+    quantize_row(j->x + (size_t)r * j->n_in, j->n_in, j->span, j->xq + (size_t)r * (j->n_in / EMT_QK));
 }
 
 static int is_half_type(emt_dtype t) { return t == EMT_F16 || t == EMT_BF16; }
 
+/* Activation scale span of a weight type's kernels (quant.h). */
+static int32_t act_span(emt_dtype t) { return emt_is_kpacked_type(t) ? EMT_XQ_KSPAN : EMT_QK; }
+
+/* Grows *buf to n elements of size `size`; 0 with ex->error set when it cannot. */
+static int grow(emt_exec *ex, void **buf, size_t *cap, size_t n, size_t size, const char *what) {
+    if (n <= *cap) return 1;
+    void *p = realloc(*buf, n * size);
+    if (!p) {
+        ex->error = what;
+        return 0;
+    }
+    *buf = p;
+    *cap = n;
+    return 1;
+}
+
 /* The input rows as the integer kernels read them (16-bit codes per
- * 32-value block), in the context's buffer; NULL with ex->error set when
- * it cannot grow. One preparation serves every product over these rows. */
-static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, int32_t n_in) {
+ * 32-value block, one scale per `span` values; span 32 also fills the
+ * scales by 8-row group of qdot_rows), in the context's buffer for that
+ * span; NULL with ex->error set when it cannot grow. One preparation
+ * serves every product of that span over these rows. */
+static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, int32_t n_in, int32_t span) {
     size_t need = (size_t)n_rows * (size_t)(n_in / EMT_QK);
-    if (need > ex->xq_cap) {
-        emt_xq *p = realloc(ex->xq, need * sizeof *p);
-        if (!p) {
-            ex->error = "cpu matmul: out of memory for the quantized activation rows";
-            return NULL;
-        }
-        ex->xq = p;
-        ex->xq_cap = need;
-    }
-    int32_t nb = n_in / EMT_QK, groups = (n_rows + EMT_QROWS - 1) / EMT_QROWS;
-    size_t need_sc = (size_t)groups * nb * 2 * EMT_QROWS;
-    if (need_sc > ex->xsc_cap) {
-        float *p = realloc(ex->xsc, need_sc * sizeof *p);
-        if (!p) {
-            ex->error = "cpu matmul: out of memory for the activation scales";
-            return NULL;
-        }
-        ex->xsc = p;
-        ex->xsc_cap = need_sc;
-    }
-    qmatmul_job job = { NULL, 0, ex->xq, NULL, x, NULL, NULL, n_rows, n_in, 0, 0 };
+    emt_xq **buf = span == EMT_QK ? &ex->xq : &ex->xqk;
+    size_t *cap = span == EMT_QK ? &ex->xq_cap : &ex->xqk_cap;
+    if (!grow(ex, (void **)buf, cap, need, sizeof(emt_xq), "cpu matmul: out of memory for the quantized activation rows"))
+        return NULL;
+    quantize_job job = { x, *buf, n_in, span };
     if (n_rows == 1) quantize_task(&job, 0);
     else emt_pool_run(ex->pool, n_rows, quantize_task, &job);
+    if (span != EMT_QK) return *buf;
+    int32_t nb = n_in / EMT_QK, groups = (n_rows + EMT_QROWS - 1) / EMT_QROWS;
+    if (!grow(ex, (void **)&ex->xsc, &ex->xsc_cap, (size_t)groups * nb * 2 * EMT_QROWS, sizeof(float),
+              "cpu matmul: out of memory for the activation scales"))
+        return NULL;
     for (int32_t g = 0; g < groups; g++)
         for (int32_t b = 0; b < nb; b++) {
             float *sc = ex->xsc + ((size_t)g * nb + b) * 2 * EMT_QROWS;
@@ -1297,6 +1345,19 @@ static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, 
     return ex->xq;
 }
 
+/* The rows quantized for every span that one of the n weight types needs
+ * (xq[0]: span 32, xq[1]: span 256); 0 with ex->error set on failure. */
+static int prepare_spans(emt_exec *ex, const emt_wmat *const *W, int32_t n, const float *x, int32_t n_rows,
+                         int32_t n_in, const emt_xq *xq[2]) {
+    int need[2] = { 0, 0 };
+    for (int32_t m = 0; m < n; m++)
+        if (!is_half_type(W[m]->dtype)) need[act_span(W[m]->dtype) != EMT_QK] = 1;
+    xq[0] = xq[1] = NULL;
+    if (need[0] && !(xq[0] = prepare_rows(ex, x, n_rows, n_in, EMT_QK))) return 0;
+    if (need[1] && !(xq[1] = prepare_rows(ex, x, n_rows, n_in, EMT_XQ_KSPAN))) return 0;
+    return 1;
+}
+
 /* Outputs per task: about 4 tasks per thread for balance, a multiple of 8
  * (whole packed row groups; the same for every dtype, so the gate and up
  * products of a fused job split alike). */
@@ -1306,17 +1367,18 @@ static int32_t output_chunk(const emt_exec *ex, int32_t n_out) {
     return (chunk + EMT_PACK_ROWS - 1) / EMT_PACK_ROWS * EMT_PACK_ROWS;
 }
 
-static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bias, const emt_xq *xq,
+static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bias, const emt_xq *const xq[2],
                                const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
-    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), xq, xq ? ex->xsc : NULL, x, bias, y, n_rows, n_in, n_out, 0 };
+    const emt_xq *q = is_half_type(W->dtype) ? NULL : xq[act_span(W->dtype) != EMT_QK];
+    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), q, q ? ex->xsc : NULL, x, bias, y, n_rows, n_in, n_out, 0 };
     j.chunk = output_chunk(ex, n_out);
     return j;
 }
 
 static void cpu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x,
                          int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
-    const emt_xq *xq = NULL;
-    if (!is_half_type(W->dtype) && !(xq = prepare_rows(ex, x, n_rows, n_in))) return;
+    const emt_xq *xq[2];
+    if (!prepare_spans(ex, &W, 1, x, n_rows, n_in, xq)) return;
     qmatmul_job job = product_job(ex, W, bias, xq, x, n_rows, n_in, n_out, y);
     emt_pool_run(ex->pool, (n_out + job.chunk - 1) / job.chunk, qmatmul_task, &job);
 }
@@ -1337,10 +1399,8 @@ static void qmulti_task(void *ctx, int32_t task) {
 
 static void cpu_matmul_q_multi(emt_exec *ex, int32_t n_mats, const emt_wmat *const *W, const float *const *bias,
                                const int32_t *n_out, const float *x, int32_t n_rows, int32_t n_in, float *const *y) {
-    const emt_xq *xq = NULL;
-    int need_xq = 0;
-    for (int32_t m = 0; m < n_mats; m++) need_xq |= !is_half_type(W[m]->dtype);
-    if (need_xq && !(xq = prepare_rows(ex, x, n_rows, n_in))) return;
+    const emt_xq *xq[2];
+    if (!prepare_spans(ex, W, n_mats, x, n_rows, n_in, xq)) return;
     qmulti_job job;
     job.first[0] = 0;
     for (int32_t m = 0; m < n_mats; m++) {
@@ -1376,8 +1436,9 @@ static void qgated_task(void *ctx, int32_t task) {
 static void cpu_matmul_q_gated(emt_exec *ex, const emt_wmat *Wg, const float *bg, const emt_wmat *Wu,
                                const float *bu, const float *x, int32_t n_rows, int32_t n_in, int32_t n_out,
                                int gelu, float *gate, float *up) {
-    const emt_xq *xq = NULL;
-    if ((!is_half_type(Wg->dtype) || !is_half_type(Wu->dtype)) && !(xq = prepare_rows(ex, x, n_rows, n_in))) return;
+    const emt_xq *xq[2];
+    const emt_wmat *W[2] = { Wg, Wu };
+    if (!prepare_spans(ex, W, 2, x, n_rows, n_in, xq)) return;
     qgated_job job = { product_job(ex, Wg, bg, xq, x, n_rows, n_in, n_out, gate),
                        product_job(ex, Wu, bu, xq, x, n_rows, n_in, n_out, up), gelu };
     emt_pool_run(ex->pool, (n_out + job.gate.chunk - 1) / job.gate.chunk, qgated_task, &job);

@@ -8,10 +8,12 @@
  *   weight value = dw * code + mw   (mw applies to the whole block)
  * For the K-quants the sub-block scale is folded into the codes (Q4_K/Q5_K:
  * sc * q, at most 63 * 31; Q6_K: sc * (q - 32), at most 128 * 32) and dw is
- * the super-block's d, so a block's dot product is one integer sum times
- * dw * dx, plus mw * s (quant.h's Q4_1 term): no float work per sub-block
- * beyond one multiply-add. Q6_K's 16-value sub-blocks become the two
- * halves of a block, each with its own integer scale. */
+ * the super-block's d. With the activations quantized per 256 values (one
+ * dx per super-block) a whole super-block's dot product (Q6_K: each half
+ * of it) is one exact integer sum times dw * dx, plus mw * s per block
+ * (quant.h's Q4_1 term): the sub-blocks cost integer work only. Q6_K's
+ * 16-value sub-blocks become the two halves of a block, each with its own
+ * integer scale. */
 #ifndef EMT_KQUANT_H
 #define EMT_KQUANT_H
 
@@ -69,23 +71,36 @@ static inline void emt_kblock_decode_ref(emt_dtype t, const uint8_t *blk, int su
     }
 }
 
+/* 32-value blocks whose integer sums a kernel adds before one conversion
+ * to float: a whole super-block for Q4_K and Q5_K (their activations share
+ * one scale per 256 values, quant.h), half of one for Q6_K, one block for
+ * Q5_0/Q5_1. Each of a SIMD kernel's 8 lanes then sums at most 32 (Q6_K:
+ * 16) products of a scaled code and an activation code: at most
+ * 32 * 63 * 31 * 32767 (Q5_K) or 16 * 4096 * 32767 (Q6_K), below 2^31. */
+static inline int emt_kblock_sum_group(emt_dtype t) {
+    return t == EMT_Q5_0 || t == EMT_Q5_1 ? 1 : t == EMT_Q6_K ? 4 : 8;
+}
+
 /* Reference dot product of one weight row (nb 32-value blocks) with one
- * quantized activation row: per block (dw * dx) * isum into one float sum,
- * mw * s into another, added at the end (quant.h's emt_dot_q_ref order). The
- * integer sum is 64-bit here: Q6_K's scaled codes can reach 32 * 4096 *
- * 32767, past 32 bits (the SIMD kernels keep 8 partial sums, each far
- * below). */
+ * quantized activation row (K-quants: quantized per 256 values): per sum
+ * group (above) (dw * dx) * isum into one float sum, and per block mw * s
+ * into another, added at the end (quant.h's emt_dot_q_ref order). The
+ * integer sum is 64-bit here; the SIMD kernels keep 8 partial sums per
+ * output, each below 2^31. */
 static inline float emt_dot_k_ref(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb) {
     float acc = 0.0f, acc_min = 0.0f;
-    int per = emt_kblock_per_block(t);
+    int per = emt_kblock_per_block(t), group = emt_kblock_sum_group(t);
     size_t bb = emt_dtype_block_bytes(t);
+    int64_t isum = 0;
     for (int32_t b = 0; b < nb; b++) {
         emt_kblock k;
         emt_kblock_decode_ref(t, w + (size_t)(b / per) * bb, b % per, &k);
-        int64_t isum = 0;
         for (int j = 0; j < EMT_QK; j++) isum += (int32_t)k.c[j] * x[b].q[j];
-        acc += (k.dw * x[b].d) * (float)isum;
         acc_min += k.mw * x[b].s;
+        if ((b + 1) % group == 0) {
+            acc += (k.dw * x[b].d) * (float)isum;
+            isum = 0;
+        }
     }
     return acc + acc_min;
 }

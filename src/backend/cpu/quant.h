@@ -30,6 +30,7 @@ typedef struct { uint16_t d; int8_t qs[32]; } emt_block_q8_0;
 typedef struct { float d, s; int16_t q[EMT_QK]; } emt_xq;
 
 #define EMT_XQ_MAX 32767.0f
+#define EMT_XQ_KSPAN 256 /* values per activation scale for the K-quants */
 
 /* A block whose largest magnitude is below 2^-87 quantizes to zero. Then
  * d >= 2^-102, so every product the kernels form from it (d times a weight
@@ -47,23 +48,32 @@ static inline uint16_t emt_rd16(const void *p) {
     return v;
 }
 
-/* x[0..31] -> one activation block: scale by 32767 / max|x|, round to
- * nearest even (the SIMD variants round the same way, so every variant
- * gets the same integers). */
-static inline void emt_quantize_block_ref(const float *x, emt_xq *out) {
+/* x[0..span-1] -> span/32 activation blocks sharing one scale: 32767 /
+ * max|x| over the span, each value rounded to nearest even (the SIMD
+ * variants round the same way, so every variant gets the same integers).
+ * The 32-value types quantize each block alone (span 32); the K-quants
+ * take one scale per 256-value super-block (EMT_XQ_KSPAN), so that a
+ * super-block's integer sums add up exactly before any float work
+ * (kquant.h). */
+static inline void emt_quantize_span_ref(const float *x, int32_t span, emt_xq *out) {
     float amax = 0.0f;
-    for (int j = 0; j < EMT_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+    for (int32_t j = 0; j < span; j++) amax = fmaxf(amax, fabsf(x[j]));
     if (amax < EMT_XQ_TINY) amax = 0.0f;
     float d = amax / EMT_XQ_MAX, id = amax > 0.0f ? EMT_XQ_MAX / amax : 0.0f;
-    int32_t sum = 0;
-    for (int j = 0; j < EMT_QK; j++) {
-        int32_t q = (int32_t)nearbyintf(x[j] * id);
-        out->q[j] = (int16_t)q;
-        sum += q;
+    for (int32_t b = 0; b < span / EMT_QK; b++) {
+        int32_t sum = 0;
+        for (int j = 0; j < EMT_QK; j++) {
+            int32_t q = (int32_t)nearbyintf(x[EMT_QK * b + j] * id);
+            out[b].q[j] = (int16_t)q;
+            sum += q;
+        }
+        out[b].d = d;
+        out[b].s = d * (float)sum;
     }
-    out->d = d;
-    out->s = d * (float)sum;
 }
+
+/* x[0..31] -> one activation block (span 32) */
+static inline void emt_quantize_block_ref(const float *x, emt_xq *out) { emt_quantize_span_ref(x, EMT_QK, out); }
 
 /* Integer sum over one block of weight codes times activation codes, and
  * the weight block's scale (and minimum, Q4_1). */

@@ -4,7 +4,9 @@
  * Activations are 16-bit integers per 32-value block, not 8-bit as in
  * llama.cpp: with 8 bits the greedy tokens of SmolLM2-135M agreed with the
  * F32 path at 97.7% of 256 positions (docs/performance.md); with 16 bits
- * the only difference from F32 left is the order of float additions. The
+ * the only difference from F32 left is the order of float additions. (The
+ * K-quants' kernels take one activation scale per 256 values instead,
+ * EMT_XQ_KSPAN, so their integer sums span a super-block.) The
  * baseline kernel variant runs these references; the SIMD variants compute
  * the same integer block sums and differ only in the order of the float
  * additions (tests/unit/test_quant_kernels.c compares them). */

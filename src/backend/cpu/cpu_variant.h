@@ -1519,16 +1519,55 @@ static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, 
     return ex->xq;
 }
 
+/* emt_quantize_block8_ref's integers and scales (the same float
+ * operations: max, 127 / amax, x * id rounded to nearest even) */
+static inline void quantize_block8(const float *x, emt_xq8 *out) {
+#ifdef __AVX2__
+    __m256 v[4], amax = _mm256_setzero_ps();
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    float am = _mm_cvtss_f32(m);
+    if (am < EMT_XQ_TINY) am = 0.0f;
+    float d = am / EMT_XQ8_MAX, id = am > 0.0f ? EMT_XQ8_MAX / am : 0.0f;
+    __m256i q[4];
+    const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
+    for (int k = 0; k < 4; k++) {
+        __m256 r = _mm256_round_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(r), lim), nlim);
+    }
+    /* codes 8k..8k+7 in q[k]: lanes 0-3 and 4-7 are the two lanes' groups */
+    __m256i s01 = _mm256_add_epi32(q[0], q[1]), s23 = _mm256_add_epi32(q[2], q[3]);
+    __m128i h01 = _mm_hadd_epi32(_mm256_castsi256_si128(s01), _mm256_extracti128_si256(s01, 1));
+    __m128i h23 = _mm_hadd_epi32(_mm256_castsi256_si128(s23), _mm256_extracti128_si256(s23, 1));
+    __m128i part = _mm_hadd_epi32(h01, h23); /* lsum[0], lsum[1], lsum[2], lsum[3] */
+    _mm_storel_epi64((__m128i *)out->lsum, _mm_packs_epi32(part, part));
+    __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);
+    __m256i p16b = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xD8);
+    __m256i p8 = _mm256_permute4x64_epi64(_mm256_packs_epi16(p16, p16b), 0xD8);
+    _mm256_storeu_si256((__m256i *)out->q, p8);
+    int32_t sum = out->lsum[0] + out->lsum[1] + out->lsum[2] + out->lsum[3];
+    out->d = d;
+    out->s = d * (float)sum;
+#else
+    emt_quantize_block8_ref(x, out);
+#endif
+}
+
 static void quantize8_task(void *ctx, int32_t r) {
     qmatmul_job *j = ctx;
     const float *x = j->x + (size_t)r * j->n_in;
     emt_xq8 *out = (emt_xq8 *)j->xq8 + (size_t)r * (j->n_in / EMT_QK);
-    for (int32_t b = 0; b < j->n_in / EMT_QK; b++) emt_quantize_block8_ref(x + (size_t)b * EMT_QK, &out[b]);
+    for (int32_t b = 0; b < j->n_in / EMT_QK; b++) quantize_block8(x + (size_t)b * EMT_QK, &out[b]);
 }
 
 /* The input rows with 8-bit codes (quant8.h) in the context's buffer; NULL
- * with ex->error set when it cannot grow. The scalar quantizer in every
- * variant: it is linear in the rows, the products are not. */
+ * with ex->error set when it cannot grow. */
 static const emt_xq8 *prepare_rows8(emt_exec *ex, const float *x, int32_t n_rows, int32_t n_in) {
     size_t need = (size_t)n_rows * (size_t)(n_in / EMT_QK);
     if (need > ex->xq8_cap) {

@@ -9,12 +9,17 @@ float64 (the file's weights dequantized by the `gguf` package, every
 activation in double). Prints per prompt the first position where each
 mode's tokens leave the reference's (64 = none) and the totals.
 
-    python3 scripts/prompt_bits_agreement.py ENTMTP MODEL [N_TOKENS]
+    python3 scripts/prompt_bits_agreement.py ENTMTP MODEL [N_TOKENS [LLAMA_SERVER_URL]]
+
+With a running llama-server URL (llama-server -m MODEL -t 2), llama.cpp's
+greedy continuation of the same prompt ids (top_k 1) is compared too.
+A final end-of-generation token is left out of every list.
 """
 import json
 import os
 import subprocess
 import sys
+import urllib.request
 
 import torch
 
@@ -46,6 +51,14 @@ def entmtp_run(entmtp, model, prompt, bits, n):
     return d["prompt_ids"], d["tokens"]
 
 
+def llama_run(url, ids, n):
+    body = json.dumps({"prompt": ids, "n_predict": n, "top_k": 1, "temperature": 0, "return_tokens": True,
+                       "cache_prompt": False}).encode()
+    req = urllib.request.Request(url.rstrip("/") + "/completion", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req) as r:
+        return json.load(r)["tokens"]
+
+
 def first_divergence(a, b):
     for i, (x, y) in enumerate(zip(a, b)):
         if x != y:
@@ -56,13 +69,14 @@ def first_divergence(a, b):
 def main():
     entmtp, model = sys.argv[1], sys.argv[2]
     n = int(sys.argv[3]) if len(sys.argv) > 3 else 64
+    llama = sys.argv[4] if len(sys.argv) > 4 else None
     torch.set_num_threads(int(os.environ.get("THREADS", "2")))
     runs = []
     for p in PROMPTS:
         ids16, t16 = entmtp_run(entmtp, model, p, 16, n)
         ids8, t8 = entmtp_run(entmtp, model, p, 8, n)
         assert ids16 == ids8
-        runs.append((ids16, t16, t8))
+        runs.append((ids16, t16, t8, llama_run(llama, ids16, n) if llama else None))
     ref_model = Backbone(model, dtype=torch.float64)
     stop = set()  # entmtp stops after an end-of-generation token: the reference too
     eos = ref_model.reader.fields.get("tokenizer.ggml.eos_token_id")
@@ -72,15 +86,24 @@ def main():
         refs = ref_model.greedy_batch([r[0] for r in runs], n, stop)
     if isinstance(refs, tuple):
         refs = refs[0]
-    equal = {16: 0, 8: 0}
-    print("prompt  tokens  first divergence from float64: 16-bit  8-bit")
-    for i, ((ids, t16, t8), ref) in enumerate(zip(runs, refs)):
-        ref = [int(x) for x in ref][:n]
-        d16, d8 = first_divergence(t16, ref), first_divergence(t8, ref)
-        equal[16] += t16 == ref
-        equal[8] += t8 == ref
-        print(f"{i:6d}  {len(ref):6d}  {d16:6d}  {d8:6d}")
-    print(f"equal to the float64 reference: 16-bit {equal[16]} of {len(runs)}, 8-bit {equal[8]} of {len(runs)}")
+    def strip(t):
+        t = [int(x) for x in t][:n]
+        return t[:-1] if t and t[-1] in stop else t
+
+    equal = {"16-bit": 0, "8-bit": 0, "llama.cpp": 0}
+    print("prompt  tokens  first divergence from float64: 16-bit  8-bit" + ("  llama.cpp" if llama else ""))
+    for i, ((ids, t16, t8, tl), ref) in enumerate(zip(runs, refs)):
+        ref = strip(ref)
+        row = f"{i:6d}  {len(ref):6d}"
+        for name, t in (("16-bit", t16), ("8-bit", t8), ("llama.cpp", tl)):
+            if t is None:
+                continue
+            t = strip(t)
+            equal[name] += t == ref
+            row += f"  {first_divergence(t, ref):6d}"
+        print(row)
+    print("equal to the float64 reference: " +
+          ", ".join(f"{k} {v} of {len(runs)}" for k, v in equal.items() if k != "llama.cpp" or llama))
 
 
 if __name__ == "__main__":

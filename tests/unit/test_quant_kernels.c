@@ -264,7 +264,7 @@ static void check_act8(const emt_backend_ops *op, emt_backend *be, emt_exec *ex,
     const int32_t R = 37, nb = n_in / EMT_QK;
     const float level[6] = { 1.0f, 1e-36f, 1e-40f, 0x1p-88f, 1e-3f, 8.0f };
     size_t rb = emt_dtype_nbytes(t, n_in);
-    uint8_t *wq = random_matrix(t, n_in, n_out), *w5 = random_matrix(EMT_Q5_0, n_in, n_out);
+    uint8_t *wq = random_matrix(t, n_in, n_out), *w5 = random_matrix(EMT_Q5_1, n_in, n_out);
     float *x = malloc(sizeof(float) * (size_t)R * n_in), *bias = malloc(sizeof(float) * (size_t)n_out);
     float *ref = malloc(sizeof(float) * (size_t)R * n_out), *got = malloc(sizeof(float) * (size_t)R * n_out);
     float *y16 = malloc(sizeof(float) * (size_t)R * n_out), *g5 = malloc(sizeof(float) * (size_t)R * n_out);
@@ -296,7 +296,7 @@ static void check_act8(const emt_backend_ops *op, emt_backend *be, emt_exec *ex,
         fprintf(stderr, "%s 8-bit reference: rms error %.3g of the rms value\n", emt_dtype_name(t), sqrt(err2 / val2));
         emt_test_failures++;
     }
-    emt_wmat W = { t, wq, NULL, 0 }, W5 = { EMT_Q5_0, w5, NULL, 0 };
+    emt_wmat W = { t, wq, NULL, 0 }, W5 = { EMT_Q5_1, w5, NULL, 0 };
     op->matmul_q(ex, &W, bias, x, R, n_in, n_out, y16);
     op->matmul_q(ex, &W5, bias, x, R, n_in, n_out, r5);
     uint8_t *copy = NULL;
@@ -382,13 +382,13 @@ int main(void) {
         }
         check_embed(op, ex);
         check_fused(op, ex);
-        const emt_dtype act8[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_Q4_K, EMT_Q6_K };
-        for (int i = 0; i < 5; i++) {
+        const emt_dtype act8[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q5_0, EMT_Q8_0, EMT_Q4_K, EMT_Q5_K, EMT_Q6_K };
+        for (int i = 0; i < 7; i++) {
             int k = emt_dtype_block_elems(act8[i]) == 256;
             check_act8(op, be, ex, act8[i], k ? 512 : 576, 40);
             check_act8(op, be, ex, act8[i], k ? 256 : 64, 16);
         }
-        printf("variant %s: 8-bit prompt mode (Q4_0 Q4_1 Q8_0 Q4_K Q6_K) equals its scalar reference bit for bit\n",
+        printf("variant %s: 8-bit prompt mode (Q4_0 Q4_1 Q5_0 Q8_0 Q4_K Q5_K Q6_K) equals its scalar reference bit for bit\n",
                emt_cpu_variant_name((emt_cpu_variant)v));
         if (op->pack) {
             const emt_dtype packable[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_Q5_0, EMT_Q4_K, EMT_Q5_K, EMT_Q6_K };

@@ -1133,6 +1133,18 @@ static inline __m512i lane_init(int bias, int32_t s0, int32_t s1) {
     return _mm512_set1_epi64((long long)v);
 }
 
+/* Q5_0 / Q5_K: the fifth bits of a packed block (quant.h's masks, 8 bytes
+ * per row pair at qh) as byte masks of the 4 code vectors: bit 8c + j of
+ * m[k] is code 8k + j of output c. One in-lane byte shuffle gathers them:
+ * lane 0 holds rows 0..3, lane 1 rows 4..7, dword k of a lane chunk k. */
+static inline void fifth_bit_masks(const uint8_t *qh, __mmask64 m[4]) {
+    const __m256i sel = _mm256_setr_epi8(0, 2, 8, 10, 1, 3, 9, 11, 4, 6, 12, 14, 5, 7, 13, 15,
+                                         0, 2, 8, 10, 1, 3, 9, 11, 4, 6, 12, 14, 5, 7, 13, 15);
+    uint32_t d[8];
+    _mm256_storeu_si256((__m256i *)d, _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)qh), sel));
+    for (int k = 0; k < 4; k++) m[k] = (__mmask64)((uint64_t)d[k] | (uint64_t)d[4 + k] << 32);
+}
+
 static inline __m512i x_quad(const emt_xq8 *xb, int k) {
     int64_t v;
     memcpy(&v, xb->q + 8 * k, 8);
@@ -1184,8 +1196,14 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
                 v[1] = _mm512_and_si512(h[1], nib);
                 v[2] = _mm512_and_si512(_mm512_srli_epi16(h[0], 4), nib);
                 v[3] = _mm512_and_si512(_mm512_srli_epi16(h[1], 4), nib);
+                if (t == EMT_Q5_0) {
+                    __mmask64 fifth[4];
+                    fifth_bit_masks(g + EMT_Q50_QH, fifth);
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) v[k] = _mm512_mask_add_epi8(v[k], fifth[k], v[k], _mm512_set1_epi8(16));
+                }
             }
-            const int bias = t == EMT_Q4_0 ? 8 : t == EMT_Q8_0 ? 128 : 0;
+            const int bias = t == EMT_Q4_0 ? 8 : t == EMT_Q5_0 ? 16 : t == EMT_Q8_0 ? 128 : 0;
 #pragma GCC unroll 8
             for (int r = 0; r < nr; r++) {
                 const emt_xq8 *xb = x + (size_t)r * nb + b0;
@@ -1197,13 +1215,13 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
             }
             continue;
         }
-        __m256 dmin = t == EMT_Q4_K ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)))
+        __m256 dmin = t != EMT_Q6_K ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)))
                                     : _mm256_setzero_ps();
         for (int s = 0; s < 8; s++) {
             __m512i v[4], h[2];
             __m512 sc0, sc1 = _mm512_setzero_ps();
             __m256 mw = _mm256_setzero_ps();
-            if (t == EMT_Q4_K) {
+            if (t != EMT_Q6_K) {
                 __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_SCM + 8 * s)));
                 __m256i ml = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_MLO + 8 * (s / 2))));
                 __m256i m = _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(a, 6), 4),
@@ -1216,6 +1234,12 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
                 v[1] = _mm512_and_si512(h[1], nib);
                 v[2] = _mm512_and_si512(_mm512_srli_epi16(h[0], 4), nib);
                 v[3] = _mm512_and_si512(_mm512_srli_epi16(h[1], 4), nib);
+                if (t == EMT_Q5_K) {
+                    __mmask64 fifth[4];
+                    fifth_bit_masks(g + EMT_PK5_QH + 32 * s, fifth);
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) v[k] = _mm512_mask_add_epi8(v[k], fifth[k], v[k], _mm512_set1_epi8(16));
+                }
             } else { /* Q6_K: v[0], v[1] half 0 (codes 0..7, 8..15), v[2], v[3] half 1 */
                 __m512i sci = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(g + EMT_PK6_SC + 16 * s)));
                 const __m512i h0 = _mm512_set_epi32(14, 14, 12, 12, 10, 10, 8, 8, 6, 6, 4, 4, 2, 2, 0, 0);
@@ -1239,7 +1263,7 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
             for (int r = 0; r < nr; r++) {
                 const emt_xq8 *xb = x + (size_t)r * nb + b0 + s;
                 __m512 dx = _mm512_set1_ps(xb->d);
-                if (t == EMT_Q4_K) {
+                if (t != EMT_Q6_K) {
                     __m512i isum = _mm512_setzero_si512();
 #pragma GCC unroll 4
                     for (int k = 0; k < 4; k++) isum = _mm512_dpbusd_epi32(isum, v[k], x_quad(xb, k));
@@ -1437,7 +1461,9 @@ static void qmatmul_task(void *ctx, int32_t task) {
             case EMT_Q4_0: packed8_range(j, EMT_Q4_0, o0, o1); return;
             case EMT_Q4_1: packed8_range(j, EMT_Q4_1, o0, o1); return;
             case EMT_Q8_0: packed8_range(j, EMT_Q8_0, o0, o1); return;
+            case EMT_Q5_0: packed8_range(j, EMT_Q5_0, o0, o1); return;
             case EMT_Q4_K: packed8_range(j, EMT_Q4_K, o0, o1); return;
+            case EMT_Q5_K: packed8_range(j, EMT_Q5_K, o0, o1); return;
             default: packed8_range(j, EMT_Q6_K, o0, o1); return;
             }
         }

@@ -1,7 +1,8 @@
 /* The 8-bit activation mode of prompt processing (entmtp_session_params.
  * prompt_activation_bits = 8): the activation block, its quantizer and the
  * scalar reference of each typed dot product it has a kernel for (Q4_0,
- * Q4_1, Q8_0, Q4_K, Q6_K; other types keep quant.h's 16-bit activations).
+ * Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K; other types keep quant.h's 16-bit
+ * activations).
  * Only prefill rows use it: AR steps and tree-verify rows keep the 16-bit
  * activations, so greedy speculative decoding still equals greedy AR (both
  * read the same prefilled cache).
@@ -35,7 +36,8 @@ typedef struct {
 #define EMT_XQ8_MAX 127.0f
 
 static inline int emt_act8_type(emt_dtype t) {
-    return t == EMT_Q4_0 || t == EMT_Q4_1 || t == EMT_Q8_0 || t == EMT_Q4_K || t == EMT_Q6_K;
+    return t == EMT_Q4_0 || t == EMT_Q4_1 || t == EMT_Q8_0 || t == EMT_Q5_0 || t == EMT_Q4_K || t == EMT_Q5_K ||
+           t == EMT_Q6_K;
 }
 
 /* x[0..31] -> one 8-bit block: scale by 127 / max|x|, round to nearest
@@ -59,18 +61,22 @@ static inline void emt_quantize_block8_ref(const float *x, emt_xq8 *out) {
 }
 
 /* One 32-value block of a weight row in the file's layout: codes c[j]
- * (signed values: Q4_0 q - 8, Q6_K q - 32; Q4_K the raw 4-bit q), and the
+ * (signed values: Q4_0 q - 8, Q5_0 q - 16, Q6_K q - 32; Q4_K / Q5_K the
+ * raw q), and the
  * float scales: sc[h] multiplies half h's codes (one value for both halves
  * except Q6_K), mw is the minimum (0 where none). `sub` is the block's
  * index inside a K-quant super-block. */
 static inline void emt_block8_decode_ref(emt_dtype t, const uint8_t *blk, int sub, int32_t c[EMT_QK], float sc[2],
                                          float *mw) {
     *mw = 0.0f;
-    if (t == EMT_Q4_K) {
+    if (t == EMT_Q4_K || t == EMT_Q5_K) {
         uint8_t s, m;
         emt_kquant_scale_min(blk + 4, sub, &s, &m);
-        const uint8_t *qs = blk + 16 + 32 * (sub / 2);
-        for (int l = 0; l < EMT_QK; l++) c[l] = sub % 2 ? qs[l] >> 4 : qs[l] & 0x0F;
+        const uint8_t *qs = blk + (t == EMT_Q5_K ? 48 : 16) + 32 * (sub / 2);
+        for (int l = 0; l < EMT_QK; l++) {
+            c[l] = sub % 2 ? qs[l] >> 4 : qs[l] & 0x0F;
+            if (t == EMT_Q5_K) c[l] |= ((blk[16 + l] >> sub) & 1) << 4;
+        }
         sc[0] = sc[1] = emt_f16_to_f32(emt_rd16(blk)) * (float)s;
         *mw = -(emt_f16_to_f32(emt_rd16(blk + 2)) * (float)m);
     } else if (t == EMT_Q6_K) {
@@ -84,6 +90,14 @@ static inline void emt_block8_decode_ref(emt_dtype t, const uint8_t *blk, int su
         float d = emt_f16_to_f32(emt_rd16(blk + 208));
         sc[0] = d * (float)s[0];
         sc[1] = d * (float)s[1];
+    } else if (t == EMT_Q5_0) {
+        uint32_t qh;
+        memcpy(&qh, blk + 2, 4);
+        for (int l = 0; l < 16; l++) {
+            c[l] = ((blk[6 + l] & 0x0F) | ((qh >> l) & 1) << 4) - 16;
+            c[l + 16] = ((blk[6 + l] >> 4) | ((qh >> (l + 16)) & 1) << 4) - 16;
+        }
+        sc[0] = sc[1] = emt_f16_to_f32(emt_rd16(blk));
     } else if (t == EMT_Q8_0) {
         for (int l = 0; l < EMT_QK; l++) c[l] = ((const int8_t *)(blk + 2))[l];
         sc[0] = sc[1] = emt_f16_to_f32(emt_rd16(blk));
@@ -102,7 +116,7 @@ static inline void emt_block8_decode_ref(emt_dtype t, const uint8_t *blk, int su
 /* Reference dot product of one weight row (file layout, nb 32-value
  * blocks) with one 8-bit activation row, in the order the header defines. */
 static inline float emt_dot8_ref(emt_dtype t, const uint8_t *w, const emt_xq8 *x, int32_t nb) {
-    const int kq = t == EMT_Q4_K || t == EMT_Q6_K, per = kq ? 8 : 1;
+    const int kq = t == EMT_Q4_K || t == EMT_Q5_K || t == EMT_Q6_K, per = kq ? 8 : 1;
     const size_t bb = kq ? emt_dtype_block_bytes(t) : emt_qblock_bytes(t);
     float lane[2] = { 0.0f, 0.0f }, mins = 0.0f;
     for (int32_t b = 0; b < nb; b++) {
@@ -125,7 +139,7 @@ static inline float emt_dot8_ref(emt_dtype t, const uint8_t *w, const emt_xq8 *x
                 lane[e] = fmaf(sc[0] * x[b].d, (float)isum, lane[e]);
             }
         }
-        if (t == EMT_Q4_1 || t == EMT_Q4_K) mins = fmaf(mw, x[b].s, mins);
+        if (t == EMT_Q4_1 || t == EMT_Q4_K || t == EMT_Q5_K) mins = fmaf(mw, x[b].s, mins);
     }
     return (lane[0] + lane[1]) + mins;
 }

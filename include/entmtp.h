@@ -609,7 +609,7 @@ typedef struct entmtp_session_params {
      * 16 (default; 0 means 16) keeps 16-bit integers per 32 values, the
      * precision every step uses; 8 quantizes prompt rows to 8 bits per 32
      * values (as llama.cpp does), about 2x faster prompt processing on CPUs
-     * with AVX-512 VNNI for Q4_0, Q4_1, Q8_0, Q4_K and Q6_K weights (other
+     * with AVX-512 VNNI for Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K weights (other
      * types keep 16 bits; CPUs without it run a slow scalar path), at some
      * fidelity (docs/performance.md). Only prefill: AR steps and verified
      * trees always take the 16-bit activations, so greedy output still

@@ -2,7 +2,7 @@
 """Greedy agreement of entmtp's prompt-activation modes with a float64
 reference (docs/performance.md, "8-bit prompt activations").
 
-For each of 12 chat prompts: the greedy AR continuation (64 tokens) of
+For each of 24 chat prompts: the greedy AR continuation (64 tokens) of
 `entmtp generate --ar --prompt-bits B` for B = 16 and 8, and the greedy
 continuation of the same prompt ids by tools/train_heads/backbone.py in
 float64 (the file's weights dequantized by the `gguf` package, every
@@ -40,6 +40,18 @@ PROMPTS = [
     "How do I make a cup of green tea?",
     "List the planets of the solar system in order from the sun.",
     "What is recursion in programming? Give an example.",
+    "Describe the water cycle for a ten-year-old.",
+    "Write a SQL query that counts the orders per customer.",
+    "What should I pack for a three-day hiking trip?",
+    "Why do leaves change color in autumn?",
+    "Explain the difference between TCP and UDP.",
+    "Suggest a name for a small bakery and explain why.",
+    "How can I improve my public speaking?",
+    "Write a haiku about winter mornings.",
+    "What is the Pythagorean theorem? Show one use of it.",
+    "Give a short history of the printing press.",
+    "Write a bash command that finds the ten largest files in a directory.",
+    "What are the benefits of regular exercise?",
 ]
 
 

@@ -601,6 +601,21 @@ typedef struct entmtp_session_params {
      * sequence, and so the sampled text, depend on machine timing. Greedy
      * output equals greedy AR either way. */
     int32_t reproducible;
+    /* Never read: it names the padding that followed `reproducible`, so the
+     * field below starts past the struct_size of older callers, whose
+     * padding bytes may hold anything. */
+    int32_t reserved0;
+    /* Activations of the typed weight products while a prompt is prefilled:
+     * 16 (default; 0 means 16) keeps 16-bit integers per 32 values, the
+     * precision every step uses; 8 quantizes prompt rows to 8 bits per 32
+     * values (as llama.cpp does), about 2x faster prompt processing on CPUs
+     * with AVX-512 VNNI for Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K weights (other
+     * types keep 16 bits; CPUs without it run a slow scalar path), at some
+     * fidelity (docs/performance.md). Only prefill: AR steps and verified
+     * trees always take the 16-bit activations, so greedy output still
+     * equals greedy AR of a session with the same setting. Ignored by the
+     * CUDA backend. */
+    int32_t prompt_activation_bits;
 } entmtp_session_params;
 
 ENTMTP_API entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size);

@@ -31,6 +31,8 @@
 #   SPEC (1: the Hydra measure on the bundled model)  PROMPTS (4)
 #   OUT (.cache/compare)  GGUF_DIR (.cache/random-gguf)  FRESH (0)  ENTMTP (a built entmtp binary to use)
 #   ENTMTP_CPU_KERNELS  passed through (baseline | avx2 | avx512)
+#   PROMPT_BITS (16)  entmtp bench --prompt-bits: 8 measures the 8-bit prompt
+#                 mode (docs/performance.md); give it its own OUT (results are kept)
 #   UNPACKED (0)  1: each round also runs entmtp bench with ENTMTP_CPU_PACK=0
 #                 (the file layout's kernels), reported as "entmtp, file layout"
 set -euo pipefail
@@ -42,6 +44,7 @@ PROMPTS=${PROMPTS:-4}
 TOKENS=${TOKENS:-128}
 NODES=${NODES:-2,4,8,16}
 SPEC=${SPEC:-1}
+PROMPT_BITS=${PROMPT_BITS:-16}
 FILES=${FILES:-bundled 1b-q4_0 1b-q8_0 1b-q4_k_m 3b-q4_k_m}
 OUT=${OUT:-$root/.cache/compare}
 GGUF_DIR=${GGUF_DIR:-$root/.cache/random-gguf}
@@ -113,9 +116,9 @@ for r in $(seq 1 "$ROUNDS"); do
     keep "$d.llama.json" "$llama/llama-bench" -m "$model" -t "$THREADS" -p 512 -n "$TOKENS" -r 1 -o json
     keep "$d.llama_d512.json" "$llama/llama-bench" -m "$model" -t "$THREADS" -p 0 -n "$TOKENS" -d 512 -r 1 -o json
     keep "$d.entmtp.json" "$entmtp" bench --model "$model" --threads "$THREADS" --context 512 --tokens "$TOKENS" \
-      --nodes "$NODES" --reps 3 --json
+      --nodes "$NODES" --reps 3 --json --prompt-bits "$PROMPT_BITS"
     keep "$d.entmtp_d0.json" "$entmtp" bench --model "$model" --threads "$THREADS" --context 1 --tokens "$TOKENS" \
-      --nodes 1 --reps 1 --json
+      --nodes 1 --reps 1 --json --prompt-bits "$PROMPT_BITS"
     if [ "${UNPACKED:-0}" = 1 ]; then
       keep "$d.entmtp_file.json" env ENTMTP_CPU_PACK=0 "$entmtp" bench --model "$model" --threads "$THREADS" \
         --context 512 --tokens "$TOKENS" --nodes "$NODES" --reps 3 --json

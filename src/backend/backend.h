@@ -284,6 +284,11 @@ typedef struct emt_backend_ops {
      * pages are dropped). Leaves w alone for a shape or dtype it does not
      * pack. */
     entmtp_status (*pack)(emt_backend *be, emt_wmat *w, int64_t n_out, int64_t n_in);
+    /* Optional: 8 makes the context's later typed products take 8-bit
+     * activations where the backend has them (the CPU's prompt mode,
+     * src/backend/cpu/quant8.h), 16 (the default) the full ones. The engine
+     * sets 8 around a prefill only, never around a step or a verify. */
+    void (*set_activation_bits)(emt_exec *ex, int32_t bits);
 } emt_backend_ops;
 
 #define EMT_MAX_FUSED 4

@@ -9,7 +9,7 @@
 static const entmtp_session_params g_session_defaults = {
     .struct_size = sizeof g_session_defaults, .kv_capacity = 0, .temperature = 0.0f, .epsilon = 0.09f,
     .delta = 0.3f, .seed = 0x5eed, .ema_decay = 0.8f, .n_stop_tokens = -1, .stop_tokens = NULL,
-    .reproducible = 0,
+    .reproducible = 0, .prompt_activation_bits = 16,
 };
 
 ENTMTP_API entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size) {
@@ -82,6 +82,9 @@ static entmtp_status check_params(const entmtp_session_params *p, const entmtp_m
     if (p->reproducible != 0 && p->reproducible != 1)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: reproducible = %d must be 0 or 1",
                         p->reproducible);
+    if (p->prompt_activation_bits != 0 && p->prompt_activation_bits != 8 && p->prompt_activation_bits != 16)
+        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: prompt_activation_bits = %d must be 8 or 16 (0: 16)",
+                        p->prompt_activation_bits);
     if (p->n_stop_tokens < -1 || p->n_stop_tokens > EMT_MAX_STOP_TOKENS)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: n_stop_tokens = %d is outside [-1, %d]",
                         p->n_stop_tokens, EMT_MAX_STOP_TOKENS);
@@ -369,20 +372,29 @@ ENTMTP_API entmtp_status entmtp_session_prefill(entmtp_session *S, const int32_t
         return emt_fail(ENTMTP_ERR_KV_FULL, "entmtp_session_prefill: %d prompt tokens do not fit: %d of %d KV slots are used",
                         n_tokens, S->n_tokens, S->kv.capacity);
     double t0 = emt_now();
+    /* the prompt mode covers the prefill's products only: it follows the
+     * phase, never the row count, so steps and verified trees keep 16 bits */
+    void (*set_bits)(emt_exec *, int32_t) = S->model->be->ops->set_activation_bits;
+    int act8 = S->p.prompt_activation_bits == 8 && set_bits;
+    if (act8) set_bits(S->ex, 8);
     for (int32_t done = 0; done < n_tokens;) {
         int32_t n = n_tokens - done < EMT_PREFILL_CHUNK ? n_tokens - done : EMT_PREFILL_CHUNK;
         for (int32_t i = 0; i < n; i++) S->positions[i] = S->n_tokens + done + i;
         int last = done + n == n_tokens;
         entmtp_status st = emt_forward(S->ex, S->model, &S->kv, &S->s, tokens + done, S->positions, n,
                                        S->n_tokens + done, NULL, 0, last ? 1 : 0);
-        if (st) return st;
-        if (S->drafter && S->drafter->prefill) { /* its rows read the chunk's tokens, written ahead */
+        if (!st && S->drafter && S->drafter->prefill) { /* its rows read the chunk's tokens, written ahead */
             memcpy(S->tokens + S->n_tokens + done, tokens + done, (size_t)n * sizeof *tokens);
-            if ((st = S->drafter->prefill(S, S->n_tokens + done, n))) return st;
+            st = S->drafter->prefill(S, S->n_tokens + done, n);
+        }
+        if (st) {
+            if (act8) set_bits(S->ex, 16);
+            return st;
         }
         if (last) emt_keep_last_row(S, n - 1, 0);
         done += n;
     }
+    if (act8) set_bits(S->ex, 16);
     /* on the device: the first step's root (greedy, or sampled with the
      * uniform written here) and heads come with the record, in the
      * prefill's one wait */

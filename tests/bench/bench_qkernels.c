@@ -2,14 +2,15 @@
  * shape, the file layout against the packed one (quant.h), for 1..512 rows:
  * CPU time of the calling thread on a one-thread context (the pool runs the
  * tasks on the caller), so a shared, oversubscribed machine inflates it far
- * less than wall time; the minimum of REPS calls. Prints microseconds per
+ * less than wall time; the minimum of REPS calls. Layout "pack8": the
+ * packed kernels of the 8-bit prompt mode (quant8.h) for the types it covers. Prints microseconds per
  * call, the cost of n rows in one-row calls (what a verify of n nodes costs
  * in AR steps, for this product) and integer multiply-adds per nanosecond.
  * Not a test (no timing assertions):
  *   build/.../tests/bench_qkernels [REPS [VARIANT [TYPE]]] */
 #include "backend/backend.h"
 #include "backend/cpu/cpu_variants.h"
-#include "backend/cpu/quant.h"
+#include "backend/cpu/quant8.h"
 #include "check.h"
 #include "tiny_model.h"
 
@@ -61,22 +62,24 @@ int main(int argc, char **argv) {
                 memcpy(copy, file, bytes);
                 emt_wmat layouts[2] = { { t, file, NULL, 0 }, { t, copy, copy, 0 } };
                 int have_packed = op->pack && op->pack(be, &layouts[1], n_out, n_in) == ENTMTP_OK && layouts[1].packed;
-                double one[2] = { 0, 0 };
+                double one[3] = { 0, 0, 0 };
+                int n_layouts = 1 + have_packed + (have_packed && emt_act8_type(t));
                 for (int ri = 0; ri < n_rows; ri++)
-                    for (int l = 0; l < 1 + have_packed; l++) {
+                    for (int l = 0; l < n_layouts; l++) {
                         int32_t n = rows[ri];
                         int r = n >= 64 ? (reps + 2) / 3 : reps;
                         double best = 1e30;
                         for (int k = 0; k < r; k++) {
                             double t0 = thread_seconds();
-                            op->matmul_q(ex, &layouts[l], NULL, x, n, n_in, n_out, y);
+                            op->set_activation_bits(ex, l == 2 ? 8 : 16);
+                            op->matmul_q(ex, &layouts[l == 2 ? 1 : l], NULL, x, n, n_in, n_out, y);
                             double dt = thread_seconds() - t0;
                             if (dt < best) best = dt;
                         }
                         if (n == 1) one[l] = best;
                         printf("%-7s  %-4s  %5d x %5d  %-6s  %4d  %8.1f  %6.2f  %6.2f\n",
                                emt_cpu_variant_name((emt_cpu_variant)v), emt_dtype_name(t), n_in, n_out,
-                               l ? "packed" : "file", n, best * 1e6, best / one[l],
+                               l == 2 ? "pack8" : l ? "packed" : "file", n, best * 1e6, best / one[l],
                                (double)n * n_in * n_out / best * 1e-9);
                     }
                 CHECK_OK(op->sync(ex));

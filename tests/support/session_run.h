@@ -14,6 +14,9 @@ entmtp_status emt_test_generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b
                                 const int32_t *prompt, int32_t n_prompt, int32_t n_gen, int32_t kv_capacity,
                                 int32_t *out, int32_t *n_out, double *mean_accept);
 
+/* prompt_activation_bits of the sessions emt_test_generate creates (16) */
+extern int32_t emt_test_prompt_bits;
+
 /* A bank with every built-in tree no deeper than max_depth; the number of
  * trees (checked >= 5), 0 when the bank could not be created. */
 int32_t emt_test_bank_of_builtins(int32_t max_depth, entmtp_bank **bank);

@@ -98,6 +98,37 @@ static void check_model(const char *model_path, const char *heads_path, const ch
     entmtp_model_free(m);
 }
 
+/* The 8-bit prompt mode changes the prefill (its logits differ from the
+ * 16-bit prefill's) and nothing else: greedy EntMTP still equals greedy AR
+ * of sessions with the same setting, for every tree and policy. */
+static void check_prompt_bits(const char *model_path, const char *heads_path, const char *label) {
+    entmtp_model_params mp = entmtp_model_default_params();
+    mp.backend = ENTMTP_BACKEND_CPU;
+    entmtp_model *m = NULL;
+    CHECK_OK(entmtp_model_load(model_path, &mp, &m));
+    if (!m) return;
+    const float *l[2];
+    int32_t v[2];
+    entmtp_session *s[2] = { NULL, NULL };
+    for (int i = 0; i < 2; i++) {
+        entmtp_session_params sp = entmtp_session_default_params();
+        sp.prompt_activation_bits = i ? 8 : 16;
+        CHECK_OK(entmtp_session_create(m, NULL, NULL, &sp, &s[i]));
+        CHECK_OK(entmtp_session_prefill(s[i], prompt, N_PROMPT));
+        CHECK_OK(entmtp_session_logits(s[i], &l[i], &v[i]));
+    }
+    CHECK(v[0] == v[1] && memcmp(l[0], l[1], sizeof(float) * (size_t)v[0]) != 0);
+    entmtp_session_params bad = entmtp_session_default_params();
+    bad.prompt_activation_bits = 4;
+    entmtp_session *none = NULL;
+    CHECK(entmtp_session_create(m, NULL, NULL, &bad, &none) == ENTMTP_ERR_INVALID_CONFIG && !none);
+    for (int i = 0; i < 2; i++) entmtp_session_free(s[i]);
+    entmtp_model_free(m);
+    emt_test_prompt_bits = 8;
+    check_model(model_path, heads_path, label);
+    emt_test_prompt_bits = 16;
+}
+
 static void check_formats_agree(const char *gguf_path, const char *hf_dir) {
     entmtp_model_params mp = entmtp_model_default_params();
     mp.backend = ENTMTP_BACKEND_CPU;
@@ -155,6 +186,10 @@ int main(void) {
         snprintf(label, sizeof label, "gguf %s+%s", emt_dtype_name(native[i]), i % 2 ? "hydra" : "medusa");
         CHECK_OK(emt_tiny_write_gguf(path, &c, native[i]));
         check_model(path, i % 2 ? hydra : medusa, label);
+        if (i < 3) { /* the types with 8-bit prompt kernels */
+            snprintf(label, sizeof label, "gguf %s+%s prompt 8-bit", emt_dtype_name(native[i]), i % 2 ? "hydra" : "medusa");
+            check_prompt_bits(path, i % 2 ? hydra : medusa, label);
+        }
     }
     return emt_test_finish("test_engine_lossless");
 }

@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_variants.h"
 #include "backend/cpu/kquant.h"
+#include "backend/cpu/quant8.h"
 #include "check.h"
 #include "tiny_model.h"
 
@@ -264,6 +265,91 @@ static void check_tiny_blocks(const emt_backend_ops *op, emt_exec *ex, emt_dtype
     free(wq);
 }
 
+/* The 8-bit prompt mode (quant8.h, set_activation_bits(8)): for the types
+ * it covers, every variant's products equal the scalar reference
+ * emt_dot8_ref bit for bit, for every row count, in the file layout and
+ * (variants with a pack op) the packed one, alone and fused with a type
+ * it does not cover (which keeps its 16-bit bits); the reference stays
+ * within 8-bit rounding of a double product; rows of blocks below 2^-87
+ * give exactly the bias; set_activation_bits(16) restores the 16-bit bits. */
+static void check_act8(const emt_backend_ops *op, emt_backend *be, emt_exec *ex, emt_dtype t, int32_t n_in,
+                       int32_t n_out) {
+    const int32_t R = 37, nb = n_in / EMT_QK;
+    const float level[6] = { 1.0f, 1e-36f, 1e-40f, 0x1p-88f, 1e-3f, 8.0f };
+    size_t rb = emt_dtype_nbytes(t, n_in);
+    uint8_t *wq = random_matrix(t, n_in, n_out), *w5 = random_matrix(EMT_Q5_1, n_in, n_out);
+    float *x = malloc(sizeof(float) * (size_t)R * n_in), *bias = malloc(sizeof(float) * (size_t)n_out);
+    float *ref = malloc(sizeof(float) * (size_t)R * n_out), *got = malloc(sizeof(float) * (size_t)R * n_out);
+    float *y16 = malloc(sizeof(float) * (size_t)R * n_out), *g5 = malloc(sizeof(float) * (size_t)R * n_out);
+    float *r5 = malloc(sizeof(float) * (size_t)R * n_out), *deq = malloc(sizeof(float) * (size_t)n_out * n_in);
+    emt_xq8 *xq = malloc(sizeof(emt_xq8) * (size_t)R * nb);
+    for (int32_t r = 0; r < R; r++)
+        for (int32_t i = 0; i < n_in; i++)
+            x[(size_t)r * n_in + i] = urand() * (r == 5 ? 1e-35f : r % 4 == 3 ? level[(i / EMT_QK) % 6] : 1.0f);
+    for (int32_t o = 0; o < n_out; o++) bias[o] = urand();
+    emt_tensor tt = { "w", t, 1, { (int64_t)n_out * n_in }, wq, rb * (size_t)n_out, "test" };
+    CHECK_OK(emt_tensor_to_f32(&tt, 0, (int64_t)n_out * n_in, deq));
+    double err2 = 0, val2 = 0;
+    for (int32_t r = 0; r < R; r++) {
+        for (int32_t b = 0; b < nb; b++) emt_quantize_block8_ref(x + (size_t)r * n_in + b * EMT_QK, &xq[r * nb + b]);
+        for (int32_t o = 0; o < n_out; o++) {
+            ref[(size_t)r * n_out + o] = emt_dot8_ref(t, wq + (size_t)o * rb, xq + r * nb, nb) + bias[o];
+            double exact = bias[o];
+            for (int32_t i = 0; i < n_in; i++) exact += (double)deq[(size_t)o * n_in + i] * x[(size_t)r * n_in + i];
+            if (r % 4 != 3 && r != 5) {
+                err2 += (exact - ref[(size_t)r * n_out + o]) * (exact - ref[(size_t)r * n_out + o]);
+                val2 += exact * exact;
+            }
+        }
+        if (r == 5)
+            for (int32_t o = 0; o < n_out; o++) CHECK(ref[(size_t)r * n_out + o] == bias[o]);
+    }
+    /* 8-bit rounding: |error| <= max|x| / 254 per value, about 0.5% of the rms */
+    if (!(sqrt(err2 / val2) < 0.02)) {
+        fprintf(stderr, "%s 8-bit reference: rms error %.3g of the rms value\n", emt_dtype_name(t), sqrt(err2 / val2));
+        emt_test_failures++;
+    }
+    emt_wmat W = { t, wq, NULL, 0 }, W5 = { EMT_Q5_1, w5, NULL, 0 };
+    op->matmul_q(ex, &W, bias, x, R, n_in, n_out, y16);
+    op->matmul_q(ex, &W5, bias, x, R, n_in, n_out, r5);
+    uint8_t *copy = NULL;
+    emt_wmat P = W;
+    if (op->pack) {
+        copy = op->alloc(be, rb * (size_t)n_out);
+        memcpy(copy, wq, rb * (size_t)n_out);
+        P = (emt_wmat){ t, copy, copy, 0 };
+        CHECK_OK(op->pack(be, &P, n_out, n_in));
+    }
+    op->set_activation_bits(ex, 8);
+    for (int layout = 0; layout < (P.packed ? 2 : 1); layout++) {
+        const emt_wmat *M = layout ? &P : &W;
+        for (int32_t n = 1; n <= R; n++)
+            for (int32_t r0 = 0; r0 < R; r0 += n) {
+                int32_t k = R - r0 < n ? R - r0 : n;
+                op->matmul_q(ex, M, bias, x + (size_t)r0 * n_in, k, n_in, n_out, got);
+                if (memcmp(got, ref + (size_t)r0 * n_out, sizeof(float) * (size_t)k * n_out)) {
+                    fprintf(stderr, "%s %s 8-bit: rows %d..%d computed %d at a time differ from the reference\n",
+                            layout ? "packed" : "file-layout", emt_dtype_name(t), r0, r0 + k - 1, n);
+                    emt_test_failures++;
+                }
+            }
+        /* fused with a type without 8-bit kernels: that one keeps its 16-bit bits */
+        const emt_wmat *Ws[2] = { M, &W5 };
+        const float *bs[2] = { bias, bias };
+        int32_t outs[2] = { n_out, n_out };
+        float *ys[2] = { got, g5 };
+        op->matmul_q_multi(ex, 2, Ws, bs, outs, x, R, n_in, ys);
+        CHECK(!memcmp(got, ref, sizeof(float) * (size_t)R * n_out));
+        CHECK(!memcmp(g5, r5, sizeof(float) * (size_t)R * n_out));
+    }
+    op->set_activation_bits(ex, 16);
+    op->matmul_q(ex, P.packed ? &P : &W, bias, x, R, n_in, n_out, got);
+    CHECK(!memcmp(got, y16, sizeof(float) * (size_t)R * n_out));
+    CHECK_OK(op->sync(ex));
+    if (copy) op->release(be, P.owned);
+    free(wq); free(w5); free(x); free(bias); free(ref); free(got); free(y16); free(g5); free(r5); free(deq); free(xq);
+}
+
 /* Embedding rows from a typed table equal the table's F32 conversion. */
 static void check_embed(const emt_backend_ops *op, emt_exec *ex) {
     float wf[4 * 64], deq[4 * 64], out[2 * 64];
@@ -317,6 +403,14 @@ int main(void) {
         }
         check_embed(op, ex);
         check_fused(op, ex);
+        const emt_dtype act8[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q5_0, EMT_Q8_0, EMT_Q4_K, EMT_Q5_K, EMT_Q6_K };
+        for (int i = 0; i < 7; i++) {
+            int k = emt_dtype_block_elems(act8[i]) == 256;
+            check_act8(op, be, ex, act8[i], k ? 512 : 576, 40);
+            check_act8(op, be, ex, act8[i], k ? 256 : 64, 16);
+        }
+        printf("variant %s: 8-bit prompt mode (Q4_0 Q4_1 Q5_0 Q8_0 Q4_K Q5_K Q6_K) equals its scalar reference bit for bit\n",
+               emt_cpu_variant_name((emt_cpu_variant)v));
         if (op->pack) {
             const emt_dtype packable[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_Q5_0, EMT_Q4_K, EMT_Q5_K, EMT_Q6_K };
             for (int i = 0; i < 7; i++) {

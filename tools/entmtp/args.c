@@ -142,6 +142,15 @@ int cli_parse(const char *cmd, int argc, char **argv, const cli_option *opts, si
  * top-k or top-p cut on the root draw alone would not match what the tree's
  * drafts are accepted against, so the sampled text would no longer be the
  * one distribution both follow; only the "off" values are accepted. */
+int cli_prompt_bits(const char *cmd, const char *v, void *out) {
+    if (!strcmp(v, "8") || !strcmp(v, "16")) {
+        *(int32_t *)out = (int32_t)atoi(v);
+        return 1;
+    }
+    fprintf(stderr, "entmtp %s: --prompt-bits: '%s': give 8 or 16\n", cmd, v);
+    return 0;
+}
+
 int cli_refuse_top_k(const char *cmd, const char *v, void *out) {
     (void)out;
     if (!strcmp(v, "0")) return 1; /* off, as llama.cpp spells it */

@@ -43,6 +43,12 @@ int cli_arg_compute(const char *cmd, const char *v, entmtp_compute_type *out);
 /* --top-k / --top-p (CLI_CALL): refused with the reason (typical acceptance
  * decides what is sampled), except the values that mean "off" (0 and 1). */
 int cli_refuse_top_k(const char *cmd, const char *v, void *out);
+/* --prompt-bits 8 | 16 into *(int32_t *)out (entmtp_session_params.prompt_activation_bits) */
+int cli_prompt_bits(const char *cmd, const char *v, void *out);
+#define CLI_PROMPT_BITS_HELP                                                                       \
+    "  --prompt-bits B       activations of prompt processing: 16 (default) | 8: about 2x faster\n" \
+    "                        prefill on AVX-512 VNNI CPUs, some fidelity lost; steps keep 16\n"    \
+    "                        (docs/performance.md)\n"
 int cli_refuse_top_p(const char *cmd, const char *v, void *out);
 /* --tree NAME[,NAME..]: 1 when every name is a built-in tree, else prints the
  * valid names and returns 0. */

@@ -11,6 +11,7 @@
 #include "backend/cpu/pool.h"
 #include "backend/cpu/kquant.h"
 #include "backend/cpu/quant.h"
+#include "backend/cpu/quant8.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -29,6 +30,9 @@ struct emt_exec {
     size_t xqk_cap;
     float *xsc; /* per 8-row group and block: the rows' scales d[8], then s[8] */
     size_t xsc_cap;
+    emt_xq8 *xq8; /* the same rows with 8-bit codes (prompt mode, quant8.h) */
+    size_t xq8_cap;
+    int act8; /* set_activation_bits(8): products of emt_act8_type weights take xq8 */
     float *attn_partial; /* attention's per-chunk partial results */
     size_t attn_cap;
     const char *error; /* set by an op that failed; sync reports it */
@@ -90,6 +94,7 @@ static void cpu_exec_destroy(emt_exec *ex) {
     free(ex->xq);
     free(ex->xqk);
     free(ex->xsc);
+    free(ex->xq8);
     free(ex->attn_partial);
     free(ex);
 }
@@ -1123,6 +1128,182 @@ packed_krows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr,
     }
     packed_tile_store(acc, acc_min, nr, out);
 }
+
+/* The 8-bit prompt mode's packed kernels (quant8.h): a tile of nr (<= 8)
+ * activation rows x a group's 8 outputs. One zmm holds the 8 outputs' two
+ * float lanes (output c in lanes 2c, 2c+1); a 32-value block costs per row
+ * four vpdpbusd (8 codes of all 8 outputs against one broadcast quadword of
+ * activation codes), one conversion, one multiply and one FMA, where the
+ * 16-bit kernels spend five instructions per output pair. The weight codes
+ * go in unsigned (Q4 nibbles, Q6_K's 6-bit codes, Q8_0 codes plus 128) and
+ * the bias comes out exactly: each lane's accumulator starts at -bias
+ * times the lane's activation sum (emt_xq8.lsum). */
+#define EMT_TILE8_ROWS 8
+
+/* The qwords of 16 bytes per output (128 bytes of a packed group at p),
+ * gathered: out[0] = bytes 0..7 of outputs 0..7, out[1] = bytes 8..15. */
+static inline __attribute__((always_inline)) void gather_halves(const uint8_t *p, __m512i out[2]) {
+    const __m512i even = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0), odd = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
+    __m512i a = _mm512_loadu_si512((const void *)p), b = _mm512_loadu_si512((const void *)(p + 64));
+    out[0] = _mm512_permutex2var_epi64(a, even, b);
+    out[1] = _mm512_permutex2var_epi64(a, odd, b);
+}
+
+/* lanes (2e, 2e + 1 of every output) start at -bias * the activation sums */
+static inline __m512i lane_init(int bias, int32_t s0, int32_t s1) {
+    if (!bias) return _mm512_setzero_si512();
+    uint64_t v = (uint64_t)(uint32_t)(-bias * s0) | (uint64_t)(uint32_t)(-bias * s1) << 32;
+    return _mm512_set1_epi64((long long)v);
+}
+
+/* Q5_0 / Q5_K: the fifth bits of a packed block (quant.h's masks, 8 bytes
+ * per row pair at qh) as byte masks of the 4 code vectors: bit 8c + j of
+ * m[k] is code 8k + j of output c. One in-lane byte shuffle gathers them:
+ * lane 0 holds rows 0..3, lane 1 rows 4..7, dword k of a lane chunk k. */
+static inline void fifth_bit_masks(const uint8_t *qh, __mmask64 m[4]) {
+    const __m256i sel = _mm256_setr_epi8(0, 2, 8, 10, 1, 3, 9, 11, 4, 6, 12, 14, 5, 7, 13, 15,
+                                         0, 2, 8, 10, 1, 3, 9, 11, 4, 6, 12, 14, 5, 7, 13, 15);
+    uint32_t d[8];
+    _mm256_storeu_si256((__m256i *)d, _mm256_shuffle_epi8(_mm256_loadu_si256((const __m256i *)qh), sel));
+    for (int k = 0; k < 4; k++) m[k] = (__mmask64)((uint64_t)d[k] | (uint64_t)d[4 + k] << 32);
+}
+
+static inline __m512i x_quad(const emt_xq8 *xb, int k) {
+    int64_t v;
+    memcpy(&v, xb->q + 8 * k, 8);
+    return _mm512_set1_epi64(v);
+}
+
+/* out[r * 8 + c] = (lane 2c + lane 2c+1) + mins[r][c] */
+static inline __attribute__((always_inline)) void
+packed8_store(const __m512 *acc, const __m256 *mins, int nr, float *out) {
+    const __m512i evens = _mm512_set_epi32(14, 12, 10, 8, 6, 4, 2, 0, 14, 12, 10, 8, 6, 4, 2, 0);
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) {
+        __m512 both = _mm512_add_ps(acc[r], _mm512_permute_ps(acc[r], 0xB1)); /* swap lanes in pairs */
+        __m256 sum = _mm512_castps512_ps256(_mm512_permutexvar_ps(evens, both));
+        _mm256_storeu_ps(out + 8 * r, _mm256_add_ps(sum, mins[r]));
+    }
+}
+
+static inline __attribute__((always_inline)) void
+packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, float *out) {
+    const int kq = emt_is_kpacked_type(t), per = kq ? 8 : 1;
+    const size_t gb = EMT_PACK_ROWS * emt_pack_unit_bytes(t);
+    const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    __m512 acc[EMT_TILE8_ROWS];
+    __m256 mins[EMT_TILE8_ROWS];
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) {
+        acc[r] = _mm512_setzero_ps();
+        mins[r] = _mm256_setzero_ps();
+    }
+    for (int32_t b0 = 0; b0 < nb; b0 += per, g += gb) {
+        __m512 dw = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g))));
+        if (!kq) {
+            __m256 mw = t == EMT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 2 * EMT_PACK_ROWS)))
+                                      : _mm256_setzero_ps();
+            const uint8_t *codes = g + emt_qblock_head(t) * EMT_PACK_ROWS;
+            __m512i v[4], h[2];
+            gather_halves(codes, h);
+            if (t == EMT_Q8_0) { /* codes 0..7, 8..15 | 16..23, 24..31, as unsigned + 128 */
+                const __m512i flip = _mm512_set1_epi8((char)0x80);
+                v[0] = _mm512_xor_si512(h[0], flip);
+                v[1] = _mm512_xor_si512(h[1], flip);
+                gather_halves(codes + 16 * EMT_PACK_ROWS, h);
+                v[2] = _mm512_xor_si512(h[0], flip);
+                v[3] = _mm512_xor_si512(h[1], flip);
+            } else { /* low nibbles: codes 0..7, 8..15; high: 16..23, 24..31 */
+                v[0] = _mm512_and_si512(h[0], nib);
+                v[1] = _mm512_and_si512(h[1], nib);
+                v[2] = _mm512_and_si512(_mm512_srli_epi16(h[0], 4), nib);
+                v[3] = _mm512_and_si512(_mm512_srli_epi16(h[1], 4), nib);
+                if (t == EMT_Q5_0) {
+                    __mmask64 fifth[4];
+                    fifth_bit_masks(g + EMT_Q50_QH, fifth);
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) v[k] = _mm512_mask_add_epi8(v[k], fifth[k], v[k], _mm512_set1_epi8(16));
+                }
+            }
+            const int bias = t == EMT_Q4_0 ? 8 : t == EMT_Q5_0 ? 16 : t == EMT_Q8_0 ? 128 : 0;
+#pragma GCC unroll 8
+            for (int r = 0; r < nr; r++) {
+                const emt_xq8 *xb = x + (size_t)r * nb + b0;
+                __m512i isum = lane_init(bias, xb->lsum[0] + xb->lsum[2], xb->lsum[1] + xb->lsum[3]);
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) isum = _mm512_dpbusd_epi32(isum, v[k], x_quad(xb, k));
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), _mm512_cvtepi32_ps(isum), acc[r]);
+                if (t == EMT_Q4_1) mins[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), mins[r]);
+            }
+            continue;
+        }
+        __m256 dmin = t != EMT_Q6_K ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)))
+                                    : _mm256_setzero_ps();
+        for (int s = 0; s < 8; s++) {
+            __m512i v[4], h[2];
+            __m512 sc0, sc1 = _mm512_setzero_ps();
+            __m256 mw = _mm256_setzero_ps();
+            if (t != EMT_Q6_K) {
+                __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_SCM + 8 * s)));
+                __m256i ml = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_MLO + 8 * (s / 2))));
+                __m256i m = _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(a, 6), 4),
+                                            _mm256_and_si256(_mm256_srli_epi32(ml, 4 * (s % 2)), _mm256_set1_epi32(15)));
+                __m256 scf = _mm256_cvtepi32_ps(_mm256_and_si256(a, _mm256_set1_epi32(63)));
+                sc0 = _mm512_mul_ps(dw, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(scf)));
+                mw = _mm256_xor_ps(_mm256_mul_ps(dmin, _mm256_cvtepi32_ps(m)), _mm256_set1_ps(-0.0f));
+                gather_halves(g + EMT_PK4_QS + 128 * s, h);
+                v[0] = _mm512_and_si512(h[0], nib);
+                v[1] = _mm512_and_si512(h[1], nib);
+                v[2] = _mm512_and_si512(_mm512_srli_epi16(h[0], 4), nib);
+                v[3] = _mm512_and_si512(_mm512_srli_epi16(h[1], 4), nib);
+                if (t == EMT_Q5_K) {
+                    __mmask64 fifth[4];
+                    fifth_bit_masks(g + EMT_PK5_QH + 32 * s, fifth);
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) v[k] = _mm512_mask_add_epi8(v[k], fifth[k], v[k], _mm512_set1_epi8(16));
+                }
+            } else { /* Q6_K: v[0], v[1] half 0 (codes 0..7, 8..15), v[2], v[3] half 1 */
+                __m512i sci = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(g + EMT_PK6_SC + 16 * s)));
+                const __m512i h0 = _mm512_set_epi32(14, 14, 12, 12, 10, 10, 8, 8, 6, 6, 4, 4, 2, 2, 0, 0);
+                sc0 = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(h0, sci)));
+                sc1 = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(_mm512_add_epi32(h0, _mm512_set1_epi32(1)), sci)));
+                __m512i hb[2];
+                gather_halves(g + EMT_PK6_QL + 128 * s, h);
+                gather_halves(g + EMT_PK6_QH + 128 * (s / 2), hb);
+                const int sh = 4 * (s % 2);
+                const __m512i three = _mm512_set1_epi8(3);
+#pragma GCC unroll 2
+                for (int k = 0; k < 2; k++) {
+                    __m512i top = _mm512_srl_epi16(hb[k], _mm_cvtsi32_si128(sh));
+                    __m512i t0 = _mm512_slli_epi16(_mm512_and_si512(top, three), 4);
+                    __m512i t1 = _mm512_slli_epi16(_mm512_and_si512(_mm512_srli_epi16(top, 2), three), 4);
+                    v[k] = _mm512_or_si512(_mm512_and_si512(h[k], nib), t0);
+                    v[2 + k] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(h[k], 4), nib), t1);
+                }
+            }
+#pragma GCC unroll 8
+            for (int r = 0; r < nr; r++) {
+                const emt_xq8 *xb = x + (size_t)r * nb + b0 + s;
+                __m512 dx = _mm512_set1_ps(xb->d);
+                if (t != EMT_Q6_K) {
+                    __m512i isum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) isum = _mm512_dpbusd_epi32(isum, v[k], x_quad(xb, k));
+                    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(sc0, dx), _mm512_cvtepi32_ps(isum), acc[r]);
+                    mins[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), mins[r]);
+                } else {
+                    __m512i i0 = lane_init(32, xb->lsum[0], xb->lsum[1]), i1 = lane_init(32, xb->lsum[2], xb->lsum[3]);
+                    i0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(i0, v[0], x_quad(xb, 0)), v[1], x_quad(xb, 1));
+                    i1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(i1, v[2], x_quad(xb, 2)), v[3], x_quad(xb, 3));
+                    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(sc0, dx), _mm512_cvtepi32_ps(i0), acc[r]);
+                    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(sc1, dx), _mm512_cvtepi32_ps(i1), acc[r]);
+                }
+            }
+        }
+    }
+    packed8_store(acc, mins, nr, out);
+}
 #endif
 
 #include "backend/cpu/cpu_kquant.h" /* kdot_rows: Q5_0, Q5_1, Q4_K, Q5_K, Q6_K */
@@ -1165,6 +1346,7 @@ typedef struct qmatmul_job {
     const emt_wmat *W;
     size_t row_bytes;
     const emt_xq *xq; /* quantized rows (integer types) */
+    const emt_xq8 *xq8; /* 8-bit rows: used for emt_act8_type weights when set */
     const float *xsc; /* their scales by 8-row group (prepare_rows) */
     const float *x, *bias;
     float *y;
@@ -1254,10 +1436,76 @@ packed_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
 }
 #endif
 
+/* The 8-bit prompt mode on the file's layout, and in the variants without
+ * its kernels: quant8.h's reference, which the packed kernels equal bit
+ * for bit. */
+static void act8_ref_range(const qmatmul_job *j, int32_t o0, int32_t o1) {
+    int32_t nb = j->n_in / EMT_QK;
+    for (int32_t o = o0; o < o1; o++) {
+        const uint8_t *w = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
+        for (int32_t r = 0; r < j->n_rows; r++) {
+            float v = emt_dot8_ref(j->W->dtype, w, j->xq8 + (size_t)r * nb, nb);
+            j->y[(size_t)r * j->n_out + o] = j->bias ? v + j->bias[o] : v;
+        }
+    }
+}
+
+#ifdef EMT_CPU_PACKED
+/* Outputs [o0, o1) of a packed matrix for every 8-bit row: tiles of
+ * EMT_TILE8_ROWS rows x one group's 8 outputs. */
+static inline __attribute__((always_inline)) void
+packed8_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
+    int32_t nb = j->n_in / EMT_QK;
+    float v[EMT_TILE8_ROWS * EMT_PACK_ROWS];
+    for (int32_t rb0 = 0; rb0 < j->n_rows; rb0 += EMT_ROW_BLOCK) {
+        int32_t rb1 = rb0 + EMT_ROW_BLOCK < j->n_rows ? rb0 + EMT_ROW_BLOCK : j->n_rows;
+        for (int32_t o = o0; o < o1; o += EMT_PACK_ROWS) {
+            const uint8_t *g = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
+            int nc = o1 - o < EMT_PACK_ROWS ? o1 - o : EMT_PACK_ROWS;
+            for (int32_t r0 = rb0; r0 < rb1; r0 += EMT_TILE8_ROWS) {
+                int nr = rb1 - r0 < EMT_TILE8_ROWS ? rb1 - r0 : EMT_TILE8_ROWS;
+                const emt_xq8 *xq = j->xq8 + (size_t)r0 * nb;
+                switch (nr) { /* nr constant in each call: the tile stays in registers */
+                case 1: packed8_rows(t, g, xq, nb, 1, v); break;
+                case 2: packed8_rows(t, g, xq, nb, 2, v); break;
+                case 3: packed8_rows(t, g, xq, nb, 3, v); break;
+                case 4: packed8_rows(t, g, xq, nb, 4, v); break;
+                case 5: packed8_rows(t, g, xq, nb, 5, v); break;
+                case 6: packed8_rows(t, g, xq, nb, 6, v); break;
+                case 7: packed8_rows(t, g, xq, nb, 7, v); break;
+                default: packed8_rows(t, g, xq, nb, 8, v); break;
+                }
+                for (int r = 0; r < nr; r++) {
+                    float *y = j->y + (size_t)(r0 + r) * j->n_out + o;
+                    for (int c = 0; c < nc; c++) y[c] = j->bias ? v[r * 8 + c] + j->bias[o + c] : v[r * 8 + c];
+                }
+            }
+        }
+    }
+}
+#endif
+
 static void qmatmul_task(void *ctx, int32_t task) {
     const qmatmul_job *j = ctx;
     int32_t o0 = task * j->chunk;
     int32_t o1 = o0 + j->chunk < j->n_out ? o0 + j->chunk : j->n_out;
+    if (j->xq8) {
+#ifdef EMT_CPU_PACKED
+        if (j->W->packed) {
+            switch (j->W->dtype) {
+            case EMT_Q4_0: packed8_range(j, EMT_Q4_0, o0, o1); return;
+            case EMT_Q4_1: packed8_range(j, EMT_Q4_1, o0, o1); return;
+            case EMT_Q8_0: packed8_range(j, EMT_Q8_0, o0, o1); return;
+            case EMT_Q5_0: packed8_range(j, EMT_Q5_0, o0, o1); return;
+            case EMT_Q4_K: packed8_range(j, EMT_Q4_K, o0, o1); return;
+            case EMT_Q5_K: packed8_range(j, EMT_Q5_K, o0, o1); return;
+            default: packed8_range(j, EMT_Q6_K, o0, o1); return;
+            }
+        }
+#endif
+        act8_ref_range(j, o0, o1);
+        return;
+    }
 #ifdef EMT_CPU_PACKED
     if (j->W->packed) {
         if (j->W->dtype == EMT_Q4_0) packed_range(j, EMT_Q4_0, o0, o1);
@@ -1345,18 +1593,95 @@ static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, 
     return ex->xq;
 }
 
-/* The rows quantized for every span that one of the n weight types needs
- * (xq[0]: span 32, xq[1]: span 256); 0 with ex->error set on failure. */
-static int prepare_spans(emt_exec *ex, const emt_wmat *const *W, int32_t n, const float *x, int32_t n_rows,
-                         int32_t n_in, const emt_xq *xq[2]) {
-    int need[2] = { 0, 0 };
-    for (int32_t m = 0; m < n; m++)
-        if (!is_half_type(W[m]->dtype)) need[act_span(W[m]->dtype) != EMT_QK] = 1;
+/* emt_quantize_block8_ref's integers and scales (the same float
+ * operations: max, 127 / amax, x * id rounded to nearest even) */
+static inline void quantize_block8(const float *x, emt_xq8 *out) {
+#ifdef __AVX2__
+    __m256 v[4], amax = _mm256_setzero_ps();
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int k = 0; k < 4; k++) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    float am = _mm_cvtss_f32(m);
+    if (am < EMT_XQ_TINY) am = 0.0f;
+    float d = am / EMT_XQ8_MAX, id = am > 0.0f ? EMT_XQ8_MAX / am : 0.0f;
+    __m256i q[4];
+    const __m256i lim = _mm256_set1_epi32(127), nlim = _mm256_set1_epi32(-127);
+    for (int k = 0; k < 4; k++) {
+        __m256 r = _mm256_round_ps(_mm256_mul_ps(v[k], _mm256_set1_ps(id)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        q[k] = _mm256_max_epi32(_mm256_min_epi32(_mm256_cvtps_epi32(r), lim), nlim);
+    }
+    /* codes 8k..8k+7 in q[k]: lanes 0-3 and 4-7 are the two lanes' groups */
+    __m256i s01 = _mm256_add_epi32(q[0], q[1]), s23 = _mm256_add_epi32(q[2], q[3]);
+    __m128i h01 = _mm_hadd_epi32(_mm256_castsi256_si128(s01), _mm256_extracti128_si256(s01, 1));
+    __m128i h23 = _mm_hadd_epi32(_mm256_castsi256_si128(s23), _mm256_extracti128_si256(s23, 1));
+    __m128i part = _mm_hadd_epi32(h01, h23); /* lsum[0], lsum[1], lsum[2], lsum[3] */
+    _mm_storel_epi64((__m128i *)out->lsum, _mm_packs_epi32(part, part));
+    __m256i p16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[0], q[1]), 0xD8);
+    __m256i p16b = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xD8);
+    __m256i p8 = _mm256_permute4x64_epi64(_mm256_packs_epi16(p16, p16b), 0xD8);
+    _mm256_storeu_si256((__m256i *)out->q, p8);
+    int32_t sum = out->lsum[0] + out->lsum[1] + out->lsum[2] + out->lsum[3];
+    out->d = d;
+    out->s = d * (float)sum;
+#else
+    emt_quantize_block8_ref(x, out);
+#endif
+}
+
+static void quantize8_task(void *ctx, int32_t r) {
+    qmatmul_job *j = ctx;
+    const float *x = j->x + (size_t)r * j->n_in;
+    emt_xq8 *out = (emt_xq8 *)j->xq8 + (size_t)r * (j->n_in / EMT_QK);
+    for (int32_t b = 0; b < j->n_in / EMT_QK; b++) quantize_block8(x + (size_t)b * EMT_QK, &out[b]);
+}
+
+/* The input rows with 8-bit codes (quant8.h) in the context's buffer; NULL
+ * with ex->error set when it cannot grow. */
+static const emt_xq8 *prepare_rows8(emt_exec *ex, const float *x, int32_t n_rows, int32_t n_in) {
+    size_t need = (size_t)n_rows * (size_t)(n_in / EMT_QK);
+    if (need > ex->xq8_cap) {
+        emt_xq8 *p = realloc(ex->xq8, need * sizeof *p);
+        if (!p) {
+            ex->error = "cpu matmul: out of memory for the 8-bit activation rows";
+            return NULL;
+        }
+        ex->xq8 = p;
+        ex->xq8_cap = need;
+    }
+    qmatmul_job job = { NULL, 0, NULL, ex->xq8, NULL, x, NULL, NULL, n_rows, n_in, 0, 0 };
+    if (n_rows == 1) quantize8_task(&job, 0);
+    else emt_pool_run(ex->pool, n_rows, quantize8_task, &job);
+    return ex->xq8;
+}
+
+/* The activation rows that the products over weights W[0..n) read,
+ * prepared once: xq[0] the 16-bit rows with a scale per 32 values, xq[1]
+ * per 256 values (the K-quants), and the 8-bit rows of the prompt mode
+ * (quant8.h) in ex->xq8 for the types that have 8-bit kernels; 0 with
+ * ex->error set when a buffer cannot grow. */
+static int prepare_all(emt_exec *ex, const emt_wmat *const *W, int32_t n, const float *x, int32_t n_rows,
+                       int32_t n_in, const emt_xq *xq[2]) {
+    int need[3] = { 0, 0, 0 };
+    for (int32_t m = 0; m < n; m++) {
+        emt_dtype t = W[m]->dtype;
+        if (is_half_type(t)) continue;
+        need[ex->act8 && emt_act8_type(t) ? 2 : act_span(t) != EMT_QK] = 1;
+    }
     xq[0] = xq[1] = NULL;
     if (need[0] && !(xq[0] = prepare_rows(ex, x, n_rows, n_in, EMT_QK))) return 0;
     if (need[1] && !(xq[1] = prepare_rows(ex, x, n_rows, n_in, EMT_XQ_KSPAN))) return 0;
+    if (need[2] && !prepare_rows8(ex, x, n_rows, n_in)) return 0;
     return 1;
 }
+
+/* 8: prompt rows take the 8-bit activations; 16 (the default) restores the
+ * 16-bit ones. The engine brackets prefill with it. */
+static void cpu_set_activation_bits(emt_exec *ex, int32_t bits) { ex->act8 = bits == 8; }
 
 /* Outputs per task: about 4 tasks per thread for balance, a multiple of 8
  * (whole packed row groups; the same for every dtype, so the gate and up
@@ -1370,7 +1695,8 @@ static int32_t output_chunk(const emt_exec *ex, int32_t n_out) {
 static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bias, const emt_xq *const xq[2],
                                const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
     const emt_xq *q = is_half_type(W->dtype) ? NULL : xq[act_span(W->dtype) != EMT_QK];
-    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), q, q ? ex->xsc : NULL, x, bias, y, n_rows, n_in, n_out, 0 };
+    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), q, NULL, q ? ex->xsc : NULL, x, bias, y, n_rows, n_in, n_out, 0 };
+    if (ex->act8 && emt_act8_type(W->dtype)) j.xq8 = ex->xq8;
     j.chunk = output_chunk(ex, n_out);
     return j;
 }
@@ -1378,7 +1704,7 @@ static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bia
 static void cpu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x,
                          int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
     const emt_xq *xq[2];
-    if (!prepare_spans(ex, &W, 1, x, n_rows, n_in, xq)) return;
+    if (!prepare_all(ex, &W, 1, x, n_rows, n_in, xq)) return;
     qmatmul_job job = product_job(ex, W, bias, xq, x, n_rows, n_in, n_out, y);
     emt_pool_run(ex->pool, (n_out + job.chunk - 1) / job.chunk, qmatmul_task, &job);
 }
@@ -1400,7 +1726,7 @@ static void qmulti_task(void *ctx, int32_t task) {
 static void cpu_matmul_q_multi(emt_exec *ex, int32_t n_mats, const emt_wmat *const *W, const float *const *bias,
                                const int32_t *n_out, const float *x, int32_t n_rows, int32_t n_in, float *const *y) {
     const emt_xq *xq[2];
-    if (!prepare_spans(ex, W, n_mats, x, n_rows, n_in, xq)) return;
+    if (!prepare_all(ex, W, n_mats, x, n_rows, n_in, xq)) return;
     qmulti_job job;
     job.first[0] = 0;
     for (int32_t m = 0; m < n_mats; m++) {
@@ -1437,8 +1763,8 @@ static void cpu_matmul_q_gated(emt_exec *ex, const emt_wmat *Wg, const float *bg
                                const float *bu, const float *x, int32_t n_rows, int32_t n_in, int32_t n_out,
                                int gelu, float *gate, float *up) {
     const emt_xq *xq[2];
-    const emt_wmat *W[2] = { Wg, Wu };
-    if (!prepare_spans(ex, W, 2, x, n_rows, n_in, xq)) return;
+    const emt_wmat *const both[2] = { Wg, Wu };
+    if (!prepare_all(ex, both, 2, x, n_rows, n_in, xq)) return;
     qgated_job job = { product_job(ex, Wg, bg, xq, x, n_rows, n_in, n_out, gate),
                        product_job(ex, Wu, bu, xq, x, n_rows, n_in, n_out, up), gelu };
     emt_pool_run(ex->pool, (n_out + job.gate.chunk - 1) / job.gate.chunk, qgated_task, &job);
@@ -1577,6 +1903,7 @@ const emt_backend_ops EMT_CPU_OPS = {
     .attention_dyn = cpu_attention_dyn,
     .write_i32 = cpu_write_i32,
     .sample_root = cpu_sample_root,
+    .set_activation_bits = cpu_set_activation_bits,
 #ifdef EMT_CPU_PACKED
     .pack = cpu_pack,
 #endif

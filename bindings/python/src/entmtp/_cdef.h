@@ -277,6 +277,8 @@ typedef struct entmtp_session_params {
     int32_t n_stop_tokens;
     const int32_t *stop_tokens;
     int32_t reproducible;
+    int32_t reserved0;
+    int32_t prompt_activation_bits;
 } entmtp_session_params;
 
 entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size);

@@ -2233,12 +2233,14 @@ pub struct entmtp_session_params {
     pub n_stop_tokens: i32,
     pub stop_tokens: *const i32,
     pub reproducible: i32,
+    pub reserved0: i32,
+    pub prompt_activation_bits: i32,
 }
 #[test]
 fn bindgen_test_layout_entmtp_session_params() {
     assert_eq!(
         ::std::mem::size_of::<entmtp_session_params>(),
-        56usize,
+        64usize,
         concat!("Size of: ", stringify!(entmtp_session_params))
     );
     assert_eq!(
@@ -2416,6 +2418,40 @@ fn bindgen_test_layout_entmtp_session_params() {
         );
     }
     test_field_reproducible();
+    fn test_field_reserved0() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_session_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved0) as usize - ptr as usize
+            },
+            52usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_session_params),
+                "::",
+                stringify!(reserved0)
+            )
+        );
+    }
+    test_field_reserved0();
+    fn test_field_prompt_activation_bits() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_session_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).prompt_activation_bits) as usize - ptr as usize
+            },
+            56usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_session_params),
+                "::",
+                stringify!(prompt_activation_bits)
+            )
+        );
+    }
+    test_field_prompt_activation_bits();
 }
 extern "C" {
     pub fn entmtp_session_params_init(params: *mut entmtp_session_params, size: usize) -> entmtp_status;

@@ -312,15 +312,18 @@ __device__ __forceinline__ void mma_split6(float d[4], const uint32_t (&a)[3][4]
     emt_mma_bf16_m16n8k16(d, a[0], b[0], d);
 }
 __device__ __forceinline__ uint32_t pack_bf16(uint32_t lo, uint32_t hi) { return lo | hi << 16; }
-// Eight FP32 values (a chunk's dims 8t..8t+7 of one row) as the three planes' 16-byte fragments.
-__device__ __forceinline__ void split8(const float4 &x0, const float4 &x1, uint4 (&out)[3]) {
-    const float v[8] = { x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w };
-    uint32_t p[3][8];
-    for (int e = 0; e < 8; e++) split_bf16x3(v[e], &p[0][e], &p[1][e], &p[2][e]);
-    for (int s = 0; s < 3; s++)
-        out[s] = uint4{ pack_bf16(p[s][0], p[s][1]), pack_bf16(p[s][2], p[s][3]), pack_bf16(p[s][4], p[s][5]),
-                        pack_bf16(p[s][6], p[s][7]) };
+// Four FP32 values as the three planes' 8-byte halves of a fragment.
+__device__ __forceinline__ void split4(const float4 &x, uint2 (&out)[3]) {
+    const float v[4] = { x.x, x.y, x.z, x.w };
+    uint32_t p[3][4];
+    for (int e = 0; e < 4; e++) split_bf16x3(v[e], &p[0][e], &p[1][e], &p[2][e]);
+    for (int s = 0; s < 3; s++) out[s] = uint2{ pack_bf16(p[s][0], p[s][1]), pack_bf16(p[s][2], p[s][3]) };
 }
+// Where dims 4u..4u+3 of a row go in its staged plane: a 32-dim chunk's lane
+// t holds dims 4t..4t+3 (k-tile 0) and 16+4t..16+4t+3 (k-tile 1) in one
+// 16-byte fragment, so that the lanes' global loads of either half are 64
+// contiguous bytes per row.
+__device__ __forceinline__ int32_t tca_unit_offset(int32_t u) { return 64 * (u / 8) + 16 * (u % 4) + 8 * (u % 8 / 4); }
 
 // Grid (n_kv_heads, span blocks, query groups); TCA_THREADS threads; the
 // dynamic shared memory of tca_shared_bytes(HD, n_queries). Query qi of the
@@ -352,23 +355,17 @@ __global__ void __launch_bounds__(TCA_THREADS)
     EMT_REQUEST_TAG(tag++);
     // the block's queries, split, one row of three planes each (zeros past the call's)
     const bool q_vec = (uintptr_t)q % 16 == 0;
-    for (int32_t i = threadIdx.x; i < n_queries * (HD / 8); i += TCA_THREADS) {
-        const int32_t qi = i / (HD / 8), c = i % (HD / 8);
-        float4 x0 = { 0, 0, 0, 0 }, x1 = { 0, 0, 0, 0 };
+    for (int32_t i = threadIdx.x; i < n_queries * (HD / 4); i += TCA_THREADS) {
+        const int32_t qi = i / (HD / 4), u = i % (HD / 4);
+        float4 x = { 0, 0, 0, 0 };
         if (qi < n_q) {
             const int32_t row = (q_first + qi) / group, head = kv_head * group + (q_first + qi) % group;
-            const float *src = q + ((size_t)row * n_heads + head) * HD + 8 * c;
-            if (q_vec) {
-                x0 = emt_ld((const float4 *)src);
-                x1 = emt_ld((const float4 *)src + 1);
-            } else {
-                x0 = float4{ src[0], src[1], src[2], src[3] };
-                x1 = float4{ src[4], src[5], src[6], src[7] };
-            }
+            const float *src = q + ((size_t)row * n_heads + head) * HD + 4 * u;
+            x = q_vec ? emt_ld((const float4 *)src) : float4{ src[0], src[1], src[2], src[3] };
         }
-        uint4 parts[3];
-        split8(x0, x1, parts);
-        for (int s = 0; s < 3; s++) emt_st((uint4 *)(qs + (size_t)qi * KST + s * PLANE + 16 * c), parts[s]);
+        uint2 parts[3];
+        split4(x, parts);
+        for (int s = 0; s < 3; s++) emt_st((uint2 *)(qs + (size_t)qi * KST + s * PLANE + tca_unit_offset(u)), parts[s]);
     }
     // this warp's m-tile: queries m0..m0+15; lane (g, t) holds rows g and g+8 of its fragments
     const int32_t m0 = warp * 16;
@@ -394,12 +391,11 @@ __global__ void __launch_bounds__(TCA_THREADS)
             const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
             EMT_REQUEST_TAG(tag++);
             __syncthreads(); // the previous step's readers are done with the tiles (and the queries are staged)
-            for (int32_t i = threadIdx.x; i < (hi - lo) * (HD / 8); i += TCA_THREADS) {
-                const int32_t r = i / (HD / 8), c = i % (HD / 8);
-                const float4 *src = (const float4 *)(k + (size_t)(lo + r) * stride + kv_off + 8 * c);
-                uint4 parts[3];
-                split8(emt_ld(src), emt_ld(src + 1), parts);
-                for (int s = 0; s < 3; s++) emt_st((uint4 *)(ks + (size_t)r * KST + s * PLANE + 16 * c), parts[s]);
+            for (int32_t i = threadIdx.x; i < (hi - lo) * (HD / 4); i += TCA_THREADS) {
+                const int32_t r = i / (HD / 4), u = i % (HD / 4);
+                uint2 parts[3];
+                split4(emt_ld((const float4 *)(k + (size_t)(lo + r) * stride + kv_off) + u), parts);
+                for (int s = 0; s < 3; s++) emt_st((uint2 *)(ks + (size_t)r * KST + s * PLANE + tca_unit_offset(u)), parts[s]);
             }
             for (int32_t i = threadIdx.x; i < (hi - lo + 1) / 2 * (HD / 4); i += TCA_THREADS) {
                 const int32_t j = i / (HD / 4), c = i % (HD / 4), r = 2 * j;
@@ -464,7 +460,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
                         qa[s] = emt_ld((const uint4 *)(qs + (size_t)(m0 + g) * KST + s * PLANE + 64 * c + 16 * t));
                         qb[s] = emt_ld((const uint4 *)(qs + (size_t)(m0 + g + 8) * KST + s * PLANE + 64 * c + 16 * t));
                     }
-                    // k-tile 0: dims 8t..8t+3 of the chunk; k-tile 1: 8t+4..8t+7
+                    // k-tile 0: dims 4t..4t+3 of the chunk; k-tile 1: 16+4t..16+4t+3 (tca_unit_offset)
                     const uint32_t a0[3][4] = { { qa[0].x, qb[0].x, qa[0].y, qb[0].y }, { qa[1].x, qb[1].x, qa[1].y, qb[1].y },
                                                 { qa[2].x, qb[2].x, qa[2].y, qb[2].y } };
                     const uint32_t a1[3][4] = { { qa[0].z, qb[0].z, qa[0].w, qb[0].w }, { qa[1].z, qb[1].z, qa[1].w, qb[1].w },
@@ -476,10 +472,13 @@ __global__ void __launch_bounds__(TCA_THREADS)
                                 kb[s] = emt_ld((const uint4 *)(ks + (size_t)(8 * nt + g) * KST + s * PLANE + 64 * c + 16 * t));
                         } else { // a key of the tree, or a list that is not the tile's rows in order
                             const int32_t r = rows[leader * RST + 8 * nt + g];
-                            const float4 *src = (const float4 *)(k + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 32 * c + 8 * t);
-                            float4 x0 = emt_ld(src), x1 = emt_ld(src + 1);
+                            const float *src = k + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 32 * c + 4 * t;
+                            float4 x0 = emt_ld((const float4 *)src), x1 = emt_ld((const float4 *)(src + 16));
                             if (r < 0) x0 = x1 = float4{ 0, 0, 0, 0 };
-                            split8(x0, x1, kb);
+                            uint2 h0[3], h1[3];
+                            split4(x0, h0);
+                            split4(x1, h1);
+                            for (int s = 0; s < 3; s++) kb[s] = uint4{ h0[s].x, h0[s].y, h1[s].x, h1[s].y };
                         }
                         const uint32_t b0[3][2] = { { kb[0].x, kb[0].y }, { kb[1].x, kb[1].y }, { kb[2].x, kb[2].y } };
                         const uint32_t b1[3][2] = { { kb[0].z, kb[0].w }, { kb[1].z, kb[1].w }, { kb[2].z, kb[2].w } };

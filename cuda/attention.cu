@@ -336,8 +336,8 @@ __global__ void __launch_bounds__(TCA_THREADS)
                         int32_t n_queries, int32_t n_spans, float *part_acc, float *part_ml) {
     constexpr int32_t KST = tca_k_stride(HD), VST = tca_v_stride(HD), RST = tca_rows_stride();
     constexpr int NC = HD / 32, ND = HD / 8, PLANE = HD * 2; // 32-dim chunks, 8-dim n-tiles, bytes of a plane
-    EMT_DYNAMIC_SHARED(uint4, smem);
-    uint8_t *ks = (uint8_t *)smem, *vp = ks + ATTN_KEYS * KST, *qs = vp + 3 * (ATTN_KEYS / 2) * VST;
+    EMT_DYNAMIC_SHARED(uint4, tca_smem);
+    uint8_t *ks = (uint8_t *)tca_smem, *vp = ks + ATTN_KEYS * KST, *qs = vp + 3 * (ATTN_KEYS / 2) * VST;
     int32_t *step_rows = (int32_t *)(qs + (size_t)n_queries * KST);
     if (d_len) n_prefix = *d_len;
     const int32_t group = n_heads / n_kv_heads, kv_head = blockIdx.x, q_first = blockIdx.z * n_queries;
@@ -351,7 +351,8 @@ __global__ void __launch_bounds__(TCA_THREADS)
     }
     const int32_t f0 = first_row(first, q_first / group, d_len, n_prefix);
     if ((int32_t)blockIdx.y * ATTN_SPAN >= max_keys) return; // the whole block: no span of its own
-    uint32_t tag = 1;
+    uint32_t tag = 1; // the harness's request regions (EMT_REQUEST_TAG); unused by nvcc
+    (void)tag;
     EMT_REQUEST_TAG(tag++);
     // the block's queries, split, one row of three planes each (zeros past the call's)
     const bool q_vec = (uintptr_t)q % 16 == 0;
@@ -365,6 +366,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
         }
         uint2 parts[3];
         split4(x, parts);
+        EMT_UNROLL
         for (int s = 0; s < 3; s++) emt_st((uint2 *)(qs + (size_t)qi * KST + s * PLANE + tca_unit_offset(u)), parts[s]);
     }
     // this warp's m-tile: queries m0..m0+15; lane (g, t) holds rows g and g+8 of its fragments
@@ -372,6 +374,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
     const bool warp_live = m0 < n_q; // the whole warp's
     int32_t *rows = step_rows + warp * 16 * RST;
     int32_t row_of[2] = { -1, -1 }, f_of[2] = { 0, 0 }, keys_of[2] = { 0, 0 }, head_of[2] = { 0, 0 };
+    EMT_UNROLL
     for (int h = 0; h < 2; h++) {
         const int32_t qi = m0 + g + 8 * h;
         if (qi >= n_q) continue;
@@ -382,7 +385,9 @@ __global__ void __launch_bounds__(TCA_THREADS)
     }
     for (int32_t span = (int32_t)blockIdx.y; span * ATTN_SPAN < max_keys; span += (int32_t)gridDim.y) {
         float acc[ND][4];
+        EMT_UNROLL
         for (int nd = 0; nd < ND; nd++)
+            EMT_UNROLL
             for (int i = 0; i < 4; i++) acc[nd][i] = 0.0f;
         float m_run[2] = { -INFINITY, -INFINITY }, l_run[2] = { 0.0f, 0.0f };
         const int32_t t_end = (span + 1) * ATTN_SPAN < max_keys ? (span + 1) * ATTN_SPAN : max_keys;
@@ -395,6 +400,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
                 const int32_t r = i / (HD / 4), u = i % (HD / 4);
                 uint2 parts[3];
                 split4(emt_ld((const float4 *)(k + (size_t)(lo + r) * stride + kv_off) + u), parts);
+                EMT_UNROLL
                 for (int s = 0; s < 3; s++) emt_st((uint2 *)(ks + (size_t)r * KST + s * PLANE + tca_unit_offset(u)), parts[s]);
             }
             for (int32_t i = threadIdx.x; i < (hi - lo + 1) / 2 * (HD / 4); i += TCA_THREADS) {
@@ -404,10 +410,12 @@ __global__ void __launch_bounds__(TCA_THREADS)
                                                  : float4{ 0, 0, 0, 0 };
                 const float av[4] = { a.x, a.y, a.z, a.w }, bv[4] = { b.x, b.y, b.z, b.w };
                 uint32_t pa[3][4], pb[3][4];
+                EMT_UNROLL
                 for (int e = 0; e < 4; e++) {
                     split_bf16x3(av[e], &pa[0][e], &pa[1][e], &pa[2][e]);
                     split_bf16x3(bv[e], &pb[0][e], &pb[1][e], &pb[2][e]);
                 }
+                EMT_UNROLL
                 for (int s = 0; s < 3; s++)
                     emt_st((uint4 *)(vp + ((size_t)s * (ATTN_KEYS / 2) + j) * VST) + c,
                            uint4{ pack_bf16(pa[s][0], pb[s][0]), pack_bf16(pa[s][1], pb[s][1]),
@@ -451,11 +459,15 @@ __global__ void __launch_bounds__(TCA_THREADS)
                 staged_groups |= (uint32_t)staged << n_groups;
                 n_groups++;
                 float d[4][4];
+                EMT_UNROLL
                 for (int nt = 0; nt < 4; nt++)
+                    EMT_UNROLL
                     for (int i = 0; i < 4; i++) d[nt][i] = 0.0f;
                 const int32_t first_key = rows[leader * RST]; // a row of the list, for the lanes past it
+                EMT_UNROLL
                 for (int c = 0; c < NC; c++) {
                     uint4 qa[3], qb[3];
+                    EMT_UNROLL
                     for (int s = 0; s < 3; s++) {
                         qa[s] = emt_ld((const uint4 *)(qs + (size_t)(m0 + g) * KST + s * PLANE + 64 * c + 16 * t));
                         qb[s] = emt_ld((const uint4 *)(qs + (size_t)(m0 + g + 8) * KST + s * PLANE + 64 * c + 16 * t));
@@ -465,9 +477,11 @@ __global__ void __launch_bounds__(TCA_THREADS)
                                                 { qa[2].x, qb[2].x, qa[2].y, qb[2].y } };
                     const uint32_t a1[3][4] = { { qa[0].z, qb[0].z, qa[0].w, qb[0].w }, { qa[1].z, qb[1].z, qa[1].w, qb[1].w },
                                                 { qa[2].z, qb[2].z, qa[2].w, qb[2].w } };
+                    EMT_UNROLL
                     for (int nt = 0; nt < 4; nt++) {
                         uint4 kb[3];
                         if (staged) {
+                            EMT_UNROLL
                             for (int s = 0; s < 3; s++)
                                 kb[s] = emt_ld((const uint4 *)(ks + (size_t)(8 * nt + g) * KST + s * PLANE + 64 * c + 16 * t));
                         } else { // a key of the tree, or a list that is not the tile's rows in order
@@ -478,6 +492,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
                             uint2 h0[3], h1[3];
                             split4(x0, h0);
                             split4(x1, h1);
+                            EMT_UNROLL
                             for (int s = 0; s < 3; s++) kb[s] = uint4{ h0[s].x, h0[s].y, h1[s].x, h1[s].y };
                         }
                         const uint32_t b0[3][2] = { { kb[0].x, kb[0].y }, { kb[1].x, kb[1].y }, { kb[2].x, kb[2].y } };
@@ -486,14 +501,18 @@ __global__ void __launch_bounds__(TCA_THREADS)
                         mma_split6(d[nt], a1, b1);
                     }
                 }
+                EMT_UNROLL
                 for (int nt = 0; nt < 4; nt++)
+                    EMT_UNROLL
                     for (int i = 0; i < 4; i++)
                         if (members >> (g + 8 * (i >> 1)) & 1) sc[nt][i] = d[nt][i];
             }
             // online softmax per row: lane (g, t) holds keys 8nt + 2t, +1 of rows g (i = 0, 1) and g+8 (i = 2, 3)
             float p[4][4], alpha[2], m_new[2], sum[2] = { 0.0f, 0.0f };
+            EMT_UNROLL
             for (int h = 0; h < 2; h++) {
                 float mx = -INFINITY;
+                EMT_UNROLL
                 for (int nt = 0; nt < 4; nt++)
                     for (int i = 2 * h; i < 2 * h + 2; i++) {
                         float s = -INFINITY;
@@ -508,6 +527,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                 m_new[h] = fmaxf(m_run[h], mx);
                 alpha[h] = !live[h] ? 1.0f : m_run[h] == -INFINITY ? 0.0f : expf(m_run[h] - m_new[h]);
+                EMT_UNROLL
                 for (int nt = 0; nt < 4; nt++)
                     for (int i = 2 * h; i < 2 * h + 2; i++) {
                         p[nt][i] = p[nt][i] == -INFINITY ? 0.0f : expf(p[nt][i] - m_new[h]);
@@ -522,15 +542,20 @@ __global__ void __launch_bounds__(TCA_THREADS)
             }
             // the probabilities as A fragments (three parts): k-tile kk = keys 16kk..16kk+15 = n-tiles 2kk, 2kk+1
             uint32_t pa[2][3][4];
+            EMT_UNROLL
             for (int kk = 0; kk < 2; kk++)
+                EMT_UNROLL
                 for (int i = 0; i < 4; i++) { // a[i]: row g (i even) or g+8, keys 2t.. (i < 2) or 2t+8..
                     const int nt = 2 * kk + (i >> 1), e = 2 * (i & 1);
                     uint32_t x[3], y[3];
                     split_bf16x3(p[nt][e], &x[0], &x[1], &x[2]);
                     split_bf16x3(p[nt][e + 1], &y[0], &y[1], &y[2]);
+                    EMT_UNROLL
                     for (int s = 0; s < 3; s++) pa[kk][s][i] = pack_bf16(x[s], y[s]);
                 }
+            EMT_UNROLL
             for (int nd = 0; nd < ND; nd++)
+                EMT_UNROLL
                 for (int i = 0; i < 4; i++) acc[nd][i] *= alpha[i >> 1];
             // weighted values per group: C = the running sums, kept for the group's rows
             for (int gi = 0; gi < n_groups; gi++) {
@@ -539,30 +564,39 @@ __global__ void __launch_bounds__(TCA_THREADS)
                 const bool staged = staged_groups >> gi & 1;
                 const int32_t first_key = rows[leader * RST];
                 int32_t key_r[2][4]; // keys 16kk + 2t, +1, +8, +9 of the group's list
+                EMT_UNROLL
                 for (int kk = 0; kk < 2; kk++)
+                    EMT_UNROLL
                     for (int j = 0; j < 4; j++) key_r[kk][j] = rows[leader * RST + 16 * kk + 2 * t + (j & 1) + 8 * (j >> 1)];
                 const bool keep[2] = { (members >> g & 1) != 0, (members >> (g + 8) & 1) != 0 };
+                EMT_UNROLL
                 for (int nd = 0; nd < ND; nd++) {
                     float d[4] = { acc[nd][0], acc[nd][1], acc[nd][2], acc[nd][3] };
+                    EMT_UNROLL
                     for (int kk = 0; kk < 2; kk++) {
                         uint32_t b[3][2];
                         if (staged) {
+                            EMT_UNROLL
                             for (int s = 0; s < 3; s++)
+                                EMT_UNROLL
                                 for (int j = 0; j < 2; j++)
                                     b[s][j] = emt_ld((const uint32_t *)(vp + ((size_t)s * (ATTN_KEYS / 2) + 8 * kk + t + 4 * j) * VST) +
                                                      8 * nd + g);
                         } else {
                             uint32_t x[4][3];
+                            EMT_UNROLL
                             for (int j = 0; j < 4; j++) {
                                 const int32_t r = key_r[kk][j];
                                 float val = emt_ld(v + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 8 * nd + g);
                                 if (r < 0) val = 0.0f;
                                 split_bf16x3(val, &x[j][0], &x[j][1], &x[j][2]);
                             }
+                            EMT_UNROLL
                             for (int s = 0; s < 3; s++) b[s][0] = pack_bf16(x[0][s], x[1][s]), b[s][1] = pack_bf16(x[2][s], x[3][s]);
                         }
                         mma_split6(d, pa[kk], b);
                     }
+                    EMT_UNROLL
                     for (int i = 0; i < 4; i++)
                         if (keep[i >> 1]) acc[nd][i] = d[i];
                 }
@@ -571,9 +605,11 @@ __global__ void __launch_bounds__(TCA_THREADS)
         // the span's partials, for the queries with keys in it
         if (warp_live) {
             EMT_REQUEST_TAG(tag++);
+            EMT_UNROLL
             for (int h = 0; h < 2; h++) {
                 if (row_of[h] < 0 || keys_of[h] <= span * ATTN_SPAN) continue;
                 const size_t part = ((size_t)row_of[h] * n_heads + head_of[h]) * n_spans + span;
+                EMT_UNROLL
                 for (int nd = 0; nd < ND; nd++)
                     emt_st((float2 *)(part_acc + part * HD + 8 * nd + 2 * t), float2{ acc[nd][2 * h], acc[nd][2 * h + 1] });
                 if (t == 0) {

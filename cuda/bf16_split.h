@@ -19,11 +19,20 @@ __device__ __forceinline__ uint32_t float_bits(float f) {
     return u;
 }
 __device__ __forceinline__ float bf16_to_float(uint16_t h) { return bits_to_float((uint32_t)h << 16); }
-// float -> BF16, rounded to nearest even (NaN stays NaN)
+// float -> BF16, rounded to nearest even, subnormals kept (NaN stays a NaN;
+// its payload may differ). On sm_80+ one cvt.rn.bf16.f32 (the splits are a
+// large part of the tensor-core kernels' instructions); the harness and older
+// targets do the same rounding in integer arithmetic.
 __device__ __forceinline__ uint32_t bf16_bits_rn(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+#else
     const uint32_t u = float_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
     return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+#endif
 }
 // x = hi + mid + lo, each BF16 (exact for finite x whose parts are normal)
 __device__ __forceinline__ void split_bf16x3(float v, uint32_t *hi, uint32_t *mid, uint32_t *lo) {

@@ -372,7 +372,6 @@ __global__ void __launch_bounds__(TCA_THREADS)
     // this warp's m-tile: queries m0..m0+15; lane (g, t) holds rows g and g+8 of its fragments
     const int32_t m0 = warp * 16;
     const bool warp_live = m0 < n_q; // the whole warp's
-    const bool stage_kv = n_q > 16;  // the whole block's: more than one m-tile shares the K/V tiles
     int32_t *rows = step_rows + warp * 16 * RST;
     int32_t row_of[2] = { -1, -1 }, f_of[2] = { 0, 0 }, keys_of[2] = { 0, 0 }, head_of[2] = { 0, 0 };
     EMT_UNROLL
@@ -393,9 +392,10 @@ __global__ void __launch_bounds__(TCA_THREADS)
         float m_run[2] = { -INFINITY, -INFINITY }, l_run[2] = { 0.0f, 0.0f };
         const int32_t t_end = (span + 1) * ATTN_SPAN < max_keys ? (span + 1) * ATTN_SPAN : max_keys;
         for (int32_t t0 = span * ATTN_SPAN; t0 < t_end; t0 += ATTN_KEYS) {
-            // the prefix rows [lo, hi) of this step, staged for every query (a
-            // block of one m-tile reads them from global memory: each value once either way)
-            const int32_t lo = f0 + t0, hi = !stage_kv ? lo : lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
+            // the prefix rows [lo, hi) of this step, split and staged by all the
+            // block's warps for every query (the AR step too: its one m-tile's warp
+            // alone would split them 4 times slower)
+            const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
             EMT_REQUEST_TAG(tag++);
             __syncthreads(); // the previous step's readers are done with the tiles (and the queries are staged)
             for (int32_t i = threadIdx.x; i < (hi - lo) * (HD / 4); i += TCA_THREADS) {

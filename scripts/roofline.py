@@ -234,9 +234,15 @@ def predict_attention(launches, model, rows, ctx):
         staged = 2 * keys * hd * nkv * span["grid"][2]                # K and V, once per query group
         p_values = m_tiles * nkv * -(-keys // ATTN_KEYS) * 16 * ATTN_KEYS  # the probabilities, per m-tile and step
         q_values = queries * hd * nkv * span_blocks
-        instr = (staged + p_values + q_values) * SPLIT_INSTR / 32 + mma
         cycles_total = l1_cycles(span) * scale  # kept for the report
-        per_block = max(l1_cycles(span) * scale, instr / 4, mma * MMA_CYCLES) / blocks
+        # an SM issues one instruction per cycle per warp that has work, at most 4: a block's
+        # m-tiles (one warp each) compute; all its warps split and stage the K/V tiles
+        busy = min(TCA_WARPS, m_tiles // span["grid"][2])
+        issue = min(4, busy * min(resident, per_sm_blocks))
+        staging_issue = min(4, TCA_WARPS * min(resident, per_sm_blocks))
+        t_issue = ((staged + q_values) * SPLIT_INSTR / 32 / staging_issue +
+                   (p_values * SPLIT_INSTR / 32 + mma) / issue)
+        per_block = max(l1_cycles(span) * scale, t_issue, mma * MMA_CYCLES) / blocks
         waves = -(-blocks // (SMS * resident))
         t_blocks = waves * steps * DRAM_LATENCY + per_sm_blocks * per_block / CLOCK
     else:

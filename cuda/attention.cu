@@ -289,16 +289,30 @@ __host__ __device__ constexpr int32_t tca_rows_stride() { return ATTN_KEYS + 1; 
 static bool tca_takes(int32_t hd, const float *k, const float *v) {
     return (hd == 32 || hd == 64 || hd == 128 || hd == 256) && (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0;
 }
-static size_t tca_tiles_bytes(int32_t hd) {
-    return (size_t)ATTN_KEYS * tca_k_stride(hd) + 3 * (ATTN_KEYS / 2) * (size_t)tca_v_stride(hd) +
-           (size_t)TCA_WARPS * 16 * tca_rows_stride() * 4;
+// One K/V tile buffer; the warps' step rows.
+static size_t tca_tile_bytes(int32_t hd) {
+    return (size_t)ATTN_KEYS * tca_k_stride(hd) + 3 * (ATTN_KEYS / 2) * (size_t)tca_v_stride(hd);
 }
-static int32_t tca_queries(int32_t hd) {
-    long n = (ATTN_SHARED_BUDGET - (long)tca_tiles_bytes(hd)) / tca_k_stride(hd) / 16 * 16;
+static size_t tca_rows_bytes() { return (size_t)TCA_WARPS * 16 * tca_rows_stride() * 4; }
+// Staged query rows: all of a block's, or a call's few (the AR step: then
+// two tile buffers and two blocks per SM fit); a zero row follows them.
+static int32_t tca_query_rows(int32_t n_queries, int32_t call_queries) {
+    return call_queries < n_queries ? call_queries : n_queries;
+}
+// Queries per block: one tile buffer and as many queries as the budget holds
+// next to it (at most one m-tile per warp); a call of at most 16 queries (the
+// AR step) takes one m-tile and two tile buffers.
+static int32_t tca_queries(int32_t hd, int32_t call_queries) {
+    if (call_queries <= 16) return 16;
+    long n = (ATTN_SHARED_BUDGET - (long)tca_tile_bytes(hd) - (long)tca_rows_bytes()) / tca_k_stride(hd) - 1;
+    n = n / 16 * 16; // the zero row apart
     return (int32_t)(n > TCA_MAX_QUERIES ? TCA_MAX_QUERIES : n < 16 ? 16 : n);
 }
-static size_t tca_shared_bytes(int32_t hd, int32_t n_queries) {
-    return tca_tiles_bytes(hd) + (size_t)n_queries * tca_k_stride(hd);
+static size_t tca_shared_bytes(int32_t hd, int32_t q_rows, int32_t n_bufs) {
+    return n_bufs * tca_tile_bytes(hd) + tca_rows_bytes() + (size_t)(q_rows + 1) * tca_k_stride(hd);
+}
+static int32_t tca_buffers(int32_t hd, int32_t call_queries) {
+    return call_queries <= 16 && tca_shared_bytes(hd, call_queries, 2) <= ATTN_SHARED_BUDGET ? 2 : 1;
 }
 
 // One k-tile of a product over BF16 parts: D += A B as the six part products
@@ -326,19 +340,23 @@ __device__ __forceinline__ void split4(const float4 &x, uint2 (&out)[3]) {
 __device__ __forceinline__ int32_t tca_unit_offset(int32_t u) { return 64 * (u / 8) + 16 * (u % 4) + 8 * (u % 8 / 4); }
 
 // Grid (n_kv_heads, span blocks, query groups); TCA_THREADS threads; the
-// dynamic shared memory of tca_shared_bytes(HD, n_queries). Query qi of the
+// dynamic shared memory of tca_shared_bytes(HD, q_rows, n_bufs): q_rows of the
+// block's n_queries queries are staged (the others are zeros: the AR step
+// stages its few), then a zero row. Query qi of the
 // call is row qi / group, query head kv_head * group + qi % group.
 template <int HD>
 __global__ void __launch_bounds__(TCA_THREADS)
     attn_tc_span_kernel(const float *q, const float *k, const float *v, const int32_t *d_len, int32_t n_prefix,
                         int32_t row0, int32_t n_rows, const int32_t *tree_keys, const int32_t *tree_count,
                         const int32_t *first, int32_t n_heads, int32_t n_kv_heads, float scale, float cap,
-                        int32_t n_queries, int32_t n_spans, float *part_acc, float *part_ml) {
+                        int32_t n_queries, int32_t q_rows, int32_t n_bufs, int32_t n_spans, float *part_acc,
+                        float *part_ml) {
     constexpr int32_t KST = tca_k_stride(HD), VST = tca_v_stride(HD), RST = tca_rows_stride();
     constexpr int NC = HD / 32, ND = HD / 8, PLANE = HD * 2; // 32-dim chunks, 8-dim n-tiles, bytes of a plane
+    constexpr size_t TILE = (size_t)ATTN_KEYS * KST + 3 * (ATTN_KEYS / 2) * VST; // one K/V tile buffer
     EMT_DYNAMIC_SHARED(uint4, tca_smem);
-    uint8_t *ks = (uint8_t *)tca_smem, *vp = ks + ATTN_KEYS * KST, *qs = vp + 3 * (ATTN_KEYS / 2) * VST;
-    int32_t *step_rows = (int32_t *)(qs + (size_t)n_queries * KST);
+    uint8_t *tiles = (uint8_t *)tca_smem, *qs = tiles + n_bufs * TILE;
+    int32_t *step_rows = (int32_t *)(qs + (size_t)(q_rows + 1) * KST);
     if (d_len) n_prefix = *d_len;
     const int32_t group = n_heads / n_kv_heads, kv_head = blockIdx.x, q_first = blockIdx.z * n_queries;
     const int32_t n_q = n_rows * group - q_first < n_queries ? n_rows * group - q_first : n_queries;
@@ -356,7 +374,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
     EMT_REQUEST_TAG(tag++);
     // the block's queries, split, one row of three planes each (zeros past the call's)
     const bool q_vec = (uintptr_t)q % 16 == 0;
-    for (int32_t i = threadIdx.x; i < n_queries * (HD / 4); i += TCA_THREADS) {
+    for (int32_t i = threadIdx.x; i < (q_rows + 1) * (HD / 4); i += TCA_THREADS) {
         const int32_t qi = i / (HD / 4), u = i % (HD / 4);
         float4 x = { 0, 0, 0, 0 };
         if (qi < n_q) {
@@ -372,6 +390,8 @@ __global__ void __launch_bounds__(TCA_THREADS)
     // this warp's m-tile: queries m0..m0+15; lane (g, t) holds rows g and g+8 of its fragments
     const int32_t m0 = warp * 16;
     const bool warp_live = m0 < n_q; // the whole warp's
+    // the staged rows of queries m0+g and m0+g+8: past q_rows, the zero row q_rows
+    const int32_t q_row[2] = { m0 + g < q_rows ? m0 + g : q_rows, m0 + g + 8 < q_rows ? m0 + g + 8 : q_rows };
     int32_t *rows = step_rows + warp * 16 * RST;
     int32_t row_of[2] = { -1, -1 }, f_of[2] = { 0, 0 }, keys_of[2] = { 0, 0 }, head_of[2] = { 0, 0 };
     EMT_UNROLL
@@ -383,6 +403,38 @@ __global__ void __launch_bounds__(TCA_THREADS)
         f_of[h] = first_row(first, row_of[h], d_len, n_prefix);
         keys_of[h] = keys_of_row(n_prefix, tree_count, row_of[h], f_of[h]);
     }
+    // stage step t0's prefix rows into one tile buffer (K split into three
+    // planes per row, V into three planes of key pairs), by threads
+    // first_thread.. first_thread + count - 1
+    auto stage = [&](int32_t t0, uint8_t *tile, int first_thread, int count) {
+        const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
+        uint8_t *ks = tile, *vp = tile + ATTN_KEYS * KST;
+        for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo) * (HD / 4); i += count) {
+            const int32_t r = i / (HD / 4), u = i % (HD / 4);
+            uint2 parts[3];
+            split4(emt_ld((const float4 *)(k + (size_t)(lo + r) * stride + kv_off) + u), parts);
+            EMT_UNROLL
+            for (int s = 0; s < 3; s++) emt_st((uint2 *)(ks + (size_t)r * KST + s * PLANE + tca_unit_offset(u)), parts[s]);
+        }
+        for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo + 1) / 2 * (HD / 4); i += count) {
+            const int32_t j = i / (HD / 4), c = i % (HD / 4), r = 2 * j;
+            const float4 a = emt_ld((const float4 *)(v + (size_t)(lo + r) * stride + kv_off) + c);
+            const float4 b = r + 1 < hi - lo ? emt_ld((const float4 *)(v + (size_t)(lo + r + 1) * stride + kv_off) + c)
+                                             : float4{ 0, 0, 0, 0 };
+            const float av[4] = { a.x, a.y, a.z, a.w }, bv[4] = { b.x, b.y, b.z, b.w };
+            uint32_t pa[3][4], pb[3][4];
+            EMT_UNROLL
+            for (int e = 0; e < 4; e++) {
+                split_bf16x3(av[e], &pa[0][e], &pa[1][e], &pa[2][e]);
+                split_bf16x3(bv[e], &pb[0][e], &pb[1][e], &pb[2][e]);
+            }
+            EMT_UNROLL
+            for (int s = 0; s < 3; s++)
+                emt_st((uint4 *)(vp + ((size_t)s * (ATTN_KEYS / 2) + j) * VST) + c,
+                       uint4{ pack_bf16(pa[s][0], pb[s][0]), pack_bf16(pa[s][1], pb[s][1]),
+                              pack_bf16(pa[s][2], pb[s][2]), pack_bf16(pa[s][3], pb[s][3]) });
+        }
+    };
     for (int32_t span = (int32_t)blockIdx.y; span * ATTN_SPAN < max_keys; span += (int32_t)gridDim.y) {
         float acc[ND][4];
         EMT_UNROLL
@@ -391,39 +443,27 @@ __global__ void __launch_bounds__(TCA_THREADS)
             for (int i = 0; i < 4; i++) acc[nd][i] = 0.0f;
         float m_run[2] = { -INFINITY, -INFINITY }, l_run[2] = { 0.0f, 0.0f };
         const int32_t t_end = (span + 1) * ATTN_SPAN < max_keys ? (span + 1) * ATTN_SPAN : max_keys;
-        for (int32_t t0 = span * ATTN_SPAN; t0 < t_end; t0 += ATTN_KEYS) {
-            // the prefix rows [lo, hi) of this step, split and staged by all the
-            // block's warps for every query (the AR step too: its one m-tile's warp
-            // alone would split them 4 times slower)
-            const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
+        if (n_bufs > 1) { // the span's first step, staged by every warp
             EMT_REQUEST_TAG(tag++);
-            __syncthreads(); // the previous step's readers are done with the tiles (and the queries are staged)
-            for (int32_t i = threadIdx.x; i < (hi - lo) * (HD / 4); i += TCA_THREADS) {
-                const int32_t r = i / (HD / 4), u = i % (HD / 4);
-                uint2 parts[3];
-                split4(emt_ld((const float4 *)(k + (size_t)(lo + r) * stride + kv_off) + u), parts);
-                EMT_UNROLL
-                for (int s = 0; s < 3; s++) emt_st((uint2 *)(ks + (size_t)r * KST + s * PLANE + tca_unit_offset(u)), parts[s]);
+            __syncthreads(); // the previous span's readers are done with the tiles
+            stage(span * ATTN_SPAN, tiles, 0, TCA_THREADS);
+        }
+        for (int32_t t0 = span * ATTN_SPAN, step = 0; t0 < t_end; t0 += ATTN_KEYS, step++) {
+            // the prefix rows [lo, hi) of this step, split and staged into shared
+            // memory for every query by all the block's warps; with two tile
+            // buffers (the AR step: one m-tile, warp 0) warps 1.. stage the next
+            // step while warp 0 computes this one
+            const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
+            uint8_t *tile = tiles + (size_t)(step % n_bufs) * TILE;
+            const uint8_t *ks = tile, *vp = tile + ATTN_KEYS * KST;
+            EMT_REQUEST_TAG(tag++);
+            __syncthreads(); // this step's tiles are staged; the readers of the buffer staged next are done
+            if (n_bufs == 1) {
+                stage(t0, tile, 0, TCA_THREADS);
+                __syncthreads();
+            } else if (warp > 0 && t0 + ATTN_KEYS < t_end) {
+                stage(t0 + ATTN_KEYS, tiles + (size_t)((step + 1) % n_bufs) * TILE, 32, TCA_THREADS - 32);
             }
-            for (int32_t i = threadIdx.x; i < (hi - lo + 1) / 2 * (HD / 4); i += TCA_THREADS) {
-                const int32_t j = i / (HD / 4), c = i % (HD / 4), r = 2 * j;
-                const float4 a = emt_ld((const float4 *)(v + (size_t)(lo + r) * stride + kv_off) + c);
-                const float4 b = r + 1 < hi - lo ? emt_ld((const float4 *)(v + (size_t)(lo + r + 1) * stride + kv_off) + c)
-                                                 : float4{ 0, 0, 0, 0 };
-                const float av[4] = { a.x, a.y, a.z, a.w }, bv[4] = { b.x, b.y, b.z, b.w };
-                uint32_t pa[3][4], pb[3][4];
-                EMT_UNROLL
-                for (int e = 0; e < 4; e++) {
-                    split_bf16x3(av[e], &pa[0][e], &pa[1][e], &pa[2][e]);
-                    split_bf16x3(bv[e], &pb[0][e], &pb[1][e], &pb[2][e]);
-                }
-                EMT_UNROLL
-                for (int s = 0; s < 3; s++)
-                    emt_st((uint4 *)(vp + ((size_t)s * (ATTN_KEYS / 2) + j) * VST) + c,
-                           uint4{ pack_bf16(pa[s][0], pb[s][0]), pack_bf16(pa[s][1], pb[s][1]),
-                                  pack_bf16(pa[s][2], pb[s][2]), pack_bf16(pa[s][3], pb[s][3]) });
-            }
-            __syncthreads();
             if (!warp_live) continue;
             // each query's cache rows at the step's list positions (-1: past its list)
             EMT_REQUEST_TAG(tag++);
@@ -471,8 +511,8 @@ __global__ void __launch_bounds__(TCA_THREADS)
                     uint4 qa[3], qb[3];
                     EMT_UNROLL
                     for (int s = 0; s < 3; s++) {
-                        qa[s] = emt_ld((const uint4 *)(qs + (size_t)(m0 + g) * KST + s * PLANE + 64 * c + 16 * t));
-                        qb[s] = emt_ld((const uint4 *)(qs + (size_t)(m0 + g + 8) * KST + s * PLANE + 64 * c + 16 * t));
+                        qa[s] = emt_ld((const uint4 *)(qs + (size_t)q_row[0] * KST + s * PLANE + 64 * c + 16 * t));
+                        qb[s] = emt_ld((const uint4 *)(qs + (size_t)q_row[1] * KST + s * PLANE + 64 * c + 16 * t));
                     }
                     // k-tile 0: dims 4t..4t+3 of the chunk; k-tile 1: 16+4t..16+4t+3 (tca_unit_offset)
                     const uint32_t a0[3][4] = { { qa[0].x, qb[0].x, qa[0].y, qb[0].y }, { qa[1].x, qb[1].x, qa[1].y, qb[1].y },
@@ -650,11 +690,11 @@ template <int HD>
 static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, const float *q, const float *k,
                        const float *v, const int32_t *d_len, int32_t n_prefix, int32_t row0, int32_t n_rows,
                        const int32_t *tree_keys, const int32_t *tree_count, const int32_t *first, int32_t n_heads,
-                       int32_t n_kv_heads, float scale, float cap, int32_t n_queries, int32_t n_spans, float *part_acc,
-                       float *part_ml, double ideal_bytes, int32_t max_prefix) {
-    if (shared > 48 * 1024 && !(ex->attn_tc_shared_optin & (1u << variant))) {
+                       int32_t n_kv_heads, float scale, float cap, int32_t n_queries, int32_t q_rows, int32_t n_bufs,
+                       int32_t n_spans, float *part_acc, float *part_ml, double ideal_bytes, int32_t max_prefix) {
+    if (shared > 48 * 1024 && !(ex->attn_tc_shared_optin & (1u << variant))) { // the budget: AR and verify sizes differ
         const cudaError_t e = cudaFuncSetAttribute(attn_tc_span_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   (int)shared);
+                                                   ATTN_SHARED_BUDGET);
         if (e != cudaSuccess) {
             cu_set_error(ex, "cudaFuncSetAttribute(attn_tc_span_kernel, max dynamic shared memory)", e);
             return;
@@ -663,7 +703,8 @@ static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, cons
     }
     EMT_OP("ATTN", ideal_bytes, n_rows, max_prefix, n_heads * HD);
     EMT_LAUNCH(attn_tc_span_kernel<HD>, grid, TCA_THREADS, shared, ex->stream, q, k, v, d_len, n_prefix, row0, n_rows,
-               tree_keys, tree_count, first, n_heads, n_kv_heads, scale, cap, n_queries, n_spans, part_acc, part_ml);
+               tree_keys, tree_count, first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans,
+               part_acc, part_ml);
 }
 
 // Every attention op: n_prefix = *d_len when d_len is given (at most
@@ -718,10 +759,12 @@ static void attention(emt_exec *ex, const float *q, const float *k_cache, const 
     const int32_t max_prefix = d_len ? row0 : n_prefix;
     const int32_t n_spans = (max_prefix + n_rows + ATTN_SPAN - 1) / ATTN_SPAN;
     const bool tc = tca_takes(head_dim, k_cache, v_cache);
-    const int32_t n_queries = tc ? tca_queries(head_dim) : attn_queries(head_dim), group = n_heads / n_kv_heads;
+    const int32_t group = n_heads / n_kv_heads, n_bufs = tca_buffers(head_dim, n_rows * group);
+    const int32_t n_queries = tc ? tca_queries(head_dim, n_rows * group) : attn_queries(head_dim);
     const int32_t n_groups = (n_rows * group + n_queries - 1) / n_queries;
     const size_t parts = (size_t)n_rows * n_heads * n_spans;
-    const size_t shared = tc ? tca_shared_bytes(head_dim, n_queries) : attn_shared_bytes(head_dim, n_queries);
+    const int32_t q_rows = tca_query_rows(n_queries, n_rows * group);
+    const size_t shared = tc ? tca_shared_bytes(head_dim, q_rows, n_bufs) : attn_shared_bytes(head_dim, n_queries);
     float *part_acc = cu_scratch(ex, parts * (head_dim + 2));
     if (!part_acc) return;
     float *part_ml = part_acc + parts * head_dim;
@@ -734,10 +777,10 @@ static void attention(emt_exec *ex, const float *q, const float *k_cache, const 
     const double q_bytes = (double)sizeof(float) * n_rows * n_heads * head_dim;
     if (tc) {
         switch (head_dim) {
-        case 32: launch_tca<32>(ex, 0, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        case 64: launch_tca<64>(ex, 1, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        case 128: launch_tca<128>(ex, 2, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        default: launch_tca<256>(ex, 3, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        case 32: launch_tca<32>(ex, 0, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        case 64: launch_tca<64>(ex, 1, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        case 128: launch_tca<128>(ex, 2, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        default: launch_tca<256>(ex, 3, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
         }
     } else {
         if (shared > 48 * 1024 && shared > ex->attn_shared_optin) { // the kernel's opt-in, once per size and context

@@ -228,7 +228,12 @@ def predict_attention(launches, model, rows, ctx):
     if span["kernel"].startswith("attn_tc"):
         mma = span["mma"] * scale  # whole layer
         kst = 6 * hd + (64 - 6 * hd % 128) % 128
-        shared = ATTN_KEYS * kst + 3 * (ATTN_KEYS // 2) * (4 * hd + 32) + TCA_WARPS * 16 * 33 * 4 + TCA_MAX_QUERIES * kst
+        tile = ATTN_KEYS * kst + 3 * (ATTN_KEYS // 2) * (4 * hd + 32)
+        # a call of at most 16 queries (the AR step): two tile buffers, warps 1-3 stage
+        # the next step while warp 0 computes this one (cuda/attention.cu tca_buffers)
+        double_buffered = queries <= 16
+        shared = ((2 if double_buffered else 1) * tile + TCA_WARPS * 16 * 33 * 4 +
+                  (min(TCA_MAX_QUERIES, queries) + 1) * kst)  # the staged queries and a zero row
         resident = max(1, min(SHARED_PER_SM // shared, 64 // TCA_WARPS, 65536 // (TCA_REGISTERS * 32 * TCA_WARPS)))
         m_tiles = -(-min(TCA_MAX_QUERIES, queries) // 16) * span["grid"][2]
         staged = 2 * keys * hd * nkv * span["grid"][2]                # K and V, once per query group
@@ -239,12 +244,16 @@ def predict_attention(launches, model, rows, ctx):
         # m-tiles (one warp each) compute; all its warps split and stage the K/V tiles
         busy = min(TCA_WARPS, m_tiles // span["grid"][2])
         issue = min(4, busy * min(resident, per_sm_blocks))
-        staging_issue = min(4, TCA_WARPS * min(resident, per_sm_blocks))
+        staging_warps = TCA_WARPS - 1 if double_buffered else TCA_WARPS
+        staging_issue = min(4, staging_warps * min(resident, per_sm_blocks))
         t_issue = ((staged + q_values) * SPLIT_INSTR / 32 / staging_issue +
                    (p_values * SPLIT_INSTR / 32 + mma) / issue)
         per_block = max(l1_cycles(span) * scale, t_issue, mma * MMA_CYCLES) / blocks
         waves = -(-blocks // (SMS * resident))
-        t_blocks = waves * steps * DRAM_LATENCY + per_sm_blocks * per_block / CLOCK
+        if double_buffered:  # a step's loads overlap the previous step's arithmetic
+            t_blocks = max(waves * steps * DRAM_LATENCY, per_sm_blocks * per_block / CLOCK)
+        else:
+            t_blocks = waves * steps * DRAM_LATENCY + per_sm_blocks * per_block / CLOCK
     else:
         fma_instr = 2.0 * queries * keys * hd / 32 * nkv  # whole layer
         cycles_total = l1_cycles(span) * scale + fma_instr

@@ -484,6 +484,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
             if (!pending) continue; // the whole warp's: every row of the m-tile has ended
             // the groups of queries with the same keys this step; scores per group
             uint32_t groups[16], staged_groups = 0;
+            int keys_of_group[16];
             int n_groups = 0;
             float sc[4][4] = {};
             while (pending) {
@@ -496,8 +497,13 @@ __global__ void __launch_bounds__(TCA_THREADS)
                 const uint32_t members = __ballot_sync(0xffffffffu, same) & 0xffffu;
                 const int32_t my_row = rows[leader * RST + lane];
                 const bool staged = __all_sync(0xffffffffu, my_row == lo + lane && my_row < hi);
+                // the group's keys this step (its list's positions are a prefix of the step's):
+                // n-tiles and k-tiles wholly past them are zeros and are skipped (the same
+                // for every call: it depends on the list only)
+                const int group_keys = __popc(__ballot_sync(0xffffffffu, my_row >= 0));
                 pending &= ~members;
                 groups[n_groups] = members;
+                keys_of_group[n_groups] = group_keys;
                 staged_groups |= (uint32_t)staged << n_groups;
                 n_groups++;
                 float d[4][4];
@@ -521,6 +527,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
                                                 { qa[2].z, qb[2].z, qa[2].w, qb[2].w } };
                     EMT_UNROLL
                     for (int nt = 0; nt < 4; nt++) {
+                        if (8 * nt >= group_keys) break; // the whole warp's
                         uint4 kb[3];
                         if (staged) {
                             EMT_UNROLL
@@ -604,6 +611,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
                 const uint32_t members = groups[gi];
                 const int leader = __ffs(members) - 1;
                 const bool staged = staged_groups >> gi & 1;
+                const int group_keys = keys_of_group[gi];
                 const int32_t first_key = rows[leader * RST];
                 int32_t key_r[2][4]; // keys 16kk + 2t, +1, +8, +9 of the group's list
                 EMT_UNROLL
@@ -616,6 +624,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
                     float d[4] = { acc[nd][0], acc[nd][1], acc[nd][2], acc[nd][3] };
                     EMT_UNROLL
                     for (int kk = 0; kk < 2; kk++) {
+                        if (16 * kk >= group_keys) break; // the whole warp's
                         uint32_t b[3][2];
                         if (staged) {
                             EMT_UNROLL

@@ -383,5 +383,7 @@ inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
 // The position of the least significant set bit, counting from 1; 0 for 0 (CUDA Math API, integer intrinsics).
 inline int __ffs(int x) { return __builtin_ffs(x); }
+// The number of set bits (CUDA Math API, integer intrinsics).
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
 
 #endif

@@ -1,8 +1,12 @@
 // Tree attention, flash-decoding style with the K/V of the shared context
-// loaded once per block for every row of the tree. CPU twin: attn_task in
+// loaded once per block for every row of the tree. CPU twin: run_attention in
 // src/backend/cpu/cpu_variant.h (one online softmax over the same keys in
 // the same order, in blocks of 64; the two agree to float rounding, not bit
-// for bit).
+// for bit). Two kernels with the same keys, steps, spans and partials:
+// attn_tc_span_kernel (below: QK^T and PV on tensor cores, for head_dim 32,
+// 64, 128, 256 and 16-byte aligned K/V caches) and attn_span_kernel (FP32
+// cores, every other case); a head width and cache always take the same one,
+// AR step and verify alike. What follows describes the FP32 one.
 //
 // Which keys, in which order: row i sees the cache prefix [0, n_prefix)
 // (from its first prefix row f with a sliding window), then the new rows j

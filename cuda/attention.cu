@@ -1,8 +1,12 @@
 // Tree attention, flash-decoding style with the K/V of the shared context
-// loaded once per block for every row of the tree. CPU twin: attn_task in
+// loaded once per block for every row of the tree. CPU twin: run_attention in
 // src/backend/cpu/cpu_variant.h (one online softmax over the same keys in
 // the same order, in blocks of 64; the two agree to float rounding, not bit
-// for bit).
+// for bit). Two kernels with the same keys, steps, spans and partials:
+// attn_tc_span_kernel (below: QK^T and PV on tensor cores, for head_dim 32,
+// 64, 128, 256 and 16-byte aligned K/V caches) and attn_span_kernel (FP32
+// cores, every other case); a head width and cache always take the same one,
+// AR step and verify alike. What follows describes the FP32 one.
 //
 // Which keys, in which order: row i sees the cache prefix [0, n_prefix)
 // (from its first prefix row f with a sliding window), then the new rows j
@@ -33,6 +37,7 @@
 // replayed graph launches at most ATTN_MAX_SPAN_BLOCKS blocks per (KV head,
 // query group), not one per span of the KV capacity.
 #include "cuda_exec.h"
+#include "bf16_split.h"
 
 #include <string.h>
 
@@ -244,6 +249,433 @@ __global__ void __launch_bounds__(ATTN_THREADS)
     }
 }
 
+// ------------------------------------------------ tree attention on tensor cores
+// QK^T and PV on the warp's mma.m16n8k16 (emt_mma_bf16_m16n8k16,
+// cuda/cuda_launch.h), for head_dim 32, 64, 128 and 256 with 16-byte aligned
+// K and V caches (attention() picks it; the AR step and a verify always take
+// the same kernel). Same grid, spans, partials and combine as
+// attn_span_kernel; a warp owns an m-tile of 16 queries of the block.
+//
+// F32 fidelity: queries, keys, values and probabilities are split into three
+// BF16 parts (x = hi + mid + lo exactly, bf16_split.h) and each product a b is
+// summed as the six part products whose magnitude is above 2^-24 |a b|
+// (lo*hi, mid*mid, hi*lo, mid*hi, hi*mid, hi*hi, in that order per k-tile), so
+// a score or a weighted value is an FP32-rounded dot product up to 3 * 2^-24
+// relative per term: within the CPU twin's 1e-5 (test_cuda_kernels).
+//
+// Tree == AR, by construction: the mma's D[m][n] depends only on row m of A,
+// column n of B and C[m][n]. Scores: A = the m-tile's queries, column n of B
+// = the key at list position t0 + n of the query (zero past its list). PV:
+// A = the probabilities, column d of B = value dimension d of the keys at
+// the step's list positions (zero past the list), C = the query's running
+// sum. A step's B is built per group of queries whose 32 list positions map
+// to the same cache rows (every query of the m-tile when the step lies in
+// the shared prefix; a tree's own rows split them up), from the staged tile
+// when the group's keys are its rows in order, else from global memory:
+// two paths, one value per element. The mma runs for all 16 rows; only the
+// group's rows keep their D. So a query's scores, probabilities and sums
+// are a function of its own query, its own key list and the list position
+// only, whatever else the launch holds; the AR step runs this kernel with
+// its one row (padded to the m-tile) and gets the same bits.
+//
+// Shared memory: the K tile and the staged queries as rows of three BF16
+// planes (TCA row stride = 64 mod 128 bytes: the 16-byte fragment reads of
+// two rows fall in different bank halves); V as pairs of keys per dimension
+// (a 32-bit B register = two consecutive keys), pair rows 32 mod 128 bytes
+// apart (the 4 pair rows a warp's B read touches are on distinct banks).
+#define TCA_WARPS 4
+#define TCA_THREADS (TCA_WARPS * 32)
+#define TCA_MAX_QUERIES (16 * TCA_WARPS) // one m-tile per warp
+
+__host__ __device__ constexpr int32_t tca_k_stride(int32_t hd) { return 6 * hd + ((64 - 6 * hd % 128) % 128 + 128) % 128; }
+__host__ __device__ constexpr int32_t tca_v_stride(int32_t hd) { return 4 * hd + 32; }
+__host__ __device__ constexpr int32_t tca_rows_stride() { return ATTN_KEYS + 1; } // a query's step rows: no bank conflicts down a column
+static bool tca_takes(int32_t hd, const float *k, const float *v) {
+    return (hd == 32 || hd == 64 || hd == 128 || hd == 256) && (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0;
+}
+// One K/V tile buffer; the warps' step rows.
+static size_t tca_tile_bytes(int32_t hd) {
+    return (size_t)ATTN_KEYS * tca_k_stride(hd) + 3 * (ATTN_KEYS / 2) * (size_t)tca_v_stride(hd);
+}
+static size_t tca_rows_bytes() { return (size_t)TCA_WARPS * 16 * tca_rows_stride() * 4; }
+// Staged query rows: all of a block's, or a call's few (the AR step: then
+// two tile buffers and two blocks per SM fit); a zero row follows them.
+static int32_t tca_query_rows(int32_t n_queries, int32_t call_queries) {
+    return call_queries < n_queries ? call_queries : n_queries;
+}
+// Queries per block: one tile buffer and as many queries as the budget holds
+// next to it (at most one m-tile per warp); a call of at most 16 queries (the
+// AR step) takes one m-tile and two tile buffers.
+static int32_t tca_queries(int32_t hd, int32_t call_queries) {
+    if (call_queries <= 16) return 16;
+    long n = (ATTN_SHARED_BUDGET - (long)tca_tile_bytes(hd) - (long)tca_rows_bytes()) / tca_k_stride(hd) - 1;
+    n = n / 16 * 16; // the zero row apart
+    return (int32_t)(n > TCA_MAX_QUERIES ? TCA_MAX_QUERIES : n < 16 ? 16 : n);
+}
+static size_t tca_shared_bytes(int32_t hd, int32_t q_rows, int32_t n_bufs) {
+    return n_bufs * tca_tile_bytes(hd) + tca_rows_bytes() + (size_t)(q_rows + 1) * tca_k_stride(hd);
+}
+static int32_t tca_buffers(int32_t hd, int32_t call_queries) {
+    return call_queries <= 16 && tca_shared_bytes(hd, call_queries, 2) <= ATTN_SHARED_BUDGET ? 2 : 1;
+}
+
+// One k-tile of a product over BF16 parts: D += A B as the six part products
+// above 2^-24 of the whole, smallest first.
+__device__ __forceinline__ void mma_split6(float d[4], const uint32_t (&a)[3][4], const uint32_t (&b)[3][2]) {
+    emt_mma_bf16_m16n8k16(d, a[2], b[0], d);
+    emt_mma_bf16_m16n8k16(d, a[1], b[1], d);
+    emt_mma_bf16_m16n8k16(d, a[0], b[2], d);
+    emt_mma_bf16_m16n8k16(d, a[1], b[0], d);
+    emt_mma_bf16_m16n8k16(d, a[0], b[1], d);
+    emt_mma_bf16_m16n8k16(d, a[0], b[0], d);
+}
+__device__ __forceinline__ uint32_t pack_bf16(uint32_t lo, uint32_t hi) { return lo | hi << 16; }
+// Four FP32 values as the three planes' 8-byte halves of a fragment.
+__device__ __forceinline__ void split4(const float4 &x, uint2 (&out)[3]) {
+    const float v[4] = { x.x, x.y, x.z, x.w };
+    uint32_t p[3][4];
+    for (int e = 0; e < 4; e++) split_bf16x3(v[e], &p[0][e], &p[1][e], &p[2][e]);
+    for (int s = 0; s < 3; s++) out[s] = uint2{ pack_bf16(p[s][0], p[s][1]), pack_bf16(p[s][2], p[s][3]) };
+}
+// Where dims 4u..4u+3 of a row go in its staged plane: a 32-dim chunk's lane
+// t holds dims 4t..4t+3 (k-tile 0) and 16+4t..16+4t+3 (k-tile 1) in one
+// 16-byte fragment, so that the lanes' global loads of either half are 64
+// contiguous bytes per row.
+__device__ __forceinline__ int32_t tca_unit_offset(int32_t u) { return 64 * (u / 8) + 16 * (u % 4) + 8 * (u % 8 / 4); }
+
+// Grid (n_kv_heads, span blocks, query groups); TCA_THREADS threads; the
+// dynamic shared memory of tca_shared_bytes(HD, q_rows, n_bufs): q_rows of the
+// block's n_queries queries are staged (the others are zeros: the AR step
+// stages its few), then a zero row. Query qi of the
+// call is row qi / group, query head kv_head * group + qi % group.
+template <int HD>
+__global__ void __launch_bounds__(TCA_THREADS)
+    attn_tc_span_kernel(const float *q, const float *k, const float *v, const int32_t *d_len, int32_t n_prefix,
+                        int32_t row0, int32_t n_rows, const int32_t *tree_keys, const int32_t *tree_count,
+                        const int32_t *first, int32_t n_heads, int32_t n_kv_heads, float scale, float cap,
+                        int32_t n_queries, int32_t q_rows, int32_t n_bufs, int32_t n_spans, float *part_acc,
+                        float *part_ml) {
+    constexpr int32_t KST = tca_k_stride(HD), VST = tca_v_stride(HD), RST = tca_rows_stride();
+    constexpr int NC = HD / 32, ND = HD / 8, PLANE = HD * 2; // 32-dim chunks, 8-dim n-tiles, bytes of a plane
+    constexpr size_t TILE = (size_t)ATTN_KEYS * KST + 3 * (ATTN_KEYS / 2) * VST; // one K/V tile buffer
+    EMT_DYNAMIC_SHARED(uint4, tca_smem);
+    uint8_t *tiles = (uint8_t *)tca_smem, *qs = tiles + n_bufs * TILE;
+    int32_t *step_rows = (int32_t *)(qs + (size_t)(q_rows + 1) * KST);
+    if (d_len) n_prefix = *d_len;
+    const int32_t group = n_heads / n_kv_heads, kv_head = blockIdx.x, q_first = blockIdx.z * n_queries;
+    const int32_t n_q = n_rows * group - q_first < n_queries ? n_rows * group - q_first : n_queries;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
+    const size_t stride = (size_t)n_kv_heads * HD, kv_off = (size_t)kv_head * HD;
+    int32_t max_keys = 0;
+    for (int32_t qi = 0; qi < n_q; qi++) {
+        const int32_t row = (q_first + qi) / group, n = keys_of_row(n_prefix, tree_count, row, first_row(first, row, d_len, n_prefix));
+        max_keys = n > max_keys ? n : max_keys;
+    }
+    const int32_t f0 = first_row(first, q_first / group, d_len, n_prefix);
+    if ((int32_t)blockIdx.y * ATTN_SPAN >= max_keys) return; // the whole block: no span of its own
+    uint32_t tag = 1; // the harness's request regions (EMT_REQUEST_TAG); unused by nvcc
+    (void)tag;
+    EMT_REQUEST_TAG(tag++);
+    // the block's queries, split, one row of three planes each (zeros past the call's)
+    const bool q_vec = (uintptr_t)q % 16 == 0;
+    for (int32_t i = threadIdx.x; i < (q_rows + 1) * (HD / 4); i += TCA_THREADS) {
+        const int32_t qi = i / (HD / 4), u = i % (HD / 4);
+        float4 x = { 0, 0, 0, 0 };
+        if (qi < n_q) {
+            const int32_t row = (q_first + qi) / group, head = kv_head * group + (q_first + qi) % group;
+            const float *src = q + ((size_t)row * n_heads + head) * HD + 4 * u;
+            x = q_vec ? emt_ld((const float4 *)src) : float4{ src[0], src[1], src[2], src[3] };
+        }
+        uint2 parts[3];
+        split4(x, parts);
+        EMT_UNROLL
+        for (int s = 0; s < 3; s++) emt_st((uint2 *)(qs + (size_t)qi * KST + s * PLANE + tca_unit_offset(u)), parts[s]);
+    }
+    // this warp's m-tile: queries m0..m0+15; lane (g, t) holds rows g and g+8 of its fragments
+    const int32_t m0 = warp * 16;
+    const bool warp_live = m0 < n_q; // the whole warp's
+    // the staged rows of queries m0+g and m0+g+8: past q_rows, the zero row q_rows
+    const int32_t q_row[2] = { m0 + g < q_rows ? m0 + g : q_rows, m0 + g + 8 < q_rows ? m0 + g + 8 : q_rows };
+    int32_t *rows = step_rows + warp * 16 * RST;
+    int32_t row_of[2] = { -1, -1 }, f_of[2] = { 0, 0 }, keys_of[2] = { 0, 0 }, head_of[2] = { 0, 0 };
+    EMT_UNROLL
+    for (int h = 0; h < 2; h++) {
+        const int32_t qi = m0 + g + 8 * h;
+        if (qi >= n_q) continue;
+        row_of[h] = (q_first + qi) / group;
+        head_of[h] = kv_head * group + (q_first + qi) % group;
+        f_of[h] = first_row(first, row_of[h], d_len, n_prefix);
+        keys_of[h] = keys_of_row(n_prefix, tree_count, row_of[h], f_of[h]);
+    }
+    // stage step t0's prefix rows into one tile buffer (K split into three
+    // planes per row, V into three planes of key pairs), by threads
+    // first_thread.. first_thread + count - 1
+    auto stage = [&](int32_t t0, uint8_t *tile, int first_thread, int count) {
+        const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
+        uint8_t *ks = tile, *vp = tile + ATTN_KEYS * KST;
+        for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo) * (HD / 4); i += count) {
+            const int32_t r = i / (HD / 4), u = i % (HD / 4);
+            uint2 parts[3];
+            split4(emt_ld((const float4 *)(k + (size_t)(lo + r) * stride + kv_off) + u), parts);
+            EMT_UNROLL
+            for (int s = 0; s < 3; s++) emt_st((uint2 *)(ks + (size_t)r * KST + s * PLANE + tca_unit_offset(u)), parts[s]);
+        }
+        for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo + 1) / 2 * (HD / 4); i += count) {
+            const int32_t j = i / (HD / 4), c = i % (HD / 4), r = 2 * j;
+            const float4 a = emt_ld((const float4 *)(v + (size_t)(lo + r) * stride + kv_off) + c);
+            const float4 b = r + 1 < hi - lo ? emt_ld((const float4 *)(v + (size_t)(lo + r + 1) * stride + kv_off) + c)
+                                             : float4{ 0, 0, 0, 0 };
+            const float av[4] = { a.x, a.y, a.z, a.w }, bv[4] = { b.x, b.y, b.z, b.w };
+            uint32_t pa[3][4], pb[3][4];
+            EMT_UNROLL
+            for (int e = 0; e < 4; e++) {
+                split_bf16x3(av[e], &pa[0][e], &pa[1][e], &pa[2][e]);
+                split_bf16x3(bv[e], &pb[0][e], &pb[1][e], &pb[2][e]);
+            }
+            EMT_UNROLL
+            for (int s = 0; s < 3; s++)
+                emt_st((uint4 *)(vp + ((size_t)s * (ATTN_KEYS / 2) + j) * VST) + c,
+                       uint4{ pack_bf16(pa[s][0], pb[s][0]), pack_bf16(pa[s][1], pb[s][1]),
+                              pack_bf16(pa[s][2], pb[s][2]), pack_bf16(pa[s][3], pb[s][3]) });
+        }
+    };
+    for (int32_t span = (int32_t)blockIdx.y; span * ATTN_SPAN < max_keys; span += (int32_t)gridDim.y) {
+        float acc[ND][4];
+        EMT_UNROLL
+        for (int nd = 0; nd < ND; nd++)
+            EMT_UNROLL
+            for (int i = 0; i < 4; i++) acc[nd][i] = 0.0f;
+        float m_run[2] = { -INFINITY, -INFINITY }, l_run[2] = { 0.0f, 0.0f };
+        const int32_t t_end = (span + 1) * ATTN_SPAN < max_keys ? (span + 1) * ATTN_SPAN : max_keys;
+        if (n_bufs > 1) { // the span's first step, staged by every warp
+            EMT_REQUEST_TAG(tag++);
+            __syncthreads(); // the previous span's readers are done with the tiles
+            stage(span * ATTN_SPAN, tiles, 0, TCA_THREADS);
+        }
+        for (int32_t t0 = span * ATTN_SPAN, step = 0; t0 < t_end; t0 += ATTN_KEYS, step++) {
+            // the prefix rows [lo, hi) of this step, split and staged into shared
+            // memory for every query by all the block's warps; with two tile
+            // buffers (the AR step: one m-tile, warp 0) warps 1.. stage the next
+            // step while warp 0 computes this one
+            const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
+            uint8_t *tile = tiles + (size_t)(step % n_bufs) * TILE;
+            const uint8_t *ks = tile, *vp = tile + ATTN_KEYS * KST;
+            EMT_REQUEST_TAG(tag++);
+            __syncthreads(); // this step's tiles are staged; the readers of the buffer staged next are done
+            if (n_bufs == 1) {
+                stage(t0, tile, 0, TCA_THREADS);
+                __syncthreads();
+            } else if (warp > 0 && t0 + ATTN_KEYS < t_end) {
+                stage(t0 + ATTN_KEYS, tiles + (size_t)((step + 1) % n_bufs) * TILE, 32, TCA_THREADS - 32);
+            }
+            if (!warp_live) continue;
+            // each query's cache rows at the step's list positions (-1: past its list)
+            EMT_REQUEST_TAG(tag++);
+            for (int m = 0; m < 16; m++) {
+                const int32_t qi = m0 + m;
+                int32_t r = -1;
+                if (qi < n_q) {
+                    const int32_t row = (q_first + qi) / group, f = first_row(first, row, d_len, n_prefix);
+                    if (t0 + lane < keys_of_row(n_prefix, tree_count, row, f))
+                        r = key_row(t0 + lane, n_prefix, row0, tree_keys, n_rows, row, f);
+                }
+                emt_st(rows + m * RST + lane, r);
+            }
+            const int32_t nk[2] = { keys_of[0] - t0, keys_of[1] - t0 }; // this step's keys of rows g, g+8
+            const bool live[2] = { nk[0] > 0, nk[1] > 0 };
+            uint32_t pending = __ballot_sync(0xffffffffu, lane < 16 && m0 + lane < n_q && rows[lane * RST] >= 0) & 0xffffu;
+            __syncwarp();
+            if (!pending) continue; // the whole warp's: every row of the m-tile has ended
+            // the groups of queries with the same keys this step; scores per group
+            uint32_t groups[16], staged_groups = 0;
+            int keys_of_group[16];
+            int n_groups = 0;
+            float sc[4][4] = {};
+            while (pending) {
+                const int leader = __ffs(pending) - 1;
+                bool same = false;
+                if (lane < 16 && (pending >> lane & 1)) {
+                    same = true;
+                    for (int n = 0; n < ATTN_KEYS; n++) same &= rows[lane * RST + n] == rows[leader * RST + n];
+                }
+                const uint32_t members = __ballot_sync(0xffffffffu, same) & 0xffffu;
+                const int32_t my_row = rows[leader * RST + lane];
+                const bool staged = __all_sync(0xffffffffu, my_row == lo + lane && my_row < hi);
+                // the group's keys this step (its list's positions are a prefix of the step's):
+                // n-tiles and k-tiles wholly past them are zeros and are skipped (the same
+                // for every call: it depends on the list only)
+                const int group_keys = __popc(__ballot_sync(0xffffffffu, my_row >= 0));
+                pending &= ~members;
+                groups[n_groups] = members;
+                keys_of_group[n_groups] = group_keys;
+                staged_groups |= (uint32_t)staged << n_groups;
+                n_groups++;
+                float d[4][4];
+                EMT_UNROLL
+                for (int nt = 0; nt < 4; nt++)
+                    EMT_UNROLL
+                    for (int i = 0; i < 4; i++) d[nt][i] = 0.0f;
+                const int32_t first_key = rows[leader * RST]; // a row of the list, for the lanes past it
+                EMT_UNROLL
+                for (int c = 0; c < NC; c++) {
+                    uint4 qa[3], qb[3];
+                    EMT_UNROLL
+                    for (int s = 0; s < 3; s++) {
+                        qa[s] = emt_ld((const uint4 *)(qs + (size_t)q_row[0] * KST + s * PLANE + 64 * c + 16 * t));
+                        qb[s] = emt_ld((const uint4 *)(qs + (size_t)q_row[1] * KST + s * PLANE + 64 * c + 16 * t));
+                    }
+                    // k-tile 0: dims 4t..4t+3 of the chunk; k-tile 1: 16+4t..16+4t+3 (tca_unit_offset)
+                    const uint32_t a0[3][4] = { { qa[0].x, qb[0].x, qa[0].y, qb[0].y }, { qa[1].x, qb[1].x, qa[1].y, qb[1].y },
+                                                { qa[2].x, qb[2].x, qa[2].y, qb[2].y } };
+                    const uint32_t a1[3][4] = { { qa[0].z, qb[0].z, qa[0].w, qb[0].w }, { qa[1].z, qb[1].z, qa[1].w, qb[1].w },
+                                                { qa[2].z, qb[2].z, qa[2].w, qb[2].w } };
+                    EMT_UNROLL
+                    for (int nt = 0; nt < 4; nt++) {
+                        if (8 * nt >= group_keys) break; // the whole warp's
+                        uint4 kb[3];
+                        if (staged) {
+                            EMT_UNROLL
+                            for (int s = 0; s < 3; s++)
+                                kb[s] = emt_ld((const uint4 *)(ks + (size_t)(8 * nt + g) * KST + s * PLANE + 64 * c + 16 * t));
+                        } else { // a key of the tree, or a list that is not the tile's rows in order
+                            const int32_t r = rows[leader * RST + 8 * nt + g];
+                            const float *src = k + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 32 * c + 4 * t;
+                            float4 x0 = emt_ld((const float4 *)src), x1 = emt_ld((const float4 *)(src + 16));
+                            if (r < 0) x0 = x1 = float4{ 0, 0, 0, 0 };
+                            uint2 h0[3], h1[3];
+                            split4(x0, h0);
+                            split4(x1, h1);
+                            EMT_UNROLL
+                            for (int s = 0; s < 3; s++) kb[s] = uint4{ h0[s].x, h0[s].y, h1[s].x, h1[s].y };
+                        }
+                        const uint32_t b0[3][2] = { { kb[0].x, kb[0].y }, { kb[1].x, kb[1].y }, { kb[2].x, kb[2].y } };
+                        const uint32_t b1[3][2] = { { kb[0].z, kb[0].w }, { kb[1].z, kb[1].w }, { kb[2].z, kb[2].w } };
+                        mma_split6(d[nt], a0, b0);
+                        mma_split6(d[nt], a1, b1);
+                    }
+                }
+                EMT_UNROLL
+                for (int nt = 0; nt < 4; nt++)
+                    EMT_UNROLL
+                    for (int i = 0; i < 4; i++)
+                        if (members >> (g + 8 * (i >> 1)) & 1) sc[nt][i] = d[nt][i];
+            }
+            // online softmax per row: lane (g, t) holds keys 8nt + 2t, +1 of rows g (i = 0, 1) and g+8 (i = 2, 3)
+            float p[4][4], alpha[2], m_new[2], sum[2] = { 0.0f, 0.0f };
+            EMT_UNROLL
+            for (int h = 0; h < 2; h++) {
+                float mx = -INFINITY;
+                EMT_UNROLL
+                for (int nt = 0; nt < 4; nt++)
+                    for (int i = 2 * h; i < 2 * h + 2; i++) {
+                        float s = -INFINITY;
+                        if (8 * nt + 2 * t + (i & 1) < nk[h]) {
+                            s = sc[nt][i] * scale;
+                            if (cap > 0.0f) s = cap * tanhf(s / cap);
+                        }
+                        p[nt][i] = s;
+                        mx = fmaxf(mx, s);
+                    }
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                m_new[h] = fmaxf(m_run[h], mx);
+                alpha[h] = !live[h] ? 1.0f : m_run[h] == -INFINITY ? 0.0f : expf(m_run[h] - m_new[h]);
+                EMT_UNROLL
+                for (int nt = 0; nt < 4; nt++)
+                    for (int i = 2 * h; i < 2 * h + 2; i++) {
+                        p[nt][i] = p[nt][i] == -INFINITY ? 0.0f : expf(p[nt][i] - m_new[h]);
+                        sum[h] += p[nt][i];
+                    }
+                sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 1);
+                sum[h] += __shfl_xor_sync(0xffffffffu, sum[h], 2);
+                if (live[h]) {
+                    m_run[h] = m_new[h];
+                    l_run[h] = fmaf(l_run[h], alpha[h], sum[h]);
+                }
+            }
+            // the probabilities as A fragments (three parts): k-tile kk = keys 16kk..16kk+15 = n-tiles 2kk, 2kk+1
+            uint32_t pa[2][3][4];
+            EMT_UNROLL
+            for (int kk = 0; kk < 2; kk++)
+                EMT_UNROLL
+                for (int i = 0; i < 4; i++) { // a[i]: row g (i even) or g+8, keys 2t.. (i < 2) or 2t+8..
+                    const int nt = 2 * kk + (i >> 1), e = 2 * (i & 1);
+                    uint32_t x[3], y[3];
+                    split_bf16x3(p[nt][e], &x[0], &x[1], &x[2]);
+                    split_bf16x3(p[nt][e + 1], &y[0], &y[1], &y[2]);
+                    EMT_UNROLL
+                    for (int s = 0; s < 3; s++) pa[kk][s][i] = pack_bf16(x[s], y[s]);
+                }
+            EMT_UNROLL
+            for (int nd = 0; nd < ND; nd++)
+                EMT_UNROLL
+                for (int i = 0; i < 4; i++) acc[nd][i] *= alpha[i >> 1];
+            // weighted values per group: C = the running sums, kept for the group's rows
+            for (int gi = 0; gi < n_groups; gi++) {
+                const uint32_t members = groups[gi];
+                const int leader = __ffs(members) - 1;
+                const bool staged = staged_groups >> gi & 1;
+                const int group_keys = keys_of_group[gi];
+                const int32_t first_key = rows[leader * RST];
+                int32_t key_r[2][4]; // keys 16kk + 2t, +1, +8, +9 of the group's list
+                EMT_UNROLL
+                for (int kk = 0; kk < 2; kk++)
+                    EMT_UNROLL
+                    for (int j = 0; j < 4; j++) key_r[kk][j] = rows[leader * RST + 16 * kk + 2 * t + (j & 1) + 8 * (j >> 1)];
+                const bool keep[2] = { (members >> g & 1) != 0, (members >> (g + 8) & 1) != 0 };
+                EMT_UNROLL
+                for (int nd = 0; nd < ND; nd++) {
+                    float d[4] = { acc[nd][0], acc[nd][1], acc[nd][2], acc[nd][3] };
+                    EMT_UNROLL
+                    for (int kk = 0; kk < 2; kk++) {
+                        if (16 * kk >= group_keys) break; // the whole warp's
+                        uint32_t b[3][2];
+                        if (staged) {
+                            EMT_UNROLL
+                            for (int s = 0; s < 3; s++)
+                                EMT_UNROLL
+                                for (int j = 0; j < 2; j++)
+                                    b[s][j] = emt_ld((const uint32_t *)(vp + ((size_t)s * (ATTN_KEYS / 2) + 8 * kk + t + 4 * j) * VST) +
+                                                     8 * nd + g);
+                        } else {
+                            uint32_t x[4][3];
+                            EMT_UNROLL
+                            for (int j = 0; j < 4; j++) {
+                                const int32_t r = key_r[kk][j];
+                                float val = emt_ld(v + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 8 * nd + g);
+                                if (r < 0) val = 0.0f;
+                                split_bf16x3(val, &x[j][0], &x[j][1], &x[j][2]);
+                            }
+                            EMT_UNROLL
+                            for (int s = 0; s < 3; s++) b[s][0] = pack_bf16(x[0][s], x[1][s]), b[s][1] = pack_bf16(x[2][s], x[3][s]);
+                        }
+                        mma_split6(d, pa[kk], b);
+                    }
+                    EMT_UNROLL
+                    for (int i = 0; i < 4; i++)
+                        if (keep[i >> 1]) acc[nd][i] = d[i];
+                }
+            }
+        }
+        // the span's partials, for the queries with keys in it
+        if (warp_live) {
+            EMT_REQUEST_TAG(tag++);
+            EMT_UNROLL
+            for (int h = 0; h < 2; h++) {
+                if (row_of[h] < 0 || keys_of[h] <= span * ATTN_SPAN) continue;
+                const size_t part = ((size_t)row_of[h] * n_heads + head_of[h]) * n_spans + span;
+                EMT_UNROLL
+                for (int nd = 0; nd < ND; nd++)
+                    emt_st((float2 *)(part_acc + part * HD + 8 * nd + 2 * t), float2{ acc[nd][2 * h], acc[nd][2 * h + 1] });
+                if (t == 0) {
+                    emt_st(part_ml + part * 2, m_run[h]);
+                    emt_st(part_ml + part * 2 + 1, l_run[h]);
+                }
+            }
+        }
+    }
+}
+
 // One block per (row, head): the row's spans merged in span order.
 __global__ void __launch_bounds__(128)
     attn_combine_kernel(const int32_t *d_len, int32_t n_prefix, const int32_t *tree_count, const int32_t *first, int32_t n_heads, int32_t hd,
@@ -264,6 +696,28 @@ __global__ void __launch_bounds__(128)
         for (int32_t c = 0; c < nc; c++) a = fmaf(emt_ld(acc + (size_t)c * hd + d), expf(ml[2 * c] - m), a);
         emt_st(out + (size_t)blockIdx.x * hd + d, a * inv);
     }
+}
+
+// The tensor-core span kernel for head dim HD (variant: its opt-in bit).
+template <int HD>
+static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, const float *q, const float *k,
+                       const float *v, const int32_t *d_len, int32_t n_prefix, int32_t row0, int32_t n_rows,
+                       const int32_t *tree_keys, const int32_t *tree_count, const int32_t *first, int32_t n_heads,
+                       int32_t n_kv_heads, float scale, float cap, int32_t n_queries, int32_t q_rows, int32_t n_bufs,
+                       int32_t n_spans, float *part_acc, float *part_ml, double ideal_bytes, int32_t max_prefix) {
+    if (shared > 48 * 1024 && !(ex->attn_tc_shared_optin & (1u << variant))) { // the budget: AR and verify sizes differ
+        const cudaError_t e = cudaFuncSetAttribute(attn_tc_span_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   ATTN_SHARED_BUDGET);
+        if (e != cudaSuccess) {
+            cu_set_error(ex, "cudaFuncSetAttribute(attn_tc_span_kernel, max dynamic shared memory)", e);
+            return;
+        }
+        ex->attn_tc_shared_optin |= 1u << variant;
+    }
+    EMT_OP("ATTN", ideal_bytes, n_rows, max_prefix, n_heads * HD);
+    EMT_LAUNCH(attn_tc_span_kernel<HD>, grid, TCA_THREADS, shared, ex->stream, q, k, v, d_len, n_prefix, row0, n_rows,
+               tree_keys, tree_count, first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans,
+               part_acc, part_ml);
 }
 
 // Every attention op: n_prefix = *d_len when d_len is given (at most
@@ -317,21 +771,16 @@ static void attention(emt_exec *ex, const float *q, const float *k_cache, const 
     }
     const int32_t max_prefix = d_len ? row0 : n_prefix;
     const int32_t n_spans = (max_prefix + n_rows + ATTN_SPAN - 1) / ATTN_SPAN;
-    const int32_t n_queries = attn_queries(head_dim), group = n_heads / n_kv_heads;
+    const bool tc = tca_takes(head_dim, k_cache, v_cache);
+    const int32_t group = n_heads / n_kv_heads, n_bufs = tca_buffers(head_dim, n_rows * group);
+    const int32_t n_queries = tc ? tca_queries(head_dim, n_rows * group) : attn_queries(head_dim);
     const int32_t n_groups = (n_rows * group + n_queries - 1) / n_queries;
-    const size_t parts = (size_t)n_rows * n_heads * n_spans, shared = attn_shared_bytes(head_dim, n_queries);
+    const size_t parts = (size_t)n_rows * n_heads * n_spans;
+    const int32_t q_rows = tca_query_rows(n_queries, n_rows * group);
+    const size_t shared = tc ? tca_shared_bytes(head_dim, q_rows, n_bufs) : attn_shared_bytes(head_dim, n_queries);
     float *part_acc = cu_scratch(ex, parts * (head_dim + 2));
     if (!part_acc) return;
     float *part_ml = part_acc + parts * head_dim;
-    if (shared > 48 * 1024 && shared > ex->attn_shared_optin) { // the kernel's opt-in, once per size and context
-        const cudaError_t e = cudaFuncSetAttribute(attn_span_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   (int)shared);
-        if (e != cudaSuccess) {
-            cu_set_error(ex, "cudaFuncSetAttribute(attn_span_kernel, max dynamic shared memory)", e);
-            return;
-        }
-        ex->attn_shared_optin = shared;
-    }
     const float scale = 1.0f / sqrtf((float)head_dim);
     dim3 grid((unsigned)n_kv_heads, (unsigned)(n_spans < ATTN_MAX_SPAN_BLOCKS ? n_spans : ATTN_MAX_SPAN_BLOCKS),
               (unsigned)n_groups);
@@ -339,10 +788,28 @@ static void attention(emt_exec *ex, const float *q, const float *k_cache, const 
     // prefix length of attention_dyn is on the device: its capacity stands in)
     const double kv_bytes = 2.0 * sizeof(float) * ((double)max_prefix + n_rows) * n_kv_heads * head_dim;
     const double q_bytes = (double)sizeof(float) * n_rows * n_heads * head_dim;
-    EMT_OP("ATTN", kv_bytes + q_bytes, n_rows, max_prefix, n_heads * head_dim);
-    EMT_LAUNCH(attn_span_kernel, grid, ATTN_THREADS, shared, ex->stream, q, k_cache, v_cache, d_len, n_prefix, row0,
-               n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, head_dim, scale, cap, n_queries, n_spans,
-               part_acc, part_ml);
+    if (tc) {
+        switch (head_dim) {
+        case 32: launch_tca<32>(ex, 0, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        case 64: launch_tca<64>(ex, 1, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        case 128: launch_tca<128>(ex, 2, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        default: launch_tca<256>(ex, 3, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        }
+    } else {
+        if (shared > 48 * 1024 && shared > ex->attn_shared_optin) { // the kernel's opt-in, once per size and context
+            const cudaError_t e = cudaFuncSetAttribute(attn_span_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       (int)shared);
+            if (e != cudaSuccess) {
+                cu_set_error(ex, "cudaFuncSetAttribute(attn_span_kernel, max dynamic shared memory)", e);
+                return;
+            }
+            ex->attn_shared_optin = shared;
+        }
+        EMT_OP("ATTN", kv_bytes + q_bytes, n_rows, max_prefix, n_heads * head_dim);
+        EMT_LAUNCH(attn_span_kernel, grid, ATTN_THREADS, shared, ex->stream, q, k_cache, v_cache, d_len, n_prefix, row0,
+                   n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, head_dim, scale, cap, n_queries, n_spans,
+                   part_acc, part_ml);
+    }
     EMT_OP("ATTN_COMBINE", q_bytes, n_rows, n_spans, n_heads * head_dim);
     EMT_LAUNCH(attn_combine_kernel, n_rows * n_heads, 128, 0, ex->stream, d_len, n_prefix, d_count, d_first,
                n_heads, head_dim, n_spans, part_acc, part_ml, out);

@@ -60,6 +60,7 @@ struct emt_exec {
     uint8_t mask_copy[128 * 128];
     size_t attn_shared_optin; // attention's dynamic shared memory opted in so far (bytes)
     unsigned tc_shared_optin; // tensor-core product variants whose shared memory is opted in (bit per variant)
+    unsigned attn_tc_shared_optin; // tensor-core attention variants (head dims) opted in (bit per variant)
     void *bounce; // pinned landing buffer for small downloads (the step record)
     size_t bounce_cap;
     // step graphs (graphs.cu): off with ENTMTP_CUDA_GRAPHS=0

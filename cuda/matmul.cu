@@ -22,6 +22,7 @@
 // rounding: the bound the parity test asserts. (Q4_K has no CPU product
 // yet: the loader converts it to F32 there; its twin is emt_dequant_q4_k.)
 #include "cuda_exec.h"
+#include "bf16_split.h"
 
 #include <string.h>
 
@@ -31,11 +32,6 @@
 
 __device__ __forceinline__ uint16_t rd16(const uint8_t *p) { return (uint16_t)(emt_ld(p) | (emt_ld(p + 1) << 8)); }
 
-__device__ __forceinline__ float bits_to_float(uint32_t bits) {
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
 
 // IEEE half -> float, exact (as emt_f16_to_f32 in src/io/tensor.h)
 __device__ __forceinline__ float f16_to_float(uint16_t h) {
@@ -46,7 +42,6 @@ __device__ __forceinline__ float f16_to_float(uint16_t h) {
     return sign ? -v : v;
 }
 
-__device__ __forceinline__ float bf16_to_float(uint16_t h) { return bits_to_float((uint32_t)h << 16); }
 
 // Quantized rows are read in units of 32 values: a whole block for Q8_0,
 // Q4_0 and Q4_1, one of the eight sub-blocks of a 256-value super-block for
@@ -450,25 +445,6 @@ static const char *dtype_name(int dt) {
 #define TC_CHUNK (TC_KWARPS * TC_KSTEP)
 #define TC_PLANE (TC_CHUNK * 2)                // bytes of one staged plane of a row
 #define TC_ROW_BYTES (3 * TC_PLANE + 64)       // 832: = 64 (mod 128)
-
-__device__ __forceinline__ uint32_t float_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return u;
-}
-// float -> BF16, rounded to nearest even (NaN stays NaN)
-__device__ __forceinline__ uint32_t bf16_bits_rn(float f) {
-    const uint32_t u = float_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;
-    return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-}
-// x = hi + mid + lo, each BF16 (exact for finite x whose parts are normal)
-__device__ __forceinline__ void split_bf16x3(float v, uint32_t *hi, uint32_t *mid, uint32_t *lo) {
-    *hi = bf16_bits_rn(v);
-    const float r = v - bf16_to_float((uint16_t)*hi);
-    *mid = bf16_bits_rn(r);
-    *lo = bf16_bits_rn(r - bf16_to_float((uint16_t)*mid));
-}
 
 // Per n-tiles NT of 8 rows: MW warps of outputs per block (more outputs per
 // block as the rows grow, so that the staged activations serve more

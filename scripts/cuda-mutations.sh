@@ -7,7 +7,7 @@
 # test_cuda_step_ops_harness, then test_cuda_lossless_harness, each only if
 # the ones before passed), and restores the file. The bad-coalescing and
 # bank-conflict mutations (dense product, staged quantized product,
-# tensor-core product, tree attention) keep every result right and only waste bandwidth: only the
+# tensor-core product, tree attention on CUDA cores and on tensor cores) keep every result right and only waste bandwidth: only the
 # memory efficiency floors can catch them.
 #   bash scripts/cuda-mutations.sh [build-dir]     (default build/mutations)
 #   ONLY='dense product' bash scripts/cuda-mutations.sh   (the mutations whose name holds ONLY)
@@ -44,6 +44,8 @@ mutations=(
   "tensor-core product: staged rows without their 64-byte pad (two rows' fragment reads on the same banks: 2-way bank conflicts)|cuda/matmul.cu|s.replace('#define TC_ROW_BYTES (3 * TC_PLANE + 64)', '#define TC_ROW_BYTES (3 * TC_PLANE)')"
   "tree attention: K/V staged key-major (consecutive lanes load 16 bytes of consecutive keys, a KV row apart)|cuda/attention.cu|s.replace('const int32_t r = i / units, u = i % units;', 'const int32_t r = i % (hi - lo), u = i / (hi - lo);')"
   "tree attention: the K tile unpadded (8 lanes scoring 8 keys read one bank quad: 8-way bank conflicts)|cuda/attention.cu|s.replace('return 4 * (units % 2 ? units : units + 1);', 'return 4 * units;')"
+  "tree attention on tensor cores: staged K and query rows unpadded (6 x head_dim bytes: two rows' 16-byte fragment reads on the same banks)|cuda/attention.cu|s.replace('return 6 * hd + ((64 - 6 * hd % 128) % 128 + 128) % 128;', 'return 6 * hd;')"
+  "tree attention on tensor cores: the query A fragment's registers 1 and 2 swapped (rows g+8 given as columns 8-15: not PTX's layout)|cuda/attention.cu|s.replace('{ { qa[0].x, qb[0].x, qa[0].y, qb[0].y }, { qa[1].x, qb[1].x, qa[1].y, qb[1].y },\n                                                { qa[2].x, qb[2].x, qa[2].y, qb[2].y } }', '{ { qa[0].x, qa[0].y, qb[0].x, qb[0].y }, { qa[1].x, qa[1].y, qb[1].x, qb[1].y },\n                                                { qa[2].x, qa[2].y, qb[2].x, qb[2].y } }')"
   "the sampled root's running sum compared before the token's probability is added (off by one token)|cuda/step_ops.cu|s.replace('run += p;\n                if (target < before + run) {\n                    *token = i;\n                    return;\n                }', 'if (target < before + run) {\n                    *token = i;\n                    return;\n                }\n                run += p;')"
 )
 # unbroken, the op-level test passes (or the demonstration means nothing)

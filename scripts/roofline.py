@@ -76,6 +76,11 @@ SPAN = 512            # attention: keys per partial (cuda/attention.cu ATTN_SPAN
 ATTN_KEYS = 32        # attention: keys per step, staged in shared memory (ATTN_KEYS)
 ATTN_MAX_SPAN_BLOCKS = 16
 SHARED_PER_SM = 228 * 1024
+# tree attention on tensor cores (cuda/attention.cu attn_tc_span_kernel)
+TCA_WARPS, TCA_MAX_QUERIES = 4, 64   # warps per block, queries per block (one m-tile of 16 per warp)
+TCA_REGISTERS = 255   # its registers per thread at head_dim 128 (ptxas -v, sm_90, CUDA 13: no spills)
+MMA_CYCLES = 16 * 8 * 16 * 2 / (MMA_SYNC / SMS / CLOCK)  # SM cycles per m16n8k16 at the assumed mma.sync rate
+SPLIT_INSTR = 9       # instructions per FP32 value split into three BF16 parts (sm_90 PTX: 3 cvt.rn.bf16.f32, 2 widenings, 2 subtractions, packing)
 PRODUCTS = ("q", "k", "v", "o", "gate", "up", "down", "lm_head")
 FUSED_WITH_PREVIOUS = ("k", "v", "up")  # BF16: Q/K/V and gate/up are one tensor-core launch each
 ATTENTION_OPS = ("ATTN", "ATTN_COMBINE")
@@ -192,7 +197,14 @@ def predict_attention(launches, model, rows, ctx):
     2 x head_dim per query and key, 32 lanes an instruction), and the issue
     rate is one instruction per cycle per busy warp, at most 4 per SM (the
     AR step keeps one warp busy per block); the combine kernel as a
-    bandwidth-bound launch. Returns None without a counted case."""
+    bandwidth-bound launch. The tensor-core kernel (attn_tc_span_kernel)
+    instead: its mma count from the harness (scaled like the bytes), each
+    at MMA_CYCLES of an SM; its instructions, the BF16 splits of the staged
+    K/V rows, the queries and the probabilities (SPLIT_INSTR each) and one
+    per mma for the fragments, at 4 per SM per cycle; a block's time the
+    largest of its L1 cycles, its instructions and its mmas (the units run
+    side by side), plus one DRAM latency per step. Returns None without a
+    counted case."""
     _, _, nh, nkv, hd, _, _ = MODELS[model]
     group = nh // nkv
     queries = rows * group
@@ -212,16 +224,46 @@ def predict_attention(launches, model, rows, ctx):
     blocks = nkv * span_blocks * span["grid"][2]
     steps = -(-n_spans // span_blocks) * (SPAN // ATTN_KEYS)
     keys = ctx + rows
-    fma_instr = 2.0 * queries * keys * hd / 32 * nkv  # whole layer
-    cycles_total = l1_cycles(span) * scale + fma_instr
-    per_block_queries = min(64, queries)
-    busy = min(8, per_block_queries)
-    shared = 4 * (ATTN_KEYS * (hd + 4 + hd) + per_block_queries * (2 * hd + 2))
-    resident = max(1, min(SHARED_PER_SM // shared, 8))
     per_sm_blocks = -(-blocks // SMS)
-    waves = -(-blocks // (SMS * resident))
-    issue = min(4, busy * min(resident, per_sm_blocks))
-    t_blocks = waves * steps * DRAM_LATENCY + per_sm_blocks * (cycles_total / blocks) / issue / CLOCK
+    if span["kernel"].startswith("attn_tc"):
+        mma = span["mma"] * scale  # whole layer
+        kst = 6 * hd + (64 - 6 * hd % 128) % 128
+        tile = ATTN_KEYS * kst + 3 * (ATTN_KEYS // 2) * (4 * hd + 32)
+        # a call of at most 16 queries (the AR step): two tile buffers, warps 1-3 stage
+        # the next step while warp 0 computes this one (cuda/attention.cu tca_buffers)
+        double_buffered = queries <= 16
+        shared = ((2 if double_buffered else 1) * tile + TCA_WARPS * 16 * 33 * 4 +
+                  (min(TCA_MAX_QUERIES, queries) + 1) * kst)  # the staged queries and a zero row
+        resident = max(1, min(SHARED_PER_SM // shared, 64 // TCA_WARPS, 65536 // (TCA_REGISTERS * 32 * TCA_WARPS)))
+        m_tiles = -(-min(TCA_MAX_QUERIES, queries) // 16) * span["grid"][2]
+        staged = 2 * keys * hd * nkv * span["grid"][2]                # K and V, once per query group
+        p_values = m_tiles * nkv * -(-keys // ATTN_KEYS) * 16 * ATTN_KEYS  # the probabilities, per m-tile and step
+        q_values = queries * hd * nkv * span_blocks
+        cycles_total = l1_cycles(span) * scale  # kept for the report
+        # an SM issues one instruction per cycle per warp that has work, at most 4: a block's
+        # m-tiles (one warp each) compute; all its warps split and stage the K/V tiles
+        busy = min(TCA_WARPS, m_tiles // span["grid"][2])
+        issue = min(4, busy * min(resident, per_sm_blocks))
+        staging_warps = TCA_WARPS - 1 if double_buffered else TCA_WARPS
+        staging_issue = min(4, staging_warps * min(resident, per_sm_blocks))
+        t_issue = ((staged + q_values) * SPLIT_INSTR / 32 / staging_issue +
+                   (p_values * SPLIT_INSTR / 32 + mma) / issue)
+        per_block = max(l1_cycles(span) * scale, t_issue, mma * MMA_CYCLES) / blocks
+        waves = -(-blocks // (SMS * resident))
+        if double_buffered:  # a step's loads overlap the previous step's arithmetic
+            t_blocks = max(waves * steps * DRAM_LATENCY, per_sm_blocks * per_block / CLOCK)
+        else:
+            t_blocks = waves * steps * DRAM_LATENCY + per_sm_blocks * per_block / CLOCK
+    else:
+        fma_instr = 2.0 * queries * keys * hd / 32 * nkv  # whole layer
+        cycles_total = l1_cycles(span) * scale + fma_instr
+        per_block_queries = min(64, queries)
+        busy = min(8, per_block_queries)
+        shared = 4 * (ATTN_KEYS * (hd + 4 + hd) + per_block_queries * (2 * hd + 2))
+        resident = max(1, min(SHARED_PER_SM // shared, 8))
+        waves = -(-blocks // (SMS * resident))
+        issue = min(4, busy * min(resident, per_sm_blocks))
+        t_blocks = waves * steps * DRAM_LATENCY + per_sm_blocks * (cycles_total / blocks) / issue / CLOCK
     dram = (span["dram_load_bytes"] + span["dram_store_bytes"]) * scale
     l2 = span["l2_load_bytes"] * scale
     terms = {"DRAM": dram / BW, "L2": l2 / L2_BW, "steps": t_blocks}
@@ -230,7 +272,7 @@ def predict_attention(launches, model, rows, ctx):
     c_dram = (comb["dram_load_bytes"] + comb["dram_store_bytes"]) * nh / group * (n_spans / comb["n_in"])
     t_comb = c_dram / BW + KERNEL_OVERHEAD
     ideal = 2 * 4 * keys * nkv * hd + 2 * 4 * rows * nh * hd
-    return dict(ideal=ideal, time=t_span + t_comb, bound=bound, kernel="attn_span_kernel+combine",
+    return dict(ideal=ideal, time=t_span + t_comb, bound=bound, kernel=span["kernel"].split("<")[0] + "+combine",
                 eff=load_efficiency([span, comb]), conflicts=sum(a["wavefronts"] - a["ideal_wavefronts"]
                                                                  for a in span["accesses"] if a["space"] == "shared"),
                 dram=dram + c_dram, l2=l2, l1=cycles_total, terms=terms)

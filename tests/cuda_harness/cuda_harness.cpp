@@ -428,6 +428,7 @@ EMT_SCHEDULER_HOT void complete_mma(thread_state *w) {
         for (int i = 0; i < 4; i++) C[g + 8 * (i >> 1)][2 * t + (i & 1)] = f.c[i];
     }
     mma_bf16_m16n8k16_reference(A, B, C, D);
+    memstats_mma();
     for (unsigned l = 0; l < 32; l++) {
         mma_fragments &f = *(mma_fragments *)(uintptr_t)w[l].value;
         const unsigned g = l / 4, t = l % 4;

@@ -73,6 +73,7 @@ std::vector<access_rec> records;                // of the running block
 std::unordered_map<uint32_t, site_stats> launch_sites;
 std::unordered_set<uintptr_t> launch_load_sectors, launch_store_sectors;
 unsigned long long block_sum_load_sectors = 0;
+unsigned long long launch_mmas = 0; // warp-level mma.sync instructions of the counted launch
 const kernel_call *counted_launch = nullptr;
 FILE *out = nullptr;
 
@@ -204,6 +205,11 @@ void memstats_launch_begin(const kernel_call &k) {
     launch_load_sectors.clear();
     launch_store_sectors.clear();
     block_sum_load_sectors = 0;
+    launch_mmas = 0;
+}
+
+void memstats_mma(void) {
+    if (counted_launch) launch_mmas++;
 }
 
 void memstats_block_begin(unsigned n_threads) {
@@ -249,10 +255,10 @@ void memstats_launch_end(bool failed) {
             "{\"kernel\": \"%s\", \"op\": \"%s\", \"rows\": %lld, \"n_in\": %lld, \"n_out\": %lld, "
             "\"launched_at\": \"%s:%d\", \"grid\": [%u, %u, %u], "
             "\"block\": [%u, %u, %u], \"ideal_bytes\": %.0f, \"dram_load_bytes\": %zu, \"dram_store_bytes\": %zu, "
-            "\"l2_load_bytes\": %llu, \"l1_load_bytes\": %llu, \"l1_store_bytes\": %llu, \"accesses\": [",
+            "\"l2_load_bytes\": %llu, \"l1_load_bytes\": %llu, \"l1_store_bytes\": %llu, \"mma\": %llu, \"accesses\": [",
             k.name, k.op ? k.op : "", k.shape[0], k.shape[1], k.shape[2], short_file(k.file), k.line, k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y,
             k.block.z, k.ideal_bytes, launch_load_sectors.size() * 32, launch_store_sectors.size() * 32,
-            block_sum_load_sectors * 32, l1_load, l1_store);
+            block_sum_load_sectors * 32, l1_load, l1_store, launch_mmas);
     std::vector<uint32_t> order;
     for (auto &s : launch_sites) order.push_back(s.first);
     std::sort(order.begin(), order.end(), [](uint32_t a, uint32_t b) {

@@ -12,6 +12,7 @@ namespace emt_harness {
 void memstats_launch_begin(const kernel_call &k);
 void memstats_block_begin(unsigned n_threads);
 void memstats_block_end(void);
+void memstats_mma(void); // a warp completed an mma (counted per launch)
 void memstats_launch_end(bool failed);
 // For memstats.cpp: the running thread's lane and warp, whether [p, p+n) is
 // device memory.

@@ -316,6 +316,15 @@ __global__ void mma_kernel(const uint16_t *A, const uint16_t *B, const float *C,
     for (int i = 0; i < 4; i++) D[(i < 2 ? group : group + 8) * 8 + tig * 2 + (i & 1)] = d[i];
 }
 
+// every lane of each warp at one mma (zeros)
+__global__ void mma_half_warp_kernel_whole(float *x) {
+    const uint32_t a[4] = {}, b[2] = {};
+    const float c[4] = {};
+    float d[4];
+    emt_mma_bf16_m16n8k16(d, a, b, c);
+    x[threadIdx.x] = d[0];
+}
+
 __global__ void mma_half_warp_kernel(float *x) {
     if (threadIdx.x >= 16) return; // lanes 16..31 never reach the mma
     const uint32_t a[4] = {}, b[2] = {};
@@ -571,10 +580,26 @@ static void test_memstats(void) {
     EXPECT(last_report_line(path, line, sizeof line));
     expect_site(line, "shared, requests paired per EMT_REQUEST_TAG region", MEM_LINE_TAGGED,
                 "\"space\": \"shared\", \"dir\": \"load\", \"width\": 4, \"requests\": 2, \"lane_accesses\": 48, \"bytes\": 192, \"distinct_bytes\": 0, \"sectors\": 0, \"ideal_sectors\": 0, \"wavefronts\": 2, \"ideal_wavefronts\": 2");
+    // two warps, one mma each: the launch's report counts 2
+    EMT_LAUNCH(mma_half_warp_kernel_whole, 1, 64, 0, 0, y);
+    EXPECT(cudaDeviceSynchronize() == cudaSuccess);
+    EXPECT(last_report_line(path, line, sizeof line));
+    EXPECT(strstr(line, "\"mma\": 2,") != nullptr);
     unsetenv("EMT_CUDA_HARNESS_MEMSTATS");
     cudaFree(x);
     cudaFree(y);
     remove(path);
+}
+
+// The integer intrinsics the kernels use (CUDA Math API): __ffs counts from 1, 0 for 0.
+static void test_intrinsics(void) {
+    EXPECT(__ffs(0) == 0);
+    EXPECT(__ffs(1) == 1);
+    EXPECT(__ffs(0x50) == 5);
+    EXPECT(__ffs((int)0x80000000u) == 32);
+    EXPECT(__popc(0u) == 0);
+    EXPECT(__popc(0xf0f0u) == 8);
+    EXPECT(__popc(0xffffffffu) == 32);
 }
 
 int main(void) {
@@ -588,6 +613,7 @@ int main(void) {
     test_mma();
     test_faults();
     test_memstats();
+    test_intrinsics();
     if (failures) {
         fprintf(stderr, "test_cuda_harness: %d check(s) failed\n", failures);
         return 1;

@@ -197,12 +197,14 @@ static void check_product(emt_dtype t, int32_t n_in, int32_t n_out, int32_t n_ro
  * query head per KV head and Llama 3's group of four; one row (the AR
  * step) and a 64-node tree (16 nodes for the group of four: the same 64
  * queries per KV head), each node's parent drawn among the earlier nodes
- * (about 5 deep, as a drafter's tree). Floors: global-load sector
+ * (about 5 deep, as a drafter's tree): the tensor-core kernel
+ * (attn_tc_span_kernel); and one AR row at head_dim 96, which it does not
+ * take (the CUDA-core attn_span_kernel). Floors: global-load sector
  * efficiency and zero bank conflicts over both launches (the span kernel
  * and the combine); DRAM bytes are printed, not bounded: the span partials
  * (written once, read once by the combine) come on top of the op's ideal. */
-static void check_attention(int32_t n_heads, int32_t n_kv_heads, int32_t n_rows) {
-    const int32_t hd = 128, P = 2048;
+static void check_attention(int32_t n_heads, int32_t n_kv_heads, int32_t n_rows, int32_t hd) {
+    const int32_t P = 2048;
     const size_t qn = (size_t)n_rows * n_heads * hd, kn = (size_t)(P + n_rows) * n_kv_heads * hd;
     float *q = emt_test_host_random(&rng, qn, 1.0f), *k = emt_test_host_random(&rng, kn, 1.0f);
     float *v = emt_test_host_random(&rng, kn, 1.0f);
@@ -227,11 +229,11 @@ static void check_attention(int32_t n_heads, int32_t n_kv_heads, int32_t n_rows)
                "shared wavefronts %.0f / %.0f, bytes / ideal: DRAM %.3f, L2 %.2f, L1 %.2f\n",
                P, n_rows, n_heads, n_kv_heads, hd, r.sectors, r.ideal_sectors, 100 * eff, r.narrowest, r.widest,
                r.wavefronts, r.ideal_wavefronts, dram, r.l2_load / r.ideal, r.l1_load / r.ideal);
-        CHECK_MSG(eff >= 0.90, "attention %d+%d, %d/%d heads: global-load sector efficiency %.3f < 0.90", P, n_rows,
-                  n_heads, n_kv_heads, eff);
+        CHECK_MSG(eff >= 0.90, "attention %d+%d, %d/%d heads, hd %d: global-load sector efficiency %.3f < 0.90", P,
+                  n_rows, n_heads, n_kv_heads, hd, eff);
         CHECK_MSG(r.wavefronts == r.ideal_wavefronts,
-                  "attention %d+%d, %d/%d heads: %.0f shared wavefronts, %.0f without bank conflicts", P, n_rows,
-                  n_heads, n_kv_heads, r.wavefronts, r.ideal_wavefronts);
+                  "attention %d+%d, %d/%d heads, hd %d: %.0f shared wavefronts, %.0f without bank conflicts", P, n_rows,
+                  n_heads, n_kv_heads, hd, r.wavefronts, r.ideal_wavefronts);
     }
     float *p[] = { dq, dk, dv, dout };
     for (int i = 0; i < 4; i++) gpu->ops->release(gpu, p[i]);
@@ -318,10 +320,11 @@ int main(void) {
     }
     const char *only = getenv("EMT_CUDA_MEMEFF_DTYPES");
     if (!only || !*only || name_listed(only, "ATTN")) {
-        check_attention(1, 1, 1);  /* Llama 2 7B: 32 heads over 32 KV heads */
-        check_attention(1, 1, 64);
-        check_attention(4, 1, 1);  /* Llama 3 8B: 32 over 8 */
-        check_attention(4, 1, 16); /* 64 queries per KV head, as the 64-row tree of Llama 2 */
+        check_attention(1, 1, 1, 128);  /* Llama 2 7B: 32 heads over 32 KV heads */
+        check_attention(1, 1, 64, 128);
+        check_attention(4, 1, 1, 128);  /* Llama 3 8B: 32 over 8 */
+        check_attention(4, 1, 16, 128); /* 64 queries per KV head, as the 64-row tree of Llama 2 */
+        check_attention(1, 1, 1, 96);   /* a head width the tensor-core kernel does not take (CUDA-core kernel) */
     }
     static const char *const rowwise[] = { "RMSNORM", "ROPE", "SWIGLU", "ADD" };
     for (int i = 0; i < 4; i++)

@@ -125,8 +125,9 @@ static void random_tree_mask(int32_t n, uint8_t *mask) {
     }
 }
 
-static void check_attention(int32_t prefix, int32_t n, int tree) {
-    const int32_t H = 4, KV = 2, hd = 40;
+/* hd 40: the CUDA-core kernel; 64: the tensor-core one (cuda/attention.cu) */
+static void check_attention(int32_t prefix, int32_t n, int tree, int32_t hd) {
+    const int32_t H = 4, KV = 2;
     size_t qn = (size_t)n * H * hd, kn = (size_t)(prefix + n) * KV * hd;
     float *q = host_random(qn, 1.0f), *k = host_random(kn, 1.0f), *v = host_random(kn, 1.0f);
     float *o = malloc(qn * sizeof(float));
@@ -140,7 +141,7 @@ static void check_attention(int32_t prefix, int32_t n, int tree) {
     float *dout = gpu->ops->alloc(gpu, qn * sizeof(float));
     gpu->ops->attention(eg, dq, dk, dv, prefix, n, mask, H, KV, hd, dout);
     char name[64];
-    snprintf(name, sizeof name, "attention %d+%d %s", prefix, n, tree ? "tree" : "causal");
+    snprintf(name, sizeof name, "attention %d+%d %s hd %d", prefix, n, tree ? "tree" : "causal", hd);
     expect_close(name, dout, o, qn, 1e-5);
     float *p[] = { dq, dk, dv, dout };
     for (int i = 0; i < 4; i++) gpu->ops->release(gpu, p[i]);
@@ -153,8 +154,8 @@ static void check_attention(int32_t prefix, int32_t n, int tree) {
  * with the rows at L and the positions given, on each backend, and close
  * across them; L = 5 leaves most of the grid (sized for row0) idle, L = 3000
  * crosses a chunk boundary. */
-static void check_dyn(int32_t L, int32_t n, int32_t window) {
-    const int32_t H = 4, KV = 2, hd = 40, row0 = 3100, n_rot = 32;
+static void check_dyn(int32_t L, int32_t n, int32_t window, int32_t hd) {
+    const int32_t H = 4, KV = 2, row0 = 3100, n_rot = 32;
     const size_t qn = (size_t)n * H * hd, row = (size_t)KV * hd, kn = (size_t)(row0 + n) * row;
     float *q = host_random(qn, 1.0f), *k = host_random(kn, 1.0f), *v = host_random(kn, 1.0f);
     /* the same keys with the tree's rows at L, as attention() takes them */
@@ -183,7 +184,7 @@ static void check_dyn(int32_t L, int32_t n, int32_t window) {
     gpu->ops->attention_dyn(eg, dq, dk, dv, &drows, n, mask, H, KV, hd, window, 0.0f, dout);
     gpu->ops->attention_window(eg, dq, dk2, dv2, L, n, mask, pos, H, KV, hd, window, 0.0f, dout2);
     char name[64];
-    snprintf(name, sizeof name, "attention_dyn %d+%d w %d", L, n, window);
+    snprintf(name, sizeof name, "attention_dyn %d+%d w %d hd %d", L, n, window, hd);
     expect_close(name, dout, o, qn, 1e-5);
     CHECK_OK(gpu->ops->download(eg, o, dout2, qn * sizeof(float)));
     snprintf(name, sizeof name, "  = attention_window %d+%d", L, n);
@@ -227,13 +228,15 @@ int main(void) {
         check_elementwise();
         check_embed_rmsnorm_rope();
         check_matmul_topk();
-        check_attention(0, 37, 0);    /* prompt: causal, no prefix */
-        check_attention(emt_test_size(3000, 300), emt_test_size(128, 32), 1); /* long context, a 128-node tree */
-        check_attention(1, 1, 0);     /* one decode row */
-        check_dyn(5, 64, 0);
-        check_dyn(emt_test_size(3000, 300), 64, 0);
-        check_dyn(emt_test_size(3000, 300), 64, 300); /* a sliding window: the prefix starts at L + depth - 299 */
-        check_dyn(5, 64, 4);      /* a window shorter than the tree: nodes hide their far ancestors */
+        for (int32_t hd = 40; hd <= 64; hd += 24) { /* the CUDA-core kernel, then the tensor-core one */
+            check_attention(0, 37, 0, hd); /* prompt: causal, no prefix */
+            check_attention(emt_test_size(3000, 300), emt_test_size(128, 32), 1, hd); /* long context, a 128-node tree */
+            check_attention(1, 1, 0, hd);  /* one decode row */
+            check_dyn(5, 64, 0, hd);
+            check_dyn(emt_test_size(3000, 300), 64, 0, hd);
+            check_dyn(emt_test_size(3000, 300), 64, 300, hd); /* a sliding window: the prefix starts at L + depth - 299 */
+            check_dyn(5, 64, 4, hd); /* a window shorter than the tree: nodes hide their far ancestors */
+        }
         check_copy_rows();
         CHECK_OK(gpu->ops->sync(eg));
     }

@@ -381,5 +381,9 @@ template <typename T> inline T __ldg(const T *p) { return *p; }
 // does not contract either)
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
+// The position of the least significant set bit, counting from 1; 0 for 0 (CUDA Math API, integer intrinsics).
+inline int __ffs(int x) { return __builtin_ffs(x); }
+// The number of set bits (CUDA Math API, integer intrinsics).
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
 
 #endif

@@ -616,6 +616,14 @@ typedef struct entmtp_session_params {
      * equals greedy AR of a session with the same setting. Ignored by the
      * CUDA backend. */
     int32_t prompt_activation_bits;
+    /* Activations of the typed weight products in every step (AR steps and
+     * tree verifies, the drafter's products included): 16 (default; 0 means
+     * 16) or 8, llama.cpp's precision: faster AR steps and cheaper verifies
+     * on CPUs with AVX-512 VNNI for the types prompt_activation_bits lists,
+     * at llama.cpp's fidelity (docs/performance.md). Greedy output equals
+     * greedy AR of a session with the same setting (both run every step at
+     * this precision). Ignored by the CUDA backend. */
+    int32_t step_activation_bits;
 } entmtp_session_params;
 
 ENTMTP_API entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size);

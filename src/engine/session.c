@@ -9,7 +9,7 @@
 static const entmtp_session_params g_session_defaults = {
     .struct_size = sizeof g_session_defaults, .kv_capacity = 0, .temperature = 0.0f, .epsilon = 0.09f,
     .delta = 0.3f, .seed = 0x5eed, .ema_decay = 0.8f, .n_stop_tokens = -1, .stop_tokens = NULL,
-    .reproducible = 0, .prompt_activation_bits = 16,
+    .reproducible = 0, .prompt_activation_bits = 16, .step_activation_bits = 16,
 };
 
 ENTMTP_API entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size) {
@@ -85,6 +85,9 @@ static entmtp_status check_params(const entmtp_session_params *p, const entmtp_m
     if (p->prompt_activation_bits != 0 && p->prompt_activation_bits != 8 && p->prompt_activation_bits != 16)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: prompt_activation_bits = %d must be 8 or 16 (0: 16)",
                         p->prompt_activation_bits);
+    if (p->step_activation_bits != 0 && p->step_activation_bits != 8 && p->step_activation_bits != 16)
+        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: step_activation_bits = %d must be 8 or 16 (0: 16)",
+                        p->step_activation_bits);
     if (p->n_stop_tokens < -1 || p->n_stop_tokens > EMT_MAX_STOP_TOKENS)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: n_stop_tokens = %d is outside [-1, %d]",
                         p->n_stop_tokens, EMT_MAX_STOP_TOKENS);
@@ -229,6 +232,7 @@ entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_h
     int32_t n_heads = heads ? heads->n_heads : 0;
     S->ex = be->ops->exec_create(be, model->n_threads);
     if (!S->ex) goto oom;
+    if (p.step_activation_bits == 8 && be->ops->set_activation_bits) be->ops->set_activation_bits(S->ex, 8);
 
     S->kv.capacity = p.kv_capacity;
     S->kv.rows = p.kv_capacity + S->max_nodes;
@@ -373,10 +377,12 @@ ENTMTP_API entmtp_status entmtp_session_prefill(entmtp_session *S, const int32_t
                         n_tokens, S->n_tokens, S->kv.capacity);
     double t0 = emt_now();
     /* the prompt mode covers the prefill's products only: it follows the
-     * phase, never the row count, so steps and verified trees keep 16 bits */
+     * phase, never the row count, so steps and verified trees keep the step
+     * precision (16 bits unless step_activation_bits says 8) */
     void (*set_bits)(emt_exec *, int32_t) = S->model->be->ops->set_activation_bits;
-    int act8 = S->p.prompt_activation_bits == 8 && set_bits;
-    if (act8) set_bits(S->ex, 8);
+    int32_t prompt_bits = S->p.prompt_activation_bits == 8 ? 8 : 16, step_bits = S->p.step_activation_bits == 8 ? 8 : 16;
+    int switch_bits = prompt_bits != step_bits && set_bits;
+    if (switch_bits) set_bits(S->ex, prompt_bits);
     for (int32_t done = 0; done < n_tokens;) {
         int32_t n = n_tokens - done < EMT_PREFILL_CHUNK ? n_tokens - done : EMT_PREFILL_CHUNK;
         for (int32_t i = 0; i < n; i++) S->positions[i] = S->n_tokens + done + i;
@@ -388,13 +394,13 @@ ENTMTP_API entmtp_status entmtp_session_prefill(entmtp_session *S, const int32_t
             st = S->drafter->prefill(S, S->n_tokens + done, n);
         }
         if (st) {
-            if (act8) set_bits(S->ex, 16);
+            if (switch_bits) set_bits(S->ex, step_bits);
             return st;
         }
         if (last) emt_keep_last_row(S, n - 1, 0);
         done += n;
     }
-    if (act8) set_bits(S->ex, 16);
+    if (switch_bits) set_bits(S->ex, step_bits);
     /* on the device: the first step's root (greedy, or sampled with the
      * uniform written here) and heads come with the record, in the
      * prefill's one wait */

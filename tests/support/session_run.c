@@ -3,6 +3,7 @@
 #include "check.h"
 
 int32_t emt_test_prompt_bits = 16;
+int32_t emt_test_step_bits = 16;
 
 entmtp_status emt_test_generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_policy *pol, int ar,
                                 const int32_t *prompt, int32_t n_prompt, int32_t n_gen, int32_t kv_capacity,
@@ -11,6 +12,7 @@ entmtp_status emt_test_generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b
     sp.kv_capacity = kv_capacity;
     sp.n_stop_tokens = 0; /* never stop early: compare full runs */
     sp.prompt_activation_bits = emt_test_prompt_bits;
+    sp.step_activation_bits = emt_test_step_bits;
     entmtp_session *s = NULL;
     *n_out = 0;
     *mean_accept = 0;

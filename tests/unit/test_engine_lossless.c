@@ -129,6 +129,50 @@ static void check_prompt_bits(const char *model_path, const char *heads_path, co
     emt_test_prompt_bits = 16;
 }
 
+/* 8-bit steps (step_activation_bits) leave the prefill as it was and change
+ * every step's logits; greedy EntMTP equals greedy AR of sessions with the
+ * same setting, for every tree and policy, with 8-bit prompts as well (the
+ * whole session at llama.cpp's precision). */
+static void check_step_bits(const char *model_path, const char *heads_path, const char *label) {
+    entmtp_model_params mp = entmtp_model_default_params();
+    mp.backend = ENTMTP_BACKEND_CPU;
+    entmtp_model *m = NULL;
+    CHECK_OK(entmtp_model_load(model_path, &mp, &m));
+    if (!m) return;
+    const float *l[2][2];
+    int32_t v[2][2];
+    entmtp_session *s[2] = { NULL, NULL };
+    for (int i = 0; i < 2; i++) {
+        entmtp_session_params sp = entmtp_session_default_params();
+        sp.step_activation_bits = i ? 8 : 16;
+        CHECK_OK(entmtp_session_create(m, NULL, NULL, &sp, &s[i]));
+        CHECK_OK(entmtp_session_prefill(s[i], prompt, N_PROMPT));
+        CHECK_OK(entmtp_session_logits(s[i], &l[i][0], &v[i][0]));
+        float *copy = malloc(sizeof(float) * (size_t)v[i][0]);
+        if (copy) memcpy(copy, l[i][0], sizeof(float) * (size_t)v[i][0]);
+        l[i][0] = copy;
+        CHECK_OK(entmtp_generate(s[i], 1, 1, NULL, NULL));
+        CHECK_OK(entmtp_session_logits(s[i], &l[i][1], &v[i][1]));
+    }
+    /* the prefill at 16 bits in both; the step after it at 16 and 8 bits */
+    CHECK(l[0][0] && l[1][0] && !memcmp(l[0][0], l[1][0], sizeof(float) * (size_t)v[0][0]));
+    CHECK(v[0][1] == v[1][1] && memcmp(l[0][1], l[1][1], sizeof(float) * (size_t)v[0][1]) != 0);
+    free((void *)l[0][0]);
+    free((void *)l[1][0]);
+    entmtp_session_params bad = entmtp_session_default_params();
+    bad.step_activation_bits = 12;
+    entmtp_session *none = NULL;
+    CHECK(entmtp_session_create(m, NULL, NULL, &bad, &none) == ENTMTP_ERR_INVALID_CONFIG && !none);
+    for (int i = 0; i < 2; i++) entmtp_session_free(s[i]);
+    entmtp_model_free(m);
+    emt_test_step_bits = 8;
+    check_model(model_path, heads_path, label);
+    emt_test_prompt_bits = 8;
+    check_model(model_path, heads_path, label);
+    emt_test_prompt_bits = 16;
+    emt_test_step_bits = 16;
+}
+
 static void check_formats_agree(const char *gguf_path, const char *hf_dir) {
     entmtp_model_params mp = entmtp_model_default_params();
     mp.backend = ENTMTP_BACKEND_CPU;
@@ -189,6 +233,8 @@ int main(void) {
         if (i < 3) { /* the types with 8-bit prompt kernels */
             snprintf(label, sizeof label, "gguf %s+%s prompt 8-bit", emt_dtype_name(native[i]), i % 2 ? "hydra" : "medusa");
             check_prompt_bits(path, i % 2 ? hydra : medusa, label);
+            snprintf(label, sizeof label, "gguf %s+%s steps 8-bit", emt_dtype_name(native[i]), i % 2 ? "hydra" : "medusa");
+            check_step_bits(path, i % 2 ? hydra : medusa, label);
         }
     }
     return emt_test_finish("test_engine_lossless");

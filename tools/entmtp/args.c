@@ -151,6 +151,15 @@ int cli_prompt_bits(const char *cmd, const char *v, void *out) {
     return 0;
 }
 
+int cli_step_bits(const char *cmd, const char *v, void *out) {
+    if (!strcmp(v, "8") || !strcmp(v, "16")) {
+        *(int32_t *)out = (int32_t)atoi(v);
+        return 1;
+    }
+    fprintf(stderr, "entmtp %s: --step-bits: '%s': give 8 or 16\n", cmd, v);
+    return 0;
+}
+
 int cli_refuse_top_k(const char *cmd, const char *v, void *out) {
     (void)out;
     if (!strcmp(v, "0")) return 1; /* off, as llama.cpp spells it */

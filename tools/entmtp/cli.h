@@ -49,6 +49,12 @@ int cli_prompt_bits(const char *cmd, const char *v, void *out);
     "  --prompt-bits B       activations of prompt processing: 16 (default) | 8: about 2x faster\n" \
     "                        prefill on AVX-512 VNNI CPUs, some fidelity lost; steps keep 16\n"    \
     "                        (docs/performance.md)\n"
+/* --step-bits 8 | 16 into *(int32_t *)out (entmtp_session_params.step_activation_bits) */
+int cli_step_bits(const char *cmd, const char *v, void *out);
+#define CLI_STEP_BITS_HELP                                                                         \
+    "  --step-bits B         activations of every step (AR and tree verify): 16 (default) | 8:\n" \
+    "                        llama.cpp's precision, faster steps on AVX-512 VNNI CPUs, some\n"    \
+    "                        fidelity lost (docs/performance.md)\n"
 int cli_refuse_top_p(const char *cmd, const char *v, void *out);
 /* --tree NAME[,NAME..]: 1 when every name is a built-in tree, else prints the
  * valid names and returns 0. */

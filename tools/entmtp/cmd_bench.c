@@ -30,6 +30,7 @@ static void usage(FILE *f) {
             "  --reps N           repetitions per verify size (default 5)\n"
             "  --backend B        auto | cpu | cuda;  --threads N   CPU threads\n"
             "  --prompt-bits B    activations of the prefill (and of the comparison's prompts): 16 (default) | 8\n"
+            "  --step-bits B      activations of AR steps and verifies: 16 (default) | 8\n"
             "  --json             machine-readable output;  --plot FILE.png  verify-cost plot\n"
             "  --plot-script PY   plotting script (default: plot_bench.py installed with entmtp)\n");
 }
@@ -78,14 +79,15 @@ typedef struct bench_options {
     entmtp_backend backend;
     long context, tokens, reps, threads;
     int json;
-    int32_t prompt_bits;
+    int32_t prompt_bits, step_bits;
     int32_t sizes[32], n_sizes; /* --nodes, parsed */
 } bench_options;
 
 static int parse_options(int argc, char **argv, bench_options *o) {
     *o = (bench_options){ .prompt = "Write a Python function that returns the n-th Fibonacci number.",
                           .nodes_list = "1,2,4,8,16,32,64,128", .weights = "f32", .compute = ENTMTP_COMPUTE_NATIVE,
-                          .backend = ENTMTP_BACKEND_AUTO, .context = 256, .tokens = 32, .reps = 5, .prompt_bits = 16 };
+                          .backend = ENTMTP_BACKEND_AUTO, .context = 256, .tokens = 32, .reps = 5, .prompt_bits = 16,
+                          .step_bits = 16 };
     const cli_option opts[] = {
         { "--synthetic", CLI_STRING, &o->synthetic },
         { "--model", CLI_STRING, &o->model_path },
@@ -103,6 +105,7 @@ static int parse_options(int argc, char **argv, bench_options *o) {
         { "--backend", CLI_BACKEND, &o->backend },
         { "--json", CLI_FLAG, &o->json },
         { "--prompt-bits", CLI_CALL, &o->prompt_bits, 0, 0, cli_prompt_bits },
+        { "--step-bits", CLI_CALL, &o->step_bits, 0, 0, cli_step_bits },
     };
     int rc = cli_parse("bench", argc, argv, CLI_TABLE(opts), usage);
     if (rc) return rc;
@@ -195,6 +198,7 @@ static int prefilled_session(bench_job *j) {
     sp.kv_capacity = need < j->mi.context_length ? need : j->mi.context_length;
     sp.n_stop_tokens = 0;
     sp.prompt_activation_bits = o->prompt_bits;
+    sp.step_activation_bits = o->step_bits;
     if ((st = entmtp_session_create(j->model, NULL, j->bank, &sp, &j->s))) return cli_fail("session", st);
     int32_t *ctx_tokens = malloc((size_t)o->context * sizeof *ctx_tokens);
     if (!ctx_tokens) return cli_fail("bench", ENTMTP_ERR_OUT_OF_MEMORY);
@@ -263,6 +267,7 @@ static int compare_generation(bench_job *j) {
         entmtp_session_params gp = entmtp_session_default_params();
         gp.kv_capacity = 1024 < j->mi.context_length ? 1024 : j->mi.context_length;
         gp.prompt_activation_bits = o->prompt_bits;
+        gp.step_activation_bits = o->step_bits;
         if ((st = entmtp_session_create(j->model, j->heads, j->hbank, &gp, &g))) return cli_fail("session", st);
         int32_t ptoks[2048], np = 0;
         if ((st = entmtp_tokenize(j->model, text, -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 1, ptoks, 2048, &np)) ||

@@ -49,6 +49,7 @@ static void usage(FILE *f) {
             "  --threads N           CPU threads (default: all cores)\n"
             "  --compute C           native (weights in their file type, default) | f32\n"
             CLI_PROMPT_BITS_HELP
+            CLI_STEP_BITS_HELP
             "  -c, --ctx-size N      context (KV cache capacity) in tokens (alias --kv; default:\n"
             "                        4096, or the model's context when smaller)\n"
             "  --json                print one JSON object instead of text + summary\n"
@@ -151,13 +152,13 @@ typedef struct generate_options {
     int ar, json, raw, quiet, no_heads, interactive, compare_ar;
     entmtp_backend backend;
     entmtp_compute_type compute;
-    int32_t prompt_bits;
+    int32_t prompt_bits, step_bits;
 } generate_options;
 
 static int parse_options(int argc, char **argv, generate_options *o) {
     *o = (generate_options){ .max_tokens = 128, .seed = 0x5eed, .epsilon = 0.09f, .delta = 0.3f, .tau_on = -1,
                              .tau_off = -1, .ucb_expl = -1, .backend = ENTMTP_BACKEND_AUTO,
-                             .compute = ENTMTP_COMPUTE_NATIVE, .prompt_bits = 16 };
+                             .compute = ENTMTP_COMPUTE_NATIVE, .prompt_bits = 16, .step_bits = 16 };
     const cli_option opts[] = {
         { "--model", CLI_STRING, &o->model_path },
         { "--heads", CLI_STRING, &o->heads_path },
@@ -193,6 +194,7 @@ static int parse_options(int argc, char **argv, generate_options *o) {
         { "--compute", CLI_COMPUTE, &o->compute },
         { "--backend", CLI_BACKEND, &o->backend },
         { "--prompt-bits", CLI_CALL, &o->prompt_bits, 0, 0, cli_prompt_bits },
+        { "--step-bits", CLI_CALL, &o->step_bits, 0, 0, cli_step_bits },
     };
     int rc = cli_parse("generate", argc, argv, CLI_TABLE(opts), usage);
     if (rc) return rc;
@@ -344,6 +346,7 @@ static int start_session(const generate_options *o, generate_run *g) {
     sp.delta = o->delta;
     sp.seed = o->seed;
     sp.prompt_activation_bits = o->prompt_bits;
+    sp.step_activation_bits = o->step_bits;
     entmtp_status st;
     if ((st = entmtp_session_create(g->model, g->heads, g->bank, &sp, &g->session))) return cli_fail("session", st);
     if (g->policy && (st = entmtp_policy_set(g->session, g->policy))) return cli_fail("policy", st);

@@ -111,6 +111,16 @@ def test_prompt_activation_bits(model):
         Session(model, prompt_activation_bits=4)
 
 
+def test_step_activation_bits(model):
+    # the setting reaches the library: 8 and 16 are taken, 12 is refused
+    for bits in (8, 16):
+        with Session(model, stop_tokens=[], step_activation_bits=bits) as s:
+            s.prefill([4, 5, 6])
+            assert len(s.generate(4, autoregressive=True)) == 4
+    with pytest.raises(entmtp.InvalidConfigError, match="step_activation_bits"):
+        Session(model, step_activation_bits=12)
+
+
 def test_logits_match_the_greedy_token(model):
     np = pytest.importorskip("numpy")
     with Session(model, stop_tokens=[]) as s:

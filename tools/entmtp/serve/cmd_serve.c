@@ -51,7 +51,7 @@ static void usage(FILE *f) {
             "  --threads N           CPU threads per generation (default: all cores)\n"
             "  --backend B           auto | cpu | cuda (default auto)\n"
             "  --compute C           native (weights in their file type, default) | f32\n"
-            CLI_PROMPT_BITS_HELP);
+            CLI_PROMPT_BITS_HELP CLI_STEP_BITS_HELP);
 }
 
 typedef struct serve_options {
@@ -59,7 +59,7 @@ typedef struct serve_options {
     int no_heads, allow_no_api_key;
     long static_tree, port, parallel, queue, ctx, max_tokens, max_body, threads;
     float temperature;
-    int32_t prompt_bits;
+    int32_t prompt_bits, step_bits;
     entmtp_backend backend;
     entmtp_compute_type compute;
 } serve_options;
@@ -89,7 +89,7 @@ static int host_is_loopback(const char *host) {
 static int parse_options(int argc, char **argv, serve_options *o) {
     *o = (serve_options){ .host = "127.0.0.1", .static_tree = -1, .port = 8080, .parallel = 2, .queue = 64,
                           .ctx = 2048, .max_tokens = 256, .max_body = 1 << 20, .api_key = getenv("ENTMTP_API_KEY"),
-                          .prompt_bits = 16 };
+                          .prompt_bits = 16, .step_bits = 16 };
     const cli_option opts[] = {
         { "--model", CLI_STRING, &o->model },
         { "--heads", CLI_STRING, &o->heads },
@@ -112,6 +112,7 @@ static int parse_options(int argc, char **argv, serve_options *o) {
         { "--max-body", CLI_LONG, &o->max_body, 1024, 1L << 30 },
         { "--threads", CLI_LONG, &o->threads, 0, 1024 },
         { "--prompt-bits", CLI_CALL, &o->prompt_bits, 0, 0, cli_prompt_bits },
+        { "--step-bits", CLI_CALL, &o->step_bits, 0, 0, cli_step_bits },
         { "--temperature|--temp", CLI_FLOAT, &o->temperature, 0 },
         { "--backend", CLI_BACKEND, &o->backend },
         { "--compute", CLI_COMPUTE, &o->compute },
@@ -201,7 +202,7 @@ int cmd_serve(int argc, char **argv) {
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
 #endif
 
-    serve_model sm = { .ctx = (int32_t)o.ctx, .prompt_bits = o.prompt_bits, .max_tokens_default = (int32_t)o.max_tokens,
+    serve_model sm = { .ctx = (int32_t)o.ctx, .prompt_bits = o.prompt_bits, .step_bits = o.step_bits, .max_tokens_default = (int32_t)o.max_tokens,
                        .temperature_default = o.temperature, .max_body = (size_t)o.max_body };
     serve_gate gate = { .parallel = (int)o.parallel, .queue_max = (int)o.queue };
     pthread_mutex_init(&gate.mu, NULL);

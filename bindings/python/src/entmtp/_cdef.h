@@ -279,6 +279,7 @@ typedef struct entmtp_session_params {
     int32_t reproducible;
     int32_t reserved0;
     int32_t prompt_activation_bits;
+    int32_t step_activation_bits;
 } entmtp_session_params;
 
 entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size);

@@ -89,11 +89,14 @@ class Session(Handle):
     prompt_activation_bits=8 prefills prompts with 8-bit activations (about
     2x faster prompt processing with AVX-512 VNNI, some fidelity lost; steps
     keep 16 bits; docs/performance.md), 16 (the default) keeps 16 bits.
+    step_activation_bits=8 runs every step (AR and tree verify) with 8-bit
+    activations, llama.cpp's precision (faster steps with AVX-512 VNNI, some
+    fidelity lost; greedy output still equals greedy AR at the same setting).
     """
 
     def __init__(self, model, heads=None, bank=None, *, kv_capacity=None, temperature=None,
                  epsilon=None, delta=None, seed=None, ema_decay=None, stop_tokens=None, reproducible=None,
-                 prompt_activation_bits=None):
+                 prompt_activation_bits=None, step_activation_bits=None):
         if not isinstance(model, Model):
             raise TypeError("Session: model must be an entmtp.Model")
         if heads is not None and not isinstance(heads, Heads):
@@ -103,7 +106,8 @@ class Session(Handle):
         p = default_struct("entmtp_session_params", lib.entmtp_session_params_init)
         for name, value in (("kv_capacity", kv_capacity), ("temperature", temperature),
                             ("epsilon", epsilon), ("delta", delta), ("seed", seed),
-                            ("ema_decay", ema_decay), ("prompt_activation_bits", prompt_activation_bits)):
+                            ("ema_decay", ema_decay), ("prompt_activation_bits", prompt_activation_bits),
+                            ("step_activation_bits", step_activation_bits)):
             if value is not None:
                 setattr(p, name, value)
         if reproducible is not None:

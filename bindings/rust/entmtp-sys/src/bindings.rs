@@ -2235,6 +2235,7 @@ pub struct entmtp_session_params {
     pub reproducible: i32,
     pub reserved0: i32,
     pub prompt_activation_bits: i32,
+    pub step_activation_bits: i32,
 }
 #[test]
 fn bindgen_test_layout_entmtp_session_params() {
@@ -2452,6 +2453,23 @@ fn bindgen_test_layout_entmtp_session_params() {
         );
     }
     test_field_prompt_activation_bits();
+    fn test_field_step_activation_bits() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_session_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).step_activation_bits) as usize - ptr as usize
+            },
+            60usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_session_params),
+                "::",
+                stringify!(step_activation_bits)
+            )
+        );
+    }
+    test_field_step_activation_bits();
 }
 extern "C" {
     pub fn entmtp_session_params_init(params: *mut entmtp_session_params, size: usize) -> entmtp_status;

@@ -33,6 +33,10 @@ pub struct SessionOptions {
     /// Activation bits of prompt prefill: 16 (default) or 8 (faster prompt
     /// processing on AVX-512 VNNI CPUs, some fidelity lost; steps keep 16).
     pub prompt_activation_bits: i32,
+    /// Activation bits of every step (AR and tree verify): 16 (default) or 8
+    /// (llama.cpp's precision: faster steps on AVX-512 VNNI CPUs, some
+    /// fidelity lost; greedy output equals greedy AR at the same setting).
+    pub step_activation_bits: i32,
 }
 
 impl Default for SessionOptions {
@@ -48,6 +52,7 @@ impl Default for SessionOptions {
             stop_tokens: if p.n_stop_tokens < 0 { None } else { Some(Vec::new()) },
             reproducible: p.reproducible != 0,
             prompt_activation_bits: p.prompt_activation_bits,
+            step_activation_bits: p.step_activation_bits,
         }
     }
 }
@@ -65,6 +70,7 @@ impl SessionOptions {
         p.ema_decay = self.ema_decay;
         p.reproducible = i32::from(self.reproducible);
         p.prompt_activation_bits = self.prompt_activation_bits;
+        p.step_activation_bits = self.step_activation_bits;
         match &self.stop_tokens {
             None => p.n_stop_tokens = -1,
             Some(t) => {

@@ -33,8 +33,10 @@
 #   ENTMTP_CPU_KERNELS  passed through (baseline | avx2 | avx512)
 #   PROMPT_BITS (16)  entmtp bench --prompt-bits: 8 measures the 8-bit prompt
 #                 mode (docs/performance.md); give it its own OUT (results are kept)
-#   PROMPT8 (0)  1: each round also measures entmtp's pp512 with --prompt-bits 8
-#                 (the 8-bit prompt mode), reported as "pp512 (8-bit prompt)"
+#   ACT8 (0)     1: each round also runs entmtp bench with --prompt-bits 8
+#                 --step-bits 8 (the whole session at 8-bit activations, llama.cpp's
+#                 precision), reported as its own row; its pp512 is the 8-bit
+#                 prompt mode's (the prefill does not depend on --step-bits)
 #   UNPACKED (0)  1: each round also runs entmtp bench with ENTMTP_CPU_PACK=0
 #                 (the file layout's kernels), reported as "entmtp, file layout"
 set -euo pipefail
@@ -121,9 +123,11 @@ for r in $(seq 1 "$ROUNDS"); do
       --nodes "$NODES" --reps 3 --json --prompt-bits "$PROMPT_BITS"
     keep "$d.entmtp_d0.json" "$entmtp" bench --model "$model" --threads "$THREADS" --context 1 --tokens "$TOKENS" \
       --nodes 1 --reps 1 --json --prompt-bits "$PROMPT_BITS"
-    if [ "${PROMPT8:-0}" = 1 ]; then
-      keep "$d.entmtp_p8.json" "$entmtp" bench --model "$model" --threads "$THREADS" --context 512 --tokens 1 \
-        --nodes 1 --reps 1 --json --prompt-bits 8
+    if [ "${ACT8:-0}" = 1 ]; then
+      keep "$d.entmtp8.json" "$entmtp" bench --model "$model" --threads "$THREADS" --context 512 --tokens "$TOKENS" \
+        --nodes "$NODES" --reps 3 --json --prompt-bits 8 --step-bits 8
+      keep "$d.entmtp8_d0.json" "$entmtp" bench --model "$model" --threads "$THREADS" --context 1 --tokens "$TOKENS" \
+        --nodes 1 --reps 1 --json --prompt-bits 8 --step-bits 8
     fi
     if [ "${UNPACKED:-0}" = 1 ]; then
       keep "$d.entmtp_file.json" env ENTMTP_CPU_PACK=0 "$entmtp" bench --model "$model" --threads "$THREADS" \
@@ -162,8 +166,10 @@ def rows_of(k):
             f, f0 = json.load(open(f"{d}.entmtp_file.json")), json.load(open(f"{d}.entmtp_file_d0.json"))
             row.update(fpp=f["prefill_tokens_per_second"], ftgd=f["ar_tokens_per_second"], ftg=f0["ar_tokens_per_second"],
                        fverify={v["nodes"]: v["ratio_to_ar"] for v in f["verify"]})
-        if os.path.exists(f"{d}.entmtp_p8.json"):
-            row["epp8"] = json.load(open(f"{d}.entmtp_p8.json"))["prefill_tokens_per_second"]
+        if os.path.exists(f"{d}.entmtp8.json") and os.path.exists(f"{d}.entmtp8_d0.json"):
+            a, a0 = json.load(open(f"{d}.entmtp8.json")), json.load(open(f"{d}.entmtp8_d0.json"))
+            row.update(app=a["prefill_tokens_per_second"], atgd=a["ar_tokens_per_second"], atg=a0["ar_tokens_per_second"],
+                       averify={v["nodes"]: v["ratio_to_ar"] for v in a["verify"]})
         if os.path.exists(f"{d}.spec.jsonl") and os.path.exists(f"{d}.ar.jsonl"):
             def rate(name):
                 runs = [json.loads(l) for l in open(f"{d}.{name}.jsonl")]
@@ -194,8 +200,10 @@ for k in keys:
     if all("spec" in x for x in rows):
         s["spec"], s["accept"], s["own_ar"] = med(lambda x: x["spec"]), med(lambda x: x["accept"]), med(lambda x: x["own_ar"])
         s["r_spec"], s["r_spec_own"] = med(lambda x: x["spec"] / x["tg"]), med(lambda x: x["spec"] / x["own_ar"])
-    if all("epp8" in x for x in rows):
-        s["epp8"], s["r_pp8"] = med(lambda x: x["epp8"]), med(lambda x: x["epp8"] / x["pp"])
+    if all("app" in x for x in rows):
+        s.update({f"a{m}": med(lambda x: x["a" + m]) for m in ("pp", "tg", "tgd")})
+        s.update({f"ra_{m}": med(lambda x: x["a" + m] / x[m]) for m in ("pp", "tg", "tgd")})
+        s["averify"] = {n: med(lambda x: x["averify"][n]) for n in nodes if all(n in x["averify"] for x in rows)}
     if all("fpp" in x for x in rows):
         s.update({f"f{m}": med(lambda x: x["f" + m]) for m in ("pp", "tg", "tgd")})
         s.update({f"rf_{m}": med(lambda x: x["f" + m] / x[m]) for m in ("pp", "tg", "tgd")})
@@ -210,8 +218,10 @@ for k, s in summary.items():
               f"{s['ftgd']:.1f} | {s['rf_pp']:.2f}x / {s['rf_tg']:.2f}x / {s['rf_tgd']:.2f}x | "
               + " / ".join(f"{v:.2f}" for v in s["fverify"].values()) + " |")
 for k, s in summary.items():
-    if "epp8" in s:
-        print(f"| {k}, entmtp pp512 with --prompt-bits 8 | {s['rounds']} | | {s['epp8']:.1f} | {s['r_pp8']:.2f}x | |")
+    if "app" in s:
+        print(f"| {k}, entmtp 8-bit activations (--prompt-bits 8 --step-bits 8) | {s['rounds']} | | {s['app']:.1f} / "
+              f"{s['atg']:.1f} / {s['atgd']:.1f} | {s['ra_pp']:.2f}x / {s['ra_tg']:.2f}x / {s['ra_tgd']:.2f}x | "
+              + " / ".join(f"{v:.2f}" for v in s["averify"].values()) + " |")
 for k, s in summary.items():
     if "spec" in s:
         print(f"\n{k}: EntMTP Hydra on code prompts {s['spec']:.1f} tokens/s (accept {s['accept']:.2f}), "
@@ -234,8 +244,8 @@ if not summary:
 ks = list(summary)
 fig, (ax, bx) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw=dict(width_ratios=[3, 2]))
 bars = [("r_pp", "pp512"), ("r_tg", "tg128"), ("r_tgd", "tg128 @ d512")]
-if all("r_pp8" in summary[k] for k in ks):
-    bars.insert(1, ("r_pp8", "pp512, 8-bit prompt"))
+if all("ra_pp" in summary[k] for k in ks):
+    bars += [("ra_pp", "pp512, 8-bit"), ("ra_tg", "tg128, 8-bit"), ("ra_tgd", "tg128 @ d512, 8-bit")]
 w = 0.8 / len(bars)
 for i, (m, label) in enumerate(bars):
     xs = [j + (i - (len(bars) - 1) / 2) * w for j in range(len(ks))]
@@ -248,9 +258,12 @@ ax.set_xticks(range(len(ks)))
 ax.set_xticklabels(ks, fontsize=8)
 ax.set_ylabel("entmtp / llama.cpp (median of rounds)")
 ax.legend(fontsize=8)
-for k in ks:
+for i, k in enumerate(ks):
     v = summary[k]["verify"]
-    bx.plot(list(v), list(v.values()), marker="o", label=k)
+    bx.plot(list(v), list(v.values()), marker="o", label=k, color=f"C{i}")
+    if "averify" in summary[k]:
+        v = summary[k]["averify"]
+        bx.plot(list(v), list(v.values()), marker="x", ls="--", color=f"C{i}", label=f"{k}, 8-bit")
 bx.set_xscale("log", base=2)
 bx.set_xlabel("tree nodes verified")
 bx.set_ylabel("verify cost (AR steps)")

@@ -714,6 +714,7 @@ static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, cons
         }
         ex->attn_tc_shared_optin |= 1u << variant;
     }
+    (void)ideal_bytes, (void)max_prefix; // the harness's op record only (EMT_OP is empty with nvcc)
     EMT_OP("ATTN", ideal_bytes, n_rows, max_prefix, n_heads * HD);
     EMT_LAUNCH(attn_tc_span_kernel<HD>, grid, TCA_THREADS, shared, ex->stream, q, k, v, d_len, n_prefix, row0, n_rows,
                tree_keys, tree_count, first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans,

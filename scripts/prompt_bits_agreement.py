@@ -3,7 +3,8 @@
 reference (docs/performance.md, "8-bit prompt activations").
 
 For each of 24 chat prompts: the greedy AR continuation (64 tokens) of
-`entmtp generate --ar --prompt-bits B` for B = 16 and 8, and the greedy
+`entmtp generate --ar --prompt-bits B` for B = 16 and 8, and with
+`--prompt-bits 8 --step-bits 8` (the whole session at 8 bits), and the greedy
 continuation of the same prompt ids by tools/train_heads/backbone.py in
 float64 (the file's weights dequantized by the `gguf` package, every
 activation in double). Prints per prompt the first position where each
@@ -55,9 +56,9 @@ PROMPTS = [
 ]
 
 
-def entmtp_run(entmtp, model, prompt, bits, n):
+def entmtp_run(entmtp, model, prompt, bits, n, step_bits=16):
     out = subprocess.run([entmtp, "generate", "--model", model, "--prompt", prompt, "--ar", "--max-tokens", str(n),
-                          "--threads", "2", "--json", "--prompt-bits", str(bits)],
+                          "--threads", "2", "--json", "--prompt-bits", str(bits), "--step-bits", str(step_bits)],
                          check=True, capture_output=True, text=True).stdout
     d = json.loads(out)
     return d["prompt_ids"], d["tokens"]
@@ -87,8 +88,9 @@ def main():
     for p in PROMPTS:
         ids16, t16 = entmtp_run(entmtp, model, p, 16, n)
         ids8, t8 = entmtp_run(entmtp, model, p, 8, n)
+        _, t88 = entmtp_run(entmtp, model, p, 8, n, step_bits=8)
         assert ids16 == ids8
-        runs.append((ids16, t16, t8, llama_run(llama, ids16, n) if llama else None))
+        runs.append((ids16, t16, t8, t88, llama_run(llama, ids16, n) if llama else None))
     ref_model = Backbone(model, dtype=torch.float64)
     stop = set()  # entmtp stops after an end-of-generation token: the reference too
     eos = ref_model.reader.fields.get("tokenizer.ggml.eos_token_id")
@@ -102,12 +104,13 @@ def main():
         t = [int(x) for x in t][:n]
         return t[:-1] if t and t[-1] in stop else t
 
-    equal = {"16-bit": 0, "8-bit": 0, "llama.cpp": 0}
-    print("prompt  tokens  first divergence from float64: 16-bit  8-bit" + ("  llama.cpp" if llama else ""))
-    for i, ((ids, t16, t8, tl), ref) in enumerate(zip(runs, refs)):
+    equal = {"16-bit": 0, "8-bit": 0, "8-bit steps too": 0, "llama.cpp": 0}
+    print("prompt  tokens  first divergence from float64: 16-bit  8-bit prompt  8-bit prompt and steps" +
+          ("  llama.cpp" if llama else ""))
+    for i, ((ids, t16, t8, t88, tl), ref) in enumerate(zip(runs, refs)):
         ref = strip(ref)
         row = f"{i:6d}  {len(ref):6d}"
-        for name, t in (("16-bit", t16), ("8-bit", t8), ("llama.cpp", tl)):
+        for name, t in (("16-bit", t16), ("8-bit", t8), ("8-bit steps too", t88), ("llama.cpp", tl)):
             if t is None:
                 continue
             t = strip(t)

@@ -303,11 +303,14 @@ static void check_reuse(const char *gguf, const char *heads) {
  * prompt, so that the steps' keys cross attention's chunk boundary (256
  * positions) with graphs recorded before it; the largest built-in tree the
  * heads take, tokens equal to the same backend's AR with direct launches
- * (the prompt's prefill goes through cuBLAS on both). */
+ * (the prompt's prefill goes through cuBLAS on both). With n_heads = 1 the
+ * head is 32 wide: tree attention's tensor-core kernel (head_dim 32-256),
+ * which the default 8-wide heads never reach, whole sessions through it. */
 #define LONG_PROMPT 250
 #define LONG_GEN 24
-static void check_long_context(emt_tiny_config *c, const emt_cuda_test_files *f) {
+static void check_long_context(emt_tiny_config *c, const emt_cuda_test_files *f, int32_t n_heads) {
     c->ctx = 640;
+    c->n_heads = c->n_kv_heads = n_heads;
     CHECK_OK(emt_tiny_write_gguf(f->gguf, c, EMT_F32));
     int32_t toks[LONG_PROMPT];
     for (int32_t i = 0; i < LONG_PROMPT; i++) toks[i] = (i * 7 + 3) % c->vocab;
@@ -366,8 +369,8 @@ static void check_long_context(emt_tiny_config *c, const emt_cuda_test_files *f)
                 int64_t steps = after.n_steps - before.n_steps;
                 int64_t replays = after.device.graph_launches - before.device.graph_launches -
                                   (after.device.graph_captures - before.device.graph_captures);
-                printf("long context (%s): %lld steps from position %d, %lld replayed\n", k ? "hydra" : "medusa",
-                       (long long)steps, LONG_PROMPT, (long long)replays);
+                printf("long context (%s, head_dim %d): %lld steps from position %d, %lld replayed\n",
+                       k ? "hydra" : "medusa", c->hidden / n_heads, (long long)steps, LONG_PROMPT, (long long)replays);
                 CHECK(steps > 2 && replays == steps - 2);
             }
             entmtp_policy_set(s, NULL);
@@ -377,8 +380,8 @@ static void check_long_context(emt_tiny_config *c, const emt_cuda_test_files *f)
         if (memcmp(out[0], out[1], sizeof out[0])) {
             int32_t i = 0;
             while (out[0][i] == out[1][i]) i++;
-            fprintf(stderr, "long context (%s): token %d is %d with graphs, %d with direct AR\n",
-                    k ? "hydra" : "medusa", i, out[1][i], out[0][i]);
+            fprintf(stderr, "long context (%s, head_dim %d): token %d is %d with graphs, %d with direct AR\n",
+                    k ? "hydra" : "medusa", c->hidden / n_heads, i, out[1][i], out[0][i]);
             emt_test_failures++;
         }
         set_graphs(1);
@@ -402,7 +405,8 @@ int main(void) {
     check_heads(gguf, medusa, "medusa, Q4_0 weights", "Q4_0");
     CHECK_OK(emt_tiny_write_gguf(gguf, &c, EMT_Q8_0));
     check_heads(gguf, hydra, "hydra, Q8_0 weights", "Q8_0");
-    check_long_context(&c, &files);
+    check_long_context(&c, &files, c.n_heads);
+    check_long_context(&c, &files, 1);
     emt_cuda_test_remove_files(&files);
     printf("step counters: %lld of %lld greedy steps (AR and trees) downloaded once and waited once\n",
            (long long)g_single_copy_steps, (long long)g_counted_steps);

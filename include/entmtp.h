@@ -606,7 +606,7 @@ typedef struct entmtp_session_params {
      * padding bytes may hold anything. */
     int32_t reserved0;
     /* Activations of the typed weight products while a prompt is prefilled:
-     * 16 (default; 0 means 16) keeps 16-bit integers per 32 values, the
+     * 16 (default; 0 means 16) keeps 16-bit integer activations, the
      * precision every step uses; 8 quantizes prompt rows to 8 bits per 32
      * values (as llama.cpp does), about 2x faster prompt processing on CPUs
      * with AVX-512 VNNI for Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K weights (other

@@ -1437,15 +1437,34 @@ packed_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
 #endif
 
 /* The 8-bit prompt mode on the file's layout, and in the variants without
- * its kernels: quant8.h's reference, which the packed kernels equal bit
- * for bit. */
+ * its kernels: quant8.h's reference order (emt_dot8_ref's steps per row),
+ * each weight block decoded once for up to 64 rows. */
+#define EMT_ACT8_REF_ROWS 64
 static void act8_ref_range(const qmatmul_job *j, int32_t o0, int32_t o1) {
+    const emt_dtype t = j->W->dtype;
+    const int per = t == EMT_Q4_K || t == EMT_Q5_K || t == EMT_Q6_K ? 8 : 1;
+    const size_t bb = per == 8 ? emt_dtype_block_bytes(t) : emt_qblock_bytes(t);
     int32_t nb = j->n_in / EMT_QK;
+    float lane[EMT_ACT8_REF_ROWS][2], mins[EMT_ACT8_REF_ROWS];
     for (int32_t o = o0; o < o1; o++) {
         const uint8_t *w = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
-        for (int32_t r = 0; r < j->n_rows; r++) {
-            float v = emt_dot8_ref(j->W->dtype, w, j->xq8 + (size_t)r * nb, nb);
-            j->y[(size_t)r * j->n_out + o] = j->bias ? v + j->bias[o] : v;
+        for (int32_t r0 = 0; r0 < j->n_rows; r0 += EMT_ACT8_REF_ROWS) {
+            int32_t nr = j->n_rows - r0 < EMT_ACT8_REF_ROWS ? j->n_rows - r0 : EMT_ACT8_REF_ROWS;
+            for (int32_t r = 0; r < nr; r++) lane[r][0] = lane[r][1] = mins[r] = 0.0f;
+            for (int32_t b = 0; b < nb; b++) {
+                int32_t c[EMT_QK], part[4];
+                float sc[2], mw;
+                emt_block8_decode_ref(t, w + (size_t)(b / per) * bb, b % per, c, sc, &mw);
+                for (int32_t r = 0; r < nr; r++) {
+                    const emt_xq8 *xb = j->xq8 + (size_t)(r0 + r) * nb + b;
+                    emt_block8_isums(c, xb->q, part);
+                    emt_block8_accumulate(t, part, sc, mw, xb, lane[r], &mins[r]);
+                }
+            }
+            for (int32_t r = 0; r < nr; r++) {
+                float v = (lane[r][0] + lane[r][1]) + mins[r];
+                j->y[(size_t)(r0 + r) * j->n_out + o] = j->bias ? v + j->bias[o] : v;
+            }
         }
     }
 }

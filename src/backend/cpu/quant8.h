@@ -113,6 +113,27 @@ static inline void emt_block8_decode_ref(emt_dtype t, const uint8_t *blk, int su
     }
 }
 
+/* One block's exact integer sums: part[2h + e] over half h (codes 16h..
+ * 16h+15), lane e (bit 2 of the code index). */
+static inline void emt_block8_isums(const int32_t c[EMT_QK], const int8_t *q, int32_t part[4]) {
+    for (int i = 0; i < 4; i++) part[i] = 0;
+    for (int k = 0; k < 8; k++)
+        for (int j = 4 * k; j < 4 * k + 4; j++) part[2 * (k / 4) + (k & 1)] += c[j] * q[j];
+}
+
+/* One block's float steps for one row (the header's order): the lanes'
+ * fused multiply-adds, then the minimum's. */
+static inline void emt_block8_accumulate(emt_dtype t, const int32_t part[4], const float sc[2], float mw,
+                                         const emt_xq8 *xb, float lane[2], float *mins) {
+    if (t == EMT_Q6_K) {
+        for (int h = 0; h < 2; h++)
+            for (int e = 0; e < 2; e++) lane[e] = fmaf(sc[h] * xb->d, (float)part[2 * h + e], lane[e]);
+    } else {
+        for (int e = 0; e < 2; e++) lane[e] = fmaf(sc[0] * xb->d, (float)(part[e] + part[2 + e]), lane[e]);
+    }
+    if (t == EMT_Q4_1 || t == EMT_Q4_K || t == EMT_Q5_K) *mins = fmaf(mw, xb->s, *mins);
+}
+
 /* Reference dot product of one weight row (file layout, nb 32-value
  * blocks) with one 8-bit activation row, in the order the header defines. */
 static inline float emt_dot8_ref(emt_dtype t, const uint8_t *w, const emt_xq8 *x, int32_t nb) {
@@ -120,26 +141,11 @@ static inline float emt_dot8_ref(emt_dtype t, const uint8_t *w, const emt_xq8 *x
     const size_t bb = kq ? emt_dtype_block_bytes(t) : emt_qblock_bytes(t);
     float lane[2] = { 0.0f, 0.0f }, mins = 0.0f;
     for (int32_t b = 0; b < nb; b++) {
-        int32_t c[EMT_QK];
+        int32_t c[EMT_QK], part[4];
         float sc[2], mw;
         emt_block8_decode_ref(t, w + (size_t)(b / per) * bb, b % per, c, sc, &mw);
-        if (t == EMT_Q6_K) {
-            for (int h = 0; h < 2; h++)
-                for (int e = 0; e < 2; e++) {
-                    int32_t isum = 0;
-                    for (int j = 16 * h; j < 16 * h + 16; j++)
-                        if (((j >> 2) & 1) == e) isum += c[j] * x[b].q[j];
-                    lane[e] = fmaf(sc[h] * x[b].d, (float)isum, lane[e]);
-                }
-        } else {
-            for (int e = 0; e < 2; e++) {
-                int32_t isum = 0;
-                for (int j = 0; j < EMT_QK; j++)
-                    if (((j >> 2) & 1) == e) isum += c[j] * x[b].q[j];
-                lane[e] = fmaf(sc[0] * x[b].d, (float)isum, lane[e]);
-            }
-        }
-        if (t == EMT_Q4_1 || t == EMT_Q4_K || t == EMT_Q5_K) mins = fmaf(mw, x[b].s, mins);
+        emt_block8_isums(c, x[b].q, part);
+        emt_block8_accumulate(t, part, sc, mw, &x[b], lane, &mins);
     }
     return (lane[0] + lane[1]) + mins;
 }

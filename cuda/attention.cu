@@ -105,6 +105,18 @@ __device__ __forceinline__ int32_t keys_of_row(int32_t n_prefix, const int32_t *
     return n_prefix - f + (tree_count ? tree_count[row] : row + 1);
 }
 
+// The longest key list of a block's queries q_first .. q_first + n_q - 1
+// (query qi is row qi / group): how far its spans reach.
+__device__ __forceinline__ int32_t block_max_keys(int32_t n_q, int32_t q_first, int32_t group, int32_t n_prefix,
+                                                  const int32_t *tree_count, const int32_t *first, const int32_t *d_len) {
+    int32_t max_keys = 0;
+    for (int32_t qi = 0; qi < n_q; qi++) {
+        const int32_t row = (q_first + qi) / group, n = keys_of_row(n_prefix, tree_count, row, first_row(first, row, d_len, n_prefix));
+        max_keys = n > max_keys ? n : max_keys;
+    }
+    return max_keys;
+}
+
 // Grid (n_kv_heads, span blocks, query groups); ATTN_THREADS threads; the
 // dynamic shared memory of attn_shared_bytes(hd, n_queries). Query qi of the
 // call is row qi / group, query head kv_head * group + qi % group.
@@ -126,12 +138,8 @@ __global__ void __launch_bounds__(ATTN_THREADS)
     const size_t stride = (size_t)n_kv_heads * hd, kv_off = (size_t)kv_head * hd;
     // 16-byte loads where every row starts on 16 bytes; the arithmetic is the same either way
     const bool vec = hd % 4 == 0 && (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0 && (uintptr_t)q % 16 == 0;
-    // the block's longest key list; tiles start at its first row's first prefix row
-    int32_t max_keys = 0;
-    for (int32_t qi = 0; qi < n_q; qi++) {
-        const int32_t row = (q_first + qi) / group, n = keys_of_row(n_prefix, tree_count, row, first_row(first, row, d_len, n_prefix));
-        max_keys = n > max_keys ? n : max_keys;
-    }
+    // tiles start at the block's first row's first prefix row
+    const int32_t max_keys = block_max_keys(n_q, q_first, group, n_prefix, tree_count, first, d_len);
     const int32_t f0 = first_row(first, q_first / group, d_len, n_prefix);
     if ((int32_t)blockIdx.y * ATTN_SPAN >= max_keys) return; // the whole block: no span of its own
     for (int32_t i = threadIdx.x; i < n_q * hd; i += ATTN_THREADS) {
@@ -366,11 +374,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
     const int32_t n_q = n_rows * group - q_first < n_queries ? n_rows * group - q_first : n_queries;
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, t = lane % 4;
     const size_t stride = (size_t)n_kv_heads * HD, kv_off = (size_t)kv_head * HD;
-    int32_t max_keys = 0;
-    for (int32_t qi = 0; qi < n_q; qi++) {
-        const int32_t row = (q_first + qi) / group, n = keys_of_row(n_prefix, tree_count, row, first_row(first, row, d_len, n_prefix));
-        max_keys = n > max_keys ? n : max_keys;
-    }
+    const int32_t max_keys = block_max_keys(n_q, q_first, group, n_prefix, tree_count, first, d_len);
     const int32_t f0 = first_row(first, q_first / group, d_len, n_prefix);
     if ((int32_t)blockIdx.y * ATTN_SPAN >= max_keys) return; // the whole block: no span of its own
     uint32_t tag = 1; // the harness's request regions (EMT_REQUEST_TAG); unused by nvcc

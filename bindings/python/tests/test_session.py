@@ -101,24 +101,15 @@ def test_step_ar_and_no_heads_session(model):
         assert len(s) == 5 and s.tree_usage() == []
 
 
-def test_prompt_activation_bits(model):
-    # the setting reaches the library: 8 and 16 are taken, 4 is refused
+@pytest.mark.parametrize("field, bad", [("prompt_activation_bits", 4), ("step_activation_bits", 12)])
+def test_activation_bits(model, field, bad):
+    # the setting reaches the library: 8 and 16 are taken, other values refused
     for bits in (8, 16):
-        with Session(model, stop_tokens=[], prompt_activation_bits=bits) as s:
+        with Session(model, stop_tokens=[], **{field: bits}) as s:
             s.prefill([4, 5, 6])
             assert len(s.generate(4, autoregressive=True)) == 4
-    with pytest.raises(entmtp.InvalidConfigError, match="prompt_activation_bits"):
-        Session(model, prompt_activation_bits=4)
-
-
-def test_step_activation_bits(model):
-    # the setting reaches the library: 8 and 16 are taken, 12 is refused
-    for bits in (8, 16):
-        with Session(model, stop_tokens=[], step_activation_bits=bits) as s:
-            s.prefill([4, 5, 6])
-            assert len(s.generate(4, autoregressive=True)) == 4
-    with pytest.raises(entmtp.InvalidConfigError, match="step_activation_bits"):
-        Session(model, step_activation_bits=12)
+    with pytest.raises(entmtp.InvalidConfigError, match=field):
+        Session(model, **{field: bad})
 
 
 def test_logits_match_the_greedy_token(model):

@@ -343,6 +343,7 @@ static const emt_backend_ops cuda_ops = {
     cu_graph_reset,
     cu_sample_root,
     NULL, /* pack: device weights keep the file's layout (the products stage them per warp) */
+    NULL, /* set_activation_bits: the device products take float activations */
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

@@ -620,7 +620,8 @@ typedef struct entmtp_session_params {
      * tree verifies, the drafter's products included): 16 (default; 0 means
      * 16) or 8, llama.cpp's precision: faster AR steps and cheaper verifies
      * on CPUs with AVX-512 VNNI for the types prompt_activation_bits lists,
-     * at llama.cpp's fidelity (docs/performance.md). Greedy output equals
+     * at llama.cpp's fidelity (docs/performance.md); CPUs without it run the
+     * scalar reference, several times slower. Greedy output equals
      * greedy AR of a session with the same setting (both run every step at
      * this precision). Ignored by the CUDA backend. */
     int32_t step_activation_bits;

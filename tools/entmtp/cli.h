@@ -53,8 +53,8 @@ int cli_prompt_bits(const char *cmd, const char *v, void *out);
 int cli_step_bits(const char *cmd, const char *v, void *out);
 #define CLI_STEP_BITS_HELP                                                                         \
     "  --step-bits B         activations of every step (AR and tree verify): 16 (default) | 8:\n" \
-    "                        llama.cpp's precision, faster steps on AVX-512 VNNI CPUs, some\n"    \
-    "                        fidelity lost (docs/performance.md)\n"
+    "                        llama.cpp's precision, faster steps on AVX-512 VNNI CPUs (much\n"    \
+    "                        slower on others), some fidelity lost (docs/performance.md)\n"
 int cli_refuse_top_p(const char *cmd, const char *v, void *out);
 /* --tree NAME[,NAME..]: 1 when every name is a built-in tree, else prints the
  * valid names and returns 0. */

@@ -1393,6 +1393,14 @@ qmatmul_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
 
 /* Outputs [o0, o1) (o0 a multiple of 8) of a packed matrix for every row:
  * tiles of EMT_TILE_ROWS rows x one group's 8 outputs. */
+/* A tile's outputs v[r * 8 + c] (rows r0.., outputs o..o+nc) into y, plus the bias. */
+static inline void store_tile(const qmatmul_job *j, int32_t r0, int nr, int32_t o, int nc, const float *v) {
+    for (int r = 0; r < nr; r++) {
+        float *y = j->y + (size_t)(r0 + r) * j->n_out + o;
+        for (int c = 0; c < nc; c++) y[c] = j->bias ? v[r * 8 + c] + j->bias[o + c] : v[r * 8 + c];
+    }
+}
+
 static inline __attribute__((always_inline)) void
 packed_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
     int32_t nb = j->n_in / EMT_QK;
@@ -1426,10 +1434,7 @@ packed_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
                     default: packed_rows(t, g, xq, nb, 4, v); break;
                     }
                 }
-                for (int r = 0; r < nr; r++) {
-                    float *y = j->y + (size_t)(r0 + r) * j->n_out + o;
-                    for (int c = 0; c < nc; c++) y[c] = j->bias ? v[r * 8 + c] + j->bias[o + c] : v[r * 8 + c];
-                }
+                store_tile(j, r0, nr, o, nc, v);
             }
         }
     }
@@ -1494,10 +1499,7 @@ packed8_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
                 case 7: packed8_rows(t, g, xq, nb, 7, v); break;
                 default: packed8_rows(t, g, xq, nb, 8, v); break;
                 }
-                for (int r = 0; r < nr; r++) {
-                    float *y = j->y + (size_t)(r0 + r) * j->n_out + o;
-                    for (int c = 0; c < nc; c++) y[c] = j->bias ? v[r * 8 + c] + j->bias[o + c] : v[r * 8 + c];
-                }
+                store_tile(j, r0, nr, o, nc, v);
             }
         }
     }

@@ -62,6 +62,13 @@ ENTMTP_API void entmtp_session_free(entmtp_session *S) {
     free(S);
 }
 
+/* An activation precision field: 8 or 16 bits (0 means 16). */
+static entmtp_status check_activation_bits(const char *field, int32_t bits) {
+    if (bits != 0 && bits != 8 && bits != 16)
+        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: %s = %d must be 8 or 16 (0: 16)", field, bits);
+    return ENTMTP_OK;
+}
+
 static entmtp_status check_params(const entmtp_session_params *p, const entmtp_model *m) {
     if (p->kv_capacity < 0 || p->kv_capacity > m->cfg.ctx)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG,
@@ -82,12 +89,10 @@ static entmtp_status check_params(const entmtp_session_params *p, const entmtp_m
     if (p->reproducible != 0 && p->reproducible != 1)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: reproducible = %d must be 0 or 1",
                         p->reproducible);
-    if (p->prompt_activation_bits != 0 && p->prompt_activation_bits != 8 && p->prompt_activation_bits != 16)
-        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: prompt_activation_bits = %d must be 8 or 16 (0: 16)",
-                        p->prompt_activation_bits);
-    if (p->step_activation_bits != 0 && p->step_activation_bits != 8 && p->step_activation_bits != 16)
-        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: step_activation_bits = %d must be 8 or 16 (0: 16)",
-                        p->step_activation_bits);
+    entmtp_status st;
+    if ((st = check_activation_bits("prompt_activation_bits", p->prompt_activation_bits)) ||
+        (st = check_activation_bits("step_activation_bits", p->step_activation_bits)))
+        return st;
     if (p->n_stop_tokens < -1 || p->n_stop_tokens > EMT_MAX_STOP_TOKENS)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: n_stop_tokens = %d is outside [-1, %d]",
                         p->n_stop_tokens, EMT_MAX_STOP_TOKENS);

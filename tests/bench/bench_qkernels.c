@@ -2,8 +2,8 @@
  * shape, the file layout against the packed one (quant.h), for 1..512 rows:
  * CPU time of the calling thread on a one-thread context (the pool runs the
  * tasks on the caller), so a shared, oversubscribed machine inflates it far
- * less than wall time; the minimum of REPS calls. Layout "pack8": the
- * packed kernels of the 8-bit prompt mode (quant8.h) for the types it covers. Prints microseconds per
+ * less than wall time; the minimum of REPS calls. Layouts "file8" and
+ * "pack8": the same at 8-bit activations (quant8.h) for the types that have them. Prints microseconds per
  * call, the cost of n rows in one-row calls (what a verify of n nodes costs
  * in AR steps, for this product) and integer multiply-adds per nanosecond.
  * Not a test (no timing assertions):
@@ -32,6 +32,10 @@ static float urand(void) {
 
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 5;
+    if (reps < 1) {
+        fprintf(stderr, "usage: bench_qkernels [REPS (>= 1) [VARIANT [TYPE]]]\n");
+        return 2;
+    }
     const emt_dtype types[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_Q5_0, EMT_Q4_K, EMT_Q5_K, EMT_Q6_K };
     const int n_types = (int)(sizeof types / sizeof types[0]);
     const int32_t shapes[][2] = { { 2048, 8192 }, { 8192, 2048 } }; /* n_in, n_out: FFN gate/up, FFN down */
@@ -62,25 +66,26 @@ int main(int argc, char **argv) {
                 memcpy(copy, file, bytes);
                 emt_wmat layouts[2] = { { t, file, NULL, 0 }, { t, copy, copy, 0 } };
                 int have_packed = op->pack && op->pack(be, &layouts[1], n_out, n_in) == ENTMTP_OK && layouts[1].packed;
-                double one[3] = { 0, 0, 0 };
-                int n_layouts = 1 + have_packed + (have_packed && emt_act8_type(t));
+                /* file and packed at 16 bits, then (types with 8-bit kernels) both at 8 */
+                const char *names[4] = { "file", "packed", "file8", "pack8" };
+                double one[4] = { 0, 0, 0, 0 };
                 for (int ri = 0; ri < n_rows; ri++)
-                    for (int l = 0; l < n_layouts; l++) {
+                    for (int l = 0; l < 4; l++) {
+                        if ((l % 2 && !have_packed) || (l >= 2 && !emt_act8_type(t))) continue;
                         int32_t n = rows[ri];
                         int r = n >= 64 ? (reps + 2) / 3 : reps;
                         double best = 1e30;
                         for (int k = 0; k < r; k++) {
                             double t0 = thread_seconds();
-                            op->set_activation_bits(ex, l == 2 ? 8 : 16);
-                            op->matmul_q(ex, &layouts[l == 2 ? 1 : l], NULL, x, n, n_in, n_out, y);
+                            op->set_activation_bits(ex, l >= 2 ? 8 : 16);
+                            op->matmul_q(ex, &layouts[l % 2], NULL, x, n, n_in, n_out, y);
                             double dt = thread_seconds() - t0;
                             if (dt < best) best = dt;
                         }
                         if (n == 1) one[l] = best;
                         printf("%-7s  %-4s  %5d x %5d  %-6s  %4d  %8.1f  %6.2f  %6.2f\n",
-                               emt_cpu_variant_name((emt_cpu_variant)v), emt_dtype_name(t), n_in, n_out,
-                               l == 2 ? "pack8" : l ? "packed" : "file", n, best * 1e6, best / one[l],
-                               (double)n * n_in * n_out / best * 1e-9);
+                               emt_cpu_variant_name((emt_cpu_variant)v), emt_dtype_name(t), n_in, n_out, names[l], n,
+                               best * 1e6, best / one[l], (double)n * n_in * n_out / best * 1e-9);
                     }
                 CHECK_OK(op->sync(ex));
                 if (layouts[1].owned) op->release(be, layouts[1].owned);

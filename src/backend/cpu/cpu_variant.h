@@ -1441,9 +1441,9 @@ packed_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
 }
 #endif
 
-/* The 8-bit prompt mode on the file's layout, and in the variants without
- * its kernels: quant8.h's reference order (emt_dot8_ref's steps per row),
+/* The 8-bit prompt mode in the baseline variant: quant8.h's reference order (emt_dot8_ref's steps per row),
  * each weight block decoded once for up to 64 rows. */
+#ifndef __AVX2__
 #define EMT_ACT8_REF_ROWS 64
 static void act8_ref_range(const qmatmul_job *j, int32_t o0, int32_t o1) {
     const emt_dtype t = j->W->dtype;
@@ -1473,6 +1473,216 @@ static void act8_ref_range(const qmatmul_job *j, int32_t o0, int32_t o1) {
         }
     }
 }
+#endif
+
+#ifdef __AVX2__
+/* The 8-bit prompt mode on the file's layout with AVX2 (the avx2 variant,
+ * and unpacked matrices elsewhere): a tile of nr (<= 8) rows x 4 outputs.
+ * One ymm holds the 4 outputs' two float lanes (output c in lanes 2c, 2c+1),
+ * as the AVX-512 kernel's zmm holds 8. Without vpdpbusd, vpmaddubsw (unsigned
+ * codes x signed activation codes, adjacent pairs to 16 bits) and vpmaddwd
+ * with ones (pairs to 32 bits) make the same exact lane sums: no 16-bit sum
+ * can saturate (stated per type below), so the integers, and then the float
+ * steps, are quant8.h's. */
+#define EMT_FILE8_ROWS 8
+#define EMT_FILE8_COLS 4
+
+/* A block's 32 codes of one weight row as bytes in order (Q8_0: the signed
+ * codes; the others unsigned, the bias removed later), with its float
+ * scales sc[2] (per half: Q6_K's differ) and minimum mw (quant8.h's
+ * emt_block8_decode_ref, vectorised). */
+static inline __attribute__((always_inline)) __m256i block8_codes_avx2(emt_dtype t, const uint8_t *blk, int sub,
+                                                                       float sc[2], float *mw) {
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    /* 16 bytes of nibbles -> codes 0..15 (low nibbles), 16..31 (high) */
+#define EMT_NIBBLES(p, shift_lo, shift_hi)                                                             \
+    _mm256_and_si256(_mm256_srlv_epi64(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p))), \
+                                       _mm256_setr_epi64x(shift_lo, shift_lo, shift_hi, shift_hi)),      \
+                     nib)
+    *mw = 0.0f;
+    if (t == EMT_Q8_0) {
+        sc[0] = sc[1] = emt_f16_to_f32(emt_rd16(blk));
+        return _mm256_loadu_si256((const __m256i *)(blk + 2));
+    }
+    if (t == EMT_Q4_0 || t == EMT_Q4_1) {
+        sc[0] = sc[1] = emt_f16_to_f32(emt_rd16(blk));
+        if (t == EMT_Q4_1) *mw = emt_f16_to_f32(emt_rd16(blk + 2));
+        return EMT_NIBBLES(blk + (t == EMT_Q4_1 ? 4 : 2), 0, 4);
+    }
+    /* byte l of the result: bit l of the 32-bit mask qh, times 16 */
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
+                                            3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+#define EMT_FIFTH(mask32)                                                                              \
+    _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32((int)(mask32)), spread), bit), bit), \
+                     _mm256_set1_epi8(16))
+    if (t == EMT_Q5_0) {
+        uint32_t qh;
+        memcpy(&qh, blk + 2, 4);
+        sc[0] = sc[1] = emt_f16_to_f32(emt_rd16(blk));
+        return _mm256_or_si256(EMT_NIBBLES(blk + 6, 0, 4), EMT_FIFTH(qh));
+    }
+    if (t == EMT_Q4_K || t == EMT_Q5_K) {
+        uint8_t s, m;
+        emt_kquant_scale_min(blk + 4, sub, &s, &m);
+        sc[0] = sc[1] = emt_f16_to_f32(emt_rd16(blk)) * (float)s;
+        *mw = -(emt_f16_to_f32(emt_rd16(blk + 2)) * (float)m);
+        const uint8_t *qs = blk + (t == EMT_Q5_K ? 48 : 16) + 32 * (sub / 2);
+        __m256i c = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)qs), 4 * (sub % 2)), nib);
+        if (t == EMT_Q5_K) { /* bit `sub` of qh[l] */
+            __m256i hb = _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(blk + 16)),
+                                                           _mm_cvtsi32_si128(sub)),
+                                          _mm256_set1_epi8(1));
+            c = _mm256_or_si256(c, _mm256_slli_epi16(hb, 4));
+        }
+        return c;
+    }
+    /* Q6_K */
+    int h = sub / 4, k = sub % 4;
+    const uint8_t *ql = blk + 64 * h + 32 * (k % 2), *qh = blk + 128 + 32 * h;
+    const int8_t *s = (const int8_t *)(blk + 192 + 8 * h + 2 * k);
+    float d = emt_f16_to_f32(emt_rd16(blk + 208));
+    sc[0] = d * (float)s[0];
+    sc[1] = d * (float)s[1];
+    __m256i lo = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)ql), 4 * (k / 2)), nib);
+    __m256i hi = _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)qh), _mm_cvtsi32_si128(2 * k)),
+                                  _mm256_set1_epi8(3));
+    return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+#undef EMT_NIBBLES
+#undef EMT_FIFTH
+}
+
+/* Outputs c = 0..3's codes (one ymm each, codes in order) -> v[k] = codes
+ * 8k..8k+7 of outputs 0, 1, 2, 3 (the AVX-512 kernel's quadword layout). */
+static inline __attribute__((always_inline)) void codes_to_quads(const __m256i c[4], __m256i v[4]) {
+    __m256i lo01 = _mm256_unpacklo_epi64(c[0], c[1]), hi01 = _mm256_unpackhi_epi64(c[0], c[1]);
+    __m256i lo23 = _mm256_unpacklo_epi64(c[2], c[3]), hi23 = _mm256_unpackhi_epi64(c[2], c[3]);
+    v[0] = _mm256_permute2x128_si256(lo01, lo23, 0x20);
+    v[1] = _mm256_permute2x128_si256(hi01, hi23, 0x20);
+    v[2] = _mm256_permute2x128_si256(lo01, lo23, 0x31);
+    v[3] = _mm256_permute2x128_si256(hi01, hi23, 0x31);
+}
+
+static inline __m256i x_quad_avx2(const emt_xq8 *xb, int k) {
+    int64_t v;
+    memcpy(&v, xb->q + 8 * k, 8);
+    return _mm256_set1_epi64x(v);
+}
+
+/* lanes (2c, 2c + 1) of every output start at -bias * the two sums */
+static inline __m256i lane_init_avx2(int bias, int32_t s0, int32_t s1) {
+    if (!bias) return _mm256_setzero_si256();
+    uint64_t v = (uint64_t)(uint32_t)(-bias * s0) | (uint64_t)(uint32_t)(-bias * s1) << 32;
+    return _mm256_set1_epi64x((long long)v);
+}
+
+/* Weight rows w[0..3] (file layout) x nr 8-bit rows: out[r * 4 + c]. */
+static inline __attribute__((always_inline)) void file8_rows(emt_dtype t, const uint8_t *const w[EMT_FILE8_COLS],
+                                                             const emt_xq8 *x, int32_t nb, int nr, float *out) {
+    const int kq = t == EMT_Q4_K || t == EMT_Q5_K || t == EMT_Q6_K, per = kq ? 8 : 1;
+    const size_t bb = kq ? emt_dtype_block_bytes(t) : emt_qblock_bytes(t);
+    const int bias = t == EMT_Q4_0 ? 8 : t == EMT_Q5_0 ? 16 : t == EMT_Q6_K ? 32 : 0;
+    const int has_min = t == EMT_Q4_1 || t == EMT_Q4_K || t == EMT_Q5_K;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[EMT_FILE8_ROWS];
+    __m128 mins[EMT_FILE8_ROWS];
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) {
+        acc[r] = _mm256_setzero_ps();
+        mins[r] = _mm_setzero_ps();
+    }
+    for (int32_t b = 0; b < nb; b++) {
+        __m256i c[4], v[4];
+        float sc[4][2], mw[4];
+#pragma GCC unroll 4
+        for (int o = 0; o < 4; o++) c[o] = block8_codes_avx2(t, w[o] + (size_t)(b / per) * bb, b % per, sc[o], &mw[o]);
+        const __m256 sc0 = _mm256_setr_ps(sc[0][0], sc[0][0], sc[1][0], sc[1][0], sc[2][0], sc[2][0], sc[3][0], sc[3][0]);
+        const __m256 sc1 = _mm256_setr_ps(sc[0][1], sc[0][1], sc[1][1], sc[1][1], sc[2][1], sc[2][1], sc[3][1], sc[3][1]);
+        const __m128 mwv = _mm_setr_ps(mw[0], mw[1], mw[2], mw[3]);
+        codes_to_quads(c, v);
+        __m256i sgn[4];
+        if (t == EMT_Q8_0) /* |code| goes in unsigned, its sign onto the activations */
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                sgn[k] = v[k];
+                v[k] = _mm256_abs_epi8(v[k]);
+            }
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; r++) {
+            const emt_xq8 *xb = x + (size_t)r * nb + b;
+            const __m256 dx = _mm256_set1_ps(xb->d);
+            __m256i m[4];
+            if (t == EMT_Q8_0) {
+                /* |pair| <= 2 * 128 * 127 < 2^15, one pair per 16-bit sum */
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) m[k] = _mm256_maddubs_epi16(v[k], _mm256_sign_epi8(x_quad_avx2(xb, k), sgn[k]));
+                __m256i isum = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(m[0], ones), _mm256_madd_epi16(m[1], ones)),
+                                                _mm256_add_epi32(_mm256_madd_epi16(m[2], ones), _mm256_madd_epi16(m[3], ones)));
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(sc0, dx), _mm256_cvtepi32_ps(isum), acc[r]);
+                continue;
+            }
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) m[k] = _mm256_maddubs_epi16(v[k], x_quad_avx2(xb, k));
+            if (t == EMT_Q6_K) {
+                /* codes < 64: two pairs per 16-bit sum, |sum| <= 4 * 63 * 127 < 2^15 */
+                __m256i i0 = _mm256_add_epi32(lane_init_avx2(32, xb->lsum[0], xb->lsum[1]),
+                                              _mm256_madd_epi16(_mm256_add_epi16(m[0], m[1]), ones));
+                __m256i i1 = _mm256_add_epi32(lane_init_avx2(32, xb->lsum[2], xb->lsum[3]),
+                                              _mm256_madd_epi16(_mm256_add_epi16(m[2], m[3]), ones));
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(sc0, dx), _mm256_cvtepi32_ps(i0), acc[r]);
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(sc1, dx), _mm256_cvtepi32_ps(i1), acc[r]);
+                continue;
+            }
+            /* codes < 32: four pairs per 16-bit sum, |sum| <= 8 * 31 * 127 < 2^15 */
+            __m256i isum = _mm256_madd_epi16(_mm256_add_epi16(_mm256_add_epi16(m[0], m[1]), _mm256_add_epi16(m[2], m[3])), ones);
+            isum = _mm256_add_epi32(lane_init_avx2(bias, xb->lsum[0] + xb->lsum[2], xb->lsum[1] + xb->lsum[3]), isum);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(sc0, dx), _mm256_cvtepi32_ps(isum), acc[r]);
+            if (has_min) mins[r] = _mm_fmadd_ps(mwv, _mm_set1_ps(xb->s), mins[r]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) { /* (lane 0 + lane 1) + minimum sum */
+        __m256 both = _mm256_add_ps(acc[r], _mm256_permute_ps(acc[r], 0xB1));
+        __m256 ev = _mm256_permutevar8x32_ps(both, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
+        _mm_storeu_ps(out + 4 * r, _mm_add_ps(_mm256_castps256_ps128(ev), mins[r]));
+    }
+}
+
+/* Outputs [o0, o1) for every 8-bit row: tiles of EMT_FILE8_ROWS rows x 4
+ * outputs, the rows in blocks that stay in cache while the outputs pass. */
+static inline __attribute__((always_inline)) void file8_range(const qmatmul_job *j, emt_dtype t, int32_t o0,
+                                                              int32_t o1) {
+    int32_t nb = j->n_in / EMT_QK;
+    float v[EMT_FILE8_ROWS * EMT_FILE8_COLS];
+    for (int32_t rb0 = 0; rb0 < j->n_rows; rb0 += 32) {
+        int32_t rb1 = rb0 + 32 < j->n_rows ? rb0 + 32 : j->n_rows;
+        for (int32_t o = o0; o < o1; o += EMT_FILE8_COLS) {
+            int nc = o1 - o < EMT_FILE8_COLS ? o1 - o : EMT_FILE8_COLS;
+            const uint8_t *w[EMT_FILE8_COLS];
+            for (int c = 0; c < EMT_FILE8_COLS; c++) /* a short tile repeats its last row, stored once */
+                w[c] = (const uint8_t *)j->W->data + (size_t)(o + (c < nc ? c : nc - 1)) * j->row_bytes;
+            for (int32_t r0 = rb0; r0 < rb1; r0 += EMT_FILE8_ROWS) {
+                int nr = rb1 - r0 < EMT_FILE8_ROWS ? rb1 - r0 : EMT_FILE8_ROWS;
+                const emt_xq8 *xq = j->xq8 + (size_t)r0 * nb;
+                switch (nr) { /* nr constant in each call: the tile stays in registers */
+                case 1: file8_rows(t, w, xq, nb, 1, v); break;
+                case 2: file8_rows(t, w, xq, nb, 2, v); break;
+                case 3: file8_rows(t, w, xq, nb, 3, v); break;
+                case 4: file8_rows(t, w, xq, nb, 4, v); break;
+                case 5: file8_rows(t, w, xq, nb, 5, v); break;
+                case 6: file8_rows(t, w, xq, nb, 6, v); break;
+                case 7: file8_rows(t, w, xq, nb, 7, v); break;
+                default: file8_rows(t, w, xq, nb, 8, v); break;
+                }
+                for (int r = 0; r < nr; r++) {
+                    float *y = j->y + (size_t)(r0 + r) * j->n_out + o;
+                    for (int c = 0; c < nc; c++) y[c] = j->bias ? v[r * 4 + c] + j->bias[o + c] : v[r * 4 + c];
+                }
+            }
+        }
+    }
+}
+#endif
 
 #ifdef EMT_CPU_PACKED
 /* Outputs [o0, o1) of a packed matrix for every 8-bit row: tiles of
@@ -1524,8 +1734,20 @@ static void qmatmul_task(void *ctx, int32_t task) {
             }
         }
 #endif
+#ifdef __AVX2__
+        switch (j->W->dtype) {
+        case EMT_Q4_0: file8_range(j, EMT_Q4_0, o0, o1); return;
+        case EMT_Q4_1: file8_range(j, EMT_Q4_1, o0, o1); return;
+        case EMT_Q8_0: file8_range(j, EMT_Q8_0, o0, o1); return;
+        case EMT_Q5_0: file8_range(j, EMT_Q5_0, o0, o1); return;
+        case EMT_Q4_K: file8_range(j, EMT_Q4_K, o0, o1); return;
+        case EMT_Q5_K: file8_range(j, EMT_Q5_K, o0, o1); return;
+        default: file8_range(j, EMT_Q6_K, o0, o1); return;
+        }
+#else
         act8_ref_range(j, o0, o1);
         return;
+#endif
     }
 #ifdef EMT_CPU_PACKED
     if (j->W->packed) {

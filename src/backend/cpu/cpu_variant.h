@@ -1049,6 +1049,37 @@ packed_kcodes(emt_dtype t, const uint8_t *g, int s, int p, __m512i *lo, __m512i 
     }
 }
 
+/* Q6_K: packed_kcodes for output pairs p and p + 1 at once. Their codes
+ * are decoded as 64 bytes (ql's nibbles and qh's 2-bit tops, biased to
+ * signed bytes) and widened only then: half the instructions of two
+ * packed_kcodes calls, the same 16-bit values. */
+static inline __attribute__((always_inline)) void
+packed_q6_codes2(const uint8_t *g, int s, int p, __m512i lo[2], __m512i hi[2]) {
+    const __m512i half_sel = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0,
+                                              0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i nib = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30), bias = _mm512_set1_epi8(32);
+    __m512i ql = _mm512_loadu_si512((const void *)(g + EMT_PK6_QL + 128 * s + 32 * p));
+    /* qh's 2-bit fields of sub-block s at bits 0..3 of each byte (the bits a
+     * 16-bit shift brings in from the next byte land at 4..7 and are masked) */
+    __m512i qh = _mm512_srl_epi16(_mm512_loadu_si512((const void *)(g + EMT_PK6_QH + 128 * (s / 2) + 32 * p)),
+                                  _mm_cvtsi32_si128(4 * (s % 2)));
+    __m512i top_lo = _mm512_and_si512(_mm512_slli_epi16(qh, 4), top), top_hi = _mm512_and_si512(_mm512_slli_epi16(qh, 2), top);
+    /* 0xCA: nib ? a : b, bit by bit */
+    __m512i c_lo = _mm512_sub_epi8(_mm512_ternarylogic_epi32(nib, ql, top_lo, 0xCA), bias);
+    __m512i c_hi = _mm512_sub_epi8(_mm512_ternarylogic_epi32(nib, _mm512_srli_epi16(ql, 4), top_hi, 0xCA), bias);
+    __m512i sc = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(g + EMT_PK6_SC + 16 * s))));
+#pragma GCC unroll 2
+    for (int u = 0; u < 2; u++) {
+        __m512i sel = _mm512_add_epi16(_mm512_add_epi16(half_sel, half_sel), _mm512_set1_epi16((short)(4 * (p + u))));
+        __m512i sc_lo = _mm512_permutexvar_epi16(sel, sc);
+        __m512i sc_hi = _mm512_permutexvar_epi16(_mm512_add_epi16(sel, _mm512_set1_epi16(1)), sc);
+        __m256i bl = u ? _mm512_extracti64x4_epi64(c_lo, 1) : _mm512_castsi512_si256(c_lo);
+        __m256i bh = u ? _mm512_extracti64x4_epi64(c_hi, 1) : _mm512_castsi512_si256(c_hi);
+        lo[u] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(bl), sc_lo);
+        hi[u] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(bh), sc_hi);
+    }
+}
+
 static inline __attribute__((always_inline)) void
 packed_krows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, float *out) {
     const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(t);
@@ -1081,21 +1112,27 @@ packed_krows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr,
                         isum[r][q] = _mm512_setzero_si512();
                         if (split) isum_hi[r][q] = _mm512_setzero_si512();
                     }
+                /* one pair's codes live at a time (Q6_K: two, decoded together) */
+                const int step = t == EMT_Q6_K ? 2 : 1;
                 for (int s = s0; s < s0 + group; s++)
 #pragma GCC unroll 4
-                    for (int q = 0; q < pp; q++) { /* one pair's codes live at a time */
-                        __m512i lo, hi;
-                        packed_kcodes(t, g, s, p0 + q, &lo, &hi);
+                    for (int q = 0; q < pp; q += step) {
+                        __m512i lo[2], hi[2];
+                        if (t == EMT_Q6_K) packed_q6_codes2(g, s, p0 + q, lo, hi);
+                        else packed_kcodes(t, g, s, p0 + q, &lo[0], &hi[0]);
 #pragma GCC unroll 8
                         for (int r = 0; r < nr; r++) {
                             const emt_xq *xb = x + (size_t)r * nb + b0 + s;
                             __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
                             __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb->q + 16)));
-                            if (split) {
-                                isum[r][q] = _mm512_dpwssd_epi32(isum[r][q], lo, xlo);
-                                isum_hi[r][q] = _mm512_dpwssd_epi32(isum_hi[r][q], hi, xhi);
-                            } else {
-                                isum[r][q] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[r][q], lo, xlo), hi, xhi);
+#pragma GCC unroll 2
+                            for (int u = 0; u < step; u++) {
+                                if (split) {
+                                    isum[r][q + u] = _mm512_dpwssd_epi32(isum[r][q + u], lo[u], xlo);
+                                    isum_hi[r][q + u] = _mm512_dpwssd_epi32(isum_hi[r][q + u], hi[u], xhi);
+                                } else {
+                                    isum[r][q + u] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[r][q + u], lo[u], xlo), hi[u], xhi);
+                                }
                             }
                         }
                     }

@@ -74,6 +74,30 @@ static size_t attn_shared_bytes(int32_t hd, int32_t n_queries) {
                             (size_t)n_queries * (2 * attn_v_stride(hd) + 2));
 }
 
+// K/V cache elements (set_kv_dtype): F32, or BF16 standing for the F32
+// values they are (exactly). Both kernels are templates over the element
+// type KV; a BF16 cache is read 16 bytes (8 values) at a time where the F32
+// one reads 4 values.
+__device__ __forceinline__ float bf16_low(uint32_t w) { return bits_to_float(w << 16); }
+__device__ __forceinline__ float bf16_high(uint32_t w) { return bits_to_float(w & 0xffff0000u); }
+__device__ __forceinline__ float kv_value(const float *p) { return emt_ld(p); }
+__device__ __forceinline__ float kv_value(const uint16_t *p) { return bf16_to_float(emt_ld(p)); }
+__device__ __forceinline__ float4 kv_quad(const float *p) { return emt_ld((const float4 *)p); }
+__device__ __forceinline__ float4 kv_quad(const uint16_t *p) {
+    const uint2 w = emt_ld((const uint2 *)p);
+    return float4{ bf16_low(w.x), bf16_high(w.x), bf16_low(w.y), bf16_high(w.y) };
+}
+// one 16-byte load: 4 F32 values or 8 BF16 ones, as F32
+__device__ __forceinline__ void kv_load16(const float *p, float (&x)[4]) {
+    const float4 a = emt_ld((const float4 *)p);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+}
+__device__ __forceinline__ void kv_load16(const uint16_t *p, float (&x)[8]) {
+    const uint4 a = emt_ld((const uint4 *)p);
+    const uint32_t w[4] = { a.x, a.y, a.z, a.w };
+    for (int i = 0; i < 4; i++) x[2 * i] = bf16_low(w[i]), x[2 * i + 1] = bf16_high(w[i]);
+}
+
 // With a sliding window (attention_window), row i's list starts at cache
 // row first[i] (the first prefix row fewer than `window` positions back)
 // and its new rows are only those inside the window; an AR step at the same
@@ -119,9 +143,11 @@ __device__ __forceinline__ int32_t block_max_keys(int32_t n_q, int32_t q_first, 
 
 // Grid (n_kv_heads, span blocks, query groups); ATTN_THREADS threads; the
 // dynamic shared memory of attn_shared_bytes(hd, n_queries). Query qi of the
-// call is row qi / group, query head kv_head * group + qi % group.
+// call is row qi / group, query head kv_head * group + qi % group. KV: the
+// caches' element type (float or BF16 bits); the tiles are F32 either way.
+template <typename KV>
 __global__ void __launch_bounds__(ATTN_THREADS)
-    attn_span_kernel(const float *q, const float *k, const float *v, const int32_t *d_len, int32_t n_prefix,
+    attn_span_kernel(const float *q, const KV *k, const KV *v, const int32_t *d_len, int32_t n_prefix,
                      int32_t row0, int32_t n_rows, const int32_t *tree_keys, const int32_t *tree_count,
                      const int32_t *first, int32_t n_heads, int32_t n_kv_heads, int32_t hd, float scale, float cap,
                      int32_t n_queries, int32_t n_spans, float *part_acc, float *part_ml) {
@@ -137,7 +163,8 @@ __global__ void __launch_bounds__(ATTN_THREADS)
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const size_t stride = (size_t)n_kv_heads * hd, kv_off = (size_t)kv_head * hd;
     // 16-byte loads where every row starts on 16 bytes; the arithmetic is the same either way
-    const bool vec = hd % 4 == 0 && (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0 && (uintptr_t)q % 16 == 0;
+    constexpr int32_t W = 16 / sizeof(KV); // values per 16-byte load
+    const bool vec = hd % W == 0 && (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0 && (uintptr_t)q % 16 == 0;
     // tiles start at the block's first row's first prefix row
     const int32_t max_keys = block_max_keys(n_q, q_first, group, n_prefix, tree_count, first, d_len);
     const int32_t f0 = first_row(first, q_first / group, d_len, n_prefix);
@@ -160,19 +187,25 @@ __global__ void __launch_bounds__(ATTN_THREADS)
             const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
             __syncthreads(); // the previous step's readers are done with the tiles
             if (vec) {
-                const int32_t units = hd / 4;
+                const int32_t units = hd / W;
                 for (int32_t i = threadIdx.x; i < (hi - lo) * units; i += ATTN_THREADS) {
                     const int32_t r = i / units, u = i % units;
-                    const size_t src = (size_t)(lo + r) * stride + kv_off;
-                    emt_st((float4 *)(ks + (size_t)r * kst) + u, emt_ld((const float4 *)(k + src) + u));
-                    emt_st((float4 *)(vs + (size_t)r * vst) + u, emt_ld((const float4 *)(v + src) + u));
+                    const size_t src = (size_t)(lo + r) * stride + kv_off + (size_t)W * u;
+                    float xk[W], xv[W];
+                    kv_load16(k + src, xk);
+                    kv_load16(v + src, xv);
+                    EMT_UNROLL
+                    for (int e = 0; e < W; e += 4) {
+                        emt_st((float4 *)(ks + (size_t)r * kst + W * u + e), float4{ xk[e], xk[e + 1], xk[e + 2], xk[e + 3] });
+                        emt_st((float4 *)(vs + (size_t)r * vst + W * u + e), float4{ xv[e], xv[e + 1], xv[e + 2], xv[e + 3] });
+                    }
                 }
             } else {
                 for (int32_t i = threadIdx.x; i < (hi - lo) * hd; i += ATTN_THREADS) {
                     const int32_t r = i / hd, d = i % hd;
                     const size_t src = (size_t)(lo + r) * stride + kv_off + d;
-                    ks[(size_t)r * kst + d] = k[src];
-                    vs[(size_t)r * vst + d] = v[src];
+                    ks[(size_t)r * kst + d] = kv_value(k + src);
+                    vs[(size_t)r * vst + d] = kv_value(v + src);
                 }
             }
             __syncthreads();
@@ -190,7 +223,7 @@ __global__ void __launch_bounds__(ATTN_THREADS)
                     // the staged prefix (shared memory) or a row of the tree (global): two paths, one arithmetic
                     const bool staged = r >= lo && r < hi;
                     const float *k_staged = ks + (size_t)(staged ? r - lo : 0) * kst;
-                    const float *k_global = k + (size_t)r * stride + kv_off;
+                    const KV *k_global = k + (size_t)r * stride + kv_off;
                     float dot = 0.0f;
                     if (vec) {
                         for (int32_t d = 0; d < hd; d += 4) {
@@ -199,14 +232,14 @@ __global__ void __launch_bounds__(ATTN_THREADS)
                             if (staged)
                                 b = emt_ld((const float4 *)(k_staged + d));
                             else
-                                b = emt_ld((const float4 *)(k_global + d));
+                                b = kv_quad(k_global + d);
                             dot = fmaf(a.x, b.x, dot);
                             dot = fmaf(a.y, b.y, dot);
                             dot = fmaf(a.z, b.z, dot);
                             dot = fmaf(a.w, b.w, dot);
                         }
                     } else {
-                        for (int32_t d = 0; d < hd; d++) dot = fmaf(qv[d], staged ? k_staged[d] : k_global[d], dot);
+                        for (int32_t d = 0; d < hd; d++) dot = fmaf(qv[d], staged ? k_staged[d] : kv_value(k_global + d), dot);
                     }
                     s = dot * scale;
                     if (cap > 0.0f) s = cap * tanhf(s / cap);
@@ -235,7 +268,7 @@ __global__ void __launch_bounds__(ATTN_THREADS)
                         if (rj >= lo && rj < hi)
                             vj = emt_ld(vs + (size_t)(rj - lo) * vst + d);
                         else
-                            vj = emt_ld(v + (size_t)rj * stride + kv_off + d);
+                            vj = kv_value(v + (size_t)rj * stride + kv_off + d);
                         a = fmaf(step_p[warp][j], vj, a);
                     }
                     emt_st(acc + d, a);
@@ -337,6 +370,13 @@ __device__ __forceinline__ void mma_split6(float d[4], const uint32_t (&a)[3][4]
     emt_mma_bf16_m16n8k16(d, a[0], b[1], d);
     emt_mma_bf16_m16n8k16(d, a[0], b[0], d);
 }
+// The same over a BF16 cache's keys or values, which are one part: three
+// products (the query's or probability's parts, smallest first).
+__device__ __forceinline__ void mma_split3(float d[4], const uint32_t (&a)[3][4], const uint32_t (&b)[2]) {
+    emt_mma_bf16_m16n8k16(d, a[2], b, d);
+    emt_mma_bf16_m16n8k16(d, a[1], b, d);
+    emt_mma_bf16_m16n8k16(d, a[0], b, d);
+}
 __device__ __forceinline__ uint32_t pack_bf16(uint32_t lo, uint32_t hi) { return lo | hi << 16; }
 // Four FP32 values as the three planes' 8-byte halves of a fragment.
 __device__ __forceinline__ void split4(const float4 &x, uint2 (&out)[3]) {
@@ -356,9 +396,9 @@ __device__ __forceinline__ int32_t tca_unit_offset(int32_t u) { return 64 * (u /
 // block's n_queries queries are staged (the others are zeros: the AR step
 // stages its few), then a zero row. Query qi of the
 // call is row qi / group, query head kv_head * group + qi % group.
-template <int HD>
+template <int HD, typename KV>
 __global__ void __launch_bounds__(TCA_THREADS)
-    attn_tc_span_kernel(const float *q, const float *k, const float *v, const int32_t *d_len, int32_t n_prefix,
+    attn_tc_span_kernel(const float *q, const KV *k, const KV *v, const int32_t *d_len, int32_t n_prefix,
                         int32_t row0, int32_t n_rows, const int32_t *tree_keys, const int32_t *tree_count,
                         const int32_t *first, int32_t n_heads, int32_t n_kv_heads, float scale, float cap,
                         int32_t n_queries, int32_t q_rows, int32_t n_bufs, int32_t n_spans, float *part_acc,
@@ -366,6 +406,10 @@ __global__ void __launch_bounds__(TCA_THREADS)
     constexpr int32_t KST = tca_k_stride(HD), VST = tca_v_stride(HD), RST = tca_rows_stride();
     constexpr int NC = HD / 32, ND = HD / 8, PLANE = HD * 2; // 32-dim chunks, 8-dim n-tiles, bytes of a plane
     constexpr size_t TILE = (size_t)ATTN_KEYS * KST + 3 * (ATTN_KEYS / 2) * VST; // one K/V tile buffer
+    // a BF16 cache: K and V are their own high part (the mid and lo planes
+    // stay unwritten and unread), staged from 16-byte loads of 8 values, and
+    // each product takes three mmas instead of six
+    constexpr bool BF = sizeof(KV) == 2;
     EMT_DYNAMIC_SHARED(uint4, tca_smem);
     uint8_t *tiles = (uint8_t *)tca_smem, *qs = tiles + n_bufs * TILE;
     int32_t *step_rows = (int32_t *)(qs + (size_t)(q_rows + 1) * KST);
@@ -417,6 +461,27 @@ __global__ void __launch_bounds__(TCA_THREADS)
     auto stage = [&](int32_t t0, uint8_t *tile, int first_thread, int count) {
         const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
         uint8_t *ks = tile, *vp = tile + ATTN_KEYS * KST;
+        if (BF) {
+            for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo) * (HD / 8); i += count) {
+                const int32_t r = i / (HD / 8), w = i % (HD / 8);
+                const uint4 x = emt_ld((const uint4 *)(k + (size_t)(lo + r) * stride + kv_off) + w);
+                emt_st((uint2 *)(ks + (size_t)r * KST + tca_unit_offset(2 * w)), uint2{ x.x, x.y });
+                emt_st((uint2 *)(ks + (size_t)r * KST + tca_unit_offset(2 * w + 1)), uint2{ x.z, x.w });
+            }
+            // key pairs: a dimension's word holds keys r (low half) and r + 1
+            for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo + 1) / 2 * (HD / 8); i += count) {
+                const int32_t j = i / (HD / 8), w = i % (HD / 8), r = 2 * j;
+                const uint4 a = emt_ld((const uint4 *)(v + (size_t)(lo + r) * stride + kv_off) + w);
+                const uint4 b = r + 1 < hi - lo ? emt_ld((const uint4 *)(v + (size_t)(lo + r + 1) * stride + kv_off) + w)
+                                                : uint4{ 0, 0, 0, 0 };
+                uint4 *dst = (uint4 *)(vp + (size_t)j * VST) + 2 * w;
+                emt_st(dst, uint4{ (a.x & 0xffffu) | b.x << 16, a.x >> 16 | (b.x & 0xffff0000u),
+                                   (a.y & 0xffffu) | b.y << 16, a.y >> 16 | (b.y & 0xffff0000u) });
+                emt_st(dst + 1, uint4{ (a.z & 0xffffu) | b.z << 16, a.z >> 16 | (b.z & 0xffff0000u),
+                                       (a.w & 0xffffu) | b.w << 16, a.w >> 16 | (b.w & 0xffff0000u) });
+            }
+            return;
+        }
         for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo) * (HD / 4); i += count) {
             const int32_t r = i / (HD / 4), u = i % (HD / 4);
             uint2 parts[3];
@@ -537,13 +602,28 @@ __global__ void __launch_bounds__(TCA_THREADS)
                     for (int nt = 0; nt < 4; nt++) {
                         if (8 * nt >= group_keys) break; // the whole warp's
                         uint4 kb[3];
+                        if (BF) {
+                            if (staged) {
+                                kb[0] = emt_ld((const uint4 *)(ks + (size_t)(8 * nt + g) * KST + 64 * c + 16 * t));
+                            } else { // 8 bytes of each half of the chunk's 32 dims (the staged layout's order)
+                                const int32_t r = rows[leader * RST + 8 * nt + g];
+                                const KV *src = k + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 32 * c + 4 * t;
+                                uint2 x0 = emt_ld((const uint2 *)src), x1 = emt_ld((const uint2 *)(src + 16));
+                                if (r < 0) x0 = x1 = uint2{ 0, 0 };
+                                kb[0] = uint4{ x0.x, x0.y, x1.x, x1.y };
+                            }
+                            const uint32_t b0[2] = { kb[0].x, kb[0].y }, b1[2] = { kb[0].z, kb[0].w };
+                            mma_split3(d[nt], a0, b0);
+                            mma_split3(d[nt], a1, b1);
+                            continue;
+                        }
                         if (staged) {
                             EMT_UNROLL
                             for (int s = 0; s < 3; s++)
                                 kb[s] = emt_ld((const uint4 *)(ks + (size_t)(8 * nt + g) * KST + s * PLANE + 64 * c + 16 * t));
                         } else { // a key of the tree, or a list that is not the tile's rows in order
                             const int32_t r = rows[leader * RST + 8 * nt + g];
-                            const float *src = k + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 32 * c + 4 * t;
+                            const float *src = (const float *)(k + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 32 * c + 4 * t);
                             float4 x0 = emt_ld((const float4 *)src), x1 = emt_ld((const float4 *)(src + 16));
                             if (r < 0) x0 = x1 = float4{ 0, 0, 0, 0 };
                             uint2 h0[3], h1[3];
@@ -634,6 +714,24 @@ __global__ void __launch_bounds__(TCA_THREADS)
                     for (int kk = 0; kk < 2; kk++) {
                         if (16 * kk >= group_keys) break; // the whole warp's
                         uint32_t b[3][2];
+                        if (BF) {
+                            if (staged) {
+                                EMT_UNROLL
+                                for (int j = 0; j < 2; j++)
+                                    b[0][j] = emt_ld((const uint32_t *)(vp + ((size_t)8 * kk + t + 4 * j) * VST) + 8 * nd + g);
+                            } else {
+                                uint32_t x[4];
+                                EMT_UNROLL
+                                for (int j = 0; j < 4; j++) {
+                                    const int32_t r = key_r[kk][j];
+                                    x[j] = emt_ld((const uint16_t *)(v + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 8 * nd + g));
+                                    if (r < 0) x[j] = 0;
+                                }
+                                b[0][0] = pack_bf16(x[0], x[1]), b[0][1] = pack_bf16(x[2], x[3]);
+                            }
+                            mma_split3(d, pa[kk], b[0]);
+                            continue;
+                        }
                         if (staged) {
                             EMT_UNROLL
                             for (int s = 0; s < 3; s++)
@@ -646,7 +744,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
                             EMT_UNROLL
                             for (int j = 0; j < 4; j++) {
                                 const int32_t r = key_r[kk][j];
-                                float val = emt_ld(v + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 8 * nd + g);
+                                float val = emt_ld((const float *)(v + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 8 * nd + g));
                                 if (r < 0) val = 0.0f;
                                 split_bf16x3(val, &x[j][0], &x[j][1], &x[j][2]);
                             }
@@ -702,15 +800,20 @@ __global__ void __launch_bounds__(128)
     }
 }
 
-// The tensor-core span kernel for head dim HD (variant: its opt-in bit).
-template <int HD>
-static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, const float *q, const float *k,
-                       const float *v, const int32_t *d_len, int32_t n_prefix, int32_t row0, int32_t n_rows,
+// a comma inside EMT_LAUNCH's kernel argument (a macro argument is split at
+// commas before it is expanded)
+#define EMT_TEMPLATE_COMMA ,
+
+// The tensor-core span kernel for head dim HD and cache elements KV
+// (variant: its opt-in bit).
+template <int HD, typename KV>
+static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, const float *q, const KV *k,
+                       const KV *v, const int32_t *d_len, int32_t n_prefix, int32_t row0, int32_t n_rows,
                        const int32_t *tree_keys, const int32_t *tree_count, const int32_t *first, int32_t n_heads,
                        int32_t n_kv_heads, float scale, float cap, int32_t n_queries, int32_t q_rows, int32_t n_bufs,
                        int32_t n_spans, float *part_acc, float *part_ml, double ideal_bytes, int32_t max_prefix) {
     if (shared > 48 * 1024 && !(ex->attn_tc_shared_optin & (1u << variant))) { // the budget: AR and verify sizes differ
-        const cudaError_t e = cudaFuncSetAttribute(attn_tc_span_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        const cudaError_t e = cudaFuncSetAttribute(attn_tc_span_kernel<HD, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    ATTN_SHARED_BUDGET);
         if (e != cudaSuccess) {
             cu_set_error(ex, "cudaFuncSetAttribute(attn_tc_span_kernel, max dynamic shared memory)", e);
@@ -720,7 +823,7 @@ static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, cons
     }
     (void)ideal_bytes, (void)max_prefix; // the harness's op record only (EMT_OP is empty with nvcc)
     EMT_OP("ATTN", ideal_bytes, n_rows, max_prefix, n_heads * HD);
-    EMT_LAUNCH(attn_tc_span_kernel<HD>, grid, TCA_THREADS, shared, ex->stream, q, k, v, d_len, n_prefix, row0, n_rows,
+    EMT_LAUNCH(attn_tc_span_kernel<HD EMT_TEMPLATE_COMMA KV>, grid, TCA_THREADS, shared, ex->stream, q, k, v, d_len, n_prefix, row0, n_rows,
                tree_keys, tree_count, first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans,
                part_acc, part_ml);
 }
@@ -728,7 +831,9 @@ static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, cons
 // Every attention op: n_prefix = *d_len when d_len is given (at most
 // row0), else the argument; the new rows' K/V at cache rows row0... With
 // d_len, `positions` are relative to it (the tree's depths).
-static void attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, const int32_t *d_len,
+// KV: the caches' element type (ex->kv_bf16 picks it).
+template <typename KV>
+static void attention(emt_exec *ex, const float *q, const KV *k_cache, const KV *v_cache, const int32_t *d_len,
                       int32_t n_prefix, int32_t row0, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
                       int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out) {
     if (head_dim > ATTN_MAX_HEAD_DIM || n_kv_heads <= 0 || n_heads % n_kv_heads) {
@@ -776,7 +881,7 @@ static void attention(emt_exec *ex, const float *q, const float *k_cache, const 
     }
     const int32_t max_prefix = d_len ? row0 : n_prefix;
     const int32_t n_spans = (max_prefix + n_rows + ATTN_SPAN - 1) / ATTN_SPAN;
-    const bool tc = tca_takes(head_dim, k_cache, v_cache);
+    const bool tc = tca_takes(head_dim, (const float *)k_cache, (const float *)v_cache);
     const int32_t group = n_heads / n_kv_heads, n_bufs = tca_buffers(head_dim, n_rows * group);
     const int32_t n_queries = tc ? tca_queries(head_dim, n_rows * group) : attn_queries(head_dim);
     const int32_t n_groups = (n_rows * group + n_queries - 1) / n_queries;
@@ -791,27 +896,29 @@ static void attention(emt_exec *ex, const float *q, const float *k_cache, const 
               (unsigned)n_groups);
     // ideal: the K/V rows the call can see and its queries read once (the
     // prefix length of attention_dyn is on the device: its capacity stands in)
-    const double kv_bytes = 2.0 * sizeof(float) * ((double)max_prefix + n_rows) * n_kv_heads * head_dim;
+    const double kv_bytes = 2.0 * sizeof(KV) * ((double)max_prefix + n_rows) * n_kv_heads * head_dim;
+    const int variant_base = sizeof(KV) == 2 ? 4 : 0; // the BF16 kernels' opt-in bits follow the F32 ones'
     const double q_bytes = (double)sizeof(float) * n_rows * n_heads * head_dim;
     if (tc) {
         switch (head_dim) {
-        case 32: launch_tca<32>(ex, 0, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        case 64: launch_tca<64>(ex, 1, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        case 128: launch_tca<128>(ex, 2, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        default: launch_tca<256>(ex, 3, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        case 32: launch_tca<32>(ex, variant_base + 0, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        case 64: launch_tca<64>(ex, variant_base + 1, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        case 128: launch_tca<128>(ex, variant_base + 2, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        default: launch_tca<256>(ex, variant_base + 3, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
         }
     } else {
-        if (shared > 48 * 1024 && shared > ex->attn_shared_optin) { // the kernel's opt-in, once per size and context
-            const cudaError_t e = cudaFuncSetAttribute(attn_span_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        size_t *optin = &ex->attn_shared_optin[sizeof(KV) == 2];
+        if (shared > 48 * 1024 && shared > *optin) { // the kernel's opt-in, once per size and context
+            const cudaError_t e = cudaFuncSetAttribute(attn_span_kernel<KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        (int)shared);
             if (e != cudaSuccess) {
                 cu_set_error(ex, "cudaFuncSetAttribute(attn_span_kernel, max dynamic shared memory)", e);
                 return;
             }
-            ex->attn_shared_optin = shared;
+            *optin = shared;
         }
         EMT_OP("ATTN", kv_bytes + q_bytes, n_rows, max_prefix, n_heads * head_dim);
-        EMT_LAUNCH(attn_span_kernel, grid, ATTN_THREADS, shared, ex->stream, q, k_cache, v_cache, d_len, n_prefix, row0,
+        EMT_LAUNCH(attn_span_kernel<KV>, grid, ATTN_THREADS, shared, ex->stream, q, k_cache, v_cache, d_len, n_prefix, row0,
                    n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, head_dim, scale, cap, n_queries, n_spans,
                    part_acc, part_ml);
     }
@@ -823,15 +930,23 @@ static void attention(emt_exec *ex, const float *q, const float *k_cache, const 
 void cu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, int32_t n_prefix,
                          int32_t n_rows, const uint8_t *mask, const int32_t *positions, int32_t n_heads,
                          int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out) {
-    attention(ex, q, k_cache, v_cache, NULL, n_prefix, n_prefix, n_rows, mask, positions, n_heads, n_kv_heads,
-              head_dim, window, cap, out);
+    if (ex->kv_bf16)
+        attention(ex, q, (const uint16_t *)(const void *)k_cache, (const uint16_t *)(const void *)v_cache, NULL,
+                  n_prefix, n_prefix, n_rows, mask, positions, n_heads, n_kv_heads, head_dim, window, cap, out);
+    else
+        attention(ex, q, k_cache, v_cache, NULL, n_prefix, n_prefix, n_rows, mask, positions, n_heads, n_kv_heads,
+                  head_dim, window, cap, out);
 }
 
 void cu_attention_dyn(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                       const emt_dyn_rows *rows, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
                       int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out) {
-    attention(ex, q, k_cache, v_cache, rows->len, 0, rows->row0, n_rows, mask, rows->offsets, n_heads, n_kv_heads,
-              head_dim, window, cap, out);
+    if (ex->kv_bf16)
+        attention(ex, q, (const uint16_t *)(const void *)k_cache, (const uint16_t *)(const void *)v_cache, rows->len,
+                  0, rows->row0, n_rows, mask, rows->offsets, n_heads, n_kv_heads, head_dim, window, cap, out);
+    else
+        attention(ex, q, k_cache, v_cache, rows->len, 0, rows->row0, n_rows, mask, rows->offsets, n_heads, n_kv_heads,
+                  head_dim, window, cap, out);
 }
 
 void cu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,

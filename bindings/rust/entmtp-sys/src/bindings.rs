@@ -2236,12 +2236,14 @@ pub struct entmtp_session_params {
     pub reserved0: i32,
     pub prompt_activation_bits: i32,
     pub step_activation_bits: i32,
+    pub kv_type: i32,
+    pub reserved1: i32,
 }
 #[test]
 fn bindgen_test_layout_entmtp_session_params() {
     assert_eq!(
         ::std::mem::size_of::<entmtp_session_params>(),
-        64usize,
+        72usize,
         concat!("Size of: ", stringify!(entmtp_session_params))
     );
     assert_eq!(

@@ -97,6 +97,32 @@ __device__ __forceinline__ void kv_load16(const uint16_t *p, float (&x)[8]) {
     const uint32_t w[4] = { a.x, a.y, a.z, a.w };
     for (int i = 0; i < 4; i++) x[2 * i] = bf16_low(w[i]), x[2 * i + 1] = bf16_high(w[i]);
 }
+// (the F32 instantiation's never-taken twin of the BF16 staging path)
+__device__ __forceinline__ void kv_load16(const float *p, float (&x)[8]) {
+    const float4 a = emt_ld((const float4 *)p), b = emt_ld((const float4 *)p + 1);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+}
+__device__ __forceinline__ uint4 shfl_uint4(uint4 v, int src) {
+    return uint4{ __shfl_sync(0xffffffffu, v.x, src), __shfl_sync(0xffffffffu, v.y, src),
+                  __shfl_sync(0xffffffffu, v.z, src), __shfl_sync(0xffffffffu, v.w, src) };
+}
+// A BF16 cache's 16-byte load of 8 values makes two 16-byte units of a
+// staged tile; a lane storing its own two would write every other unit of
+// the warp's span (a 2-way bank conflict). Instead lane L stores unit
+// 2 i0 + L, then 2 i0 + 32 + L, taken by shuffle from the lane that loaded
+// it (items i0 + L/2, then i0 + 16 + L/2; item i's units are 2i and 2i + 1):
+// consecutive lanes, consecutive units. Every lane of the warp calls it;
+// items at or past `total` are not stored; addr(item, half) is a unit's place.
+template <typename Addr>
+__device__ __forceinline__ void store_units_spread(const uint4 (&unit)[2], int32_t i0, int32_t total, int lane,
+                                                   Addr addr) {
+    EMT_UNROLL
+    for (int h = 0; h < 2; h++) {
+        const int src = 16 * h + lane / 2;
+        const uint4 a = shfl_uint4(unit[0], src), b = shfl_uint4(unit[1], src);
+        if (i0 + src < total) emt_st(addr(i0 + src, lane & 1), lane & 1 ? b : a);
+    }
+}
 
 // With a sliding window (attention_window), row i's list starts at cache
 // row first[i] (the first prefix row fewer than `window` positions back)
@@ -186,7 +212,28 @@ __global__ void __launch_bounds__(ATTN_THREADS)
             // the prefix rows [lo, hi) of this step, staged for every query
             const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
             __syncthreads(); // the previous step's readers are done with the tiles
-            if (vec) {
+            if (vec && W == 8) { // BF16: 16-byte loads, stores spread over the warp (store_units_spread)
+                const int32_t units = hd / 8, total = (hi - lo) * units;
+                for (int32_t i0 = (int32_t)threadIdx.x - lane; i0 < total; i0 += ATTN_THREADS) { // warp-uniform
+                    const int32_t i = i0 + lane, r = i / units, u = i % units;
+                    float xk[8] = {}, xv[8] = {};
+                    if (i < total) {
+                        const size_t src = (size_t)(lo + r) * stride + kv_off + (size_t)8 * u;
+                        kv_load16(k + src, xk);
+                        kv_load16(v + src, xv);
+                    }
+                    const uint4 uk[2] = { { float_bits(xk[0]), float_bits(xk[1]), float_bits(xk[2]), float_bits(xk[3]) },
+                                          { float_bits(xk[4]), float_bits(xk[5]), float_bits(xk[6]), float_bits(xk[7]) } };
+                    const uint4 uv[2] = { { float_bits(xv[0]), float_bits(xv[1]), float_bits(xv[2]), float_bits(xv[3]) },
+                                          { float_bits(xv[4]), float_bits(xv[5]), float_bits(xv[6]), float_bits(xv[7]) } };
+                    store_units_spread(uk, i0, total, lane, [&](int32_t item, int half) {
+                        return (uint4 *)(ks + (size_t)(item / units) * kst + 8 * (item % units) + 4 * half);
+                    });
+                    store_units_spread(uv, i0, total, lane, [&](int32_t item, int half) {
+                        return (uint4 *)(vs + (size_t)(item / units) * vst + 8 * (item % units) + 4 * half);
+                    });
+                }
+            } else if (vec) {
                 const int32_t units = hd / W;
                 for (int32_t i = threadIdx.x; i < (hi - lo) * units; i += ATTN_THREADS) {
                     const int32_t r = i / units, u = i % units;
@@ -461,24 +508,38 @@ __global__ void __launch_bounds__(TCA_THREADS)
     auto stage = [&](int32_t t0, uint8_t *tile, int first_thread, int count) {
         const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
         uint8_t *ks = tile, *vp = tile + ATTN_KEYS * KST;
-        if (BF) {
-            for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo) * (HD / 8); i += count) {
-                const int32_t r = i / (HD / 8), w = i % (HD / 8);
-                const uint4 x = emt_ld((const uint4 *)(k + (size_t)(lo + r) * stride + kv_off) + w);
-                emt_st((uint2 *)(ks + (size_t)r * KST + tca_unit_offset(2 * w)), uint2{ x.x, x.y });
-                emt_st((uint2 *)(ks + (size_t)r * KST + tca_unit_offset(2 * w + 1)), uint2{ x.z, x.w });
+        if (BF) { // 16-byte loads of 8 values; warp-uniform loops (shuffles), HD / 8 a multiple of 4
+            const int32_t k_total = (hi - lo) * (HD / 8);
+            for (int32_t i0 = (int32_t)threadIdx.x - first_thread - lane; i0 < k_total; i0 += count) {
+                // lane quad = w % 4 holds units 2q, 2q + 1 of a 32-dim chunk; fragment t (16 bytes at
+                // 16t) is units t and t + 4 (tca_unit_offset): lanes quad and quad ^ 2 trade a half and
+                // each stores one whole fragment (t = 2 quad, or 2 (quad - 2) + 1), the quad's 64 bytes in one go
+                const int32_t i = i0 + lane, r = i / (HD / 8), w = i % (HD / 8), quad = w % 4;
+                uint4 x = { 0, 0, 0, 0 };
+                if (i < k_total) x = emt_ld((const uint4 *)(k + (size_t)(lo + r) * stride + kv_off) + w);
+                const uint2 mine = quad < 2 ? uint2{ x.x, x.y } : uint2{ x.z, x.w }, give = quad < 2 ? uint2{ x.z, x.w } : uint2{ x.x, x.y };
+                const uint2 got = { __shfl_xor_sync(0xffffffffu, give.x, 2), __shfl_xor_sync(0xffffffffu, give.y, 2) };
+                const int32_t frag = quad < 2 ? 2 * quad : 2 * (quad - 2) + 1;
+                if (i < k_total)
+                    emt_st((uint4 *)(ks + (size_t)r * KST + 64 * (w / 4) + 16 * frag),
+                           quad < 2 ? uint4{ mine.x, mine.y, got.x, got.y } : uint4{ got.x, got.y, mine.x, mine.y });
             }
             // key pairs: a dimension's word holds keys r (low half) and r + 1
-            for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo + 1) / 2 * (HD / 8); i += count) {
-                const int32_t j = i / (HD / 8), w = i % (HD / 8), r = 2 * j;
-                const uint4 a = emt_ld((const uint4 *)(v + (size_t)(lo + r) * stride + kv_off) + w);
-                const uint4 b = r + 1 < hi - lo ? emt_ld((const uint4 *)(v + (size_t)(lo + r + 1) * stride + kv_off) + w)
-                                                : uint4{ 0, 0, 0, 0 };
-                uint4 *dst = (uint4 *)(vp + (size_t)j * VST) + 2 * w;
-                emt_st(dst, uint4{ (a.x & 0xffffu) | b.x << 16, a.x >> 16 | (b.x & 0xffff0000u),
-                                   (a.y & 0xffffu) | b.y << 16, a.y >> 16 | (b.y & 0xffff0000u) });
-                emt_st(dst + 1, uint4{ (a.z & 0xffffu) | b.z << 16, a.z >> 16 | (b.z & 0xffff0000u),
-                                       (a.w & 0xffffu) | b.w << 16, a.w >> 16 | (b.w & 0xffff0000u) });
+            const int32_t v_total = (hi - lo + 1) / 2 * (HD / 8);
+            for (int32_t i0 = (int32_t)threadIdx.x - first_thread - lane; i0 < v_total; i0 += count) {
+                const int32_t i = i0 + lane, j = i / (HD / 8), w = i % (HD / 8), r = 2 * j;
+                uint4 a = { 0, 0, 0, 0 }, b = { 0, 0, 0, 0 };
+                if (i < v_total) {
+                    a = emt_ld((const uint4 *)(v + (size_t)(lo + r) * stride + kv_off) + w);
+                    if (r + 1 < hi - lo) b = emt_ld((const uint4 *)(v + (size_t)(lo + r + 1) * stride + kv_off) + w);
+                }
+                const uint4 pairs[2] = { { (a.x & 0xffffu) | b.x << 16, a.x >> 16 | (b.x & 0xffff0000u),
+                                           (a.y & 0xffffu) | b.y << 16, a.y >> 16 | (b.y & 0xffff0000u) },
+                                         { (a.z & 0xffffu) | b.z << 16, a.z >> 16 | (b.z & 0xffff0000u),
+                                           (a.w & 0xffffu) | b.w << 16, a.w >> 16 | (b.w & 0xffff0000u) } };
+                store_units_spread(pairs, i0, v_total, lane, [&](int32_t item, int half) {
+                    return (uint4 *)(vp + (size_t)(item / (HD / 8)) * VST) + 2 * (item % (HD / 8)) + half;
+                });
             }
         } else {
             for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo) * (HD / 4); i += count) {

@@ -269,7 +269,7 @@ typedef struct entmtp_session entmtp_session;
 typedef enum entmtp_kv_type {
     ENTMTP_KV_DEFAULT = 0,
     ENTMTP_KV_F32 = 1,
-    ENTMTP_KV_BF16 = 2,
+    ENTMTP_KV_BF16 = 2
 } entmtp_kv_type;
 
 typedef struct entmtp_session_params {

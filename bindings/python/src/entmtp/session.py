@@ -119,7 +119,8 @@ class Session(Handle):
             # the C enum by name; an int goes to the library, which checks it and names the field
             kv_types = {"f32": lib.ENTMTP_KV_F32, "bf16": lib.ENTMTP_KV_BF16}
             if isinstance(kv_type, str) and kv_type not in kv_types:
-                raise InvalidConfigError(f"Session: kv_type = {kv_type!r} must be 'f32' or 'bf16'")
+                raise InvalidConfigError(lib.ENTMTP_ERR_INVALID_CONFIG,
+                                         f"Session: kv_type = {kv_type!r} must be 'f32' or 'bf16'")
             p.kv_type = kv_types[kv_type] if isinstance(kv_type, str) else kv_type
         if stop_tokens is not None:
             # the library copies the ids and checks their count against

@@ -6,7 +6,9 @@
 // attn_tc_span_kernel (below: QK^T and PV on tensor cores, for head_dim 32,
 // 64, 128, 256 and 16-byte aligned K/V caches) and attn_span_kernel (FP32
 // cores, every other case); a head width and cache always take the same one,
-// AR step and verify alike. What follows describes the FP32 one.
+// AR step and verify alike. Both are templates over the caches' element type
+// (set_kv_dtype: F32, or BF16 read as the F32 values it stands for; the CPU
+// twin reads the same values). What follows describes the FP32 one.
 //
 // Which keys, in which order: row i sees the cache prefix [0, n_prefix)
 // (from its first prefix row f with a sliding window), then the new rows j
@@ -349,7 +351,9 @@ __global__ void __launch_bounds__(ATTN_THREADS)
 // summed as the six part products whose magnitude is above 2^-24 |a b|
 // (lo*hi, mid*mid, hi*lo, mid*hi, hi*mid, hi*hi, in that order per k-tile), so
 // a score or a weighted value is an FP32-rounded dot product up to 3 * 2^-24
-// relative per term: within the CPU twin's 1e-5 (test_cuda_kernels).
+// relative per term: within the CPU twin's 1e-5 (test_cuda_kernels). A BF16
+// cache's keys and values are their own one part: three part products
+// (mma_split3), the queries' and probabilities' three parts against it.
 //
 // Tree == AR, by construction: the mma's D[m][n] depends only on row m of A,
 // column n of B and C[m][n]. Scores: A = the m-tile's queries, column n of B

@@ -100,8 +100,8 @@ static entmtp_status check_params(const entmtp_session_params *p, const entmtp_m
     if (p->kv_type == ENTMTP_KV_BF16) {
         const emt_backend_ops *op = m->be->ops;
         if (!op->set_kv_dtype || !op->round_bf16)
-            return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: kv_type = 2 (BF16): the %s backend keeps F32 KV caches only",
-                            op->name);
+            return emt_fail(ENTMTP_ERR_INVALID_CONFIG,
+                            "session params: kv_type = 2 (BF16): the %s backend keeps F32 KV caches only", op->name);
         if (((int64_t)m->cfg.n_kv_heads * m->cfg.head_dim) % 2)
             return emt_fail(ENTMTP_ERR_INVALID_CONFIG,
                             "session params: kv_type = 2 (BF16) needs an even KV row width; the model's is %d x %d",

@@ -6,7 +6,9 @@
 // attn_tc_span_kernel (below: QK^T and PV on tensor cores, for head_dim 32,
 // 64, 128, 256 and 16-byte aligned K/V caches) and attn_span_kernel (FP32
 // cores, every other case); a head width and cache always take the same one,
-// AR step and verify alike. What follows describes the FP32 one.
+// AR step and verify alike. Both are templates over the caches' element type
+// (set_kv_dtype: F32, or BF16 read as the F32 values it stands for; the CPU
+// twin reads the same values). What follows describes the FP32 one.
 //
 // Which keys, in which order: row i sees the cache prefix [0, n_prefix)
 // (from its first prefix row f with a sliding window), then the new rows j
@@ -74,6 +76,56 @@ static size_t attn_shared_bytes(int32_t hd, int32_t n_queries) {
                             (size_t)n_queries * (2 * attn_v_stride(hd) + 2));
 }
 
+// K/V cache elements (set_kv_dtype): F32, or BF16 standing for the F32
+// values they are (exactly). Both kernels are templates over the element
+// type KV; a BF16 cache is read 16 bytes (8 values) at a time where the F32
+// one reads 4 values.
+__device__ __forceinline__ float bf16_low(uint32_t w) { return bits_to_float(w << 16); }
+__device__ __forceinline__ float bf16_high(uint32_t w) { return bits_to_float(w & 0xffff0000u); }
+__device__ __forceinline__ float kv_value(const float *p) { return emt_ld(p); }
+__device__ __forceinline__ float kv_value(const uint16_t *p) { return bf16_to_float(emt_ld(p)); }
+__device__ __forceinline__ float4 kv_quad(const float *p) { return emt_ld((const float4 *)p); }
+__device__ __forceinline__ float4 kv_quad(const uint16_t *p) {
+    const uint2 w = emt_ld((const uint2 *)p);
+    return float4{ bf16_low(w.x), bf16_high(w.x), bf16_low(w.y), bf16_high(w.y) };
+}
+// one 16-byte load: 4 F32 values or 8 BF16 ones, as F32
+__device__ __forceinline__ void kv_load16(const float *p, float (&x)[4]) {
+    const float4 a = emt_ld((const float4 *)p);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w;
+}
+__device__ __forceinline__ void kv_load16(const uint16_t *p, float (&x)[8]) {
+    const uint4 a = emt_ld((const uint4 *)p);
+    const uint32_t w[4] = { a.x, a.y, a.z, a.w };
+    for (int i = 0; i < 4; i++) x[2 * i] = bf16_low(w[i]), x[2 * i + 1] = bf16_high(w[i]);
+}
+// (the F32 instantiation's never-taken twin of the BF16 staging path)
+__device__ __forceinline__ void kv_load16(const float *p, float (&x)[8]) {
+    const float4 a = emt_ld((const float4 *)p), b = emt_ld((const float4 *)p + 1);
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+}
+__device__ __forceinline__ uint4 shfl_uint4(uint4 v, int src) {
+    return uint4{ __shfl_sync(0xffffffffu, v.x, src), __shfl_sync(0xffffffffu, v.y, src),
+                  __shfl_sync(0xffffffffu, v.z, src), __shfl_sync(0xffffffffu, v.w, src) };
+}
+// A BF16 cache's 16-byte load of 8 values makes two 16-byte units of a
+// staged tile; a lane storing its own two would write every other unit of
+// the warp's span (a 2-way bank conflict). Instead lane L stores unit
+// 2 i0 + L, then 2 i0 + 32 + L, taken by shuffle from the lane that loaded
+// it (items i0 + L/2, then i0 + 16 + L/2; item i's units are 2i and 2i + 1):
+// consecutive lanes, consecutive units. Every lane of the warp calls it;
+// items at or past `total` are not stored; addr(item, half) is a unit's place.
+template <typename Addr>
+__device__ __forceinline__ void store_units_spread(const uint4 (&unit)[2], int32_t i0, int32_t total, int lane,
+                                                   Addr addr) {
+    EMT_UNROLL
+    for (int h = 0; h < 2; h++) {
+        const int src = 16 * h + lane / 2;
+        const uint4 a = shfl_uint4(unit[0], src), b = shfl_uint4(unit[1], src);
+        if (i0 + src < total) emt_st(addr(i0 + src, lane & 1), lane & 1 ? b : a);
+    }
+}
+
 // With a sliding window (attention_window), row i's list starts at cache
 // row first[i] (the first prefix row fewer than `window` positions back)
 // and its new rows are only those inside the window; an AR step at the same
@@ -119,9 +171,11 @@ __device__ __forceinline__ int32_t block_max_keys(int32_t n_q, int32_t q_first, 
 
 // Grid (n_kv_heads, span blocks, query groups); ATTN_THREADS threads; the
 // dynamic shared memory of attn_shared_bytes(hd, n_queries). Query qi of the
-// call is row qi / group, query head kv_head * group + qi % group.
+// call is row qi / group, query head kv_head * group + qi % group. KV: the
+// caches' element type (float or BF16 bits); the tiles are F32 either way.
+template <typename KV>
 __global__ void __launch_bounds__(ATTN_THREADS)
-    attn_span_kernel(const float *q, const float *k, const float *v, const int32_t *d_len, int32_t n_prefix,
+    attn_span_kernel(const float *q, const KV *k, const KV *v, const int32_t *d_len, int32_t n_prefix,
                      int32_t row0, int32_t n_rows, const int32_t *tree_keys, const int32_t *tree_count,
                      const int32_t *first, int32_t n_heads, int32_t n_kv_heads, int32_t hd, float scale, float cap,
                      int32_t n_queries, int32_t n_spans, float *part_acc, float *part_ml) {
@@ -137,7 +191,8 @@ __global__ void __launch_bounds__(ATTN_THREADS)
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const size_t stride = (size_t)n_kv_heads * hd, kv_off = (size_t)kv_head * hd;
     // 16-byte loads where every row starts on 16 bytes; the arithmetic is the same either way
-    const bool vec = hd % 4 == 0 && (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0 && (uintptr_t)q % 16 == 0;
+    constexpr int32_t W = 16 / sizeof(KV); // values per 16-byte load
+    const bool vec = hd % W == 0 && (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0 && (uintptr_t)q % 16 == 0;
     // tiles start at the block's first row's first prefix row
     const int32_t max_keys = block_max_keys(n_q, q_first, group, n_prefix, tree_count, first, d_len);
     const int32_t f0 = first_row(first, q_first / group, d_len, n_prefix);
@@ -159,20 +214,47 @@ __global__ void __launch_bounds__(ATTN_THREADS)
             // the prefix rows [lo, hi) of this step, staged for every query
             const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
             __syncthreads(); // the previous step's readers are done with the tiles
-            if (vec) {
-                const int32_t units = hd / 4;
+            if (vec && W == 8) { // BF16: 16-byte loads, stores spread over the warp (store_units_spread)
+                const int32_t units = hd / 8, total = (hi - lo) * units;
+                for (int32_t i0 = (int32_t)threadIdx.x - lane; i0 < total; i0 += ATTN_THREADS) { // warp-uniform
+                    const int32_t i = i0 + lane, r = i / units, u = i % units;
+                    float xk[8] = {}, xv[8] = {};
+                    if (i < total) {
+                        const size_t src = (size_t)(lo + r) * stride + kv_off + (size_t)8 * u;
+                        kv_load16(k + src, xk);
+                        kv_load16(v + src, xv);
+                    }
+                    const uint4 uk[2] = { { float_bits(xk[0]), float_bits(xk[1]), float_bits(xk[2]), float_bits(xk[3]) },
+                                          { float_bits(xk[4]), float_bits(xk[5]), float_bits(xk[6]), float_bits(xk[7]) } };
+                    const uint4 uv[2] = { { float_bits(xv[0]), float_bits(xv[1]), float_bits(xv[2]), float_bits(xv[3]) },
+                                          { float_bits(xv[4]), float_bits(xv[5]), float_bits(xv[6]), float_bits(xv[7]) } };
+                    store_units_spread(uk, i0, total, lane, [&](int32_t item, int half) {
+                        return (uint4 *)(ks + (size_t)(item / units) * kst + 8 * (item % units) + 4 * half);
+                    });
+                    store_units_spread(uv, i0, total, lane, [&](int32_t item, int half) {
+                        return (uint4 *)(vs + (size_t)(item / units) * vst + 8 * (item % units) + 4 * half);
+                    });
+                }
+            } else if (vec) {
+                const int32_t units = hd / W;
                 for (int32_t i = threadIdx.x; i < (hi - lo) * units; i += ATTN_THREADS) {
                     const int32_t r = i / units, u = i % units;
-                    const size_t src = (size_t)(lo + r) * stride + kv_off;
-                    emt_st((float4 *)(ks + (size_t)r * kst) + u, emt_ld((const float4 *)(k + src) + u));
-                    emt_st((float4 *)(vs + (size_t)r * vst) + u, emt_ld((const float4 *)(v + src) + u));
+                    const size_t src = (size_t)(lo + r) * stride + kv_off + (size_t)W * u;
+                    float xk[W], xv[W];
+                    kv_load16(k + src, xk);
+                    kv_load16(v + src, xv);
+                    EMT_UNROLL
+                    for (int e = 0; e < W; e += 4) {
+                        emt_st((float4 *)(ks + (size_t)r * kst + W * u + e), float4{ xk[e], xk[e + 1], xk[e + 2], xk[e + 3] });
+                        emt_st((float4 *)(vs + (size_t)r * vst + W * u + e), float4{ xv[e], xv[e + 1], xv[e + 2], xv[e + 3] });
+                    }
                 }
             } else {
                 for (int32_t i = threadIdx.x; i < (hi - lo) * hd; i += ATTN_THREADS) {
                     const int32_t r = i / hd, d = i % hd;
                     const size_t src = (size_t)(lo + r) * stride + kv_off + d;
-                    ks[(size_t)r * kst + d] = k[src];
-                    vs[(size_t)r * vst + d] = v[src];
+                    ks[(size_t)r * kst + d] = kv_value(k + src);
+                    vs[(size_t)r * vst + d] = kv_value(v + src);
                 }
             }
             __syncthreads();
@@ -190,7 +272,7 @@ __global__ void __launch_bounds__(ATTN_THREADS)
                     // the staged prefix (shared memory) or a row of the tree (global): two paths, one arithmetic
                     const bool staged = r >= lo && r < hi;
                     const float *k_staged = ks + (size_t)(staged ? r - lo : 0) * kst;
-                    const float *k_global = k + (size_t)r * stride + kv_off;
+                    const KV *k_global = k + (size_t)r * stride + kv_off;
                     float dot = 0.0f;
                     if (vec) {
                         for (int32_t d = 0; d < hd; d += 4) {
@@ -199,14 +281,14 @@ __global__ void __launch_bounds__(ATTN_THREADS)
                             if (staged)
                                 b = emt_ld((const float4 *)(k_staged + d));
                             else
-                                b = emt_ld((const float4 *)(k_global + d));
+                                b = kv_quad(k_global + d);
                             dot = fmaf(a.x, b.x, dot);
                             dot = fmaf(a.y, b.y, dot);
                             dot = fmaf(a.z, b.z, dot);
                             dot = fmaf(a.w, b.w, dot);
                         }
                     } else {
-                        for (int32_t d = 0; d < hd; d++) dot = fmaf(qv[d], staged ? k_staged[d] : k_global[d], dot);
+                        for (int32_t d = 0; d < hd; d++) dot = fmaf(qv[d], staged ? k_staged[d] : kv_value(k_global + d), dot);
                     }
                     s = dot * scale;
                     if (cap > 0.0f) s = cap * tanhf(s / cap);
@@ -235,7 +317,7 @@ __global__ void __launch_bounds__(ATTN_THREADS)
                         if (rj >= lo && rj < hi)
                             vj = emt_ld(vs + (size_t)(rj - lo) * vst + d);
                         else
-                            vj = emt_ld(v + (size_t)rj * stride + kv_off + d);
+                            vj = kv_value(v + (size_t)rj * stride + kv_off + d);
                         a = fmaf(step_p[warp][j], vj, a);
                     }
                     emt_st(acc + d, a);
@@ -269,7 +351,9 @@ __global__ void __launch_bounds__(ATTN_THREADS)
 // summed as the six part products whose magnitude is above 2^-24 |a b|
 // (lo*hi, mid*mid, hi*lo, mid*hi, hi*mid, hi*hi, in that order per k-tile), so
 // a score or a weighted value is an FP32-rounded dot product up to 3 * 2^-24
-// relative per term: within the CPU twin's 1e-5 (test_cuda_kernels).
+// relative per term: within the CPU twin's 1e-5 (test_cuda_kernels). A BF16
+// cache's keys and values are their own one part: three part products
+// (mma_split3), the queries' and probabilities' three parts against it.
 //
 // Tree == AR, by construction: the mma's D[m][n] depends only on row m of A,
 // column n of B and C[m][n]. Scores: A = the m-tile's queries, column n of B
@@ -337,6 +421,13 @@ __device__ __forceinline__ void mma_split6(float d[4], const uint32_t (&a)[3][4]
     emt_mma_bf16_m16n8k16(d, a[0], b[1], d);
     emt_mma_bf16_m16n8k16(d, a[0], b[0], d);
 }
+// The same over a BF16 cache's keys or values, which are one part: three
+// products (the query's or probability's parts, smallest first).
+__device__ __forceinline__ void mma_split3(float d[4], const uint32_t (&a)[3][4], const uint32_t (&b)[2]) {
+    emt_mma_bf16_m16n8k16(d, a[2], b, d);
+    emt_mma_bf16_m16n8k16(d, a[1], b, d);
+    emt_mma_bf16_m16n8k16(d, a[0], b, d);
+}
 __device__ __forceinline__ uint32_t pack_bf16(uint32_t lo, uint32_t hi) { return lo | hi << 16; }
 // Four FP32 values as the three planes' 8-byte halves of a fragment.
 __device__ __forceinline__ void split4(const float4 &x, uint2 (&out)[3]) {
@@ -356,9 +447,9 @@ __device__ __forceinline__ int32_t tca_unit_offset(int32_t u) { return 64 * (u /
 // block's n_queries queries are staged (the others are zeros: the AR step
 // stages its few), then a zero row. Query qi of the
 // call is row qi / group, query head kv_head * group + qi % group.
-template <int HD>
+template <int HD, typename KV>
 __global__ void __launch_bounds__(TCA_THREADS)
-    attn_tc_span_kernel(const float *q, const float *k, const float *v, const int32_t *d_len, int32_t n_prefix,
+    attn_tc_span_kernel(const float *q, const KV *k, const KV *v, const int32_t *d_len, int32_t n_prefix,
                         int32_t row0, int32_t n_rows, const int32_t *tree_keys, const int32_t *tree_count,
                         const int32_t *first, int32_t n_heads, int32_t n_kv_heads, float scale, float cap,
                         int32_t n_queries, int32_t q_rows, int32_t n_bufs, int32_t n_spans, float *part_acc,
@@ -366,6 +457,10 @@ __global__ void __launch_bounds__(TCA_THREADS)
     constexpr int32_t KST = tca_k_stride(HD), VST = tca_v_stride(HD), RST = tca_rows_stride();
     constexpr int NC = HD / 32, ND = HD / 8, PLANE = HD * 2; // 32-dim chunks, 8-dim n-tiles, bytes of a plane
     constexpr size_t TILE = (size_t)ATTN_KEYS * KST + 3 * (ATTN_KEYS / 2) * VST; // one K/V tile buffer
+    // a BF16 cache: K and V are their own high part (the mid and lo planes
+    // stay unwritten and unread), staged from 16-byte loads of 8 values, and
+    // each product takes three mmas instead of six
+    constexpr bool BF = sizeof(KV) == 2;
     EMT_DYNAMIC_SHARED(uint4, tca_smem);
     uint8_t *tiles = (uint8_t *)tca_smem, *qs = tiles + n_bufs * TILE;
     int32_t *step_rows = (int32_t *)(qs + (size_t)(q_rows + 1) * KST);
@@ -417,30 +512,65 @@ __global__ void __launch_bounds__(TCA_THREADS)
     auto stage = [&](int32_t t0, uint8_t *tile, int first_thread, int count) {
         const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
         uint8_t *ks = tile, *vp = tile + ATTN_KEYS * KST;
-        for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo) * (HD / 4); i += count) {
-            const int32_t r = i / (HD / 4), u = i % (HD / 4);
-            uint2 parts[3];
-            split4(emt_ld((const float4 *)(k + (size_t)(lo + r) * stride + kv_off) + u), parts);
-            EMT_UNROLL
-            for (int s = 0; s < 3; s++) emt_st((uint2 *)(ks + (size_t)r * KST + s * PLANE + tca_unit_offset(u)), parts[s]);
-        }
-        for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo + 1) / 2 * (HD / 4); i += count) {
-            const int32_t j = i / (HD / 4), c = i % (HD / 4), r = 2 * j;
-            const float4 a = emt_ld((const float4 *)(v + (size_t)(lo + r) * stride + kv_off) + c);
-            const float4 b = r + 1 < hi - lo ? emt_ld((const float4 *)(v + (size_t)(lo + r + 1) * stride + kv_off) + c)
-                                             : float4{ 0, 0, 0, 0 };
-            const float av[4] = { a.x, a.y, a.z, a.w }, bv[4] = { b.x, b.y, b.z, b.w };
-            uint32_t pa[3][4], pb[3][4];
-            EMT_UNROLL
-            for (int e = 0; e < 4; e++) {
-                split_bf16x3(av[e], &pa[0][e], &pa[1][e], &pa[2][e]);
-                split_bf16x3(bv[e], &pb[0][e], &pb[1][e], &pb[2][e]);
+        if (BF) { // 16-byte loads of 8 values; warp-uniform loops (shuffles), HD / 8 a multiple of 4
+            const int32_t k_total = (hi - lo) * (HD / 8);
+            for (int32_t i0 = (int32_t)threadIdx.x - first_thread - lane; i0 < k_total; i0 += count) {
+                // lane quad = w % 4 holds units 2q, 2q + 1 of a 32-dim chunk; fragment t (16 bytes at
+                // 16t) is units t and t + 4 (tca_unit_offset): lanes quad and quad ^ 2 trade a half and
+                // each stores one whole fragment (t = 2 quad, or 2 (quad - 2) + 1), the quad's 64 bytes in one go
+                const int32_t i = i0 + lane, r = i / (HD / 8), w = i % (HD / 8), quad = w % 4;
+                uint4 x = { 0, 0, 0, 0 };
+                if (i < k_total) x = emt_ld((const uint4 *)(k + (size_t)(lo + r) * stride + kv_off) + w);
+                const uint2 mine = quad < 2 ? uint2{ x.x, x.y } : uint2{ x.z, x.w }, give = quad < 2 ? uint2{ x.z, x.w } : uint2{ x.x, x.y };
+                const uint2 got = { __shfl_xor_sync(0xffffffffu, give.x, 2), __shfl_xor_sync(0xffffffffu, give.y, 2) };
+                const int32_t frag = quad < 2 ? 2 * quad : 2 * (quad - 2) + 1;
+                if (i < k_total)
+                    emt_st((uint4 *)(ks + (size_t)r * KST + 64 * (w / 4) + 16 * frag),
+                           quad < 2 ? uint4{ mine.x, mine.y, got.x, got.y } : uint4{ got.x, got.y, mine.x, mine.y });
             }
-            EMT_UNROLL
-            for (int s = 0; s < 3; s++)
-                emt_st((uint4 *)(vp + ((size_t)s * (ATTN_KEYS / 2) + j) * VST) + c,
-                       uint4{ pack_bf16(pa[s][0], pb[s][0]), pack_bf16(pa[s][1], pb[s][1]),
-                              pack_bf16(pa[s][2], pb[s][2]), pack_bf16(pa[s][3], pb[s][3]) });
+            // key pairs: a dimension's word holds keys r (low half) and r + 1
+            const int32_t v_total = (hi - lo + 1) / 2 * (HD / 8);
+            for (int32_t i0 = (int32_t)threadIdx.x - first_thread - lane; i0 < v_total; i0 += count) {
+                const int32_t i = i0 + lane, j = i / (HD / 8), w = i % (HD / 8), r = 2 * j;
+                uint4 a = { 0, 0, 0, 0 }, b = { 0, 0, 0, 0 };
+                if (i < v_total) {
+                    a = emt_ld((const uint4 *)(v + (size_t)(lo + r) * stride + kv_off) + w);
+                    if (r + 1 < hi - lo) b = emt_ld((const uint4 *)(v + (size_t)(lo + r + 1) * stride + kv_off) + w);
+                }
+                const uint4 pairs[2] = { { (a.x & 0xffffu) | b.x << 16, a.x >> 16 | (b.x & 0xffff0000u),
+                                           (a.y & 0xffffu) | b.y << 16, a.y >> 16 | (b.y & 0xffff0000u) },
+                                         { (a.z & 0xffffu) | b.z << 16, a.z >> 16 | (b.z & 0xffff0000u),
+                                           (a.w & 0xffffu) | b.w << 16, a.w >> 16 | (b.w & 0xffff0000u) } };
+                store_units_spread(pairs, i0, v_total, lane, [&](int32_t item, int half) {
+                    return (uint4 *)(vp + (size_t)(item / (HD / 8)) * VST) + 2 * (item % (HD / 8)) + half;
+                });
+            }
+        } else {
+            for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo) * (HD / 4); i += count) {
+                const int32_t r = i / (HD / 4), u = i % (HD / 4);
+                uint2 parts[3];
+                split4(emt_ld((const float4 *)(k + (size_t)(lo + r) * stride + kv_off) + u), parts);
+                EMT_UNROLL
+                for (int s = 0; s < 3; s++) emt_st((uint2 *)(ks + (size_t)r * KST + s * PLANE + tca_unit_offset(u)), parts[s]);
+            }
+            for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo + 1) / 2 * (HD / 4); i += count) {
+                const int32_t j = i / (HD / 4), c = i % (HD / 4), r = 2 * j;
+                const float4 a = emt_ld((const float4 *)(v + (size_t)(lo + r) * stride + kv_off) + c);
+                const float4 b = r + 1 < hi - lo ? emt_ld((const float4 *)(v + (size_t)(lo + r + 1) * stride + kv_off) + c)
+                                                 : float4{ 0, 0, 0, 0 };
+                const float av[4] = { a.x, a.y, a.z, a.w }, bv[4] = { b.x, b.y, b.z, b.w };
+                uint32_t pa[3][4], pb[3][4];
+                EMT_UNROLL
+                for (int e = 0; e < 4; e++) {
+                    split_bf16x3(av[e], &pa[0][e], &pa[1][e], &pa[2][e]);
+                    split_bf16x3(bv[e], &pb[0][e], &pb[1][e], &pb[2][e]);
+                }
+                EMT_UNROLL
+                for (int s = 0; s < 3; s++)
+                    emt_st((uint4 *)(vp + ((size_t)s * (ATTN_KEYS / 2) + j) * VST) + c,
+                           uint4{ pack_bf16(pa[s][0], pb[s][0]), pack_bf16(pa[s][1], pb[s][1]),
+                                  pack_bf16(pa[s][2], pb[s][2]), pack_bf16(pa[s][3], pb[s][3]) });
+            }
         }
     };
     for (int32_t span = (int32_t)blockIdx.y; span * ATTN_SPAN < max_keys; span += (int32_t)gridDim.y) {
@@ -537,25 +667,40 @@ __global__ void __launch_bounds__(TCA_THREADS)
                     for (int nt = 0; nt < 4; nt++) {
                         if (8 * nt >= group_keys) break; // the whole warp's
                         uint4 kb[3];
-                        if (staged) {
-                            EMT_UNROLL
-                            for (int s = 0; s < 3; s++)
-                                kb[s] = emt_ld((const uint4 *)(ks + (size_t)(8 * nt + g) * KST + s * PLANE + 64 * c + 16 * t));
-                        } else { // a key of the tree, or a list that is not the tile's rows in order
-                            const int32_t r = rows[leader * RST + 8 * nt + g];
-                            const float *src = k + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 32 * c + 4 * t;
-                            float4 x0 = emt_ld((const float4 *)src), x1 = emt_ld((const float4 *)(src + 16));
-                            if (r < 0) x0 = x1 = float4{ 0, 0, 0, 0 };
-                            uint2 h0[3], h1[3];
-                            split4(x0, h0);
-                            split4(x1, h1);
-                            EMT_UNROLL
-                            for (int s = 0; s < 3; s++) kb[s] = uint4{ h0[s].x, h0[s].y, h1[s].x, h1[s].y };
+                        if (BF) {
+                            if (staged) {
+                                kb[0] = emt_ld((const uint4 *)(ks + (size_t)(8 * nt + g) * KST + 64 * c + 16 * t));
+                            } else { // 8 bytes of each half of the chunk's 32 dims (the staged layout's order)
+                                const int32_t r = rows[leader * RST + 8 * nt + g];
+                                const KV *src = k + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 32 * c + 4 * t;
+                                uint2 x0 = emt_ld((const uint2 *)src), x1 = emt_ld((const uint2 *)(src + 16));
+                                if (r < 0) x0 = x1 = uint2{ 0, 0 };
+                                kb[0] = uint4{ x0.x, x0.y, x1.x, x1.y };
+                            }
+                            const uint32_t b0[2] = { kb[0].x, kb[0].y }, b1[2] = { kb[0].z, kb[0].w };
+                            mma_split3(d[nt], a0, b0);
+                            mma_split3(d[nt], a1, b1);
+                        } else {
+                            if (staged) {
+                                EMT_UNROLL
+                                for (int s = 0; s < 3; s++)
+                                    kb[s] = emt_ld((const uint4 *)(ks + (size_t)(8 * nt + g) * KST + s * PLANE + 64 * c + 16 * t));
+                            } else { // a key of the tree, or a list that is not the tile's rows in order
+                                const int32_t r = rows[leader * RST + 8 * nt + g];
+                                const float *src = (const float *)(k + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 32 * c + 4 * t);
+                                float4 x0 = emt_ld((const float4 *)src), x1 = emt_ld((const float4 *)(src + 16));
+                                if (r < 0) x0 = x1 = float4{ 0, 0, 0, 0 };
+                                uint2 h0[3], h1[3];
+                                split4(x0, h0);
+                                split4(x1, h1);
+                                EMT_UNROLL
+                                for (int s = 0; s < 3; s++) kb[s] = uint4{ h0[s].x, h0[s].y, h1[s].x, h1[s].y };
+                            }
+                            const uint32_t b0[3][2] = { { kb[0].x, kb[0].y }, { kb[1].x, kb[1].y }, { kb[2].x, kb[2].y } };
+                            const uint32_t b1[3][2] = { { kb[0].z, kb[0].w }, { kb[1].z, kb[1].w }, { kb[2].z, kb[2].w } };
+                            mma_split6(d[nt], a0, b0);
+                            mma_split6(d[nt], a1, b1);
                         }
-                        const uint32_t b0[3][2] = { { kb[0].x, kb[0].y }, { kb[1].x, kb[1].y }, { kb[2].x, kb[2].y } };
-                        const uint32_t b1[3][2] = { { kb[0].z, kb[0].w }, { kb[1].z, kb[1].w }, { kb[2].z, kb[2].w } };
-                        mma_split6(d[nt], a0, b0);
-                        mma_split6(d[nt], a1, b1);
                     }
                 }
                 EMT_UNROLL
@@ -634,26 +779,44 @@ __global__ void __launch_bounds__(TCA_THREADS)
                     for (int kk = 0; kk < 2; kk++) {
                         if (16 * kk >= group_keys) break; // the whole warp's
                         uint32_t b[3][2];
-                        if (staged) {
-                            EMT_UNROLL
-                            for (int s = 0; s < 3; s++)
+                        if (BF) {
+                            if (staged) {
                                 EMT_UNROLL
                                 for (int j = 0; j < 2; j++)
-                                    b[s][j] = emt_ld((const uint32_t *)(vp + ((size_t)s * (ATTN_KEYS / 2) + 8 * kk + t + 4 * j) * VST) +
-                                                     8 * nd + g);
-                        } else {
-                            uint32_t x[4][3];
-                            EMT_UNROLL
-                            for (int j = 0; j < 4; j++) {
-                                const int32_t r = key_r[kk][j];
-                                float val = emt_ld(v + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 8 * nd + g);
-                                if (r < 0) val = 0.0f;
-                                split_bf16x3(val, &x[j][0], &x[j][1], &x[j][2]);
+                                    b[0][j] = emt_ld((const uint32_t *)(vp + ((size_t)8 * kk + t + 4 * j) * VST) + 8 * nd + g);
+                            } else {
+                                uint32_t x[4];
+                                EMT_UNROLL
+                                for (int j = 0; j < 4; j++) {
+                                    const int32_t r = key_r[kk][j];
+                                    x[j] = emt_ld((const uint16_t *)(v + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 8 * nd + g));
+                                    if (r < 0) x[j] = 0;
+                                }
+                                b[0][0] = pack_bf16(x[0], x[1]), b[0][1] = pack_bf16(x[2], x[3]);
                             }
-                            EMT_UNROLL
-                            for (int s = 0; s < 3; s++) b[s][0] = pack_bf16(x[0][s], x[1][s]), b[s][1] = pack_bf16(x[2][s], x[3][s]);
+                            mma_split3(d, pa[kk], b[0]);
+                        } else {
+                            if (staged) {
+                                EMT_UNROLL
+                                for (int s = 0; s < 3; s++)
+                                    EMT_UNROLL
+                                    for (int j = 0; j < 2; j++)
+                                        b[s][j] = emt_ld((const uint32_t *)(vp + ((size_t)s * (ATTN_KEYS / 2) + 8 * kk + t + 4 * j) * VST) +
+                                                         8 * nd + g);
+                            } else {
+                                uint32_t x[4][3];
+                                EMT_UNROLL
+                                for (int j = 0; j < 4; j++) {
+                                    const int32_t r = key_r[kk][j];
+                                    float val = emt_ld((const float *)(v + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 8 * nd + g));
+                                    if (r < 0) val = 0.0f;
+                                    split_bf16x3(val, &x[j][0], &x[j][1], &x[j][2]);
+                                }
+                                EMT_UNROLL
+                                for (int s = 0; s < 3; s++) b[s][0] = pack_bf16(x[0][s], x[1][s]), b[s][1] = pack_bf16(x[2][s], x[3][s]);
+                            }
+                            mma_split6(d, pa[kk], b);
                         }
-                        mma_split6(d, pa[kk], b);
                     }
                     EMT_UNROLL
                     for (int i = 0; i < 4; i++)
@@ -702,15 +865,20 @@ __global__ void __launch_bounds__(128)
     }
 }
 
-// The tensor-core span kernel for head dim HD (variant: its opt-in bit).
-template <int HD>
-static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, const float *q, const float *k,
-                       const float *v, const int32_t *d_len, int32_t n_prefix, int32_t row0, int32_t n_rows,
+// a comma inside EMT_LAUNCH's kernel argument (a macro argument is split at
+// commas before it is expanded)
+#define EMT_TEMPLATE_COMMA ,
+
+// The tensor-core span kernel for head dim HD and cache elements KV
+// (variant: its opt-in bit).
+template <int HD, typename KV>
+static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, const float *q, const KV *k,
+                       const KV *v, const int32_t *d_len, int32_t n_prefix, int32_t row0, int32_t n_rows,
                        const int32_t *tree_keys, const int32_t *tree_count, const int32_t *first, int32_t n_heads,
                        int32_t n_kv_heads, float scale, float cap, int32_t n_queries, int32_t q_rows, int32_t n_bufs,
                        int32_t n_spans, float *part_acc, float *part_ml, double ideal_bytes, int32_t max_prefix) {
     if (shared > 48 * 1024 && !(ex->attn_tc_shared_optin & (1u << variant))) { // the budget: AR and verify sizes differ
-        const cudaError_t e = cudaFuncSetAttribute(attn_tc_span_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        const cudaError_t e = cudaFuncSetAttribute(attn_tc_span_kernel<HD, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    ATTN_SHARED_BUDGET);
         if (e != cudaSuccess) {
             cu_set_error(ex, "cudaFuncSetAttribute(attn_tc_span_kernel, max dynamic shared memory)", e);
@@ -719,8 +887,8 @@ static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, cons
         ex->attn_tc_shared_optin |= 1u << variant;
     }
     (void)ideal_bytes, (void)max_prefix; // the harness's op record only (EMT_OP is empty with nvcc)
-    EMT_OP("ATTN", ideal_bytes, n_rows, max_prefix, n_heads * HD);
-    EMT_LAUNCH(attn_tc_span_kernel<HD>, grid, TCA_THREADS, shared, ex->stream, q, k, v, d_len, n_prefix, row0, n_rows,
+    EMT_OP(sizeof(KV) == 2 ? "ATTN_BF16" : "ATTN", ideal_bytes, n_rows, max_prefix, n_heads * HD);
+    EMT_LAUNCH(attn_tc_span_kernel<HD EMT_TEMPLATE_COMMA KV>, grid, TCA_THREADS, shared, ex->stream, q, k, v, d_len, n_prefix, row0, n_rows,
                tree_keys, tree_count, first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans,
                part_acc, part_ml);
 }
@@ -728,7 +896,9 @@ static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, cons
 // Every attention op: n_prefix = *d_len when d_len is given (at most
 // row0), else the argument; the new rows' K/V at cache rows row0... With
 // d_len, `positions` are relative to it (the tree's depths).
-static void attention(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, const int32_t *d_len,
+// KV: the caches' element type (ex->kv_bf16 picks it).
+template <typename KV>
+static void attention(emt_exec *ex, const float *q, const KV *k_cache, const KV *v_cache, const int32_t *d_len,
                       int32_t n_prefix, int32_t row0, int32_t n_rows, const uint8_t *mask, const int32_t *positions,
                       int32_t n_heads, int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out) {
     if (head_dim > ATTN_MAX_HEAD_DIM || n_kv_heads <= 0 || n_heads % n_kv_heads) {
@@ -776,7 +946,7 @@ static void attention(emt_exec *ex, const float *q, const float *k_cache, const 
     }
     const int32_t max_prefix = d_len ? row0 : n_prefix;
     const int32_t n_spans = (max_prefix + n_rows + ATTN_SPAN - 1) / ATTN_SPAN;
-    const bool tc = tca_takes(head_dim, k_cache, v_cache);
+    const bool tc = tca_takes(head_dim, (const float *)k_cache, (const float *)v_cache);
     const int32_t group = n_heads / n_kv_heads, n_bufs = tca_buffers(head_dim, n_rows * group);
     const int32_t n_queries = tc ? tca_queries(head_dim, n_rows * group) : attn_queries(head_dim);
     const int32_t n_groups = (n_rows * group + n_queries - 1) / n_queries;
@@ -791,27 +961,29 @@ static void attention(emt_exec *ex, const float *q, const float *k_cache, const 
               (unsigned)n_groups);
     // ideal: the K/V rows the call can see and its queries read once (the
     // prefix length of attention_dyn is on the device: its capacity stands in)
-    const double kv_bytes = 2.0 * sizeof(float) * ((double)max_prefix + n_rows) * n_kv_heads * head_dim;
+    const double kv_bytes = 2.0 * sizeof(KV) * ((double)max_prefix + n_rows) * n_kv_heads * head_dim;
+    const int variant_base = sizeof(KV) == 2 ? 4 : 0; // the BF16 kernels' opt-in bits follow the F32 ones'
     const double q_bytes = (double)sizeof(float) * n_rows * n_heads * head_dim;
     if (tc) {
         switch (head_dim) {
-        case 32: launch_tca<32>(ex, 0, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        case 64: launch_tca<64>(ex, 1, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        case 128: launch_tca<128>(ex, 2, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        default: launch_tca<256>(ex, 3, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        case 32: launch_tca<32>(ex, variant_base + 0, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        case 64: launch_tca<64>(ex, variant_base + 1, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        case 128: launch_tca<128>(ex, variant_base + 2, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        default: launch_tca<256>(ex, variant_base + 3, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
         }
     } else {
-        if (shared > 48 * 1024 && shared > ex->attn_shared_optin) { // the kernel's opt-in, once per size and context
-            const cudaError_t e = cudaFuncSetAttribute(attn_span_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        size_t *optin = &ex->attn_shared_optin[sizeof(KV) == 2];
+        if (shared > 48 * 1024 && shared > *optin) { // the kernel's opt-in, once per size and context
+            const cudaError_t e = cudaFuncSetAttribute(attn_span_kernel<KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        (int)shared);
             if (e != cudaSuccess) {
                 cu_set_error(ex, "cudaFuncSetAttribute(attn_span_kernel, max dynamic shared memory)", e);
                 return;
             }
-            ex->attn_shared_optin = shared;
+            *optin = shared;
         }
-        EMT_OP("ATTN", kv_bytes + q_bytes, n_rows, max_prefix, n_heads * head_dim);
-        EMT_LAUNCH(attn_span_kernel, grid, ATTN_THREADS, shared, ex->stream, q, k_cache, v_cache, d_len, n_prefix, row0,
+        EMT_OP(sizeof(KV) == 2 ? "ATTN_BF16" : "ATTN", kv_bytes + q_bytes, n_rows, max_prefix, n_heads * head_dim);
+        EMT_LAUNCH(attn_span_kernel<KV>, grid, ATTN_THREADS, shared, ex->stream, q, k_cache, v_cache, d_len, n_prefix, row0,
                    n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, head_dim, scale, cap, n_queries, n_spans,
                    part_acc, part_ml);
     }
@@ -823,15 +995,23 @@ static void attention(emt_exec *ex, const float *q, const float *k_cache, const 
 void cu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, int32_t n_prefix,
                          int32_t n_rows, const uint8_t *mask, const int32_t *positions, int32_t n_heads,
                          int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out) {
-    attention(ex, q, k_cache, v_cache, NULL, n_prefix, n_prefix, n_rows, mask, positions, n_heads, n_kv_heads,
-              head_dim, window, cap, out);
+    if (ex->kv_bf16)
+        attention(ex, q, (const uint16_t *)(const void *)k_cache, (const uint16_t *)(const void *)v_cache, NULL,
+                  n_prefix, n_prefix, n_rows, mask, positions, n_heads, n_kv_heads, head_dim, window, cap, out);
+    else
+        attention(ex, q, k_cache, v_cache, NULL, n_prefix, n_prefix, n_rows, mask, positions, n_heads, n_kv_heads,
+                  head_dim, window, cap, out);
 }
 
 void cu_attention_dyn(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,
                       const emt_dyn_rows *rows, int32_t n_rows, const uint8_t *mask, int32_t n_heads,
                       int32_t n_kv_heads, int32_t head_dim, int32_t window, float cap, float *out) {
-    attention(ex, q, k_cache, v_cache, rows->len, 0, rows->row0, n_rows, mask, rows->offsets, n_heads, n_kv_heads,
-              head_dim, window, cap, out);
+    if (ex->kv_bf16)
+        attention(ex, q, (const uint16_t *)(const void *)k_cache, (const uint16_t *)(const void *)v_cache, rows->len,
+                  0, rows->row0, n_rows, mask, rows->offsets, n_heads, n_kv_heads, head_dim, window, cap, out);
+    else
+        attention(ex, q, k_cache, v_cache, rows->len, 0, rows->row0, n_rows, mask, rows->offsets, n_heads, n_kv_heads,
+                  head_dim, window, cap, out);
 }
 
 void cu_attention_softcap(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache,

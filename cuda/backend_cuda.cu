@@ -344,6 +344,8 @@ static const emt_backend_ops cuda_ops = {
     cu_sample_root,
     NULL, /* pack: device weights keep the file's layout (the products stage them per warp) */
     NULL, /* set_activation_bits: the device products take float activations */
+    cu_set_kv_dtype,
+    cu_round_bf16,
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

@@ -58,7 +58,8 @@ struct emt_exec {
     int32_t mask_rows;
     const int32_t *mask_keys;
     uint8_t mask_copy[128 * 128];
-    size_t attn_shared_optin; // attention's dynamic shared memory opted in so far (bytes)
+    size_t attn_shared_optin[2]; // attention's dynamic shared memory opted in so far (bytes), F32 and BF16 caches
+    int kv_bf16; // set_kv_dtype(EMT_BF16): attention's K/V caches hold BF16
     unsigned tc_shared_optin; // tensor-core product variants whose shared memory is opted in (bit per variant)
     unsigned attn_tc_shared_optin; // tensor-core attention variants (head dims) opted in (bit per variant)
     void *bounce; // pinned landing buffer for small downloads (the step record)
@@ -121,6 +122,8 @@ void cu_add(emt_exec *ex, float *x, const float *y, int64_t n);
 void cu_silu_residual(emt_exec *ex, const float *res, const float *pre, int64_t n, float *out);
 void cu_scale(emt_exec *ex, float *x, int64_t n, float s);
 void cu_softcap(emt_exec *ex, float *x, int64_t n, float cap);
+void cu_round_bf16(emt_exec *ex, const float *x, int64_t n, uint16_t *out);
+void cu_set_kv_dtype(emt_exec *ex, emt_dtype dtype);
 
 // matmul.cu
 #define CU_WEIGHT_TYPES \

@@ -4,6 +4,7 @@
 // (cpu_embed, cpu_rmsnorm, cpu_rope, cpu_swiglu/cpu_geglu, cpu_add,
 // cpu_silu_residual, cpu_scale, cpu_softcap).
 #include "cuda_exec.h"
+#include "bf16_split.h"
 
 #include <math.h>
 
@@ -116,6 +117,19 @@ __global__ void softcap_kernel(float *x, int64_t n, float cap) {
     GRID_STRIDE(i, n) emt_st(x + i, cap * tanhf(emt_ld(x + i) / cap));
 }
 
+// x rounded to BF16 (nearest even, cuda/bf16_split.h: the CPU twin's
+// emt_f32_to_bf16 bit for bit), four values a thread: a 16-byte load and an
+// 8-byte store, each contiguous across the warp (vec: x on 16 bytes, out on
+// 8; else one value a thread)
+__global__ void round_bf16_kernel(const float *x, int64_t n, uint16_t *out, int vec) {
+    const int64_t quads = vec ? n / 4 : 0;
+    GRID_STRIDE(i, quads) {
+        const float4 v = emt_ld((const float4 *)x + i);
+        emt_st((uint2 *)out + i, uint2{ bf16_bits_rn(v.x) | bf16_bits_rn(v.y) << 16, bf16_bits_rn(v.z) | bf16_bits_rn(v.w) << 16 });
+    }
+    GRID_STRIDE(j, n - 4 * quads) emt_st(out + 4 * quads + j, (uint16_t)bf16_bits_rn(emt_ld(x + 4 * quads + j)));
+}
+
 static int blocks_for(int64_t n) {
     int64_t b = (n + 255) / 256;
     return (int)(b > 4096 ? 4096 : (b < 1 ? 1 : b));
@@ -141,6 +155,12 @@ void cu_scale(emt_exec *ex, float *x, int64_t n, float s) {
     EMT_OP("SCALE", 2.0 * sizeof(float) * n, 1, n, n);
     EMT_LAUNCH(scale_kernel, blocks_for(n), 256, 0, ex->stream, x, n, s);
 }
+void cu_round_bf16(emt_exec *ex, const float *x, int64_t n, uint16_t *out) {
+    const int vec = (uintptr_t)x % 16 == 0 && (uintptr_t)out % 8 == 0; // a KV row width that is not a multiple of 4: scalar
+    EMT_OP("ROUND_BF16", (sizeof(float) + sizeof(uint16_t)) * (double)n, 1, n, n);
+    EMT_LAUNCH(round_bf16_kernel, blocks_for(vec ? (n + 3) / 4 : n), 256, 0, ex->stream, x, n, out, vec);
+}
+void cu_set_kv_dtype(emt_exec *ex, emt_dtype dtype) { ex->kv_bf16 = dtype == EMT_BF16; }
 void cu_softcap(emt_exec *ex, float *x, int64_t n, float cap) {
     EMT_OP("SOFTCAP", 2.0 * sizeof(float) * n, 1, n, n);
     EMT_LAUNCH(softcap_kernel, blocks_for(n), 256, 0, ex->stream, x, n, cap);

@@ -584,6 +584,13 @@ ENTMTP_API entmtp_status entmtp_bank_default_policy(const entmtp_bank *bank,
 
 typedef struct entmtp_session entmtp_session;
 
+/* entmtp_session_params.kv_type */
+typedef enum entmtp_kv_type {
+    ENTMTP_KV_DEFAULT = 0, /* the backend's default: F32 (CPU and CUDA) */
+    ENTMTP_KV_F32 = 1,
+    ENTMTP_KV_BF16 = 2,
+} entmtp_kv_type;
+
 typedef struct entmtp_session_params {
     size_t struct_size;
     int32_t kv_capacity;      /* tokens the KV cache holds; 0 = min(4096, context) */
@@ -625,6 +632,18 @@ typedef struct entmtp_session_params {
      * greedy AR of a session with the same setting (both run every step at
      * this precision). Ignored by the CUDA backend. */
     int32_t step_activation_bits;
+    /* The element type of the session's KV cache (entmtp_kv_type):
+     * ENTMTP_KV_DEFAULT (0: F32 on every backend today), ENTMTP_KV_F32, or
+     * ENTMTP_KV_BF16: K and V rounded to BF16 (nearest even) when stored,
+     * half the cache's memory and of attention's bytes. Attention then reads
+     * the rounded values on every backend (the CPU twin computes from the
+     * same BF16 keys and values as the device), and greedy output equals
+     * greedy AR of a session with the same setting; it may differ from an
+     * F32-cache run (docs/architecture.md, "KV cache element type"). */
+    int32_t kv_type;
+    /* Never read: the tail padding after kv_type, named so that a later field
+     * starts past the struct_size of callers compiled with this header. */
+    int32_t reserved1;
 } entmtp_session_params;
 
 ENTMTP_API entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size);

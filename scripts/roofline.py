@@ -4,8 +4,9 @@ from the bytes and FLOPs that its kernels (cuda/*.cu) move and compute, so a
 GPU run (`entmtp bench --backend cuda`, scripts/gpu-check.sh) can be compared
 with it. Prints the markdown table of docs/performance.md.
 
-What each kernel moves from DRAM (F32 activations and KV cache, as the engine
-keeps them):
+What each kernel moves from DRAM (F32 activations; the KV cache in F32 or,
+with --kv-type bf16 (the default here: the device setting issue 34 asks
+for), in BF16, half the bytes):
 - products (cuda/matmul.cu): the weights once per call (row tiles of one
   output group run next to each other, so tiles after the first read L2),
   the input rows once, the output rows once;
@@ -17,7 +18,7 @@ keeps them):
 FLOPs: 2 per weight per row for the products, 4 * head_dim per (row, head,
 key) for attention; elementwise work is left out.
 
-Usage: scripts/roofline.py [--ctx N] [--nodes N]
+Usage: scripts/roofline.py [--ctx N] [--nodes N] [--kv-type f32|bf16]
 
 Measured mode (issue 34): the products' bytes from the CPU CUDA harness's
 memory counters (docs/cuda-harness.md, "Memory efficiency") instead of the
@@ -83,8 +84,13 @@ MMA_CYCLES = 16 * 8 * 16 * 2 / (MMA_SYNC / SMS / CLOCK)  # SM cycles per m16n8k1
 SPLIT_INSTR = 9       # instructions per FP32 value split into three BF16 parts (sm_90 PTX: 3 cvt.rn.bf16.f32, 2 widenings, 2 subtractions, packing)
 PRODUCTS = ("q", "k", "v", "o", "gate", "up", "down", "lm_head")
 FUSED_WITH_PREVIOUS = ("k", "v", "up")  # BF16: Q/K/V and gate/up are one tensor-core launch each
-ATTENTION_OPS = ("ATTN", "ATTN_COMBINE")
-ROWWISE_OPS = ("RMSNORM", "ROPE", "SWIGLU", "ADD", "EMBED", "SILU_RESIDUAL", "SCALE", "SOFTCAP", "GEGLU")
+ATTENTION_OPS = ("ATTN", "ATTN_BF16", "ATTN_COMBINE")  # ATTN_BF16: the span kernels over a BF16 KV cache
+ROWWISE_OPS = ("RMSNORM", "ROPE", "SWIGLU", "ADD", "EMBED", "SILU_RESIDUAL", "SCALE", "SOFTCAP", "GEGLU", "ROUND_BF16")
+KV_BYTES = {"f32": 4, "bf16": 2}
+# a BF16 cache's K/V rows are staged without a split: per value about one
+# instruction (16-byte loads of 8 values, K's two 8-byte shared stores, V's
+# key-pair interleave: and/shift/or per word; assumed)
+BF16_STAGE_INSTR = 1
 
 MODELS = {
     # hidden, layers, heads, kv_heads, head_dim, ffn, vocab
@@ -94,7 +100,7 @@ MODELS = {
 BYTES_PER_WEIGHT = {"BF16": 2.0, "Q4_0": 18 / 32}
 
 
-def step(model, dtype, rows, ctx):
+def step(model, dtype, rows, ctx, kv_bytes=4):
     H, L, nh, nkv, hd, F, V = MODELS[model]
     wb = BYTES_PER_WEIGHT[dtype]
     qd, kvd = nh * hd, nkv * hd
@@ -105,7 +111,7 @@ def step(model, dtype, rows, ctx):
         acts += L * rows * (n_in + n_out) * 4
         flops += L * 2 * rows * n_in * n_out
     chunks = -(-(ctx + rows) // SPAN)
-    kv += L * (ctx + rows) * kvd * 4 * 2
+    kv += L * (ctx + rows) * kvd * kv_bytes * 2
     acts += L * (rows * qd * 4 * 2 + rows * nh * chunks * (hd + 2) * 4 * 2)
     flops += L * 4 * rows * nh * (ctx + rows) * hd
     # norms (2 per layer), RoPE on q and k, 2 residual adds, SwiGLU
@@ -124,7 +130,7 @@ def run_harness(test, plugin, dtype):
     fd, path = tempfile.mkstemp(suffix=".jsonl")
     os.close(fd)
     env = dict(os.environ, ENTMTP_CUDA_PLUGIN=os.path.abspath(plugin), EMT_CUDA_MEMEFF_REPORT=path,
-               EMT_CUDA_MEMEFF_OUTPUTS="64,128", EMT_CUDA_MEMEFF_DTYPES=dtype + ",ATTN,RMSNORM,ROPE,SWIGLU,ADD")
+               EMT_CUDA_MEMEFF_OUTPUTS="64,128", EMT_CUDA_MEMEFF_DTYPES=dtype + ",ATTN,RMSNORM,ROPE,SWIGLU,ADD,ROUND_BF16")
     r = subprocess.run([test], env=env, capture_output=True, text=True)
     if r.returncode not in (0, 1):  # 1: a floor failed, the counts are still there
         sys.exit(f"{test} exited {r.returncode}:\n{r.stdout}{r.stderr}")
@@ -185,7 +191,7 @@ def load_efficiency(recs):
     return sum(a["ideal_sectors"] for a in gl) / den if den else 1.0
 
 
-def predict_attention(launches, model, rows, ctx):
+def predict_attention(launches, model, rows, ctx, kv_type="f32"):
     """Tree attention for one layer of `model`, from the harness's counts of
     one KV head at head_dim 128 over 2048 tokens (test_cuda_memeff), scaled
     to the model's KV heads and linearly to `ctx`. Per launch:
@@ -203,8 +209,11 @@ def predict_attention(launches, model, rows, ctx):
     K/V rows, the queries and the probabilities (SPLIT_INSTR each) and one
     per mma for the fragments, at 4 per SM per cycle; a block's time the
     largest of its L1 cycles, its instructions and its mmas (the units run
-    side by side), plus one DRAM latency per step. Returns None without a
-    counted case."""
+    side by side), plus one DRAM latency per step. With kv_type "bf16" the
+    counts of the BF16-cache case (op ATTN_BF16: half the K/V bytes, 3 mmas
+    per product instead of 6, counted) and no split of the staged K/V rows
+    (BF16_STAGE_INSTR per value instead). Returns None without a counted
+    case."""
     _, _, nh, nkv, hd, _, _ = MODELS[model]
     group = nh // nkv
     queries = rows * group
@@ -212,7 +221,7 @@ def predict_attention(launches, model, rows, ctx):
     def cases(op):
         same = [r for r in launches if r["op"] == op and r["rows"] == rows and r["n_out"] == group * hd]
         return same or [r for r in launches if r["op"] == op and r["rows"] * (r["n_out"] // hd) == queries]
-    span, comb = cases("ATTN"), cases("ATTN_COMBINE")
+    span, comb = cases("ATTN_BF16" if kv_type == "bf16" else "ATTN"), cases("ATTN_COMBINE")
     if not span or not comb:
         return None
     span, comb = span[-1], comb[-1]
@@ -246,7 +255,8 @@ def predict_attention(launches, model, rows, ctx):
         issue = min(4, busy * min(resident, per_sm_blocks))
         staging_warps = TCA_WARPS - 1 if double_buffered else TCA_WARPS
         staging_issue = min(4, staging_warps * min(resident, per_sm_blocks))
-        t_issue = ((staged + q_values) * SPLIT_INSTR / 32 / staging_issue +
+        stage_instr = staged * (BF16_STAGE_INSTR if kv_type == "bf16" else SPLIT_INSTR) + q_values * SPLIT_INSTR
+        t_issue = (stage_instr / 32 / staging_issue +
                    (p_values * SPLIT_INSTR / 32 + mma) / issue)
         per_block = max(l1_cycles(span) * scale, t_issue, mma * MMA_CYCLES) / blocks
         waves = -(-blocks // (SMS * resident))
@@ -271,7 +281,7 @@ def predict_attention(launches, model, rows, ctx):
     t_span = terms[bound] + KERNEL_OVERHEAD
     c_dram = (comb["dram_load_bytes"] + comb["dram_store_bytes"]) * nh / group * (n_spans / comb["n_in"])
     t_comb = c_dram / BW + KERNEL_OVERHEAD
-    ideal = 2 * 4 * keys * nkv * hd + 2 * 4 * rows * nh * hd
+    ideal = 2 * KV_BYTES[kv_type] * keys * nkv * hd + 2 * 4 * rows * nh * hd
     return dict(ideal=ideal, time=t_span + t_comb, bound=bound, kernel=span["kernel"].split("<")[0] + "+combine",
                 eff=load_efficiency([span, comb]), conflicts=sum(a["wavefronts"] - a["ideal_wavefronts"]
                                                                  for a in span["accesses"] if a["space"] == "shared"),
@@ -338,7 +348,7 @@ def predict(fits, dtype, n_in, n_out, rows):
                 dram=at("dram"), l2=at("l2"), l1=at("l1"))
 
 
-def measured_step(fits, dtype, rows, context):
+def measured_step(fits, dtype, rows, context, kv_type="f32"):
     ops = []
     H, LAYERS, nh, nkv, hd, FFN, VOCAB = MODELS["Llama-2-7B"]
     KV_DIM, HIDDEN = nkv * hd, H
@@ -359,16 +369,18 @@ def measured_step(fits, dtype, rows, context):
     launches = fits.get("launches", [])
     act = lambda width: 4 * rows * width
     unmodelled = {}
-    p = predict_attention(launches, "Llama-2-7B", rows, context)
+    p = predict_attention(launches, "Llama-2-7B", rows, context, kv_type)
     if p is None:
-        unmodelled["attention (F32 KV cache read once, every row and head)"] = (
-            2 * context * KV_DIM * 4 * LAYERS + LAYERS * act(3 * HIDDEN + HIDDEN))
+        unmodelled["attention (%s KV cache read once, every row and head)" % kv_type.upper()] = (
+            2 * context * KV_DIM * KV_BYTES[kv_type] * LAYERS + LAYERS * act(3 * HIDDEN + HIDDEN))
     else:
         ops.append(("attn", LAYERS, p))
     rowwise = [("rmsnorm", "RMSNORM", 2, HIDDEN, 2 * act(HIDDEN) + 4 * HIDDEN),
                ("rope", "ROPE", 1, nh * hd + KV_DIM, 2 * act(nh * hd + KV_DIM)),
                ("swiglu", "SWIGLU", 1, FFN, 3 * act(FFN)),
                ("add", "ADD", 2, HIDDEN, 3 * act(HIDDEN))]
+    if kv_type == "bf16":  # the new K and V rows rounded into the cache: 4 bytes in, 2 out per value
+        rowwise.append(("round", "ROUND_BF16", 2, KV_DIM, act(KV_DIM) * 6 // 4))
     for name, op, count, width, ideal in rowwise:
         p = predict_rowwise(launches, op, rows, width, ideal)
         if p is None:
@@ -394,19 +406,20 @@ def measured_main(a):
           "sectors and a shared-memory wavefront per cycle on %d SMs at %.3f GHz, %d resident warps per SM with %d load requests in flight each and "
           "%.0f ns DRAM latency, FP32 cores %.0f TF/s (the CUDA-core products' FMAs), BF16 mma.sync %.0f TF/s "
           "(3 mmas per product: the activations' three BF16 parts), %.0f us per kernel (ramp/tail in a "
-          "graph); Llama 2 7B, %s weights, context %d; products measured on the harness at 64 and 128 outputs and "
-          "extrapolated linearly in the outputs; F32 activations and KV cache; the verify's products measured at "
+          "graph); Llama 2 7B, %s weights, %s KV cache, context %d; products measured on the harness at 64 and 128 outputs and "
+          "extrapolated linearly in the outputs; F32 activations; the verify's products measured at "
           "64 rows." % (BW / 1e12, L2_BW / 1e12, SMS, CLOCK / 1e9, WARPS_PER_SM, REQUESTS_IN_FLIGHT,
                         DRAM_LATENCY * 1e9, FP32_CORES / 1e12, MMA_SYNC / 1e12, KERNEL_OVERHEAD * 1e6, a.dtype,
-                        a.ctx))
+                        a.kv_type.upper(), a.ctx))
     out = {"assumptions": dict(hbm=BW, l2_bw=L2_BW, sms=SMS, clock=CLOCK, warps_per_sm=WARPS_PER_SM,
                                requests_in_flight=REQUESTS_IN_FLIGHT, dram_latency=DRAM_LATENCY, fp32=FP32_CORES, mma_sync=MMA_SYNC,
-                               kernel_overhead=KERNEL_OVERHEAD, dtype=a.dtype, context=a.ctx), "steps": {}}
+                               kernel_overhead=KERNEL_OVERHEAD, dtype=a.dtype, kv_type=a.kv_type, context=a.ctx),
+           "steps": {}}
     totals = {}
     if a.nodes != 64:
         sys.exit("--measured: the harness measures the verify's products at 64 rows (--nodes 64)")
     for label, rows in (("AR step (1 row)", 1), ("verify (%d rows)" % a.nodes, a.nodes)):
-        res = measured_step(fits, a.dtype, rows, a.ctx)
+        res = measured_step(fits, a.dtype, rows, a.ctx, a.kv_type)
         if res is None:
             sys.exit("the report lacks %s products at 1 and 64 rows and two output counts" % a.dtype)
         ops, unmodelled = res
@@ -460,6 +473,9 @@ def main():
     ap.add_argument("--run", help="--measured: test_cuda_memeff, run on the harness plugin")
     ap.add_argument("--plugin", help="--measured --run: libentmtp-cuda-harness.so")
     ap.add_argument("--dtype", default="BF16", help="--measured: the weights' dtype")
+    ap.add_argument("--kv-type", choices=sorted(KV_BYTES), default="bf16",
+                    help="the KV cache's element type (entmtp_session_params.kv_type); --measured: which of the "
+                         "harness's attention cases (ATTN or ATTN_BF16) models attention")
     ap.add_argument("--json", help="--measured: write the predictions here too")
     ap.add_argument("--keep-report", help="--measured --run: keep the harness's report here")
     a = ap.parse_args()
@@ -467,15 +483,16 @@ def main():
         measured_main(a)
         return
     print(f"H100 SXM: {BW / 1e12:.2f} TB/s, {BF16_TC / 1e12:.0f} TF/s BF16 tensor cores, "
-          f"{FP32_CORES / 1e12:.0f} TF/s FP32 CUDA cores; context {a.ctx} tokens, F32 KV cache\n")
+          f"{FP32_CORES / 1e12:.0f} TF/s FP32 CUDA cores; context {a.ctx} tokens, {a.kv_type.upper()} KV cache\n")
     print("| model | weights | step | weight MB | KV MB | other MB | GFLOP | memory-bound us "
           "| with FP32-core products us | with tensor-core products us | verify / AR (FP32 cores, tensor cores) |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for model in MODELS:
         for dtype in BYTES_PER_WEIGHT:
-            ar = step(model, dtype, 1, a.ctx)
+            kvb = KV_BYTES[a.kv_type]
+            ar = step(model, dtype, 1, a.ctx, kvb)
             for name, rows in (("AR", 1), (f"verify {a.nodes}", a.nodes)):
-                s = step(model, dtype, rows, a.ctx)
+                s = step(model, dtype, rows, a.ctx, kvb)
                 ratio = "" if rows == 1 else f"{s['t_fp32'] / ar['t_fp32']:.2f}x, {s['t_tc'] / ar['t_tc']:.2f}x"
                 print(f"| {model} | {dtype} | {name} | {s['weights'] / 1e6:.1f} | {s['kv'] / 1e6:.1f} | "
                       f"{s['acts'] / 1e6:.1f} | {s['flops'] / 1e9:.2f} | {s['t_mem'] * 1e6:.0f} | "

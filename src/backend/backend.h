@@ -289,6 +289,20 @@ typedef struct emt_backend_ops {
      * src/backend/cpu/quant8.h), 16 (the default) the full ones. The engine
      * sets 8 around a prefill only, never around a step or a verify. */
     void (*set_activation_bits)(emt_exec *ex, int32_t bits);
+
+    /* ---- KV cache element type (appended, optional: NULL, or either one
+     * NULL, and the backend keeps F32 caches only; a session asking for
+     * BF16 then fails naming kv_type). ----
+     * The K/V caches the context's later attention ops (all four) read hold
+     * `dtype` elements: EMT_F32 (the default) or EMT_BF16, rows of
+     * n_kv_heads*head_dim BF16 values, which the attention reads as the F32
+     * values they stand for (exactly), so a BF16 cache attends as an F32
+     * cache of the same rounded values would. The engine sets it around its
+     * target model's attention only (a drafter's own cache stays F32). */
+    void (*set_kv_dtype)(emt_exec *ex, emt_dtype dtype);
+    /* out[i] = x[i] rounded to BF16, to nearest even (NaN stays a NaN):
+     * how K/V rows enter a BF16 cache */
+    void (*round_bf16)(emt_exec *ex, const float *x, int64_t n, uint16_t *out);
 } emt_backend_ops;
 
 #define EMT_MAX_FUSED 4
@@ -347,7 +361,7 @@ struct emt_accept_desc {
 
 struct emt_commit_desc {
     float *kv;                  /* device: 2*n_layers slabs, K of layer l at slab 2l, V at 2l+1 */
-    size_t slab_floats, row_floats;
+    size_t slab_floats, row_floats; /* in 4-byte words (a BF16 row: half its values) */
     int32_t n_slabs, L;         /* L: the first row of the tree's nodes */
     const float *hidden;        /* [n_nodes][hidden_dim] */
     float *last_hidden;         /* [hidden_dim] */

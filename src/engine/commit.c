@@ -23,10 +23,10 @@ static void commit_kv(entmtp_session *S, const emt_step *st) {
         S->src_rows[j] = st->L + st->path[j];
     }
     const emt_model_config *c = &S->model->cfg;
-    size_t kv_dim = (size_t)c->n_kv_heads * c->head_dim;
+    const size_t words = S->kv.row_words; /* a row as 4-byte words, whatever its element type */
     for (int32_t l = 0; l < c->n_layers; l++) {
-        op->copy_rows(S->ex, S->kv.k[l], S->kv.k[l], kv_dim, S->dst_rows, S->src_rows, st->n_emit);
-        op->copy_rows(S->ex, S->kv.v[l], S->kv.v[l], kv_dim, S->dst_rows, S->src_rows, st->n_emit);
+        op->copy_rows(S->ex, S->kv.k[l], S->kv.k[l], words, S->dst_rows, S->src_rows, st->n_emit);
+        op->copy_rows(S->ex, S->kv.v[l], S->kv.v[l], words, S->dst_rows, S->src_rows, st->n_emit);
     }
 }
 
@@ -141,7 +141,7 @@ entmtp_status emt_step_finish_device(entmtp_session *S, int root_next, int want_
 void emt_step_commit_queue(entmtp_session *S, const emt_step *st) {
     const emt_model_config *c = &S->model->cfg;
     const int dyn = emt_step_dyn(S, st);
-    emt_commit_desc d = { S->kv.block, S->kv.slab, (size_t)c->n_kv_heads * c->head_dim, 2 * c->n_layers, st->L,
+    emt_commit_desc d = { S->kv.block, S->kv.slab, S->kv.row_words, 2 * c->n_layers, st->L,
                           S->s.hidden, S->s.last_hidden, c->hidden, S->s.logits, S->s.next_logits, c->vocab,
                           S->rec_lay.max_path, dyn ? S->rec_dev + S->w_len : NULL, S->kv.capacity };
     S->model->be->ops->commit(S->ex, &d, S->rec_dev);

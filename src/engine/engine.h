@@ -10,6 +10,7 @@
 typedef struct emt_scratch {
     int32_t max_rows;                 /* rows one forward call may process */
     float *x, *xn, *q, *att, *tmp, *gate, *up; /* [max_rows][...] */
+    float *k_new, *v_new;             /* [max_rows][kv_dim]: the new K/V rows before a BF16 cache takes them (else NULL) */
     float *hidden;                    /* [max_rows][H] post-norm hidden of the last call */
     float *logits;                    /* [max_rows][V] */
     /* heads */
@@ -30,8 +31,12 @@ typedef struct emt_scratch {
 typedef struct emt_kv {
     int32_t capacity;                 /* committed tokens it may hold */
     int32_t rows;                     /* capacity + tree scratch rows */
-    float **k, **v;                   /* per layer [rows][n_kv*hd], views into block */
-    size_t slab;                      /* floats between one layer's K or V and the next */
+    /* per layer [rows][n_kv*hd] of `dtype` (F32, or BF16: two values per
+     * float-sized word), views into block */
+    float **k, **v;
+    emt_dtype dtype;
+    size_t row_words;                 /* 4-byte words per cache row */
+    size_t slab;                      /* words between one layer's K or V and the next */
     float *block;                     /* all layers' K and V in one allocation, so that it
                                        * is mapped and unmapped whole (a per-layer slab is
                                        * under malloc's mmap threshold and stays in an arena) */

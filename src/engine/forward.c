@@ -51,10 +51,14 @@ static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, em
     if (d_tokens) op->embed_device(ex, &m->tok_embd, H, d_tokens, n, s->x);
     else emt_embed(op, ex, &m->tok_embd, H, tokens, n, s->x);
     if (c->embed_scale) op->scale(ex, s->x, (int64_t)n * H, c->embed_scale);
+    /* a BF16 cache: the new rows are made in F32 (s->k_new, v_new), then
+     * rounded into the cache; attention reads the cache as BF16 */
+    const int bf16 = kv->dtype == EMT_BF16;
+    if (bf16) op->set_kv_dtype(ex, EMT_BF16);
     for (int32_t l = 0; l < c->n_layers; l++) {
         const emt_layer *L = &m->layers[l];
-        float *k_rows = kv->k[l] + (size_t)kv_start * kv_dim;
-        float *v_rows = kv->v[l] + (size_t)kv_start * kv_dim;
+        float *k_rows = bf16 ? s->k_new : kv->k[l] + (size_t)kv_start * kv_dim;
+        float *v_rows = bf16 ? s->v_new : kv->v[l] + (size_t)kv_start * kv_dim;
         op->rmsnorm(ex, s->x, L->attn_norm, n, H, c->rms_eps, s->xn);
         const emt_wmat *qkv_w[3] = { &L->wq, &L->wk, &L->wv };
         const float *qkv_b[3] = { L->bq, L->bk, L->bv };
@@ -74,6 +78,10 @@ static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, em
             op->rope(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, positions, inv_freq);
         }
         if (c->q_scale) op->scale(ex, s->q, (int64_t)n * q_dim, c->q_scale);
+        if (bf16) {
+            op->round_bf16(ex, k_rows, (int64_t)n * kv_dim, (uint16_t *)(kv->k[l] + (size_t)kv_start * kv->row_words));
+            op->round_bf16(ex, v_rows, (int64_t)n * kv_dim, (uint16_t *)(kv->v[l] + (size_t)kv_start * kv->row_words));
+        }
         if (dyn)
             op->attention_dyn(ex, s->q, kv->k[l], kv->v[l], dyn, n, mask, c->n_heads, c->n_kv_heads, hd, L->window,
                               c->attn_softcap, s->att);
@@ -104,6 +112,7 @@ static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, em
                 op->copy_rows(ex, s->taps, s->x, (size_t)H, s->tap_dst, s->tap_src, n);
             }
     }
+    if (bf16) op->set_kv_dtype(ex, EMT_F32); /* a drafter's own attention reads F32 caches */
     op->rmsnorm(ex, s->x, m->out_norm, n, H, c->rms_eps, s->hidden);
     if (logits_rows > 0) {
         if (logits_rows > n) logits_rows = n;

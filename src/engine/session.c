@@ -9,7 +9,7 @@
 static const entmtp_session_params g_session_defaults = {
     .struct_size = sizeof g_session_defaults, .kv_capacity = 0, .temperature = 0.0f, .epsilon = 0.09f,
     .delta = 0.3f, .seed = 0x5eed, .ema_decay = 0.8f, .n_stop_tokens = -1, .stop_tokens = NULL,
-    .reproducible = 0, .prompt_activation_bits = 16, .step_activation_bits = 16,
+    .reproducible = 0, .prompt_activation_bits = 16, .step_activation_bits = 16, .kv_type = ENTMTP_KV_DEFAULT,
 };
 
 ENTMTP_API entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size) {
@@ -34,7 +34,7 @@ ENTMTP_API void entmtp_session_free(entmtp_session *S) {
     free(S->kv.k);
     free(S->kv.v);
     emt_scratch *s = &S->s;
-    void *bufs[] = { s->x, s->xn, s->q, s->att, s->tmp, s->gate, s->up, s->hidden, s->logits,
+    void *bufs[] = { s->x, s->xn, s->q, s->att, s->tmp, s->gate, s->up, s->k_new, s->v_new, s->hidden, s->logits,
                      s->head_in, s->head_x, s->head_tmp, s->head_res, s->head_logits,
                      s->next_logits, s->last_hidden, s->taps };
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) dev_free(S, bufs[i]);
@@ -93,6 +93,20 @@ static entmtp_status check_params(const entmtp_session_params *p, const entmtp_m
     if ((st = check_activation_bits("prompt_activation_bits", p->prompt_activation_bits)) ||
         (st = check_activation_bits("step_activation_bits", p->step_activation_bits)))
         return st;
+    if (p->kv_type != ENTMTP_KV_DEFAULT && p->kv_type != ENTMTP_KV_F32 && p->kv_type != ENTMTP_KV_BF16)
+        return emt_fail(ENTMTP_ERR_INVALID_CONFIG,
+                        "session params: kv_type = %d must be 0 (default), 1 (ENTMTP_KV_F32) or 2 (ENTMTP_KV_BF16)",
+                        p->kv_type);
+    if (p->kv_type == ENTMTP_KV_BF16) {
+        const emt_backend_ops *op = m->be->ops;
+        if (!op->set_kv_dtype || !op->round_bf16)
+            return emt_fail(ENTMTP_ERR_INVALID_CONFIG,
+                            "session params: kv_type = 2 (BF16): the %s backend keeps F32 KV caches only", op->name);
+        if (((int64_t)m->cfg.n_kv_heads * m->cfg.head_dim) % 2)
+            return emt_fail(ENTMTP_ERR_INVALID_CONFIG,
+                            "session params: kv_type = 2 (BF16) needs an even KV row width; the model's is %d x %d",
+                            m->cfg.n_kv_heads, m->cfg.head_dim);
+    }
     if (p->n_stop_tokens < -1 || p->n_stop_tokens > EMT_MAX_STOP_TOKENS)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: n_stop_tokens = %d is outside [-1, %d]",
                         p->n_stop_tokens, EMT_MAX_STOP_TOKENS);
@@ -243,8 +257,11 @@ entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_h
     S->kv.rows = p.kv_capacity + S->max_nodes;
     HOST_ALLOC(S->kv.k, c->n_layers);
     HOST_ALLOC(S->kv.v, c->n_layers);
-    /* one block for every layer's K and V, each slab 64-byte aligned */
-    const int64_t kv_slab = ((int64_t)S->kv.rows * kv_dim + 15) / 16 * 16;
+    /* one block for every layer's K and V, each slab 64-byte aligned; a BF16
+     * row is kv_dim / 2 words (checked even) */
+    S->kv.dtype = p.kv_type == ENTMTP_KV_BF16 ? EMT_BF16 : EMT_F32;
+    S->kv.row_words = (size_t)(S->kv.dtype == EMT_BF16 ? kv_dim / 2 : kv_dim);
+    const int64_t kv_slab = ((int64_t)S->kv.rows * (int64_t)S->kv.row_words + 15) / 16 * 16;
     DEV_ALLOC(S->kv.block, 2 * c->n_layers * kv_slab);
     S->kv.slab = (size_t)kv_slab;
     for (int32_t l = 0; l < c->n_layers; l++) {
@@ -260,6 +277,10 @@ entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_h
     DEV_ALLOC(s->tmp, max_rows * H);
     DEV_ALLOC(s->gate, max_rows * F);
     DEV_ALLOC(s->up, max_rows * F);
+    if (S->kv.dtype == EMT_BF16) {
+        DEV_ALLOC(s->k_new, max_rows * kv_dim);
+        DEV_ALLOC(s->v_new, max_rows * kv_dim);
+    }
     DEV_ALLOC(s->hidden, max_rows * H);
     DEV_ALLOC(s->logits, S->max_nodes * V);
     DEV_ALLOC(s->next_logits, V);

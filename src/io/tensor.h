@@ -64,6 +64,15 @@ static inline float emt_bf16_to_f32(uint16_t h) {
     return f;
 }
 
+/* float -> bfloat16, round to nearest even (a NaN stays a quiet NaN): the
+ * device's cvt.rn.bf16.f32 (cuda/bf16_split.h), bit for bit. */
+static inline uint16_t emt_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
 /* float -> IEEE half, round to nearest even (overflow to infinity). */
 uint16_t emt_f32_to_f16(float f);
 

@@ -4,6 +4,7 @@
 
 int32_t emt_test_prompt_bits = 16;
 int32_t emt_test_step_bits = 16;
+int32_t emt_test_kv_type = ENTMTP_KV_DEFAULT;
 
 entmtp_status emt_test_generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_policy *pol, int ar,
                                 const int32_t *prompt, int32_t n_prompt, int32_t n_gen, int32_t kv_capacity,
@@ -13,6 +14,7 @@ entmtp_status emt_test_generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b
     sp.n_stop_tokens = 0; /* never stop early: compare full runs */
     sp.prompt_activation_bits = emt_test_prompt_bits;
     sp.step_activation_bits = emt_test_step_bits;
+    sp.kv_type = emt_test_kv_type;
     entmtp_session *s = NULL;
     *n_out = 0;
     *mean_accept = 0;

@@ -18,6 +18,8 @@ entmtp_status emt_test_generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b
 extern int32_t emt_test_prompt_bits;
 /* step_activation_bits of the sessions emt_test_generate creates (16) */
 extern int32_t emt_test_step_bits;
+/* kv_type of the sessions emt_test_generate creates (ENTMTP_KV_DEFAULT) */
+extern int32_t emt_test_kv_type;
 
 /* A bank with every built-in tree no deeper than max_depth; the number of
  * trees (checked >= 5), 0 when the bank could not be created. */

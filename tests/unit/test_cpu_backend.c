@@ -79,6 +79,61 @@ static int32_t keys_of_row(const float *k, const float *v, int32_t P, int32_t N,
     return n;
 }
 
+/* The same over BF16 K/V caches (set_kv_dtype): each tree row equals its AR
+ * row bit for bit, and both equal, bit for bit, attention over F32 caches
+ * holding the same (BF16-representable) values; round_bf16 rounds to
+ * nearest even. */
+static uint16_t *to_bf16(const float *x, size_t n) {
+    uint16_t *h = malloc(n * sizeof *h);
+    for (size_t i = 0; h && i < n; i++) h[i] = emt_f32_to_bf16(x[i]);
+    return h;
+}
+
+static void attention_blocks_bf16(emt_exec *ex, const emt_backend_ops *op) {
+    const float halfway[3] = { 1.00390625f, 1.01171875f, -1.00390625f }; /* ties: to the even neighbour */
+    uint16_t rounded[3];
+    op->round_bf16(ex, halfway, 3, rounded);
+    CHECK(rounded[0] == 0x3f80 && rounded[1] == 0x3f82 && rounded[2] == 0xbf80);
+    const int32_t dims[] = { 64, 20 };
+    for (int di = 0; di < 2; di++) {
+        const int32_t H = 6, KV = 2, hd = dims[di], P = 150, N = 11;
+        uint8_t mask[11 * 11];
+        for (int r = 0; r < N; r++)
+            for (int c = 0; c < N; c++) {
+                int a = r;
+                while (a > c) a = (a - 1) / 2;
+                mask[r * N + c] = a == c;
+            }
+        size_t row = (size_t)KV * hd, qrow = (size_t)H * hd, kn = (size_t)(P + N) * row;
+        float *q = malloc(sizeof(float) * N * qrow), *k = malloc(sizeof(float) * kn), *v = malloc(sizeof(float) * kn);
+        float *out = malloc(sizeof(float) * N * qrow), *ref = malloc(sizeof(float) * N * qrow);
+        float *k1 = malloc(sizeof(float) * kn), *v1 = malloc(sizeof(float) * kn), *o1 = malloc(sizeof(float) * qrow);
+        for (size_t i = 0; i < N * qrow; i++) q[i] = 3 * urand();
+        for (size_t i = 0; i < kn; i++) { /* BF16-representable values */
+            k[i] = emt_bf16_to_f32(emt_f32_to_bf16(urand()));
+            v[i] = emt_bf16_to_f32(emt_f32_to_bf16(urand()));
+        }
+        uint16_t *k16 = to_bf16(k, kn), *v16 = to_bf16(v, kn);
+        op->attention(ex, q, k, v, P, N, mask, H, KV, hd, ref); /* F32 caches of the same values */
+        op->set_kv_dtype(ex, EMT_BF16);
+        op->attention(ex, q, (const float *)(void *)k16, (const float *)(void *)v16, P, N, mask, H, KV, hd, out);
+        CHECK(!memcmp(out, ref, sizeof(float) * N * qrow));
+        for (int r = 0; r < N; r++) {
+            int32_t n = keys_of_row(k, v, P, N, mask, r, row, k1, v1);
+            uint16_t *k1h = to_bf16(k1, (size_t)n * row), *v1h = to_bf16(v1, (size_t)n * row);
+            op->attention(ex, q + r * qrow, (const float *)(void *)k1h, (const float *)(void *)v1h, n - 1, 1, NULL, H,
+                          KV, hd, o1);
+            if (memcmp(o1, out + r * qrow, sizeof(float) * qrow)) {
+                fprintf(stderr, "attention hd %d, BF16 KV: tree row %d differs from its AR computation\n", hd, r);
+                emt_test_failures++;
+            }
+            free(k1h); free(v1h);
+        }
+        op->set_kv_dtype(ex, EMT_F32);
+        free(q); free(k); free(v); free(out); free(ref); free(k1); free(v1); free(o1); free(k16); free(v16);
+    }
+}
+
 /* Tree attention over several key blocks (prefix of 150, head_dim 64 and an
  * odd one): each tree row equals the same query computed alone as an AR row
  * whose cache holds the prefix and the row's ancestors in order. */
@@ -226,6 +281,7 @@ static void check_variant(emt_cpu_variant variant) {
 
     matmul_bits(ex, op);
     attention_blocks(ex, op);
+    attention_blocks_bf16(ex, op);
     attention_rows(ex, op);
 
     /* attention: 3 prefix keys + a 4-node tree (root, two children, a grandchild) */

@@ -6,7 +6,9 @@
  * - typed embedding rows: bit-identical to the CPU's;
  * - tree attention (cuda/attention.cu): each node of a 128-node tree over a
  *   3000-token context is bit-identical to the AR call that puts the same
- *   token at the same position, with and without Gemma's soft-cap, GQA;
+ *   token at the same position, with and without Gemma's soft-cap, GQA, and
+ *   with BF16 K/V caches (set_kv_dtype) on the tensor-core kernel and on the
+ *   FP32 one (head_dim 96); round_bf16 bit-identical to the CPU's;
  * - Gemma's elementwise ops against the CPU.
  * Runs on a GPU or, in CI, on the CPU CUDA harness (docs/cuda-harness.md);
  * SKIPPED without either. */
@@ -221,14 +223,40 @@ static void check_fused(emt_dtype t) {
 
 /* --------------------------------------------------------------- attention */
 
+/* BF16 K/V caches for the attention calls below when set: the host keeps
+ * the F32 values (already BF16-representable), the device and the CPU twin
+ * get them as BF16. */
+static int g_kv_bf16;
+
+static void round_to_bf16(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = emt_bf16_to_f32(emt_f32_to_bf16(x[i]));
+}
+
+/* a cache as the attention ops read it: F32 as is, or a BF16 copy */
+static void *cache_copy(const float *x, size_t n) {
+    if (!g_kv_bf16) return (void *)x;
+    uint16_t *h = malloc(n * sizeof *h);
+    for (size_t i = 0; h && i < n; i++) h[i] = emt_f32_to_bf16(x[i]);
+    return h;
+}
+static void cache_free(void *h) {
+    if (g_kv_bf16) free(h);
+}
+static size_t cache_bytes(size_t n) { return n * (g_kv_bf16 ? 2 : 4); }
+
 /* One attention call on the device, downloaded. */
 static float *device_attention(const float *q, const float *k, const float *v, int32_t kv_rows, int32_t n_prefix,
                                int32_t n_rows, const uint8_t *mask, int32_t H, int32_t KV, int32_t hd, float cap) {
     size_t qn = (size_t)n_rows * H * hd, kn = (size_t)kv_rows * KV * hd;
-    float *dq = dev_bytes(q, qn * 4), *dk = dev_bytes(k, kn * 4), *dv = dev_bytes(v, kn * 4);
+    void *hk = cache_copy(k, kn), *hv = cache_copy(v, kn);
+    float *dq = dev_bytes(q, qn * 4), *dk = dev_bytes(hk, cache_bytes(kn)), *dv = dev_bytes(hv, cache_bytes(kn));
+    cache_free(hk);
+    cache_free(hv);
     float *dout = gpu->ops->alloc(gpu, qn * 4);
+    if (g_kv_bf16) gpu->ops->set_kv_dtype(eg, EMT_BF16);
     if (cap > 0) gpu->ops->attention_softcap(eg, dq, dk, dv, n_prefix, n_rows, mask, H, KV, hd, cap, dout);
     else gpu->ops->attention(eg, dq, dk, dv, n_prefix, n_rows, mask, H, KV, hd, dout);
+    if (g_kv_bf16) gpu->ops->set_kv_dtype(eg, EMT_F32);
     CHECK_OK(gpu->ops->sync(eg));
     float *out = download(dout, qn);
     float *p[] = { dq, dk, dv, dout };
@@ -238,9 +266,11 @@ static float *device_attention(const float *q, const float *k, const float *v, i
 
 /* A 128-node tree over a 3000-token prefix: each node's output equals, bit
  * for bit, the one-row AR call over the prefix and its ancestors laid out
- * contiguously; the deep branch crosses the chunk boundary at 3072. */
-static void check_tree_vs_ar(float cap) {
-    const int32_t P = emt_test_size(3000, 500), N = emt_test_size(128, 32), H = 8, KV = 2, hd = 64, width = KV * hd;
+ * contiguously; the deep branch crosses the chunk boundary at 3072. With
+ * g_kv_bf16 the same over BF16 caches (the CPU twin reading the same BF16
+ * values). head_dim 64 takes the tensor-core kernel, 96 the FP32 one. */
+static void check_tree_vs_ar(float cap, int32_t hd) {
+    const int32_t P = emt_test_size(3000, 500), N = emt_test_size(128, 32), H = 8, KV = 2, width = KV * hd;
     uint8_t *mask = calloc((size_t)N * N, 1);
     for (int32_t i = 0; i < N; i++) { /* parents one or two nodes back: depth ~ 85 */
         if (i > 0) memcpy(mask + (size_t)i * N, mask + (size_t)(i - 1 - (i > 1 ? irand(2) : 0)) * N, (size_t)N);
@@ -248,12 +278,21 @@ static void check_tree_vs_ar(float cap) {
     }
     float *q = host_random((size_t)N * H * hd, 1.0f), *k = host_random((size_t)(P + N) * width, 1.0f);
     float *v = host_random((size_t)(P + N) * width, 1.0f);
+    if (g_kv_bf16) {
+        round_to_bf16(k, (size_t)(P + N) * width);
+        round_to_bf16(v, (size_t)(P + N) * width);
+    }
     float *tree = device_attention(q, k, v, P + N, P, N, mask, H, KV, hd, cap);
 
     /* the CPU twin over the whole tree */
     float *cpu_o = malloc(sizeof(float) * N * H * hd);
-    if (cap > 0) cpu->ops->attention_softcap(ec, q, k, v, P, N, mask, H, KV, hd, cap, cpu_o);
-    else cpu->ops->attention(ec, q, k, v, P, N, mask, H, KV, hd, cpu_o);
+    const float *ck = cache_copy(k, (size_t)(P + N) * width), *cv = cache_copy(v, (size_t)(P + N) * width);
+    if (g_kv_bf16) cpu->ops->set_kv_dtype(ec, EMT_BF16);
+    if (cap > 0) cpu->ops->attention_softcap(ec, q, ck, cv, P, N, mask, H, KV, hd, cap, cpu_o);
+    else cpu->ops->attention(ec, q, ck, cv, P, N, mask, H, KV, hd, cpu_o);
+    if (g_kv_bf16) cpu->ops->set_kv_dtype(ec, EMT_F32);
+    cache_free((void *)ck);
+    cache_free((void *)cv);
     double worst = 0;
     for (size_t i = 0; i < (size_t)N * H * hd; i++)
         worst = fmax(worst, fabs((double)tree[i] - cpu_o[i]) / (1.0 + fabs((double)cpu_o[i])));
@@ -277,9 +316,9 @@ static void check_tree_vs_ar(float cap) {
         deepest = d > deepest ? d : deepest;
         free(ar);
     }
-    printf("attention %d+%d tree%s: %d of %d nodes (deepest %d keys past the prefix) bit-identical to AR; "
-           "worst relative difference to the CPU %.3g\n",
-           P, N, cap > 0 ? " soft-capped" : "", equal, checked, deepest, worst);
+    printf("attention %d+%d tree%s, head_dim %d, %s KV: %d of %d nodes (deepest %d keys past the prefix) "
+           "bit-identical to AR; worst relative difference to the CPU %.3g\n",
+           P, N, cap > 0 ? " soft-capped" : "", hd, g_kv_bf16 ? "BF16" : "F32", equal, checked, deepest, worst);
     CHECK(equal == checked);
     CHECK(P + deepest > (P / 256 + 1) * 256); /* the deepest node's keys cross a 256-key chunk boundary */
     CHECK(worst < 1e-5);
@@ -363,6 +402,42 @@ static void check_window(float cap) {
     free(ppos); free(qq); free(cpo); free(gpo);
 }
 
+/* round_bf16 (how K/V rows enter a BF16 cache): the device's bits equal
+ * the CPU's for random values, halfway cases (ties to even), subnormals,
+ * infinities, overflow to infinity and NaN, with a length that is not a
+ * multiple of 4 (the kernel's scalar tail); NaNs stay NaNs. */
+static void check_round_bf16(void) {
+    const size_t n = 1027;
+    float *x = host_random(n, 3.0f);
+    const uint32_t special[] = { 0x3f808000u, 0x3f818000u, 0xbf808000u, 0x00000001u, 0x00408000u, 0x80000000u,
+                                 0x7f800000u, 0xff800000u, 0x7f7fffffu, 0x7fc00001u, 0x7f800001u, 0x3f80ffffu };
+    for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) memcpy(&x[i * 37], &special[i], 4);
+    float *dx = dev_bytes(x, n * 4);
+    uint16_t *dy = gpu->ops->alloc(gpu, n * 2), *got = malloc(n * 2), *want = malloc(n * 2);
+    gpu->ops->round_bf16(eg, dx, (int64_t)n, dy);
+    CHECK_OK(gpu->ops->sync(eg));
+    CHECK_OK(gpu->ops->download(eg, got, dy, n * 2));
+    cpu->ops->round_bf16(ec, x, (int64_t)n, want);
+    int32_t same = 0;
+    /* a NaN stays a NaN; its payload may differ (sm_80+ cvt.rn gives the canonical one) */
+    for (size_t i = 0; i < n; i++)
+        same += got[i] == want[i] || ((got[i] & 0x7fff) > 0x7f80 && (want[i] & 0x7fff) > 0x7f80);
+    /* rows that do not start on 16 / 8 bytes (a KV row width not a multiple of 4): the scalar path
+     * (element 0 keeps what the aligned call wrote) */
+    gpu->ops->round_bf16(eg, dx + 1, (int64_t)n - 1, dy + 1);
+    CHECK_OK(gpu->ops->sync(eg));
+    CHECK_OK(gpu->ops->download(eg, got, dy, n * 2));
+    int32_t same_unaligned = 0;
+    for (size_t i = 0; i < n; i++)
+        same_unaligned += got[i] == want[i] || ((got[i] & 0x7fff) > 0x7f80 && (want[i] & 0x7fff) > 0x7f80);
+    printf("round_bf16: %d of %zu values bit-identical to the CPU's (%d unaligned)\n", same, n, same_unaligned);
+    CHECK(same == (int32_t)n && same_unaligned == (int32_t)n);
+    CHECK(want[0] == 0x3f80 && want[37] == 0x3f82 && want[6 * 37] == 0x7f80 && want[8 * 37] == 0x7f80);
+    gpu->ops->release(gpu, dx);
+    gpu->ops->release(gpu, dy);
+    free(x); free(got); free(want);
+}
+
 /* ------------------------------------------------------------ Gemma ops */
 
 static void check_gemma_elementwise(void) {
@@ -409,8 +484,14 @@ int main(void) {
         }
         check_fused(EMT_BF16);
         check_fused(EMT_Q8_0);
-        check_tree_vs_ar(0.0f);
-        check_tree_vs_ar(50.0f); /* Gemma 2's attention soft-cap */
+        check_tree_vs_ar(0.0f, 64);
+        check_tree_vs_ar(50.0f, 64); /* Gemma 2's attention soft-cap */
+        g_kv_bf16 = 1; /* BF16 caches: the tensor-core kernel, soft-capped, and the FP32 kernel */
+        check_round_bf16();
+        check_tree_vs_ar(0.0f, 64);
+        check_tree_vs_ar(50.0f, 64);
+        check_tree_vs_ar(0.0f, 96);
+        g_kv_bf16 = 0;
         check_window(0.0f);
         check_window(50.0f);
         check_gemma_elementwise();

@@ -4,7 +4,10 @@
  * own AR run equals them too. Each F32 run is made twice, with the step
  * graphs (one recorded graph per tree, replayed) and with direct launches
  * (ENTMTP_CUDA_GRAPHS=0), and a long prompt checks that graphs recorded at
- * one context length replay at others. Runs on a GPU or, in CI, on the CPU
+ * one context length replay at others. With a BF16 KV cache (kv_type) the
+ * same runs against the CUDA backend's own BF16 AR (the contract is per
+ * backend; the CPU's BF16 AR agreement is printed), and the long-context
+ * sessions on both attention kernels. Runs on a GPU or, in CI, on the CPU
  * CUDA harness (docs/cuda-harness.md); SKIPPED when neither is there. */
 #include "backend/backend.h"
 #include "engine/engine.h"
@@ -32,6 +35,8 @@ static int64_t g_counted_steps, g_single_copy_steps;
  * captured, then launched) or direct (a tree's first use, which sizes the
  * graph's constants; a dynamic tree); without, every step is direct. */
 static int g_graphs;
+/* kv_type of the sessions created next (ENTMTP_KV_DEFAULT: F32) */
+static int32_t g_kv_type = ENTMTP_KV_DEFAULT;
 static int64_t g_replayed, g_recorded, g_direct[2], g_direct_launches[2];
 
 static void set_graphs(int on) {
@@ -74,6 +79,7 @@ static void generate_counted(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, e
     entmtp_session_params sp = entmtp_session_default_params();
     sp.kv_capacity = 128;
     sp.n_stop_tokens = 0;
+    sp.kv_type = g_kv_type;
     entmtp_session *s = NULL;
     CHECK_OK(entmtp_session_create(m, h, b, &sp, &s));
     if (!s) return;
@@ -160,18 +166,28 @@ static void check_heads(const char *gguf, const char *heads, const char *label, 
     if (m[0] && m[1] && h[0] && h[1] && n_trees > 0) {
         int32_t ref[N_TOKENS], got[N_TOKENS];
         char what[96];
+        /* quantized weights or a BF16 cache: the device's own AR is the reference */
+        const int device_ref = device_dtype != NULL || g_kv_type == ENTMTP_KV_BF16;
         if (device_dtype) {
             const char *kernels = emt_model_kernels(m[1]);
             printf("%s: %s\n", label, kernels);
             CHECK(strstr(kernels, device_dtype) != NULL); /* the weights stayed quantized */
+        }
+        if (device_ref) {
             generate(m[1], h[1], b, NULL, 1, ref);
         } else {
             generate(m[0], h[0], b, NULL, 1, ref);
         }
-        /* F32: with graphs, then with direct launches; typed weights: graphs */
-        for (int pass = 0; pass < (device_dtype ? 1 : 2); pass++) {
+        if (g_kv_type == ENTMTP_KV_BF16) { /* informative: rounding K/V may differ across backends at a tie */
+            int32_t cpu_ar[N_TOKENS], same = 0;
+            generate(m[0], h[0], b, NULL, 1, cpu_ar);
+            while (same < N_TOKENS && cpu_ar[same] == ref[same]) same++;
+            printf("%s: CPU BF16 AR equals CUDA BF16 AR for the first %d of %d tokens\n", label, same, N_TOKENS);
+        }
+        /* F32: with graphs, then with direct launches; typed weights, BF16 caches: graphs */
+        for (int pass = 0; pass < (device_ref ? 1 : 2); pass++) {
         set_graphs(pass == 0);
-        if (!device_dtype) {
+        if (!device_ref) {
             generate_counted(m[1], h[1], b, NULL, 1, got, 1);
             compare(ref, got, label, g_graphs ? "AR (graphs)" : "AR (direct launches)");
         }
@@ -200,7 +216,7 @@ static void check_heads(const char *gguf, const char *heads, const char *label, 
         }
         }
         set_graphs(1);
-        printf("%s: CUDA == %s AR for %d trees and %d policies\n", label, device_dtype ? "CUDA" : "CPU", n_trees,
+        printf("%s: CUDA == %s AR for %d trees and %d policies\n", label, device_ref ? "CUDA" : "CPU", n_trees,
                EMT_TEST_N_POLICIES);
     }
     entmtp_bank_free(b);
@@ -337,6 +353,7 @@ static void check_long_context(emt_tiny_config *c, const emt_cuda_test_files *f,
             entmtp_session_params sp = entmtp_session_default_params();
             sp.kv_capacity = 600;
             sp.n_stop_tokens = 0;
+            sp.kv_type = g_kv_type;
             entmtp_session *s = NULL;
             CHECK_OK(entmtp_session_create(m, h, b, &sp, &s));
             if (!s) break;
@@ -369,8 +386,9 @@ static void check_long_context(emt_tiny_config *c, const emt_cuda_test_files *f,
                 int64_t steps = after.n_steps - before.n_steps;
                 int64_t replays = after.device.graph_launches - before.device.graph_launches -
                                   (after.device.graph_captures - before.device.graph_captures);
-                printf("long context (%s, head_dim %d): %lld steps from position %d, %lld replayed\n",
-                       k ? "hydra" : "medusa", c->hidden / n_heads, (long long)steps, LONG_PROMPT, (long long)replays);
+                printf("long context (%s, head_dim %d, %s KV): %lld steps from position %d, %lld replayed\n",
+                       k ? "hydra" : "medusa", c->hidden / n_heads, g_kv_type == ENTMTP_KV_BF16 ? "BF16" : "F32",
+                       (long long)steps, LONG_PROMPT, (long long)replays);
                 CHECK(steps > 2 && replays == steps - 2);
             }
             entmtp_policy_set(s, NULL);
@@ -396,6 +414,7 @@ int main(void) {
     emt_tiny_config c;
     emt_cuda_test_files files;
     emt_cuda_test_write_files("cuda_lossless", &c, &files);
+    const emt_tiny_config c0 = c; /* check_long_context changes the shape */
     const char *gguf = files.gguf, *medusa = files.medusa, *hydra = files.hydra;
     check_heads(gguf, medusa, "medusa", NULL);
     check_reuse(gguf, medusa);
@@ -407,6 +426,14 @@ int main(void) {
     check_heads(gguf, hydra, "hydra, Q8_0 weights", "Q8_0");
     check_long_context(&c, &files, c.n_heads);
     check_long_context(&c, &files, 1);
+    /* a BF16 KV cache: both attention kernels (head_dim 8: FP32; 32: tensor cores) */
+    g_kv_type = ENTMTP_KV_BF16;
+    c = c0;
+    CHECK_OK(emt_tiny_write_gguf(gguf, &c, EMT_F32));
+    check_heads(gguf, medusa, "medusa, BF16 KV", NULL);
+    check_long_context(&c, &files, c0.n_heads);
+    check_long_context(&c, &files, 1);
+    g_kv_type = ENTMTP_KV_DEFAULT;
     emt_cuda_test_remove_files(&files);
     printf("step counters: %lld of %lld greedy steps (AR and trees) downloaded once and waited once\n",
            (long long)g_single_copy_steps, (long long)g_counted_steps);

@@ -15,7 +15,8 @@
  * scripts/roofline.py; EMT_CUDA_MEMEFF_OUTPUTS=64,128 runs each product at
  * those output counts (default 8), from which roofline.py extrapolates the
  * full matrices; EMT_CUDA_MEMEFF_DTYPES=BF16,Q4_0 only those dtypes (ATTN:
- * the attention cases, RMSNORM, ROPE, ELEMENTWISE: the other kernels). */
+ * the attention cases, F32 and BF16 KV caches; RMSNORM, ROPE, SWIGLU, ADD,
+ * ROUND_BF16: the other kernels). */
 #include "backend/backend.h"
 #include "check.h"
 #include "cuda_test.h"
@@ -199,11 +200,12 @@ static void check_product(emt_dtype t, int32_t n_in, int32_t n_out, int32_t n_ro
  * queries per KV head), each node's parent drawn among the earlier nodes
  * (about 5 deep, as a drafter's tree): the tensor-core kernel
  * (attn_tc_span_kernel); and one AR row at head_dim 96, which it does not
- * take (the CUDA-core attn_span_kernel). Floors: global-load sector
+ * take (the CUDA-core attn_span_kernel); each also with a BF16 KV cache
+ * (set_kv_dtype: 16-byte loads of 8 keys' values, op ATTN_BF16). Floors: global-load sector
  * efficiency and zero bank conflicts over both launches (the span kernel
  * and the combine); DRAM bytes are printed, not bounded: the span partials
  * (written once, read once by the combine) come on top of the op's ideal. */
-static void check_attention(int32_t n_heads, int32_t n_kv_heads, int32_t n_rows, int32_t hd) {
+static void check_attention(int32_t n_heads, int32_t n_kv_heads, int32_t n_rows, int32_t hd, int bf16) {
     const int32_t P = 2048;
     const size_t qn = (size_t)n_rows * n_heads * hd, kn = (size_t)(P + n_rows) * n_kv_heads * hd;
     float *q = emt_test_host_random(&rng, qn, 1.0f), *k = emt_test_host_random(&rng, kn, 1.0f);
@@ -216,24 +218,31 @@ static void check_attention(int32_t n_heads, int32_t n_kv_heads, int32_t n_rows,
             mask[(size_t)i * n_rows + i] = 1;
         }
     }
-    float *dq = emt_test_device_copy(gpu, q, qn * 4), *dk = emt_test_device_copy(gpu, k, kn * 4);
-    float *dv = emt_test_device_copy(gpu, v, kn * 4), *dout = gpu->ops->alloc(gpu, qn * 4);
+    if (bf16) { /* the caches as BF16, in place: kn values into kn halves */
+        uint16_t *k16 = (uint16_t *)(void *)k, *v16 = (uint16_t *)(void *)v;
+        for (size_t i = 0; i < kn; i++) k16[i] = emt_f32_to_bf16(k[i]), v16[i] = emt_f32_to_bf16(v[i]);
+    }
+    const size_t kv_bytes = kn * (bf16 ? 2 : 4);
+    float *dq = emt_test_device_copy(gpu, q, qn * 4), *dk = emt_test_device_copy(gpu, k, kv_bytes);
+    float *dv = emt_test_device_copy(gpu, v, kv_bytes), *dout = gpu->ops->alloc(gpu, qn * 4);
     CHECK(dq && dk && dv && dout);
     launch_totals before, r;
     read_launches(&before);
+    if (bf16) gpu->ops->set_kv_dtype(eg, EMT_BF16);
     gpu->ops->attention(eg, dq, dk, dv, P, n_rows, mask, n_heads, n_kv_heads, hd, dout);
+    if (bf16) gpu->ops->set_kv_dtype(eg, EMT_F32);
     CHECK_OK(gpu->ops->sync(eg));
     if (read_launches(&r)) {
         double eff = r.sectors ? r.ideal_sectors / r.sectors : 0, dram = (r.dram_load + r.dram_store) / r.ideal;
-        printf("ATTN  %4d+%-3d %2d/%d heads hd %d: load sectors %8.0f / ideal %8.0f = %5.1f%%, widths %2.0f-%2.0f B, "
+        printf("ATTN %s %4d+%-3d %2d/%d heads hd %d: load sectors %8.0f / ideal %8.0f = %5.1f%%, widths %2.0f-%2.0f B, "
                "shared wavefronts %.0f / %.0f, bytes / ideal: DRAM %.3f, L2 %.2f, L1 %.2f\n",
-               P, n_rows, n_heads, n_kv_heads, hd, r.sectors, r.ideal_sectors, 100 * eff, r.narrowest, r.widest,
+               bf16 ? "BF16" : "F32 ", P, n_rows, n_heads, n_kv_heads, hd, r.sectors, r.ideal_sectors, 100 * eff, r.narrowest, r.widest,
                r.wavefronts, r.ideal_wavefronts, dram, r.l2_load / r.ideal, r.l1_load / r.ideal);
-        CHECK_MSG(eff >= 0.90, "attention %d+%d, %d/%d heads, hd %d: global-load sector efficiency %.3f < 0.90", P,
-                  n_rows, n_heads, n_kv_heads, hd, eff);
+        CHECK_MSG(eff >= 0.90, "attention %d+%d, %d/%d heads, hd %d, %s KV: global-load sector efficiency %.3f < 0.90", P,
+                  n_rows, n_heads, n_kv_heads, hd, bf16 ? "BF16" : "F32", eff);
         CHECK_MSG(r.wavefronts == r.ideal_wavefronts,
-                  "attention %d+%d, %d/%d heads, hd %d: %.0f shared wavefronts, %.0f without bank conflicts", P, n_rows,
-                  n_heads, n_kv_heads, hd, r.wavefronts, r.ideal_wavefronts);
+                  "attention %d+%d, %d/%d heads, hd %d, %s KV: %.0f shared wavefronts, %.0f without bank conflicts", P, n_rows,
+                  n_heads, n_kv_heads, hd, bf16 ? "BF16" : "F32", r.wavefronts, r.ideal_wavefronts);
     }
     float *p[] = { dq, dk, dv, dout };
     for (int i = 0; i < 4; i++) gpu->ops->release(gpu, p[i]);
@@ -264,6 +273,7 @@ static void check_rowwise(const char *op, int32_t n_rows) {
     launch_totals before, r;
     read_launches(&before);
     if (!strcmp(op, "RMSNORM")) gpu->ops->rmsnorm(eg, da, db, n_rows, dim, 1e-5f, dout);
+    else if (!strcmp(op, "ROUND_BF16")) gpu->ops->round_bf16(eg, da, n, (uint16_t *)(void *)dout); /* K/V rows into a BF16 cache */
     else if (!strcmp(op, "ROPE")) gpu->ops->rope(eg, da, n_rows, heads, hd, hd, pos, inv_freq);
     else if (!strcmp(op, "SWIGLU")) gpu->ops->swiglu(eg, da, db, n, dout);
     else gpu->ops->add(eg, da, db, n);
@@ -320,14 +330,16 @@ int main(void) {
     }
     const char *only = getenv("EMT_CUDA_MEMEFF_DTYPES");
     if (!only || !*only || name_listed(only, "ATTN")) {
-        check_attention(1, 1, 1, 128);  /* Llama 2 7B: 32 heads over 32 KV heads */
-        check_attention(1, 1, 64, 128);
-        check_attention(4, 1, 1, 128);  /* Llama 3 8B: 32 over 8 */
-        check_attention(4, 1, 16, 128); /* 64 queries per KV head, as the 64-row tree of Llama 2 */
-        check_attention(1, 1, 1, 96);   /* a head width the tensor-core kernel does not take (CUDA-core kernel) */
+        for (int bf16 = 0; bf16 < 2; bf16++) { /* F32, then BF16 KV caches */
+            check_attention(1, 1, 1, 128, bf16);  /* Llama 2 7B: 32 heads over 32 KV heads */
+            check_attention(1, 1, 64, 128, bf16);
+            check_attention(4, 1, 1, 128, bf16);  /* Llama 3 8B: 32 over 8 */
+            check_attention(4, 1, 16, 128, bf16); /* 64 queries per KV head, as the 64-row tree of Llama 2 */
+            check_attention(1, 1, 1, 96, bf16);   /* a head width the tensor-core kernel does not take (CUDA-core kernel) */
+        }
     }
-    static const char *const rowwise[] = { "RMSNORM", "ROPE", "SWIGLU", "ADD" };
-    for (int i = 0; i < 4; i++)
+    static const char *const rowwise[] = { "RMSNORM", "ROPE", "SWIGLU", "ADD", "ROUND_BF16" };
+    for (int i = 0; i < 5; i++)
         if (!only || !*only || name_listed(only, rowwise[i])) {
             check_rowwise(rowwise[i], 1);
             check_rowwise(rowwise[i], 64);

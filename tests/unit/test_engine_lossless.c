@@ -9,7 +9,10 @@
 #include "test_policies.h"
 #include "tiny_model.h"
 
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define N_GEN 48
 
@@ -173,6 +176,54 @@ static void check_step_bits(const char *model_path, const char *heads_path, cons
     emt_test_step_bits = 16;
 }
 
+/* A BF16 KV cache (kv_type): the prompt's logits move (attention reads K/V
+ * rounded to BF16) but stay close to the F32 cache's; greedy EntMTP equals
+ * greedy AR of sessions with the same setting, for every tree and policy;
+ * a kv_type outside the enum is refused naming the field and the value. */
+static void check_kv_bf16(const char *model_path, const char *heads_path, const char *label) {
+    entmtp_model_params mp = entmtp_model_default_params();
+    mp.backend = ENTMTP_BACKEND_CPU;
+    entmtp_model *m = NULL;
+    CHECK_OK(entmtp_model_load(model_path, &mp, &m));
+    if (!m) return;
+    float *l[2] = { NULL, NULL };
+    int32_t v[2] = { 0, 0 };
+    for (int i = 0; i < 2; i++) {
+        entmtp_session_params sp = entmtp_session_default_params();
+        sp.kv_type = i ? ENTMTP_KV_BF16 : ENTMTP_KV_F32;
+        entmtp_session *s = NULL;
+        CHECK_OK(entmtp_session_create(m, NULL, NULL, &sp, &s));
+        if (!s) continue;
+        const float *lp = NULL;
+        CHECK_OK(entmtp_session_prefill(s, prompt, N_PROMPT));
+        CHECK_OK(entmtp_session_logits(s, &lp, &v[i]));
+        l[i] = malloc(sizeof(float) * (size_t)v[i]);
+        if (l[i] && lp) memcpy(l[i], lp, sizeof(float) * (size_t)v[i]);
+        entmtp_session_free(s);
+    }
+    CHECK(l[0] && l[1] && v[0] == v[1]);
+    if (l[0] && l[1] && v[0] == v[1]) {
+        double worst = 0;
+        for (int32_t t = 0; t < v[0]; t++) {
+            double d = fabs((double)l[0][t] - l[1][t]);
+            worst = d > worst ? d : worst;
+        }
+        CHECK(worst > 0);    /* the rounding reached the logits */
+        CHECK(worst < 0.05); /* BF16 keys and values: about 3 decimal digits each */
+    }
+    free(l[0]);
+    free(l[1]);
+    entmtp_session_params bad = entmtp_session_default_params();
+    bad.kv_type = 3;
+    entmtp_session *none = NULL;
+    CHECK(entmtp_session_create(m, NULL, NULL, &bad, &none) == ENTMTP_ERR_INVALID_CONFIG && !none);
+    CHECK(strstr(entmtp_last_error(), "kv_type = 3") != NULL);
+    entmtp_model_free(m);
+    emt_test_kv_type = ENTMTP_KV_BF16;
+    check_model(model_path, heads_path, label);
+    emt_test_kv_type = ENTMTP_KV_DEFAULT;
+}
+
 static void check_formats_agree(const char *gguf_path, const char *hf_dir) {
     entmtp_model_params mp = entmtp_model_default_params();
     mp.backend = ENTMTP_BACKEND_CPU;
@@ -219,6 +270,8 @@ int main(void) {
     check_formats_agree(gguf, hf);
     check_model(gguf, medusa, "gguf+medusa");
     check_model(hf, hydra, "hf+hydra");
+    check_kv_bf16(gguf, medusa, "gguf+medusa kv bf16");
+    check_kv_bf16(hf, hydra, "hf+hydra kv bf16");
 
     /* native mode: weights kept in their stored type, run by the quantized
      * and half-precision kernels (ffn 64 so every matrix row is whole blocks) */

@@ -1,7 +1,9 @@
 /* The lossless invariant on the real SmolLM2-135M-Instruct with random
  * Medusa and Hydra heads (low acceptance, but greedy EntMTP must still equal
  * greedy AR token for token), for several trees and a policy that switches
- * tree every step. Skipped when the model is absent. */
+ * tree every step; the Medusa runs once more with a BF16 KV cache (kv_type:
+ * greedy EntMTP equals greedy AR at the same setting). Skipped when the model
+ * is absent. */
 #include "check.h"
 #include "tiny_model.h"
 
@@ -9,6 +11,8 @@
 #include <unistd.h>
 
 #define N_GEN 20
+
+static int32_t g_kv_type = ENTMTP_KV_DEFAULT; /* of the sessions run() creates */
 
 static entmtp_status rotate(void *user, const entmtp_features *f, int32_t n, int32_t *out) {
     (void)f;
@@ -21,6 +25,7 @@ static void run(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_policy 
     entmtp_session_params sp = entmtp_session_default_params();
     sp.kv_capacity = 512;
     sp.n_stop_tokens = 0;
+    sp.kv_type = g_kv_type;
     entmtp_session *s = NULL;
     CHECK_OK(entmtp_session_create(m, h, b, &sp, &s));
     if (!s) return;
@@ -61,7 +66,9 @@ int main(void) {
     int32_t prompt[128], n_prompt = 0;
     CHECK_OK(entmtp_tokenize(m, prompt_text, -1, 0, 1, prompt, 128, &n_prompt));
     const char *files[2] = { medusa, hydra };
-    for (int hk = 0; hk < 2; hk++) {
+    for (int pass = 0; pass < 3; pass++) { /* medusa, hydra, then medusa over a BF16 KV cache */
+        const int hk = pass == 1;
+        g_kv_type = pass == 2 ? ENTMTP_KV_BF16 : ENTMTP_KV_DEFAULT;
         entmtp_heads *h = NULL;
         CHECK_OK(entmtp_heads_load(m, files[hk], &h));
         if (!h) continue;
@@ -89,7 +96,8 @@ int main(void) {
             CHECK_OK(entmtp_policy_create(&pc, &p));
             run(m, h, b, p, 0, prompt, n_prompt, spec, &mean);
             int same = !memcmp(ar, spec, sizeof ar);
-            printf("%s heads, %s: mean accept length %.3f, %s\n", hk ? "hydra" : "medusa",
+            printf("%s heads%s, %s: mean accept length %.3f, %s\n", hk ? "hydra" : "medusa",
+                   g_kv_type == ENTMTP_KV_BF16 ? " (BF16 KV)" : "",
                    k < 3 ? "static tree" : k == 3 ? "switching every step" : k == 4 ? "expected-throughput policy" : "dynamic trees", mean, same ? "identical to AR" : "DIFFERENT");
             CHECK(same);
             entmtp_policy_free(p);

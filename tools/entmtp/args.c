@@ -160,6 +160,15 @@ int cli_step_bits(const char *cmd, const char *v, void *out) {
     return 0;
 }
 
+int cli_kv_type(const char *cmd, const char *v, void *out) {
+    if (!strcmp(v, "f32") || !strcmp(v, "bf16")) {
+        *(int32_t *)out = !strcmp(v, "f32") ? ENTMTP_KV_F32 : ENTMTP_KV_BF16;
+        return 1;
+    }
+    fprintf(stderr, "entmtp %s: --kv-type: '%s': give f32 or bf16\n", cmd, v);
+    return 0;
+}
+
 int cli_refuse_top_k(const char *cmd, const char *v, void *out) {
     (void)out;
     if (!strcmp(v, "0")) return 1; /* off, as llama.cpp spells it */

@@ -31,6 +31,7 @@ static void usage(FILE *f) {
             "  --backend B        auto | cpu | cuda;  --threads N   CPU threads\n"
             "  --prompt-bits B    activations of the prefill (and of the comparison's prompts): 16 (default) | 8\n"
             "  --step-bits B      activations of AR steps and verifies: 16 (default) | 8\n"
+            "  --kv-type T        KV cache elements: f32 (default) | bf16\n"
             "  --json             machine-readable output;  --plot FILE.png  verify-cost plot\n"
             "  --plot-script PY   plotting script (default: plot_bench.py installed with entmtp)\n");
 }
@@ -79,7 +80,7 @@ typedef struct bench_options {
     entmtp_backend backend;
     long context, tokens, reps, threads;
     int json;
-    int32_t prompt_bits, step_bits;
+    int32_t prompt_bits, step_bits, kv_type;
     int32_t sizes[32], n_sizes; /* --nodes, parsed */
 } bench_options;
 
@@ -106,6 +107,7 @@ static int parse_options(int argc, char **argv, bench_options *o) {
         { "--json", CLI_FLAG, &o->json },
         { "--prompt-bits", CLI_CALL, &o->prompt_bits, 0, 0, cli_prompt_bits },
         { "--step-bits", CLI_CALL, &o->step_bits, 0, 0, cli_step_bits },
+        { "--kv-type", CLI_CALL, &o->kv_type, 0, 0, cli_kv_type },
     };
     int rc = cli_parse("bench", argc, argv, CLI_TABLE(opts), usage);
     if (rc) return rc;
@@ -199,6 +201,7 @@ static int prefilled_session(bench_job *j) {
     sp.n_stop_tokens = 0;
     sp.prompt_activation_bits = o->prompt_bits;
     sp.step_activation_bits = o->step_bits;
+    sp.kv_type = o->kv_type;
     if ((st = entmtp_session_create(j->model, NULL, j->bank, &sp, &j->s))) return cli_fail("session", st);
     int32_t *ctx_tokens = malloc((size_t)o->context * sizeof *ctx_tokens);
     if (!ctx_tokens) return cli_fail("bench", ENTMTP_ERR_OUT_OF_MEMORY);
@@ -268,6 +271,7 @@ static int compare_generation(bench_job *j) {
         gp.kv_capacity = 1024 < j->mi.context_length ? 1024 : j->mi.context_length;
         gp.prompt_activation_bits = o->prompt_bits;
         gp.step_activation_bits = o->step_bits;
+        gp.kv_type = o->kv_type;
         if ((st = entmtp_session_create(j->model, j->heads, j->hbank, &gp, &g))) return cli_fail("session", st);
         int32_t ptoks[2048], np = 0;
         if ((st = entmtp_tokenize(j->model, text, -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 1, ptoks, 2048, &np)) ||

@@ -50,6 +50,7 @@ static void usage(FILE *f) {
             "  --compute C           native (weights in their file type, default) | f32\n"
             CLI_PROMPT_BITS_HELP
             CLI_STEP_BITS_HELP
+            CLI_KV_TYPE_HELP
             "  -c, --ctx-size N      context (KV cache capacity) in tokens (alias --kv; default:\n"
             "                        4096, or the model's context when smaller)\n"
             "  --json                print one JSON object instead of text + summary\n"
@@ -152,7 +153,7 @@ typedef struct generate_options {
     int ar, json, raw, quiet, no_heads, interactive, compare_ar;
     entmtp_backend backend;
     entmtp_compute_type compute;
-    int32_t prompt_bits, step_bits;
+    int32_t prompt_bits, step_bits, kv_type;
 } generate_options;
 
 static int parse_options(int argc, char **argv, generate_options *o) {
@@ -195,6 +196,7 @@ static int parse_options(int argc, char **argv, generate_options *o) {
         { "--backend", CLI_BACKEND, &o->backend },
         { "--prompt-bits", CLI_CALL, &o->prompt_bits, 0, 0, cli_prompt_bits },
         { "--step-bits", CLI_CALL, &o->step_bits, 0, 0, cli_step_bits },
+        { "--kv-type", CLI_CALL, &o->kv_type, 0, 0, cli_kv_type },
     };
     int rc = cli_parse("generate", argc, argv, CLI_TABLE(opts), usage);
     if (rc) return rc;
@@ -347,6 +349,7 @@ static int start_session(const generate_options *o, generate_run *g) {
     sp.seed = o->seed;
     sp.prompt_activation_bits = o->prompt_bits;
     sp.step_activation_bits = o->step_bits;
+    sp.kv_type = o->kv_type;
     entmtp_status st;
     if ((st = entmtp_session_create(g->model, g->heads, g->bank, &sp, &g->session))) return cli_fail("session", st);
     if (g->policy && (st = entmtp_policy_set(g->session, g->policy))) return cli_fail("policy", st);

@@ -112,6 +112,24 @@ def test_activation_bits(model, field, bad):
         Session(model, **{field: bad})
 
 
+def test_kv_type(model):
+    # "f32" and "bf16" reach the library: the BF16 cache's logits differ a little from the F32 one's
+    # (K and V rounded), and greedy AR runs; an unknown name or enum value is refused naming kv_type
+    np = pytest.importorskip("numpy")
+    logits = {}
+    for kv in ("f32", "bf16"):
+        with Session(model, stop_tokens=[], kv_type=kv) as s:
+            s.prefill([4, 5, 6, 7, 8])
+            logits[kv] = np.array(s.logits())
+            assert len(s.generate(4, autoregressive=True)) == 4
+    diff = np.abs(logits["f32"] - logits["bf16"]).max()
+    assert 0 < diff < 0.05
+    with pytest.raises(entmtp.InvalidConfigError, match="kv_type"):
+        Session(model, kv_type="fp8")
+    with pytest.raises(entmtp.InvalidConfigError, match="kv_type = 7"):
+        Session(model, kv_type=7)
+
+
 def test_logits_match_the_greedy_token(model):
     np = pytest.importorskip("numpy")
     with Session(model, stop_tokens=[]) as s:

@@ -33,6 +33,7 @@ struct emt_exec {
     emt_xq8 *xq8; /* the same rows with 8-bit codes (prompt mode, quant8.h) */
     size_t xq8_cap;
     int act8; /* set_activation_bits(8): products of emt_act8_type weights take xq8 */
+    int kv_bf16; /* set_kv_dtype(EMT_BF16): attention's K/V caches hold BF16 */
     float *attn_partial; /* attention's per-chunk partial results */
     size_t attn_cap;
     const char *error; /* set by an op that failed; sync reports it */
@@ -487,6 +488,7 @@ typedef struct attn_job {
     const int32_t *positions; /* with window > 0: the rows' positions, less pos_base */
     int32_t pos_base;         /* attention_dyn: L (positions are then the tree's depths) */
     int32_t window;           /* 0: none; else keys >= window positions back are hidden */
+    int kv_bf16;              /* k and v point to BF16 caches */
 } attn_job;
 
 /* Scores of nb keys (a row of K each) against q: s[t] = dot1(q, k_t) * scale.
@@ -571,6 +573,44 @@ static int32_t chunk_keys(const attn_job *j, int32_t row, int32_t v0, int32_t wa
     return nb;
 }
 
+/* A BF16 cache's keys keys[0..nb) (nb <= 8) of one KV head widened to F32
+ * rows of hd in out (exact), and the indices 0..nb-1 to read them by. */
+#define EMT_ATTN_WIDE 8
+static void widen_bf16_rows(const uint16_t *cache, size_t stride, const int32_t *keys, int32_t nb, int32_t hd,
+                            float *out, int32_t *idx) {
+    for (int32_t u = 0; u < nb; u++) {
+        const uint16_t *row = cache + (size_t)keys[u] * stride;
+        for (int32_t d = 0; d < hd; d++) out[(size_t)u * hd + d] = emt_bf16_to_f32(row[d]);
+        idx[u] = u;
+    }
+}
+
+/* attn_scores and attn_accumulate over a BF16 cache: the keys in groups of
+ * EMT_ATTN_WIDE widened to F32, which are attn_scores' own groups of eight
+ * (and its tail), and accumulate's corr applied by the first group only
+ * (acc * 1.0f is acc): the bits an F32 cache of the same values gives. */
+static void attn_scores_bf16(const float *q, const uint16_t *k, size_t stride, const int32_t *keys, int32_t nb,
+                             int32_t hd, float scale, float *s) {
+    float wide[EMT_ATTN_WIDE * EMT_MAX_HEAD_DIM];
+    int32_t idx[EMT_ATTN_WIDE];
+    for (int32_t t = 0; t < nb; t += EMT_ATTN_WIDE) {
+        int32_t n = nb - t < EMT_ATTN_WIDE ? nb - t : EMT_ATTN_WIDE;
+        widen_bf16_rows(k, stride, keys + t, n, hd, wide, idx);
+        attn_scores(q, wide, (size_t)hd, idx, n, hd, scale, s + t);
+    }
+}
+
+static void attn_accumulate_bf16(float *acc, float corr, const float *p, const uint16_t *v, size_t stride,
+                                 const int32_t *keys, int32_t nb, int32_t hd) {
+    float wide[EMT_ATTN_WIDE * EMT_MAX_HEAD_DIM];
+    int32_t idx[EMT_ATTN_WIDE];
+    for (int32_t t = 0; t < nb; t += EMT_ATTN_WIDE) {
+        int32_t n = nb - t < EMT_ATTN_WIDE ? nb - t : EMT_ATTN_WIDE;
+        widen_bf16_rows(v, stride, keys + t, n, hd, wide, idx);
+        attn_accumulate(acc, t == 0 ? corr : 1.0f, p + t, wide, (size_t)hd, idx, n, hd);
+    }
+}
+
 /* One (row, KV head, chunk): for each query head of the group, the online
  * softmax over the chunk's keys in blocks of EMT_ATTN_BLOCK, left in the
  * partial record [m, l, acc[hd]] (m = -inf when the chunk is empty). */
@@ -581,6 +621,8 @@ static void attn_chunk_task(void *ctx, int32_t task) {
     int32_t hd = j->head_dim, group = j->n_heads / j->n_kv_heads;
     size_t kv_stride = (size_t)j->n_kv_heads * hd, rec = (size_t)hd + 2;
     const float *k = j->k + (size_t)kv_head * hd, *v = j->v + (size_t)kv_head * hd;
+    const uint16_t *k16 = (const uint16_t *)(const void *)j->k + (size_t)kv_head * hd;
+    const uint16_t *v16 = (const uint16_t *)(const void *)j->v + (size_t)kv_head * hd;
     float *part[EMT_ATTN_MAX_GROUP];
     for (int32_t g = 0; g < group; g++) {
         int32_t head = kv_head * group + g;
@@ -598,7 +640,8 @@ static void attn_chunk_task(void *ctx, int32_t task) {
             int32_t head = kv_head * group + g;
             const float *q = j->q + ((size_t)row * j->n_heads + head) * hd;
             float *m = &part[g][0], *l = &part[g][1], *acc = part[g] + 2;
-            attn_scores(q, k, kv_stride, keys, nb, hd, j->scale, s);
+            if (j->kv_bf16) attn_scores_bf16(q, k16, kv_stride, keys, nb, hd, j->scale, s);
+            else attn_scores(q, k, kv_stride, keys, nb, hd, j->scale, s);
             if (j->softcap > 0.0f)
                 for (int32_t t = 0; t < nb; t++) s[t] = j->softcap * tanhf(s[t] / j->softcap);
             float mb = -INFINITY;
@@ -611,7 +654,8 @@ static void attn_chunk_task(void *ctx, int32_t task) {
                 s[t] = expf(s[t] - m_new);
                 *l += s[t];
             }
-            attn_accumulate(acc, corr, s, v, kv_stride, keys, nb, hd);
+            if (j->kv_bf16) attn_accumulate_bf16(acc, corr, s, v16, kv_stride, keys, nb, hd);
+            else attn_accumulate(acc, corr, s, v, kv_stride, keys, nb, hd);
             *m = m_new;
         }
         if (nb < EMT_ATTN_BLOCK) break;
@@ -662,7 +706,7 @@ static void run_attention(emt_exec *ex, const float *q, const float *k_cache, co
     }
     attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
                      head_dim, row0, 1.0f / sqrtf((float)head_dim), cap, ex->attn_partial, n_chunks, positions,
-                     pos_base, window };
+                     pos_base, window, ex->kv_bf16 };
     emt_pool_run(ex->pool, n_rows * n_kv_heads * n_chunks, attn_chunk_task, &job);
     emt_pool_run(ex->pool, n_rows * n_heads, attn_fold_task, &job);
 }
@@ -1963,6 +2007,13 @@ static int prepare_all(emt_exec *ex, const emt_wmat *const *W, int32_t n, const 
  * 16-bit ones. The engine brackets prefill with it. */
 static void cpu_set_activation_bits(emt_exec *ex, int32_t bits) { ex->act8 = bits == 8; }
 
+static void cpu_set_kv_dtype(emt_exec *ex, emt_dtype dtype) { ex->kv_bf16 = dtype == EMT_BF16; }
+
+static void cpu_round_bf16(emt_exec *ex, const float *x, int64_t n, uint16_t *out) {
+    (void)ex;
+    for (int64_t i = 0; i < n; i++) out[i] = emt_f32_to_bf16(x[i]);
+}
+
 /* Outputs per task: about 4 tasks per thread for balance, a multiple of 8
  * (whole packed row groups; the same for every dtype, so the gate and up
  * products of a fused job split alike). */
@@ -2187,4 +2238,6 @@ const emt_backend_ops EMT_CPU_OPS = {
 #ifdef EMT_CPU_PACKED
     .pack = cpu_pack,
 #endif
+    .set_kv_dtype = cpu_set_kv_dtype,
+    .round_bf16 = cpu_round_bf16,
 };

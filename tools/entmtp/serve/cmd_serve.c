@@ -51,7 +51,7 @@ static void usage(FILE *f) {
             "  --threads N           CPU threads per generation (default: all cores)\n"
             "  --backend B           auto | cpu | cuda (default auto)\n"
             "  --compute C           native (weights in their file type, default) | f32\n"
-            CLI_PROMPT_BITS_HELP CLI_STEP_BITS_HELP);
+            CLI_PROMPT_BITS_HELP CLI_STEP_BITS_HELP CLI_KV_TYPE_HELP);
 }
 
 typedef struct serve_options {
@@ -59,7 +59,7 @@ typedef struct serve_options {
     int no_heads, allow_no_api_key;
     long static_tree, port, parallel, queue, ctx, max_tokens, max_body, threads;
     float temperature;
-    int32_t prompt_bits, step_bits;
+    int32_t prompt_bits, step_bits, kv_type;
     entmtp_backend backend;
     entmtp_compute_type compute;
 } serve_options;
@@ -113,6 +113,7 @@ static int parse_options(int argc, char **argv, serve_options *o) {
         { "--threads", CLI_LONG, &o->threads, 0, 1024 },
         { "--prompt-bits", CLI_CALL, &o->prompt_bits, 0, 0, cli_prompt_bits },
         { "--step-bits", CLI_CALL, &o->step_bits, 0, 0, cli_step_bits },
+        { "--kv-type", CLI_CALL, &o->kv_type, 0, 0, cli_kv_type },
         { "--temperature|--temp", CLI_FLOAT, &o->temperature, 0 },
         { "--backend", CLI_BACKEND, &o->backend },
         { "--compute", CLI_COMPUTE, &o->compute },
@@ -202,7 +203,7 @@ int cmd_serve(int argc, char **argv) {
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
 #endif
 
-    serve_model sm = { .ctx = (int32_t)o.ctx, .prompt_bits = o.prompt_bits, .step_bits = o.step_bits, .max_tokens_default = (int32_t)o.max_tokens,
+    serve_model sm = { .ctx = (int32_t)o.ctx, .prompt_bits = o.prompt_bits, .step_bits = o.step_bits, .kv_type = o.kv_type, .max_tokens_default = (int32_t)o.max_tokens,
                        .temperature_default = o.temperature, .max_body = (size_t)o.max_body };
     serve_gate gate = { .parallel = (int)o.parallel, .queue_max = (int)o.queue };
     pthread_mutex_init(&gate.mu, NULL);

@@ -90,6 +90,7 @@ int serve_job_start(const serve_model *sm, const serve_request *req, serve_job *
     sp.seed = req->seed;
     sp.prompt_activation_bits = sm->prompt_bits;
     sp.step_activation_bits = sm->step_bits;
+    sp.kv_type = sm->kv_type;
     sp.reproducible = req->has_seed; /* no clock in the tree choice: same seed, same text */
     if (!st) st = entmtp_session_create(sm->model, sm->heads, sm->bank, &sp, &j->session);
     j->autoregressive = req->autoregressive || !sm->heads;

@@ -27,6 +27,7 @@ typedef struct serve_model {
     int32_t ctx;                  /* KV capacity of each session, in tokens */
     int32_t prompt_bits;          /* --prompt-bits: each session's prompt_activation_bits */
     int32_t step_bits;            /* --step-bits: each session's step_activation_bits */
+    int32_t kv_type;              /* --kv-type: each session's kv_type (0: the default) */
     int32_t max_tokens_default;
     float temperature_default;
     size_t max_body;              /* bytes */

@@ -266,6 +266,12 @@ entmtp_status entmtp_bank_set_policy_config(entmtp_bank *bank, const entmtp_poli
 entmtp_status entmtp_bank_default_policy(const entmtp_bank *bank, entmtp_policy_kind *out_kind);
 typedef struct entmtp_session entmtp_session;
 
+typedef enum entmtp_kv_type {
+    ENTMTP_KV_DEFAULT = 0,
+    ENTMTP_KV_F32 = 1,
+    ENTMTP_KV_BF16 = 2
+} entmtp_kv_type;
+
 typedef struct entmtp_session_params {
     size_t struct_size;
     int32_t kv_capacity;
@@ -280,6 +286,8 @@ typedef struct entmtp_session_params {
     int32_t reserved0;
     int32_t prompt_activation_bits;
     int32_t step_activation_bits;
+    int32_t kv_type;
+    int32_t reserved1;
 } entmtp_session_params;
 
 entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size);

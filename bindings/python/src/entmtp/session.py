@@ -92,11 +92,14 @@ class Session(Handle):
     step_activation_bits=8 runs every step (AR and tree verify) with 8-bit
     activations, llama.cpp's precision (faster steps with AVX-512 VNNI, some
     fidelity lost; greedy output still equals greedy AR at the same setting).
+    kv_type="bf16" stores the KV cache in BF16 (K/V rounded to nearest even:
+    half the cache's memory; greedy output still equals greedy AR at the
+    same setting), "f32" in F32; None keeps the default (F32).
     """
 
     def __init__(self, model, heads=None, bank=None, *, kv_capacity=None, temperature=None,
                  epsilon=None, delta=None, seed=None, ema_decay=None, stop_tokens=None, reproducible=None,
-                 prompt_activation_bits=None, step_activation_bits=None):
+                 prompt_activation_bits=None, step_activation_bits=None, kv_type=None):
         if not isinstance(model, Model):
             raise TypeError("Session: model must be an entmtp.Model")
         if heads is not None and not isinstance(heads, Heads):
@@ -112,6 +115,13 @@ class Session(Handle):
                 setattr(p, name, value)
         if reproducible is not None:
             p.reproducible = 1 if reproducible else 0
+        if kv_type is not None:
+            # the C enum by name; an int goes to the library, which checks it and names the field
+            kv_types = {"f32": lib.ENTMTP_KV_F32, "bf16": lib.ENTMTP_KV_BF16}
+            if isinstance(kv_type, str) and kv_type not in kv_types:
+                raise InvalidConfigError(lib.ENTMTP_ERR_INVALID_CONFIG,
+                                         f"Session: kv_type = {kv_type!r} must be 'f32' or 'bf16'")
+            p.kv_type = kv_types[kv_type] if isinstance(kv_type, str) else kv_type
         if stop_tokens is not None:
             # the library copies the ids and checks their count against
             # entmtp_limit(ENTMTP_LIMIT_MAX_STOP_TOKENS)

@@ -2220,6 +2220,10 @@ extern "C" {
 pub struct entmtp_session {
     _unused: [u8; 0],
 }
+pub const ENTMTP_KV_DEFAULT: entmtp_kv_type = 0;
+pub const ENTMTP_KV_F32: entmtp_kv_type = 1;
+pub const ENTMTP_KV_BF16: entmtp_kv_type = 2;
+pub type entmtp_kv_type = ::std::os::raw::c_uint;
 #[repr(C)]
 #[derive(Debug, Copy, Clone)]
 pub struct entmtp_session_params {
@@ -2236,12 +2240,14 @@ pub struct entmtp_session_params {
     pub reserved0: i32,
     pub prompt_activation_bits: i32,
     pub step_activation_bits: i32,
+    pub kv_type: i32,
+    pub reserved1: i32,
 }
 #[test]
 fn bindgen_test_layout_entmtp_session_params() {
     assert_eq!(
         ::std::mem::size_of::<entmtp_session_params>(),
-        64usize,
+        72usize,
         concat!("Size of: ", stringify!(entmtp_session_params))
     );
     assert_eq!(
@@ -2470,6 +2476,40 @@ fn bindgen_test_layout_entmtp_session_params() {
         );
     }
     test_field_step_activation_bits();
+    fn test_field_kv_type() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_session_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).kv_type) as usize - ptr as usize
+            },
+            64usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_session_params),
+                "::",
+                stringify!(kv_type)
+            )
+        );
+    }
+    test_field_kv_type();
+    fn test_field_reserved1() {
+        assert_eq!(
+            unsafe {
+                let uninit = ::std::mem::MaybeUninit::<entmtp_session_params>::uninit();
+                let ptr = uninit.as_ptr();
+                ::std::ptr::addr_of!((*ptr).reserved1) as usize - ptr as usize
+            },
+            68usize,
+            concat!(
+                "Offset of field: ",
+                stringify!(entmtp_session_params),
+                "::",
+                stringify!(reserved1)
+            )
+        );
+    }
+    test_field_reserved1();
 }
 extern "C" {
     pub fn entmtp_session_params_init(params: *mut entmtp_session_params, size: usize) -> entmtp_status;

@@ -37,6 +37,10 @@ pub struct SessionOptions {
     /// (llama.cpp's precision: faster steps on AVX-512 VNNI CPUs, some
     /// fidelity lost; greedy output equals greedy AR at the same setting).
     pub step_activation_bits: i32,
+    /// KV cache element type: 0 the default (F32), 1 F32, 2 BF16 (K/V rounded
+    /// to BF16: half the cache's memory; greedy output equals greedy AR at the
+    /// same setting). Other values are refused naming `kv_type`.
+    pub kv_type: i32,
 }
 
 impl Default for SessionOptions {
@@ -53,6 +57,7 @@ impl Default for SessionOptions {
             reproducible: p.reproducible != 0,
             prompt_activation_bits: p.prompt_activation_bits,
             step_activation_bits: p.step_activation_bits,
+            kv_type: p.kv_type,
         }
     }
 }
@@ -71,6 +76,7 @@ impl SessionOptions {
         p.reproducible = i32::from(self.reproducible);
         p.prompt_activation_bits = self.prompt_activation_bits;
         p.step_activation_bits = self.step_activation_bits;
+        p.kv_type = self.kv_type;
         match &self.stop_tokens {
             None => p.n_stop_tokens = -1,
             Some(t) => {

@@ -568,6 +568,28 @@ fn session_errors() {
         }),
         Status::OutOfRange
     );
+    assert_eq!(
+        bad(SessionOptions {
+            kv_type: 3,
+            ..SessionOptions::default()
+        }),
+        Status::InvalidConfig
+    );
+    // a BF16 KV cache (kv_type 2) reaches the library: greedy AR runs on it
+    let mut s16 = Session::with_options(
+        &m,
+        None,
+        None,
+        &SessionOptions {
+            kv_type: 2,
+            stop_tokens: Some(Vec::new()),
+            ..SessionOptions::default()
+        },
+    )
+    .unwrap();
+    s16.prefill(&[1, 2, 3]).unwrap();
+    assert_eq!(s16.generate(4, true).unwrap().len(), 4);
+    drop(s16);
 
     let mut p = Policy::static_tree(0).unwrap();
     let mut plain = Session::new(&m, None, None).unwrap();

@@ -585,6 +585,7 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
                         const uint32_t b0[2] = { p.x, p.y }, b1[2] = { p.z, p.w };
                         EMT_UNROLL
                         for (int mt = 0; mt < MT; mt++) {
+                            if (o0 + 16 * mt >= n_out) break; // the whole warp's: m-tiles past the outputs
                             const uint4 ua = wa[d][mt], ub = wb[d][mt];
                             const uint32_t a0[4] = { ua.x, ub.x, ua.y, ub.y }, a1[4] = { ua.z, ub.z, ua.w, ub.w };
                             emt_mma_bf16_m16n8k16(acc[mt][j], a0, b0, acc[mt][j]);
@@ -619,7 +620,7 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
         for (int mt = 0; mt < MT; mt++)
             EMT_UNROLL
             for (int j = 0; j < NT; j++)
-                if (wr0 + 8 * j < nr)
+                if (wr0 + 8 * j < nr && o0 + 16 * mt < n_out)
                     for (int i = 0; i < 4; i++) emt_st(slot(kw, mt, j, i), acc[mt][j][i]);
     }
     if (SPLIT) {
@@ -646,7 +647,7 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
     for (int mt = 0; mt < MT; mt++)
         EMT_UNROLL
         for (int j = 0; j < NT; j++) {
-            if (wr0 + 8 * j >= nr) break;
+            if (wr0 + 8 * j >= nr || o0 + 16 * mt >= n_out) break;
             for (int i = 0; i < 4; i++) {
                 // the other blocks' shares bypass L1 (ld.global.cg): they were written by other SMs
                 float v = SPLIT && kw != 0 ? emt_ld_cg(slot(0, mt, j, i)) : acc[mt][j][i];

@@ -438,8 +438,8 @@ static const char *dtype_name(int dt) {
 // activations of each TC_CHUNK inputs once, split, in shared memory (rows
 // TC_ROW_BYTES apart: hi, mid and lo planes plus 64 bytes of padding, so the
 // 16-byte fragment reads of two rows fall in different bank halves), and
-// its tc_mw(NT) x tc_mt(NT) m-tiles of 16 outputs share them: from 17 rows
-// on, a block reads its activations once per 64 outputs.
+// its MW x MT m-tiles of 16 outputs share them (below: from 17 rows on, 64
+// or 128 outputs per staged activation).
 #define TC_KWARPS 4
 #define TC_KSTEP 32
 #define TC_CHUNK (TC_KWARPS * TC_KSTEP)
@@ -651,7 +651,8 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
             for (int i = 0; i < 4; i++) {
                 // the other blocks' shares bypass L1 (ld.global.cg): they were written by other SMs
                 float v = SPLIT && kw != 0 ? emt_ld_cg(slot(0, mt, j, i)) : acc[mt][j][i];
-                for (int p = 1; p < TC_KWARPS; p++) v += SPLIT && p == kw ? acc[mt][j][i] : SPLIT ? emt_ld_cg(slot(p, mt, j, i)) : emt_ld(slot(p, mt, j, i));
+                for (int p = 1; p < TC_KWARPS; p++)
+                    v += !SPLIT ? emt_ld(slot(p, mt, j, i)) : p == kw ? acc[mt][j][i] : emt_ld_cg(slot(p, mt, j, i));
                 const int r = wr0 + 8 * j + 2 * t + (i & 1);
                 const int32_t o = o0 + 16 * mt + g + 8 * (i >> 1);
                 if (r < nr && o < n_out) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);

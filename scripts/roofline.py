@@ -42,10 +42,11 @@ one block's reuse); L1 cycles: each global load request takes one cycle per
 global load request x the requests in flight (Little's law: narrow loads
 cannot keep enough bytes in flight to cover DRAM latency). The BF16 tensor-core
 kernel (tc_product_kernel) has its own occupancy, from its launch shape
-(cuda/matmul.cu: 16 x tc_mt x tc_mw outputs and 8 x NT rows per block,
-4 x tc_mw warps, tc_depth x 2 x tc_mt weight requests in flight per warp,
-its shared memory and registers per block; Q/K/V and gate/up one launch
-each) and FLOPs of 3 BF16 mmas per product (the activations' three
+(cuda/matmul.cu, tc_shape below: 16 x MT x MW outputs and 8 x NT x RW rows
+per block, 4 x MW warps, or MW x RW warps and 4 blocks per tile where the
+inputs' shares are split over blocks (33-64 rows), tc_depth x 2 x MT weight
+requests in flight per warp, its shared memory and registers per block;
+Q/K/V and gate/up one launch each) and FLOPs of 3 BF16 mmas per product (the activations' three
 parts), rows padded to 8 and outputs to 16, at the mma.sync rate (assumed
 60% of the dense BF16 peak: the peak needs Hopper's wgmma). % of bandwidth: the op's
 ideal bytes at the HBM peak over the predicted time. The kernels the harness

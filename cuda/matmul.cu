@@ -544,11 +544,38 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
             if (has_g8[mt]) pb[mt] = emt_ld(w_g8[mt] + (k + 8 * t) / 8);
         }
     };
+    // the activations of the next chunk in flight too: a thread's share of
+    // a chunk's staging loads goes out before the chunk before it is
+    // multiplied, so their latency hides behind its mmas. The split form
+    // stages only its share's step, where the in-block form's warp kw reads
+    // it; lane order is row-major (8 or 16 lanes load and store a row's 64
+    // or 128 bytes).
+    constexpr int STAGE_QUADS = SPLIT ? TC_KSTEP / 4 : TC_CHUNK / 4;
+    constexpr int STAGE_LOADS = (8 * NT * RW * STAGE_QUADS + WARPS * 32 - 1) / (WARPS * 32); // per thread and chunk
+    auto stage_quads = [&](int32_t base) { // quads per staged row of the chunk at `base` (0: none)
+        const int32_t width = n_in - base < TC_CHUNK ? n_in - base : TC_CHUNK; // a multiple of TC_KSTEP
+        return SPLIT ? (kw * TC_KSTEP < width ? TC_KSTEP / 4 : 0) : width / 4;
+    };
+    const int32_t q0 = SPLIT ? kw * (TC_KSTEP / 4) : 0;
+    float4 xa[STAGE_LOADS];
+    auto load_activations = [&](int32_t base) {
+        const int32_t quads = base < n_in ? stage_quads(base) : 0;
+        EMT_UNROLL
+        for (int it = 0; it < STAGE_LOADS; it++) {
+            xa[it] = float4{ 0.0f, 0.0f, 0.0f, 0.0f };
+            const int32_t i = threadIdx.x + it * WARPS * 32;
+            if (i >= nr8 * quads) break; // the thread's tail
+            const int32_t r = i / quads, c = q0 + i - r * quads;
+            if (r < nr) xa[it] = emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c);
+        }
+    };
     EMT_UNROLL
     for (int d = 0; d < DEPTH; d++) {
         EMT_REQUEST_TAG(~0u - d); // lanes of a partial m-tile skip the tail of each chunk's loads
         load_weights(d * TC_CHUNK, wa[d], wb[d]);
     }
+    EMT_REQUEST_TAG(~0u - DEPTH);
+    load_activations(0);
     for (int32_t base0 = 0; base0 < n_in; base0 += DEPTH * TC_CHUNK) {
         EMT_UNROLL
         for (int d = 0; d < DEPTH; d++) {
@@ -556,15 +583,15 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
             if (base >= n_in) break; // the whole block's
             EMT_REQUEST_TAG(base / TC_CHUNK); // the staging loop's lanes skip different tails per chunk
             const int32_t width = n_in - base < TC_CHUNK ? n_in - base : TC_CHUNK; // a multiple of TC_KSTEP
-            if (SPLIT && kw * TC_KSTEP >= width) break; // the block's share has no step in the last chunk
+            const int32_t quads = stage_quads(base);
+            if (!quads) break; // the split block's share has no step in the last chunk
             __syncthreads(); // the previous chunk is consumed
-            // the split form stages only its share's step, where the in-block form's warp kw reads it
-            const int32_t quads = SPLIT ? TC_KSTEP / 4 : width / 4, q0 = SPLIT ? kw * (TC_KSTEP / 4) : 0;
-            for (int32_t i = threadIdx.x; i < nr8 * quads; i += WARPS * 32) {
-                const int32_t r = i / quads, c = q0 + i - r * quads; // row-major: 8 or 16 lanes store a row's 64 or 128 bytes
-                float4 v = { 0.0f, 0.0f, 0.0f, 0.0f };
-                if (r < nr) v = emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c);
-                const float vs[4] = { v.x, v.y, v.z, v.w };
+            EMT_UNROLL
+            for (int it = 0; it < STAGE_LOADS; it++) {
+                const int32_t i = threadIdx.x + it * WARPS * 32;
+                if (i >= nr8 * quads) break;
+                const int32_t r = i / quads, c = q0 + i - r * quads;
+                const float vs[4] = { xa[it].x, xa[it].y, xa[it].z, xa[it].w };
                 uint32_t h[4], m[4], l[4];
                 for (int e = 0; e < 4; e++) split_bf16x3(vs[e], &h[e], &m[e], &l[e]);
                 uint8_t *row = stage + (size_t)r * TC_ROW_BYTES + 8 * c;
@@ -572,6 +599,7 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
                 emt_st((uint2 *)(row + TC_PLANE), uint2{ m[0] | m[1] << 16, m[2] | m[3] << 16 });
                 emt_st((uint2 *)(row + 2 * TC_PLANE), uint2{ l[0] | l[1] << 16, l[2] | l[3] << 16 });
             }
+            load_activations(base + TC_CHUNK); // the next chunk's, in flight during this one's mmas
             __syncthreads();
             if (warp_live && kw * TC_KSTEP < width) { // the whole warp's
                 EMT_UNROLL

@@ -65,8 +65,8 @@ BF16_TC = 989e12      # dense BF16 tensor-core FLOP/s
 FP32_CORES = 67e12    # FP32 FMA on CUDA cores (the F32/F16/quantized kernels of cuda/matmul.cu)
 MMA_SYNC = 0.6 * BF16_TC  # mma.sync.m16n8k16 on H100 (assumed: the dense peak needs wgmma)
 TC_SPLITS, TC_ROW_BYTES, TC_KWARPS = 3, 832, 4  # cuda/matmul.cu's tensor-core product
-TC_REGISTERS = {(1, 1, 1, 1, False): 64, (2, 1, 1, 1, False): 80, (2, 4, 1, 1, False): 156, (4, 4, 2, 2, True): 208,
-                (4, 4, 1, 1, False): 210}  # its registers per thread by variant (ptxas -v, sm_90, CUDA 13; no spills)
+TC_REGISTERS = {(1, 1, 1, 1, False): 110, (2, 1, 1, 1, False): 96, (2, 4, 1, 1, False): 166, (4, 4, 2, 2, True): 216,
+                (4, 4, 1, 1, False): 222}  # its registers per thread by variant (ptxas -v, sm_90, CUDA 13; no spills)
 L2_BW = 10e12         # L2 -> SM read bandwidth (assumed; published measurements 7-12 TB/s)
 KERNEL_OVERHEAD = 2e-6       # ramp-up and tail per kernel inside a replayed graph (assumed)
 SMS, CLOCK = 132, 1.755e9

@@ -101,6 +101,25 @@ float *cu_scratch(emt_exec *ex, size_t floats) {
     return ex->scratch;
 }
 
+int32_t *cu_tc_arrivals(emt_exec *ex, size_t n) {
+    if (n > ex->tc_arrivals_cap) {
+        if (ex->recording) { // as cu_scratch
+            ex->capture_broken = 1;
+            return NULL;
+        }
+        cu_graph_reset(ex);
+        if (ex->tc_arrivals) cu_retire(ex, ex->tc_arrivals, 0);
+        ex->tc_arrivals = NULL;
+        size_t cap = n + n / 2;
+        CUDA_OK(ex, cudaMalloc(&ex->tc_arrivals, cap * sizeof(int32_t)));
+        ex->tc_arrivals_cap = 0;
+        if (!ex->tc_arrivals) return NULL;
+        CUDA_OK(ex, cudaMemsetAsync(ex->tc_arrivals, 0, cap * sizeof(int32_t), ex->stream));
+        ex->tc_arrivals_cap = cap;
+    }
+    return ex->tc_arrivals;
+}
+
 void cu_after_wait(emt_exec *ex) {
     ex->st.used = 0;
     ex->wait_epoch++;
@@ -205,6 +224,7 @@ static void cu_exec_destroy(emt_exec *ex) {
     if (ex->st.host) cudaFreeHost(ex->st.host);
     if (ex->st.dev) cudaFree(ex->st.dev);
     if (ex->scratch) cudaFree(ex->scratch);
+    if (ex->tc_arrivals) cudaFree(ex->tc_arrivals);
     cu_after_wait(ex);
     if (ex->bounce) cudaFreeHost(ex->bounce);
     free(ex->host_index);

@@ -44,8 +44,10 @@ struct emt_exec {
     cudaStream_t stream;
     cublasHandle_t blas;
     staging st;
-    float *scratch; // attention partials and top-k results
+    float *scratch; // attention partials, top-k results and the split tensor-core products' partial sums
     size_t scratch_cap;
+    int32_t *tc_arrivals; // the split tensor-core products' arrival counters per tile (zero between launches)
+    size_t tc_arrivals_cap;
     int32_t *host_index; // host-side index lists built before staging (tree rows' visible keys)
     size_t host_index_cap;
     emt_exec_counters counters; // syncs and copies (launches: emt_cuda_launch_count)
@@ -105,6 +107,9 @@ void *cu_stage(emt_exec *ex, const void *src, size_t bytes);
 void cu_stage_to(emt_exec *ex, void *dst, const void *src, size_t bytes);
 // Device scratch of at least `floats` floats, grown (never shrunk) on demand.
 float *cu_scratch(emt_exec *ex, size_t floats);
+// At least `n` zeroed arrival counters for the split tensor-core products
+// (cuda/matmul.cu), grown on demand like cu_scratch; each launch leaves them zero.
+int32_t *cu_tc_arrivals(emt_exec *ex, size_t n);
 // Host scratch of at least `n` int32 values.
 int32_t *cu_host_index(emt_exec *ex, size_t n);
 

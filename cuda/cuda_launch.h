@@ -6,6 +6,7 @@
 //   EMT_DYNAMIC_SHARED(float, buf);   // extern __shared__ float buf[];
 //   EMT_UNROLL for (...)               // #pragma unroll (GCC: unroll 8)
 //   emt_ld(p), emt_st(p, v)            // a counted global or shared access
+//   emt_ld_cg(p)                       // a counted global load that bypasses L1 (ld.global.cg)
 //   EMT_OP("op", bytes, rows, n_in, n_out); // the next launch's op, its shape and the least it must move
 //   EMT_REQUEST_TAG(tag)               // the thread's counted accesses from here on belong to region `tag`
 //   emt_mma_bf16_m16n8k16(d, a, b, c)  // a warp's tensor-core product D = A B + C (below)
@@ -42,6 +43,13 @@ inline T emt_ld(const T *p, const char *file = __builtin_FILE(), int line = __bu
     if (emt_harness::memstats_on) emt_harness::mem_access(p, sizeof(T), false, file, line, 0);
     return *p;
 }
+// ld.global.cg caches in L2 only: for data other blocks wrote in this launch
+// (the harness has no L1 to bypass: a counted load)
+template <typename T>
+inline T emt_ld_cg(const T *p, const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
+    if (emt_harness::memstats_on) emt_harness::mem_access(p, sizeof(T), false, file, line, 0);
+    return *p;
+}
 template <typename T>
 inline void emt_st(T *p, T v, const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
     if (emt_harness::memstats_on) emt_harness::mem_access(p, sizeof(T), true, file, line, 0);
@@ -67,6 +75,7 @@ inline void emt_st(T *p, T v, const char *file = __builtin_FILE(), int line = __
 #define EMT_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #define EMT_UNROLL _Pragma("unroll")
 template <typename T> __device__ __forceinline__ T emt_ld(const T *p) { return *p; }
+template <typename T> __device__ __forceinline__ T emt_ld_cg(const T *p) { return __ldcg(p); }
 template <typename T> __device__ __forceinline__ void emt_st(T *p, T v) { *p = v; }
 #define EMT_OP(op, bytes, rows, n_in, n_out) ((void)0)
 #define EMT_REQUEST_TAG(tag) ((void)0)

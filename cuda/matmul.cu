@@ -438,34 +438,45 @@ static const char *dtype_name(int dt) {
 // activations of each TC_CHUNK inputs once, split, in shared memory (rows
 // TC_ROW_BYTES apart: hi, mid and lo planes plus 64 bytes of padding, so the
 // 16-byte fragment reads of two rows fall in different bank halves), and
-// its tc_mw(NT) x tc_mt(NT) m-tiles of 16 outputs share them: from 17 rows
-// on, a block reads its activations once per 64 outputs.
+// its MW x MT m-tiles of 16 outputs share them (below: from 17 rows on, 64
+// or 128 outputs per staged activation).
 #define TC_KWARPS 4
 #define TC_KSTEP 32
 #define TC_CHUNK (TC_KWARPS * TC_KSTEP)
 #define TC_PLANE (TC_CHUNK * 2)                // bytes of one staged plane of a row
 #define TC_ROW_BYTES (3 * TC_PLANE + 64)       // 832: = 64 (mod 128)
 
-// Per n-tiles NT of 8 rows: MW warps of outputs per block (more outputs per
-// block as the rows grow, so that the staged activations serve more
-// weights), MT m-tiles of 16 outputs per warp (each B fragment read from
-// shared memory then serves MT mmas) and DEPTH chunks of weight loads in
-// flight per warp (fewer where MT doubles the loads per chunk).
-__host__ __device__ constexpr int tc_mw(int nt) { return nt <= 2 ? 1 : 2; }
-__host__ __device__ constexpr int tc_mt(int nt) { return nt <= 2 ? 1 : 2; }
-__host__ __device__ constexpr int tc_depth(int nt) { return tc_mt(nt) > 1 ? 2 : 4; }
+// A variant's shape: NT n-tiles of 8 rows per warp, MT m-tiles of 16
+// outputs per warp (each B fragment read from shared memory serves MT
+// mmas), MW warps of outputs per block, and DEPTH chunks of weight loads in
+// flight per warp (fewer where MT multiplies the loads per chunk).
+// Two forms of the same arithmetic:
+// - in-block (SPLIT false): the block's TC_KWARPS x MW warps; warp w takes
+//   the input share kw = w % TC_KWARPS of outputs group MW + w / TC_KWARPS,
+//   and warp kw = 0 adds the shares' partial sums in warp order (shared
+//   memory). RW = 1.
+// - split over blocks (SPLIT true, a verify's 33-64 rows): blockIdx.z is
+//   the input share kw, the block's MW x RW warps each take MT m-tiles and
+//   NT n-tiles (warp w: outputs MW-group w % MW, rows RW-group w / MW), so
+//   that a block covers 64 rows x 128 outputs: the weights cross L2 once
+//   per launch and each staged activation serves 128 outputs. Each block
+//   writes its share's partial sums to global memory; the block of the tile
+//   that arrives last (a counter per tile) adds the four shares in share
+//   order, as warp kw = 0 does in the in-block form, and resets the counter.
+// None of NT, MT, MW, RW or SPLIT enters an output's arithmetic.
+__host__ __device__ constexpr int tc_depth(int mt) { return mt > 1 ? 2 : 4; }
+__host__ __device__ constexpr int tc_warps(int mw, int rw, bool split) { return split ? mw * rw : TC_KWARPS * mw; }
 
-// Shared bytes of a block: the staged rows, then (reused) the warps' partial sums.
-__host__ __device__ constexpr size_t tc_shared_bytes(int nt) {
-    return (size_t)8 * nt * TC_ROW_BYTES > (size_t)tc_mw(nt) * (TC_KWARPS - 1) * tc_mt(nt) * nt * 4 * 32 * 4
-               ? (size_t)8 * nt * TC_ROW_BYTES
-               : (size_t)tc_mw(nt) * (TC_KWARPS - 1) * tc_mt(nt) * nt * 4 * 32 * 4;
+// Shared bytes of a block: the staged rows, then (in-block form, reused) the
+// warps' partial sums.
+__host__ __device__ constexpr size_t tc_shared_bytes(int nt, int mt, int mw, int rw, bool split) {
+    return split || (size_t)8 * nt * rw * TC_ROW_BYTES > (size_t)mw * (TC_KWARPS - 1) * mt * nt * 4 * 32 * 4
+               ? (size_t)8 * nt * rw * TC_ROW_BYTES
+               : (size_t)mw * (TC_KWARPS - 1) * mt * nt * 4 * 32 * 4;
 }
 
-// Grid: (ceil(n_rows / (8 NT)), sum over the matrices of ceil(n_out / (16 MT
-// MW))), TC_KWARPS * MW warps: warp w computes outputs 16 MT (group MW + w / TC_KWARPS) ..
-// + 16 MT - 1 for the block's rows (NT n-tiles of 8), over its share
-// w % TC_KWARPS of the inputs.
+// Grid: (ceil(n_rows / (8 NT RW)), sum over the matrices of ceil(n_out / (16
+// MT MW)), SPLIT ? TC_KWARPS : 1).
 // One launch over up to EMT_MAX_FUSED matrices of the same inputs (Q/K/V,
 // gate/up: matmul_q_multi, matmul_q_gated): matrix m takes the output groups
 // (blockIdx.y) below group_end[m]; its outputs' arithmetic is that of a
@@ -478,10 +489,18 @@ struct tc_mats {
     int n;
 };
 
-template <int NT>
-__global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
-    tc_product_kernel(tc_mats mats, size_t row_bytes, const float *x, int32_t n_rows, int32_t n_in) {
-    constexpr int MW = tc_mw(NT), MT = tc_mt(NT), DEPTH = tc_depth(NT);
+// The split form's partial sums (TC_KWARPS shares per tile, in the warps'
+// fragment order: coalesced) and its tiles' arrival counters (zero between
+// launches).
+struct tc_split {
+    float *part;
+    int32_t *arrivals;
+};
+
+template <int NT, int MT, int MW, int RW, bool SPLIT>
+__global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
+    tc_product_kernel(tc_mats mats, tc_split split, size_t row_bytes, const float *x, int32_t n_rows, int32_t n_in) {
+    constexpr int DEPTH = tc_depth(MT), WARPS = tc_warps(MW, RW, SPLIT);
     int mat = 0; // the block's matrix
     while (mat + 1 < mats.n && (int32_t)blockIdx.y >= mats.group_end[mat]) mat++;
     const int32_t group = (int32_t)blockIdx.y - (mat ? mats.group_end[mat - 1] : 0);
@@ -492,11 +511,12 @@ __global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
     EMT_DYNAMIC_SHARED(uint4, smem);
     uint8_t *stage = (uint8_t *)smem;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int kw = warp % TC_KWARPS, mw = warp / TC_KWARPS;
-    const int32_t o0 = (group * MW + mw) * 16 * MT, r0 = (int32_t)blockIdx.x * 8 * NT;
-    const int nr = n_rows - r0 < 8 * NT ? n_rows - r0 : 8 * NT;
+    const int kw = SPLIT ? (int)blockIdx.z : warp % TC_KWARPS, mw = SPLIT ? warp % MW : warp / TC_KWARPS;
+    const int wr0 = SPLIT ? warp / MW * 8 * NT : 0; // the warp's first row in the block
+    const int32_t o0 = (group * MW + mw) * 16 * MT, r0 = (int32_t)blockIdx.x * 8 * NT * RW;
+    const int nr = n_rows - r0 < 8 * NT * RW ? n_rows - r0 : 8 * NT * RW;
     const int nr8 = (nr + 7) & ~7; // staged rows: the last n-tile's missing rows are zeros
-    const bool warp_live = o0 < n_out; // the whole warp's
+    const bool warp_live = o0 < n_out && wr0 < nr; // the whole warp's
     bool has_g[MT], has_g8[MT];
     const uint4 *w_g[MT], *w_g8[MT];
     for (int mt = 0; mt < MT; mt++) {
@@ -524,11 +544,38 @@ __global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
             if (has_g8[mt]) pb[mt] = emt_ld(w_g8[mt] + (k + 8 * t) / 8);
         }
     };
+    // the activations of the next chunk in flight too: a thread's share of
+    // a chunk's staging loads goes out before the chunk before it is
+    // multiplied, so their latency hides behind its mmas. The split form
+    // stages only its share's step, where the in-block form's warp kw reads
+    // it; lane order is row-major (8 or 16 lanes load and store a row's 64
+    // or 128 bytes).
+    constexpr int STAGE_QUADS = SPLIT ? TC_KSTEP / 4 : TC_CHUNK / 4;
+    constexpr int STAGE_LOADS = (8 * NT * RW * STAGE_QUADS + WARPS * 32 - 1) / (WARPS * 32); // per thread and chunk
+    auto stage_quads = [&](int32_t base) { // quads per staged row of the chunk at `base` (0: none)
+        const int32_t width = n_in - base < TC_CHUNK ? n_in - base : TC_CHUNK; // a multiple of TC_KSTEP
+        return SPLIT ? (kw * TC_KSTEP < width ? TC_KSTEP / 4 : 0) : width / 4;
+    };
+    const int32_t q0 = SPLIT ? kw * (TC_KSTEP / 4) : 0;
+    float4 xa[STAGE_LOADS];
+    auto load_activations = [&](int32_t base) {
+        const int32_t quads = base < n_in ? stage_quads(base) : 0;
+        EMT_UNROLL
+        for (int it = 0; it < STAGE_LOADS; it++) {
+            xa[it] = float4{ 0.0f, 0.0f, 0.0f, 0.0f };
+            const int32_t i = threadIdx.x + it * WARPS * 32;
+            if (i >= nr8 * quads) break; // the thread's tail
+            const int32_t r = i / quads, c = q0 + i - r * quads;
+            if (r < nr) xa[it] = emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c);
+        }
+    };
     EMT_UNROLL
     for (int d = 0; d < DEPTH; d++) {
         EMT_REQUEST_TAG(~0u - d); // lanes of a partial m-tile skip the tail of each chunk's loads
         load_weights(d * TC_CHUNK, wa[d], wb[d]);
     }
+    EMT_REQUEST_TAG(~0u - DEPTH);
+    load_activations(0);
     for (int32_t base0 = 0; base0 < n_in; base0 += DEPTH * TC_CHUNK) {
         EMT_UNROLL
         for (int d = 0; d < DEPTH; d++) {
@@ -536,13 +583,15 @@ __global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
             if (base >= n_in) break; // the whole block's
             EMT_REQUEST_TAG(base / TC_CHUNK); // the staging loop's lanes skip different tails per chunk
             const int32_t width = n_in - base < TC_CHUNK ? n_in - base : TC_CHUNK; // a multiple of TC_KSTEP
+            const int32_t quads = stage_quads(base);
+            if (!quads) break; // the split block's share has no step in the last chunk
             __syncthreads(); // the previous chunk is consumed
-            const int32_t quads = width / 4;
-            for (int32_t i = threadIdx.x; i < nr8 * quads; i += TC_KWARPS * MW * 32) {
-                const int32_t r = i / quads, c = i - r * quads; // row-major: 16 lanes store one row's 128 bytes
-                float4 v = { 0.0f, 0.0f, 0.0f, 0.0f };
-                if (r < nr) v = emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c);
-                const float vs[4] = { v.x, v.y, v.z, v.w };
+            EMT_UNROLL
+            for (int it = 0; it < STAGE_LOADS; it++) {
+                const int32_t i = threadIdx.x + it * WARPS * 32;
+                if (i >= nr8 * quads) break;
+                const int32_t r = i / quads, c = q0 + i - r * quads;
+                const float vs[4] = { xa[it].x, xa[it].y, xa[it].z, xa[it].w };
                 uint32_t h[4], m[4], l[4];
                 for (int e = 0; e < 4; e++) split_bf16x3(vs[e], &h[e], &m[e], &l[e]);
                 uint8_t *row = stage + (size_t)r * TC_ROW_BYTES + 8 * c;
@@ -550,12 +599,13 @@ __global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
                 emt_st((uint2 *)(row + TC_PLANE), uint2{ m[0] | m[1] << 16, m[2] | m[3] << 16 });
                 emt_st((uint2 *)(row + 2 * TC_PLANE), uint2{ l[0] | l[1] << 16, l[2] | l[3] << 16 });
             }
+            load_activations(base + TC_CHUNK); // the next chunk's, in flight during this one's mmas
             __syncthreads();
             if (warp_live && kw * TC_KSTEP < width) { // the whole warp's
                 EMT_UNROLL
                 for (int j = 0; j < NT; j++) {
-                    if (8 * j >= nr) break; // the whole warp's
-                    const uint8_t *row = stage + (size_t)(8 * j + g) * TC_ROW_BYTES + kw * 64 + 16 * t;
+                    if (wr0 + 8 * j >= nr) break; // the whole warp's
+                    const uint8_t *row = stage + (size_t)(wr0 + 8 * j + g) * TC_ROW_BYTES + kw * 64 + 16 * t;
                     EMT_UNROLL
                     for (int plane = 0; plane < 3; plane++) {
                         const uint4 p = emt_ld((const uint4 *)(row + plane * TC_PLANE));
@@ -563,6 +613,7 @@ __global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
                         const uint32_t b0[2] = { p.x, p.y }, b1[2] = { p.z, p.w };
                         EMT_UNROLL
                         for (int mt = 0; mt < MT; mt++) {
+                            if (o0 + 16 * mt >= n_out) break; // the whole warp's: m-tiles past the outputs
                             const uint4 ua = wa[d][mt], ub = wb[d][mt];
                             const uint32_t a0[4] = { ua.x, ub.x, ua.y, ub.y }, a1[4] = { ua.z, ub.z, ua.w, ub.w };
                             emt_mma_bf16_m16n8k16(acc[mt][j], a0, b0, acc[mt][j]);
@@ -574,43 +625,78 @@ __global__ void __launch_bounds__(TC_KWARPS * tc_mw(NT) * 32)
             load_weights(base + DEPTH * TC_CHUNK, wa[d], wb[d]);
         }
     }
-    // the input shares' partial sums, added in warp order by warp kw = 0
-    float *part = (float *)smem + (size_t)mw * (TC_KWARPS - 1) * MT * NT * 4 * 32;
-    auto slot = [&](int p, int mt, int j, int i) { return part + ((((size_t)(p - 1) * MT + mt) * NT + j) * 4 + i) * 32 + lane; };
-    __syncthreads(); // the last chunk is consumed
-    if (kw > 0 && warp_live) {
+    // the input shares' partial sums, added in share order: share 0's, then
+    // share 1's, ... (the in-block form by warp kw = 0, the split form by the
+    // tile's last block); then the bias
+    float *part;
+    size_t share_stride = 0;
+    if (SPLIT) {
+        const size_t tile = (size_t)blockIdx.y * gridDim.x + blockIdx.x;
+        share_stride = (size_t)WARPS * MT * NT * 4 * 32;
+        part = split.part + (tile * TC_KWARPS * WARPS + warp) * MT * NT * 4 * 32;
+    } else {
+        part = (float *)smem + (size_t)mw * (TC_KWARPS - 1) * MT * NT * 4 * 32;
+    }
+    // share p's slot: the split form keeps share 0's too
+    auto slot = [&](int p, int mt, int j, int i) {
+        return SPLIT ? part + p * share_stride + (((size_t)mt * NT + j) * 4 + i) * 32 + lane
+                     : part + ((((size_t)(p - 1) * MT + mt) * NT + j) * 4 + i) * 32 + lane;
+    };
+    if (!SPLIT) __syncthreads(); // the last chunk is consumed: its stage becomes the partial sums
+    if ((SPLIT || kw > 0) && warp_live) {
         EMT_UNROLL
         for (int mt = 0; mt < MT; mt++)
             EMT_UNROLL
             for (int j = 0; j < NT; j++)
-                if (8 * j < nr)
+                if (wr0 + 8 * j < nr && o0 + 16 * mt < n_out)
                     for (int i = 0; i < 4; i++) emt_st(slot(kw, mt, j, i), acc[mt][j][i]);
     }
-    __syncthreads();
-    if (kw > 0 || !warp_live) return;
+    if (SPLIT) {
+        // the last of the tile's TC_KWARPS blocks to arrive adds the shares
+        // (threadFenceReduction: each block's stores are visible device-wide
+        // before its arrival is counted)
+        __shared__ int last_arrival;
+        __threadfence();
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int32_t *arrivals = split.arrivals + (size_t)blockIdx.y * gridDim.x + blockIdx.x;
+            last_arrival = atomicAdd(arrivals, 1) == TC_KWARPS - 1;
+            if (last_arrival) *arrivals = 0; // for the next launch (no other block of the tile is left)
+        }
+        __syncthreads();
+        if (!last_arrival) return;
+        __threadfence();
+    } else {
+        __syncthreads();
+        if (kw > 0) return;
+    }
+    if (!warp_live) return;
     EMT_UNROLL
     for (int mt = 0; mt < MT; mt++)
         EMT_UNROLL
         for (int j = 0; j < NT; j++) {
-            if (8 * j >= nr) break;
+            if (wr0 + 8 * j >= nr || o0 + 16 * mt >= n_out) break;
             for (int i = 0; i < 4; i++) {
-                float v = acc[mt][j][i];
-                for (int p = 1; p < TC_KWARPS; p++) v += emt_ld(slot(p, mt, j, i));
-                const int r = 8 * j + 2 * t + (i & 1);
+                // the other blocks' shares bypass L1 (ld.global.cg): they were written by other SMs
+                float v = SPLIT && kw != 0 ? emt_ld_cg(slot(0, mt, j, i)) : acc[mt][j][i];
+                for (int p = 1; p < TC_KWARPS; p++)
+                    v += !SPLIT ? emt_ld(slot(p, mt, j, i)) : p == kw ? acc[mt][j][i] : emt_ld_cg(slot(p, mt, j, i));
+                const int r = wr0 + 8 * j + 2 * t + (i & 1);
                 const int32_t o = o0 + 16 * mt + g + 8 * (i >> 1);
                 if (r < nr && o < n_out) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
             }
         }
 }
 
-template <int NT>
+template <int NT, int MT, int MW, int RW, bool SPLIT>
 static void launch_tc(emt_exec *ex, int variant, tc_mats mats, size_t rb, const float *x, int32_t n_rows,
                       int32_t n_in) {
-    constexpr int MW = tc_mw(NT), MT = tc_mt(NT);
-    const size_t shared = tc_shared_bytes(NT);
+    const size_t shared = tc_shared_bytes(NT, MT, MW, RW, SPLIT);
+    void (*const tc_product_kernel_shaped)(tc_mats, tc_split, size_t, const float *, int32_t, int32_t) =
+        tc_product_kernel<NT, MT, MW, RW, SPLIT>; // one macro argument
     if (shared > 48 * 1024 && !(ex->tc_shared_optin & (1u << variant))) {
-        const cudaError_t e = cudaFuncSetAttribute(tc_product_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   (int)shared);
+        const cudaError_t e =
+            cudaFuncSetAttribute(tc_product_kernel_shaped, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
         if (e != cudaSuccess) {
             cu_set_error(ex, "cudaFuncSetAttribute(tc_product_kernel, max dynamic shared memory)", e);
             return;
@@ -619,8 +705,16 @@ static void launch_tc(emt_exec *ex, int variant, tc_mats mats, size_t rb, const 
     }
     int32_t groups = 0;
     for (int m = 0; m < mats.n; m++) mats.group_end[m] = groups += (mats.n_out[m] + 16 * MT * MW - 1) / (16 * MT * MW);
-    const dim3 grid((unsigned)((n_rows + 8 * NT - 1) / (8 * NT)), (unsigned)groups);
-    EMT_LAUNCH(tc_product_kernel<NT>, grid, TC_KWARPS * MW * 32, shared, ex->stream, mats, rb, x, n_rows, n_in);
+    const dim3 grid((unsigned)((n_rows + 8 * NT * RW - 1) / (8 * NT * RW)), (unsigned)groups, SPLIT ? TC_KWARPS : 1);
+    tc_split split = { NULL, NULL };
+    if (SPLIT) {
+        const size_t tiles = (size_t)grid.x * grid.y;
+        split.part = cu_scratch(ex, tiles * TC_KWARPS * (16 * MT * MW) * (8 * NT * RW));
+        split.arrivals = cu_tc_arrivals(ex, tiles);
+        if (!split.part || !split.arrivals) return; // an error, or a capture that cannot grow them: it runs directly
+    }
+    EMT_LAUNCH(tc_product_kernel_shaped, grid, tc_warps(MW, RW, SPLIT) * 32, shared, ex->stream, mats, split, rb, x,
+               n_rows, n_in);
 }
 
 // The tensor-core kernel takes BF16 rows of whole 32-input steps at 16-byte
@@ -639,10 +733,11 @@ static void tc_product(emt_exec *ex, const tc_mats &mats, size_t rb, const float
     // up to 64 rows: blocks of 32 rows (a 64-node verify's 7B products then
     // fill 128 SMs; each block's weights come from DRAM once and from L2 for
     // the second row tile, next to it in launch order); more: 64 rows
-    if (n_rows <= 8) launch_tc<1>(ex, 0, mats, rb, x, n_rows, n_in);
-    else if (n_rows <= 16) launch_tc<2>(ex, 1, mats, rb, x, n_rows, n_in);
-    else if (n_rows <= 64) launch_tc<4>(ex, 2, mats, rb, x, n_rows, n_in);
-    else launch_tc<8>(ex, 3, mats, rb, x, n_rows, n_in);
+    if (n_rows <= 8) launch_tc<1, 1, 1, 1, false>(ex, 0, mats, rb, x, n_rows, n_in);
+    else if (n_rows <= 16) launch_tc<2, 1, 1, 1, false>(ex, 1, mats, rb, x, n_rows, n_in);
+    else if (n_rows <= 32) launch_tc<2, 4, 1, 1, false>(ex, 2, mats, rb, x, n_rows, n_in);
+    else if (n_rows <= 64) launch_tc<4, 4, 2, 2, true>(ex, 3, mats, rb, x, n_rows, n_in);
+    else launch_tc<4, 4, 1, 1, false>(ex, 4, mats, rb, x, n_rows, n_in);
 }
 
 

@@ -7,7 +7,7 @@
 # test_cuda_step_ops_harness, then test_cuda_lossless_harness, each only if
 # the ones before passed), and restores the file. The bad-coalescing and
 # bank-conflict mutations (dense product, staged quantized product,
-# tensor-core product, tree attention on CUDA cores and on tensor cores) keep every result right and only waste bandwidth: only the
+# tensor-core product, in-block and split over blocks, tree attention on CUDA cores and on tensor cores) keep every result right and only waste bandwidth: only the
 # memory efficiency floors can catch them.
 #   bash scripts/cuda-mutations.sh [build-dir]     (default build/mutations)
 #   ONLY='dense product' bash scripts/cuda-mutations.sh   (the mutations whose name holds ONLY)
@@ -42,6 +42,9 @@ mutations=(
   "staged quantized product: activations read one float at a time (4-byte loads 16 bytes apart)|cuda/matmul.cu|s.replace('const float4 a = emt_ld((const float4 *)xp);\n                    xv[0] = a.x, xv[1 % PER_LANE] = a.y, xv[2 % PER_LANE] = a.z, xv[3 % PER_LANE] = a.w;', 'for (int j = 0; j < PER_LANE; j++) xv[j] = emt_ld(xp + j);')"
   "tensor-core product: the A fragment's registers 1 and 2 swapped (rows g+8 taken for columns 8-15: not PTX's layout)|cuda/matmul.cu|s.replace('a0[4] = { ua.x, ub.x, ua.y, ub.y }', 'a0[4] = { ua.x, ua.y, ub.x, ub.y }')"
   "tensor-core product: staged rows without their 64-byte pad (two rows' fragment reads on the same banks: 2-way bank conflicts)|cuda/matmul.cu|s.replace('#define TC_ROW_BYTES (3 * TC_PLANE + 64)', '#define TC_ROW_BYTES (3 * TC_PLANE)')"
+  "tensor-core product split over blocks: partial sums stored lane-major (4-byte accesses 256 bytes apart)|cuda/matmul.cu|s.replace('part + p * share_stride + (((size_t)mt * NT + j) * 4 + i) * 32 + lane', 'part + p * share_stride + (size_t)lane * MT * NT * 4 + ((size_t)mt * NT + j) * 4 + i')"
+  "tensor-core product split over blocks: the last block adds its own share first (the sum's order depends on which block arrives last)|cuda/matmul.cu|s.replace('float v = SPLIT && kw != 0 ? emt_ld_cg(slot(0, mt, j, i)) : acc[mt][j][i];', 'float v = acc[mt][j][i];').replace('p == kw ? acc[mt][j][i] :', 'p == kw ? emt_ld_cg(slot(0, mt, j, i)) :')"
+  "tensor-core product: activations staged row-minor (consecutive lanes load 16 bytes of consecutive rows, a row apart)|cuda/matmul.cu|s.replace('const int32_t r = i / quads, c = q0 + i - r * quads;', 'const int32_t r = i % nr8, c = q0 + i / nr8;')"
   "tree attention: K/V staged key-major (consecutive lanes load 16 bytes of consecutive keys, a KV row apart)|cuda/attention.cu|s.replace('const int32_t r = i / units, u = i % units;', 'const int32_t r = i % (hi - lo), u = i / (hi - lo);')"
   "tree attention: the K tile unpadded (8 lanes scoring 8 keys read one bank quad: 8-way bank conflicts)|cuda/attention.cu|s.replace('return 4 * (units % 2 ? units : units + 1);', 'return 4 * units;')"
   "tree attention on tensor cores: staged K and query rows unpadded (6 x head_dim bytes: two rows' 16-byte fragment reads on the same banks)|cuda/attention.cu|s.replace('return 6 * hd + ((64 - 6 * hd % 128) % 128 + 128) % 128;', 'return 6 * hd;')"

@@ -43,10 +43,11 @@ one block's reuse); L1 cycles: each global load request takes one cycle per
 global load request x the requests in flight (Little's law: narrow loads
 cannot keep enough bytes in flight to cover DRAM latency). The BF16 tensor-core
 kernel (tc_product_kernel) has its own occupancy, from its launch shape
-(cuda/matmul.cu: 16 x tc_mt x tc_mw outputs and 8 x NT rows per block,
-4 x tc_mw warps, tc_depth x 2 x tc_mt weight requests in flight per warp,
-its shared memory and registers per block; Q/K/V and gate/up one launch
-each) and FLOPs of 3 BF16 mmas per product (the activations' three
+(cuda/matmul.cu, tc_shape below: 16 x MT x MW outputs and 8 x NT x RW rows
+per block, 4 x MW warps, or MW x RW warps and 4 blocks per tile where the
+inputs' shares are split over blocks (33-64 rows), tc_depth x 2 x MT weight
+requests in flight per warp, its shared memory and registers per block;
+Q/K/V and gate/up one launch each) and FLOPs of 3 BF16 mmas per product (the activations' three
 parts), rows padded to 8 and outputs to 16, at the mma.sync rate (assumed
 60% of the dense BF16 peak: the peak needs Hopper's wgmma). % of bandwidth: the op's
 ideal bytes at the HBM peak over the predicted time. The kernels the harness
@@ -65,7 +66,8 @@ BF16_TC = 989e12      # dense BF16 tensor-core FLOP/s
 FP32_CORES = 67e12    # FP32 FMA on CUDA cores (the F32/F16/quantized kernels of cuda/matmul.cu)
 MMA_SYNC = 0.6 * BF16_TC  # mma.sync.m16n8k16 on H100 (assumed: the dense peak needs wgmma)
 TC_SPLITS, TC_ROW_BYTES, TC_KWARPS = 3, 832, 4  # cuda/matmul.cu's tensor-core product
-TC_REGISTERS = {1: 80, 2: 90, 4: 125, 8: 161}      # its registers per thread by NT (ptxas -v, sm_90, CUDA 12)
+TC_REGISTERS = {(1, 1, 1, 1, False): 110, (2, 1, 1, 1, False): 96, (2, 4, 1, 1, False): 166, (4, 4, 2, 2, True): 216,
+                (4, 4, 1, 1, False): 222}  # its registers per thread by variant (ptxas -v, sm_90, CUDA 13; no spills)
 L2_BW = 10e12         # L2 -> SM read bandwidth (assumed; published measurements 7-12 TB/s)
 KERNEL_OVERHEAD = 2e-6       # ramp-up and tail per kernel inside a replayed graph (assumed)
 SMS, CLOCK = 132, 1.755e9
@@ -308,18 +310,30 @@ def weight_bytes(dtype, n_in, n_out):
     return n_in // 32 * per32 * n_out
 
 
+def tc_shape(rows):
+    """cuda/matmul.cu tc_product's variant for `rows`: (NT n-tiles of 8 rows
+    and MT m-tiles of 16 outputs per warp, MW warps of outputs and RW of rows
+    per block, split: the inputs' four shares in four blocks)."""
+    if rows <= 8:
+        return (1, 1, 1, 1, False)
+    if rows <= 16:
+        return (2, 1, 1, 1, False)
+    if rows <= 32:
+        return (2, 4, 1, 1, False)
+    return (4, 4, 2, 2, True) if rows <= 64 else (4, 4, 1, 1, False)
+
+
 def tc_launch(rows, n_out):
     """The tensor-core product's launch (cuda/matmul.cu tc_product): blocks,
     busy SMs and resident warps per busy SM."""
-    nt = 1 if rows <= 8 else 2 if rows <= 16 else 4 if rows <= 64 else 8
-    mw = 1 if nt <= 2 else 2
-    mt = 1 if nt <= 2 else 2
+    nt, mt, mw, rw, split = tc_shape(rows)
     depth = 2 if mt > 1 else 4
-    blocks = -(-rows // (8 * nt)) * -(-n_out // (16 * mt * mw))
-    warps = TC_KWARPS * mw
-    shared = max(8 * nt * TC_ROW_BYTES, mw * (TC_KWARPS - 1) * mt * nt * 4 * 32 * 4)
-    # 64 warps (2048 threads) and 64 K registers per SM; registers per thread from ptxas -v (sm_90, CUDA 12)
-    regs = TC_REGISTERS[nt]
+    blocks = -(-rows // (8 * nt * rw)) * -(-n_out // (16 * mt * mw)) * (TC_KWARPS if split else 1)
+    warps = mw * rw if split else TC_KWARPS * mw
+    staged = 8 * nt * rw * TC_ROW_BYTES
+    shared = staged if split else max(staged, mw * (TC_KWARPS - 1) * mt * nt * 4 * 32 * 4)
+    # 64 warps (2048 threads) and 64 K registers per SM; registers per thread from ptxas -v
+    regs = TC_REGISTERS[(nt, mt, mw, rw, split)]
     resident = max(1, min(SHARED_PER_SM // shared, 64 // warps, 65536 // (regs * 32 * warps)))
     busy = min(SMS, blocks)
     per_sm = min(resident, -(-blocks // SMS))

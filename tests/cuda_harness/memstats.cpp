@@ -72,6 +72,10 @@ std::vector<unsigned> thread_tags;              // [thread]
 std::vector<access_rec> records;                // of the running block
 std::unordered_map<uint32_t, site_stats> launch_sites;
 std::unordered_set<uintptr_t> launch_load_sectors, launch_store_sectors;
+// the running block's stored sectors, joined to launch_store_sectors at its
+// end: a load of a sector an earlier block of the launch stored is an L2 hit
+// (the L2 keeps the launch's reuse), not a DRAM load
+std::unordered_set<uintptr_t> block_store_sectors;
 unsigned long long block_sum_load_sectors = 0;
 unsigned long long launch_mmas = 0; // warp-level mma.sync instructions of the counted launch
 const kernel_call *counted_launch = nullptr;
@@ -127,9 +131,9 @@ void analyse_global(const access_rec *a, size_t n, site_stats &st, bool store,
     st.ideal_sectors += (distinct + 31) / 32;
     for (uintptr_t s : sec) {
         if (store) {
-            launch_store_sectors.insert(s);
+            block_store_sectors.insert(s);
         } else {
-            launch_load_sectors.insert(s);
+            if (!launch_store_sectors.count(s)) launch_load_sectors.insert(s);
             block_sectors.insert(s);
         }
     }
@@ -204,6 +208,7 @@ void memstats_launch_begin(const kernel_call &k) {
     launch_sites.clear();
     launch_load_sectors.clear();
     launch_store_sectors.clear();
+    block_store_sectors.clear();
     block_sum_load_sectors = 0;
     launch_mmas = 0;
 }
@@ -239,6 +244,8 @@ void memstats_block_end(void) {
         i = j;
     }
     block_sum_load_sectors += block_sectors.size();
+    launch_store_sectors.insert(block_store_sectors.begin(), block_store_sectors.end());
+    block_store_sectors.clear();
     records.clear();
 }
 

@@ -503,6 +503,14 @@ __global__ void mem_tagged(const float *x, float *y) {
     y[threadIdx.x] = a;
 }
 
+// Block 0 stores 32 floats, block 1 loads them back and stores them
+// elsewhere: the load hits L2 (an earlier block of the launch stored those
+// sectors), so the launch's DRAM bytes are its 256 stored bytes only.
+__global__ void mem_store_then_load(float *x, float *y) {
+    if (blockIdx.x == 0) emt_st(x + threadIdx.x, (float)threadIdx.x);
+    else emt_st(y + threadIdx.x, emt_ld(x + threadIdx.x));
+}
+
 // The report line of the last launch.
 static bool last_report_line(const char *path, char *line, size_t cap) {
     FILE *f = fopen(path, "r");
@@ -568,6 +576,12 @@ static void test_memstats(void) {
     EXPECT(cudaDeviceSynchronize() == cudaSuccess);
     EXPECT(last_report_line(path, line, sizeof line));
     EXPECT(strstr(line, "\"dram_load_bytes\": 1024, \"dram_store_bytes\": 128") != nullptr);
+    // a sector an earlier block of the launch stored is read from L2
+    EMT_LAUNCH(mem_store_then_load, 2, 32, 0, 0, x, y);
+    EXPECT(cudaDeviceSynchronize() == cudaSuccess);
+    EXPECT(last_report_line(path, line, sizeof line));
+    EXPECT(strstr(line, "\"dram_load_bytes\": 0, \"dram_store_bytes\": 256") != nullptr);
+    if (!strstr(line, "\"dram_load_bytes\": 0, \"dram_store_bytes\": 256")) fprintf(stderr, "store then load: %s\n", line);
     EMT_LAUNCH(mem_shared, 1, 32, 0, 0, x, y);
     EXPECT(cudaDeviceSynchronize() == cudaSuccess);
     EXPECT(last_report_line(path, line, sizeof line));

@@ -1,6 +1,6 @@
 /* The CUDA kernel families against their CPU twins and against themselves:
  * - products (cuda/matmul.cu) in every weight dtype the plugin takes: an
- *   output row is bit-identical whether the call has 1, 3, 64 or 128 rows
+ *   output row is bit-identical whether the call has 1, 3, 13, 29, 45, 64 or 128 rows
  *   (batch invariance), within FP32 rounding of a double reference, and
  *   within the activation-quantization bound of the CPU's matmul_q;
  * - typed embedding rows: bit-identical to the CPU's;
@@ -86,11 +86,13 @@ static void check_product(emt_dtype t, int32_t I) {
     float *dy = gpu->ops->alloc(gpu, sizeof(float) * MM_ROWS * O);
     float *all = device_product(&Wd, dbias, dx, 0, MM_ROWS, I, O, dy);
 
-    /* batch invariance: the same rows inside calls of 1, 3 and 64 rows, at
-     * other positions of their row tiles */
-    const int32_t sizes[] = { 1, 3, 64 }, firsts[] = { 77, 5, 61 };
+    /* batch invariance: the same rows inside calls of 1, 3, 13, 29, 45 and
+     * 64 rows (BF16: every tensor-core launch shape, the 128-row call's
+     * included; 45: the split form with a partial row tile), at other
+     * positions of their row tiles */
+    const int32_t sizes[] = { 1, 3, 13, 29, 45, 64 }, firsts[] = { 77, 5, 40, 90, 70, 61 };
     int same = 1;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 6; k++) {
         float *part = device_product(&Wd, dbias, dx, firsts[k], sizes[k], I, O, dy);
         same &= !memcmp(part, all + (size_t)firsts[k] * O, sizeof(float) * sizes[k] * O);
         free(part);
@@ -123,7 +125,7 @@ static void check_product(emt_dtype t, int32_t I) {
             worst_ref = fmax(worst_ref, fabs(got - ref) / (5e-6 * mag));
             if (cpu_takes) worst_cpu = fmax(worst_cpu, fabs(got - cpu_v) / ((quantized ? qbound : 0) + 1e-5 * mag));
         }
-    printf("matmul %-5s %4d inputs, 1/3/64/128 rows %s; |cuda - double| / bound %.3f, |cuda - cpu| / bound %.3f%s\n",
+    printf("matmul %-5s %4d inputs, 1/3/13/29/45/64/128 rows %s; |cuda - double| / bound %.3f, |cuda - cpu| / bound %.3f%s\n",
            emt_dtype_name(t), I, same ? "bit-identical" : "DIFFER", worst_ref, worst_cpu,
            cpu_takes ? "" : " (no CPU product for this dtype)");
     CHECK(same);

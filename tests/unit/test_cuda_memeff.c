@@ -62,6 +62,7 @@ typedef struct launch_totals {
     char kernel[128], op[32];
     double ideal, dram_load, dram_store, l2_load, l1_load;
     double sectors, ideal_sectors, wavefronts, ideal_wavefronts, widest, narrowest;
+    double worst_site; /* the lowest sector efficiency of one global-load site (1 without any) */
 } launch_totals;
 
 static double field(const char *s, const char *key) {
@@ -89,6 +90,7 @@ static int read_launches(launch_totals *t) {
     static char line[1 << 16];
     memset(t, 0, sizeof *t);
     t->narrowest = 1e9;
+    t->worst_site = 1;
     int n = 0;
     while (fgets(line, sizeof line, report)) {
         n++;
@@ -109,8 +111,10 @@ static int read_launches(launch_totals *t) {
                 t->wavefronts += field(obj, "wavefronts");
                 t->ideal_wavefronts += field(obj, "ideal_wavefronts");
             } else if (strstr(obj, "\"dir\": \"load\"")) {
-                t->sectors += field(obj, "sectors");
-                t->ideal_sectors += field(obj, "ideal_sectors");
+                const double sectors = field(obj, "sectors"), ideal_sectors = field(obj, "ideal_sectors");
+                t->sectors += sectors;
+                t->ideal_sectors += ideal_sectors;
+                if (sectors > 0 && ideal_sectors / sectors < t->worst_site) t->worst_site = ideal_sectors / sectors;
                 double w = field(obj, "width");
                 if (w > t->widest) t->widest = w;
                 if (w < t->narrowest) t->narrowest = w;
@@ -174,12 +178,18 @@ static void check_product(emt_dtype t, int32_t n_in, int32_t n_out, int32_t n_ro
     launch_totals r;
     if (read_launches(&r)) {
         double eff = r.sectors ? r.ideal_sectors / r.sectors : 0, dram = (r.dram_load + r.dram_store) / r.ideal;
-        printf("%-5s %5d -> %3d, %2d rows: %-28s load sectors %8.0f / ideal %8.0f = %5.1f%%, widths %2.0f-%2.0f B, "
-               "shared wavefronts %.0f / %.0f, bytes / ideal: DRAM %.3f, L2 %.2f, L1 %.2f\n",
-               dtype_name(t), n_in, n_out, n_rows, r.kernel, r.sectors, r.ideal_sectors, 100 * eff, r.narrowest,
-               r.widest, r.wavefronts, r.ideal_wavefronts, dram, r.l2_load / r.ideal, r.l1_load / r.ideal);
+        printf("%-5s %5d -> %3d, %2d rows: %-28s load sectors %8.0f / ideal %8.0f = %5.1f%% (worst site %5.1f%%), "
+               "widths %2.0f-%2.0f B, shared wavefronts %.0f / %.0f, bytes / ideal: DRAM %.3f, L2 %.2f, L1 %.2f\n",
+               dtype_name(t), n_in, n_out, n_rows, r.kernel, r.sectors, r.ideal_sectors, 100 * eff,
+               100 * r.worst_site, r.narrowest, r.widest, r.wavefronts, r.ideal_wavefronts, dram, r.l2_load / r.ideal,
+               r.l1_load / r.ideal);
         CHECK_MSG(eff >= f->min_load_efficiency, "%s product %d -> %d, %d rows: global-load sector efficiency %.3f < %.2f",
                   dtype_name(t), n_in, n_out, n_rows, eff, f->min_load_efficiency);
+        /* per site too: a small access badly coalesced (the split tensor-core
+         * product's partial sums) hides in the total */
+        CHECK_MSG(r.worst_site >= f->min_load_efficiency,
+                  "%s product %d -> %d, %d rows: a global-load site's sector efficiency %.3f < %.2f", dtype_name(t),
+                  n_in, n_out, n_rows, r.worst_site, f->min_load_efficiency);
         CHECK_MSG(r.wavefronts == r.ideal_wavefronts, "%s product %d -> %d, %d rows: %.0f shared wavefronts, %.0f without bank conflicts",
                   dtype_name(t), n_in, n_out, n_rows, r.wavefronts, r.ideal_wavefronts);
         CHECK_MSG(dram <= f->max_dram_over_ideal, "%s product %d -> %d, %d rows: DRAM bytes %.3f x the ideal > %.2f",

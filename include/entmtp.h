@@ -616,8 +616,9 @@ typedef struct entmtp_session_params {
      * 16 (default; 0 means 16) keeps 16-bit integer activations, the
      * precision every step uses; 8 quantizes prompt rows to 8 bits per 32
      * values (as llama.cpp does), about 2x faster prompt processing on CPUs
-     * with AVX-512 VNNI for Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K weights (other
-     * types keep 16 bits; CPUs without it run a slow scalar path), at some
+     * with AVX-512 VNNI for Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K weights,
+     * about 1.3x with AVX2 alone (other types keep 16 bits; CPUs without
+     * AVX2 run a slow scalar path), at some
      * fidelity (docs/performance.md). Only prefill: AR steps and verified
      * trees always take the 16-bit activations, so greedy output still
      * equals greedy AR of a session with the same setting. Ignored by the
@@ -627,8 +628,8 @@ typedef struct entmtp_session_params {
      * tree verifies, the drafter's products included): 16 (default; 0 means
      * 16) or 8, llama.cpp's precision: faster AR steps and cheaper verifies
      * on CPUs with AVX-512 VNNI for the types prompt_activation_bits lists,
-     * at llama.cpp's fidelity (docs/performance.md); CPUs without it run the
-     * scalar reference, several times slower. Greedy output equals
+     * at llama.cpp's fidelity (docs/performance.md); AVX2-only CPUs have
+     * slower 8-bit kernels, CPUs without AVX2 the scalar reference. Greedy output equals
      * greedy AR of a session with the same setting (both run every step at
      * this precision). Ignored by the CUDA backend. */
     int32_t step_activation_bits;

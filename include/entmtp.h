@@ -613,16 +613,18 @@ typedef struct entmtp_session_params {
      * padding bytes may hold anything. */
     int32_t reserved0;
     /* Activations of the typed weight products while a prompt is prefilled:
-     * 16 (default; 0 means 16) keeps 16-bit integer activations, the
-     * precision every step uses; 8 quantizes prompt rows to 8 bits per 32
-     * values (as llama.cpp does), about 2x faster prompt processing on CPUs
-     * with AVX-512 VNNI for Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K weights,
-     * about 1.3x with AVX2 alone (other types keep 16 bits; CPUs without
-     * AVX2 run a slow scalar path), at some
-     * fidelity (docs/performance.md). Only prefill: AR steps and verified
-     * trees always take the 16-bit activations, so greedy output still
-     * equals greedy AR of a session with the same setting. Ignored by the
-     * CUDA backend. */
+     * 8 (the default; 0 means 8; it was 16 until the change that the
+     * CHANGELOG lists under "Changed") quantizes prompt rows to 8 bits per
+     * 32 values, as llama.cpp does: about 2x faster prompt processing on
+     * CPUs with AVX-512 VNNI for Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K and Q6_K
+     * weights, about 1.3x with AVX2 alone (other types keep 16 bits; CPUs
+     * without AVX2 run a slow scalar path). 16 keeps the 16-bit integer
+     * activations that every step uses: greedy text equal to a float64
+     * reference on every prompt we checked, where 8 agreed on 9 and 13 of
+     * 24 and llama.cpp on 6 and 3 (docs/performance.md). Only prefill: AR
+     * steps and verified trees always take step_activation_bits, so greedy
+     * output still equals greedy AR of a session with the same setting.
+     * Ignored by the CUDA backend. */
     int32_t prompt_activation_bits;
     /* Activations of the typed weight products in every step (AR steps and
      * tree verifies, the drafter's products included): 16 (default; 0 means

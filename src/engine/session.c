@@ -9,7 +9,7 @@
 static const entmtp_session_params g_session_defaults = {
     .struct_size = sizeof g_session_defaults, .kv_capacity = 0, .temperature = 0.0f, .epsilon = 0.09f,
     .delta = 0.3f, .seed = 0x5eed, .ema_decay = 0.8f, .n_stop_tokens = -1, .stop_tokens = NULL,
-    .reproducible = 0, .prompt_activation_bits = 16, .step_activation_bits = 16, .kv_type = ENTMTP_KV_DEFAULT,
+    .reproducible = 0, .prompt_activation_bits = 8, .step_activation_bits = 16, .kv_type = ENTMTP_KV_DEFAULT,
 };
 
 ENTMTP_API entmtp_status entmtp_session_params_init(entmtp_session_params *params, size_t size) {
@@ -63,9 +63,10 @@ ENTMTP_API void entmtp_session_free(entmtp_session *S) {
 }
 
 /* An activation precision field: 8 or 16 bits (0 means 16). */
-static entmtp_status check_activation_bits(const char *field, int32_t bits) {
+static entmtp_status check_activation_bits(const char *field, int32_t bits, int32_t zero_means) {
     if (bits != 0 && bits != 8 && bits != 16)
-        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: %s = %d must be 8 or 16 (0: 16)", field, bits);
+        return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: %s = %d must be 8 or 16 (0: %d)", field, bits,
+                        zero_means);
     return ENTMTP_OK;
 }
 
@@ -90,8 +91,8 @@ static entmtp_status check_params(const entmtp_session_params *p, const entmtp_m
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: reproducible = %d must be 0 or 1",
                         p->reproducible);
     entmtp_status st;
-    if ((st = check_activation_bits("prompt_activation_bits", p->prompt_activation_bits)) ||
-        (st = check_activation_bits("step_activation_bits", p->step_activation_bits)))
+    if ((st = check_activation_bits("prompt_activation_bits", p->prompt_activation_bits, 8)) ||
+        (st = check_activation_bits("step_activation_bits", p->step_activation_bits, 16)))
         return st;
     if (p->kv_type != ENTMTP_KV_DEFAULT && p->kv_type != ENTMTP_KV_F32 && p->kv_type != ENTMTP_KV_BF16)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG,
@@ -406,7 +407,8 @@ ENTMTP_API entmtp_status entmtp_session_prefill(entmtp_session *S, const int32_t
      * phase, never the row count, so steps and verified trees keep the step
      * precision (16 bits unless step_activation_bits says 8) */
     void (*set_bits)(emt_exec *, int32_t) = S->model->be->ops->set_activation_bits;
-    int32_t prompt_bits = S->p.prompt_activation_bits == 8 ? 8 : 16, step_bits = S->p.step_activation_bits == 8 ? 8 : 16;
+    /* 0 takes each field's default: prompts 8, steps 16 */
+    int32_t prompt_bits = S->p.prompt_activation_bits == 16 ? 16 : 8, step_bits = S->p.step_activation_bits == 8 ? 8 : 16;
     int switch_bits = prompt_bits != step_bits && set_bits;
     if (switch_bits) set_bits(S->ex, prompt_bits);
     for (int32_t done = 0; done < n_tokens;) {

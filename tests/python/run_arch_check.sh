@@ -47,7 +47,7 @@ for arch in llama3 qwen2 qwen3 phi3 gemma2 gemma3; do
     case "$arch/$type" in gemma*/f32) bound=1e-2 ;; esac
     m="$tmp/$arch.$type.gguf"
     "$cli" generate --model "$m" --compute "$compute" --raw --prompt "$prompt" --max-tokens 1 --ar \
-      --threads 2 --json --dump-logits "$tmp/ours.f32" > "$tmp/ours.json"
+      --prompt-bits 16 --threads 2 --json --dump-logits "$tmp/ours.f32" > "$tmp/ours.json"
     echo "== $arch $type, compute $compute"
     python3 "$py" compare "$tmp/ours.json" "$tmp/ours.f32" "$fix/$arch.$type.json" "$fix/$arch.$type.f32" "$bound" \
       || fail=1
@@ -82,7 +82,7 @@ python3 "$py" cases | while read -r arch type; do
   python3 "$py" write "$arch" "$type" "$m" "$vocab"
   for compute in native f32; do
     "$cli" generate --model "$m" --compute "$compute" --raw --prompt "$prompt" --max-tokens 1 --ar \
-      --threads 2 --json --dump-logits "$tmp/ours.f32" > "$tmp/ours.json"
+      --prompt-bits 16 --threads 2 --json --dump-logits "$tmp/ours.f32" > "$tmp/ours.json"
     echo "== $arch $type, compute $compute"
     python3 "$py" compare "$tmp/ours.json" "$tmp/ours.f32" "$fix/$arch.$type.json" "$fix/$arch.$type.f32" 1% \
       || echo fail > "$tmp/kfail"

@@ -46,9 +46,10 @@ int cli_refuse_top_k(const char *cmd, const char *v, void *out);
 /* --prompt-bits 8 | 16 into *(int32_t *)out (entmtp_session_params.prompt_activation_bits) */
 int cli_prompt_bits(const char *cmd, const char *v, void *out);
 #define CLI_PROMPT_BITS_HELP                                                                       \
-    "  --prompt-bits B       activations of prompt processing: 16 (default) | 8: about 2x faster\n" \
-    "                        prefill on AVX-512 VNNI CPUs, some fidelity lost; steps keep 16\n"    \
-    "                        (docs/performance.md)\n"
+    "  --prompt-bits B       activations of prompt processing: 8 (default; about 2x faster prefill\n" \
+    "                        than 16, greedy text still nearer a float64 reference than\n"        \
+    "                        llama.cpp's) | 16 (the precision of every step: float64-equal\n"      \
+    "                        greedy text in our checks) (docs/performance.md)\n"
 /* --step-bits 8 | 16 into *(int32_t *)out (entmtp_session_params.step_activation_bits) */
 int cli_step_bits(const char *cmd, const char *v, void *out);
 #define CLI_STEP_BITS_HELP                                                                         \

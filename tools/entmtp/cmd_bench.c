@@ -29,7 +29,7 @@ static void usage(FILE *f) {
             "  --nodes LIST       tree sizes for verify timing (default 1,2,4,8,16,32,64,128)\n"
             "  --reps N           repetitions per verify size (default 5)\n"
             "  --backend B        auto | cpu | cuda;  --threads N   CPU threads\n"
-            "  --prompt-bits B    activations of the prefill (and of the comparison's prompts): 16 (default) | 8\n"
+            "  --prompt-bits B    activations of the prefill (and of the comparison's prompts): 8 (default) | 16\n"
             "  --step-bits B      activations of AR steps and verifies: 16 (default) | 8\n"
             "  --kv-type T        KV cache elements: f32 (default) | bf16\n"
             "  --json             machine-readable output;  --plot FILE.png  verify-cost plot\n"
@@ -87,7 +87,7 @@ typedef struct bench_options {
 static int parse_options(int argc, char **argv, bench_options *o) {
     *o = (bench_options){ .prompt = "Write a Python function that returns the n-th Fibonacci number.",
                           .nodes_list = "1,2,4,8,16,32,64,128", .weights = "f32", .compute = ENTMTP_COMPUTE_NATIVE,
-                          .backend = ENTMTP_BACKEND_AUTO, .context = 256, .tokens = 32, .reps = 5, .prompt_bits = 16,
+                          .backend = ENTMTP_BACKEND_AUTO, .context = 256, .tokens = 32, .reps = 5, .prompt_bits = 0,
                           .step_bits = 16 };
     const cli_option opts[] = {
         { "--synthetic", CLI_STRING, &o->synthetic },

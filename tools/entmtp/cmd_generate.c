@@ -159,7 +159,7 @@ typedef struct generate_options {
 static int parse_options(int argc, char **argv, generate_options *o) {
     *o = (generate_options){ .max_tokens = 128, .seed = 0x5eed, .epsilon = 0.09f, .delta = 0.3f, .tau_on = -1,
                              .tau_off = -1, .ucb_expl = -1, .backend = ENTMTP_BACKEND_AUTO,
-                             .compute = ENTMTP_COMPUTE_NATIVE, .prompt_bits = 16, .step_bits = 16 };
+                             .compute = ENTMTP_COMPUTE_NATIVE, .prompt_bits = 0, .step_bits = 16 };
     const cli_option opts[] = {
         { "--model", CLI_STRING, &o->model_path },
         { "--heads", CLI_STRING, &o->heads_path },

@@ -89,7 +89,7 @@ static int host_is_loopback(const char *host) {
 static int parse_options(int argc, char **argv, serve_options *o) {
     *o = (serve_options){ .host = "127.0.0.1", .static_tree = -1, .port = 8080, .parallel = 2, .queue = 64,
                           .ctx = 2048, .max_tokens = 256, .max_body = 1 << 20, .api_key = getenv("ENTMTP_API_KEY"),
-                          .prompt_bits = 16, .step_bits = 16 };
+                          .prompt_bits = 0, .step_bits = 16 };
     const cli_option opts[] = {
         { "--model", CLI_STRING, &o->model },
         { "--heads", CLI_STRING, &o->heads },

@@ -86,9 +86,11 @@ class Session(Handle):
     end-of-generation tokens, [] = none. reproducible=True keeps the bank's
     step costs instead of learning them from the clock, so a sampled run
     with the same seed repeats exactly under every policy.
-    prompt_activation_bits=8 prefills prompts with 8-bit activations (about
-    2x faster prompt processing with AVX-512 VNNI, some fidelity lost; steps
-    keep 16 bits; docs/performance.md), 16 (the default) keeps 16 bits.
+    prompt_activation_bits: 8 (the library's default) prefills prompts with
+    8-bit activations (about 2x faster prompt processing than 16 with
+    AVX-512 VNNI, 1.3x with AVX2; some fidelity lost; steps keep their own
+    precision; docs/performance.md), 16 keeps the 16-bit activations
+    (greedy text equal to a float64 reference in our checks).
     step_activation_bits=8 runs every step (AR and tree verify) with 8-bit
     activations, llama.cpp's precision (faster steps with AVX-512 VNNI, some
     fidelity lost; greedy output still equals greedy AR at the same setting).

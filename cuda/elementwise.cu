@@ -119,16 +119,15 @@ void cu_rope_round_kv(emt_exec *ex, const float *k, const float *v, int32_t n_ro
                       int32_t head_dim, int32_t n_rot, const int32_t *positions, const emt_dyn_rows *rows,
                       const float *inv_freq, uint16_t *k_out, uint16_t *v_out) {
     const int32_t half = n_rot / 2, per_head = head_dim - half;
-    const int32_t *d_base = rows ? rows->len : NULL;
-    const int32_t *d_pos = rows ? rows->offsets
-                                : (const int32_t *)cu_stage(ex, positions, (size_t)n_rows * sizeof(int32_t));
+    const int32_t *d_base = rows ? rows->len : NULL; // device memory; the offsets are host ones, as rope_dyn's
+    const int32_t *d_pos =
+        (const int32_t *)cu_stage(ex, rows ? rows->offsets : positions, (size_t)n_rows * sizeof(int32_t));
     const float *d_freq = (const float *)cu_stage(ex, inv_freq, (size_t)(half > 0 ? half : 1) * sizeof(float));
     if (!d_pos || !d_freq) return;
-    const int64_t values = (int64_t)n_rows * n_kv_heads * head_dim;
     dim3 grid(n_rows, (n_kv_heads * per_head + 255) / 256);
     // K and V: 4 bytes read and 2 written per value
-    EMT_OP("ROPE_ROUND_KV", 2.0 * (sizeof(float) + sizeof(uint16_t)) * values, n_rows, 2 * n_kv_heads * head_dim,
-           2 * n_kv_heads * head_dim);
+    EMT_OP("ROPE_ROUND_KV", 2.0 * (sizeof(float) + sizeof(uint16_t)) * n_rows * n_kv_heads * head_dim, n_rows,
+           2 * n_kv_heads * head_dim, 2 * n_kv_heads * head_dim);
     EMT_LAUNCH(rope_round_kv_kernel, grid, 256, 0, ex->stream, k, v, n_kv_heads, head_dim, half, n_rot, d_base, d_pos,
                d_freq, k_out, v_out);
 }

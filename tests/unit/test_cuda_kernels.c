@@ -454,11 +454,11 @@ static void check_rope_round_kv(int32_t n_rows, int32_t n_kv_heads, int32_t hd, 
     for (int32_t r = 0; r < n_rows; r++) pos[r] = dyn ? irand(9) : 3000 + irand(500);
     for (int32_t i = 0; i < n_rot / 2; i++) inv_freq[i] = powf(10000.0f, -2.0f * (float)i / (float)n_rot);
     float *dk = dev_bytes(k, n * 4), *dv = dev_bytes(v, n * 4);
-    int32_t *dpos = dev_bytes(pos, (size_t)n_rows * 4), *dlen = dev_bytes(&len, 4);
+    int32_t *dlen = dev_bytes(&len, 4); /* rope_dyn's rows: the length on the device, the offsets on the host */
     uint16_t *dko = gpu->ops->alloc(gpu, n * 2), *dvo = gpu->ops->alloc(gpu, n * 2);
     uint16_t *gk = malloc(n * 2), *gv = malloc(n * 2), *ck = malloc(n * 2), *cv = malloc(n * 2);
     uint16_t *rk = malloc(n * 2), *rv = malloc(n * 2);
-    const emt_dyn_rows hrows = { &len, pos, 0 }, drows = { dlen, dpos, 0 };
+    const emt_dyn_rows hrows = { &len, pos, 0 }, drows = { dlen, pos, 0 };
     gpu->ops->rope_round_kv(eg, dk, dv, n_rows, n_kv_heads, hd, n_rot, dyn ? NULL : pos, dyn ? &drows : NULL,
                             inv_freq, dko, dvo);
     CHECK_OK(gpu->ops->sync(eg));
@@ -482,8 +482,8 @@ static void check_rope_round_kv(int32_t n_rows, int32_t n_kv_heads, int32_t hd, 
            n_rows, n_kv_heads, hd, n_rot, dyn ? "device" : "host", same_gpu, n, same_ref);
     CHECK(same_gpu == n && same_ref == n);
     CHECK(memcmp(gk_in, k, n * 4) == 0);
-    void *rel[] = { dk, dv, dpos, dlen, dko, dvo };
-    for (int i = 0; i < 6; i++) gpu->ops->release(gpu, rel[i]);
+    void *rel[] = { dk, dv, dlen, dko, dvo };
+    for (int i = 0; i < 5; i++) gpu->ops->release(gpu, rel[i]);
     free(k); free(v); free(roped); free(pos); free(inv_freq); free(gk); free(gv); free(ck); free(cv); free(rk);
     free(rv); free(gk_in);
 }

@@ -122,7 +122,7 @@ void cu_rope_round_kv(emt_exec *ex, const float *k, const float *v, int32_t n_ro
     const int32_t *d_base = rows ? rows->len : NULL; // device memory; the offsets are host ones, as rope_dyn's
     const int32_t *d_pos =
         (const int32_t *)cu_stage(ex, rows ? rows->offsets : positions, (size_t)n_rows * sizeof(int32_t));
-    const float *d_freq = (const float *)cu_stage(ex, inv_freq, (size_t)(half > 0 ? half : 1) * sizeof(float));
+    const float *d_freq = (const float *)cu_stage(ex, inv_freq, (size_t)half * sizeof(float)); // as rope() stages it
     if (!d_pos || !d_freq) return;
     dim3 grid(n_rows, (n_kv_heads * per_head + 255) / 256);
     // K and V: 4 bytes read and 2 written per value

@@ -366,6 +366,7 @@ static const emt_backend_ops cuda_ops = {
     NULL, /* set_activation_bits: the device products take float activations */
     cu_set_kv_dtype,
     cu_round_bf16,
+    cu_rope_round_kv,
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

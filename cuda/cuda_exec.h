@@ -128,6 +128,9 @@ void cu_silu_residual(emt_exec *ex, const float *res, const float *pre, int64_t 
 void cu_scale(emt_exec *ex, float *x, int64_t n, float s);
 void cu_softcap(emt_exec *ex, float *x, int64_t n, float cap);
 void cu_round_bf16(emt_exec *ex, const float *x, int64_t n, uint16_t *out);
+void cu_rope_round_kv(emt_exec *ex, const float *k, const float *v, int32_t n_rows, int32_t n_kv_heads,
+                      int32_t head_dim, int32_t n_rot, const int32_t *positions, const emt_dyn_rows *rows,
+                      const float *inv_freq, uint16_t *k_out, uint16_t *v_out);
 void cu_set_kv_dtype(emt_exec *ex, emt_dtype dtype);
 
 // matmul.cu

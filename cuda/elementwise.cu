@@ -86,6 +86,52 @@ void cu_rope_dyn(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_
     rope(ex, x, n_rows, n_heads, head_dim, n_rot, rows->len, rows->offsets, inv_freq);
 }
 
+// The new K/V rows into a BF16 cache in one launch (rope_round_kv): thread
+// t < half of a head ropes K's pair (t, t + half) as rope_kernel does and
+// rounds it; thread t >= half rounds K's unrotated dim n_rot + t - half;
+// each thread rounds V at the dims it handled in K. Products unfused
+// (__fmul_rn: no FMA contraction) and cvt.rn (bf16_bits_rn), so the bits are
+// the CPU twin's: rope_rows() then emt_f32_to_bf16. Loads and stores are
+// contiguous across the warp, as rope_kernel's.
+__global__ void rope_round_kv_kernel(const float *k, const float *v, int32_t n_kv_heads, int32_t head_dim,
+                                     int32_t half, int32_t n_rot, const int32_t *d_base, const int32_t *pos,
+                                     const float *inv_freq, uint16_t *k_out, uint16_t *v_out) {
+    const int32_t r = blockIdx.x, idx = threadIdx.x + blockIdx.y * blockDim.x, per_head = head_dim - half;
+    if (idx >= n_kv_heads * per_head) return;
+    const int32_t h = idx / per_head, t = idx % per_head;
+    const size_t at = ((size_t)r * n_kv_heads + h) * head_dim;
+    if (t < half) {
+        double angle = (double)((d_base ? *d_base : 0) + emt_ld(pos + r)) * (double)emt_ld(inv_freq + t);
+        float c = (float)cos(angle), s = (float)sin(angle);
+        const float a = emt_ld(k + at + t), b = emt_ld(k + at + t + half);
+        emt_st(k_out + at + t, (uint16_t)bf16_bits_rn(__fadd_rn(__fmul_rn(a, c), -__fmul_rn(b, s))));
+        emt_st(k_out + at + t + half, (uint16_t)bf16_bits_rn(__fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s))));
+        emt_st(v_out + at + t, (uint16_t)bf16_bits_rn(emt_ld(v + at + t)));
+        emt_st(v_out + at + t + half, (uint16_t)bf16_bits_rn(emt_ld(v + at + t + half)));
+    } else {
+        const size_t d = at + n_rot + (t - half);
+        emt_st(k_out + d, (uint16_t)bf16_bits_rn(emt_ld(k + d)));
+        emt_st(v_out + d, (uint16_t)bf16_bits_rn(emt_ld(v + d)));
+    }
+}
+
+void cu_rope_round_kv(emt_exec *ex, const float *k, const float *v, int32_t n_rows, int32_t n_kv_heads,
+                      int32_t head_dim, int32_t n_rot, const int32_t *positions, const emt_dyn_rows *rows,
+                      const float *inv_freq, uint16_t *k_out, uint16_t *v_out) {
+    const int32_t half = n_rot / 2, per_head = head_dim - half;
+    const int32_t *d_base = rows ? rows->len : NULL; // device memory; the offsets are host ones, as rope_dyn's
+    const int32_t *d_pos =
+        (const int32_t *)cu_stage(ex, rows ? rows->offsets : positions, (size_t)n_rows * sizeof(int32_t));
+    const float *d_freq = (const float *)cu_stage(ex, inv_freq, (size_t)half * sizeof(float)); // as rope() stages it
+    if (!d_pos || !d_freq) return;
+    dim3 grid(n_rows, (n_kv_heads * per_head + 255) / 256);
+    // K and V: 4 bytes read and 2 written per value
+    EMT_OP("ROPE_ROUND_KV", 2.0 * (sizeof(float) + sizeof(uint16_t)) * n_rows * n_kv_heads * head_dim, n_rows,
+           2 * n_kv_heads * head_dim, 2 * n_kv_heads * head_dim);
+    EMT_LAUNCH(rope_round_kv_kernel, grid, 256, 0, ex->stream, k, v, n_kv_heads, head_dim, half, n_rot, d_base, d_pos,
+               d_freq, k_out, v_out);
+}
+
 // ------------------------------------------------- elementwise, grid-stride
 
 __device__ __forceinline__ float silu_d(float v) { return v / (1.0f + expf(-v)); }

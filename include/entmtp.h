@@ -586,7 +586,7 @@ typedef struct entmtp_session entmtp_session;
 
 /* entmtp_session_params.kv_type */
 typedef enum entmtp_kv_type {
-    ENTMTP_KV_DEFAULT = 0, /* the backend's default: F32 (CPU and CUDA) */
+    ENTMTP_KV_DEFAULT = 0, /* the backend's default: F32 on the CPU, BF16 on CUDA */
     ENTMTP_KV_F32 = 1,
     ENTMTP_KV_BF16 = 2,
 } entmtp_kv_type;
@@ -636,7 +636,9 @@ typedef struct entmtp_session_params {
      * this precision). Ignored by the CUDA backend. */
     int32_t step_activation_bits;
     /* The element type of the session's KV cache (entmtp_kv_type):
-     * ENTMTP_KV_DEFAULT (0: F32 on every backend today), ENTMTP_KV_F32, or
+     * ENTMTP_KV_DEFAULT (0: F32 on the CPU backend; BF16 on the CUDA
+     * backend, F32 there for a model whose KV row width is odd),
+     * ENTMTP_KV_F32, or
      * ENTMTP_KV_BF16: K and V rounded to BF16 (nearest even) when stored,
      * half the cache's memory and of attention's bytes. Attention then reads
      * the rounded values on every backend (the CPU twin computes from the

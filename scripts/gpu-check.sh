@@ -12,7 +12,8 @@
 #                      five, racecheck and synccheck on parity, kernels and
 #                      step ops with ENTMTP_TEST_SHRINK=1 (smaller cases).
 #   stage 2 (< 210 s)  speed: `entmtp bench --backend cuda` on the synthetic 7B
-#                      shape in BF16, Q4_0 and Q4_K (built in seconds: rows
+#                      shape in BF16, Q4_0 and Q4_K weights, with the CUDA
+#                      default BF16 KV cache (built in seconds: rows
 #                      repeat every 256), contexts 256 and 2048, once with CUDA
 #                      graphs off; each run measures the device's own
 #                      device-to-device copy bandwidth and reports AR's share

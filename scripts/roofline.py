@@ -5,8 +5,8 @@ GPU run (`entmtp bench --backend cuda`, scripts/gpu-check.sh) can be compared
 with it. Prints the markdown table of docs/performance.md.
 
 What each kernel moves from DRAM (F32 activations; the KV cache in F32 or,
-with --kv-type bf16 (the default here: the device setting issue 34 asks
-for), in BF16, half the bytes):
+with --kv-type bf16 (the default here, as on the CUDA backend: kv_type
+ENTMTP_KV_DEFAULT is BF16 there), in BF16, half the bytes):
 - products (cuda/matmul.cu): the weights once per call (row tiles of one
   output group run next to each other, so tiles after the first read L2),
   the input rows once, the output rows once;
@@ -14,7 +14,9 @@ for), in BF16, half the bytes):
   block stages each 32-key step for every row and head of a KV head's
   group), the queries, the output, and the per-span partials written and
   read back;
-- RMSNorm, RoPE, residual adds, SwiGLU: their F32 rows in and out.
+- RMSNorm, RoPE, residual adds, SwiGLU: their F32 rows in and out; with a
+  BF16 cache, K's RoPE also rounds K and V into the cache (one launch,
+  rope_round_kv: F32 in, BF16 out).
 FLOPs: 2 per weight per row for the products, 4 * head_dim per (row, head,
 key) for attention; elementwise work is left out.
 
@@ -87,7 +89,8 @@ SPLIT_INSTR = 9       # instructions per FP32 value split into three BF16 parts 
 PRODUCTS = ("q", "k", "v", "o", "gate", "up", "down", "lm_head")
 FUSED_WITH_PREVIOUS = ("k", "v", "up")  # BF16: Q/K/V and gate/up are one tensor-core launch each
 ATTENTION_OPS = ("ATTN", "ATTN_BF16", "ATTN_COMBINE")  # ATTN_BF16: the span kernels over a BF16 KV cache
-ROWWISE_OPS = ("RMSNORM", "ROPE", "SWIGLU", "ADD", "EMBED", "SILU_RESIDUAL", "SCALE", "SOFTCAP", "GEGLU", "ROUND_BF16")
+ROWWISE_OPS = ("RMSNORM", "ROPE", "SWIGLU", "ADD", "EMBED", "SILU_RESIDUAL", "SCALE", "SOFTCAP", "GEGLU", "ROUND_BF16",
+               "ROPE_ROUND_KV")
 KV_BYTES = {"f32": 4, "bf16": 2}
 # a BF16 cache's K/V rows are staged without a split: per value about one
 # instruction (16-byte loads of 8 values, K's two 8-byte shared stores, V's
@@ -132,7 +135,7 @@ def run_harness(test, plugin, dtype):
     fd, path = tempfile.mkstemp(suffix=".jsonl")
     os.close(fd)
     env = dict(os.environ, ENTMTP_CUDA_PLUGIN=os.path.abspath(plugin), EMT_CUDA_MEMEFF_REPORT=path,
-               EMT_CUDA_MEMEFF_OUTPUTS="64,128", EMT_CUDA_MEMEFF_DTYPES=dtype + ",ATTN,RMSNORM,ROPE,SWIGLU,ADD,ROUND_BF16")
+               EMT_CUDA_MEMEFF_OUTPUTS="64,128", EMT_CUDA_MEMEFF_DTYPES=dtype + ",ATTN,RMSNORM,ROPE,SWIGLU,ADD,ROUND_BF16,ROPE_ROUND_KV")
     r = subprocess.run([test], env=env, capture_output=True, text=True)
     if r.returncode not in (0, 1):  # 1: a floor failed, the counts are still there
         sys.exit(f"{test} exited {r.returncode}:\n{r.stdout}{r.stderr}")
@@ -295,7 +298,7 @@ def predict_rowwise(launches, op, rows, width, ideal):
     `width` values whose ideal bytes are `ideal`: the DRAM bytes over the
     ideal that the harness counted for it at the 7B widths and the same rows,
     at the HBM peak. None without a counted case."""
-    recs = [r for r in launches if r["op"] == op and (r["rows"] == rows if op in ("RMSNORM", "ROPE")
+    recs = [r for r in launches if r["op"] == op and (r["rows"] == rows if op in ("RMSNORM", "ROPE", "ROPE_ROUND_KV")
                                                       else r["n_in"] % rows == 0 and r["n_in"] // rows in (4096, 11008))]
     if not recs:
         return None
@@ -389,12 +392,15 @@ def measured_step(fits, dtype, rows, context, kv_type="f32"):
             2 * context * KV_DIM * KV_BYTES[kv_type] * LAYERS + LAYERS * act(3 * HIDDEN + HIDDEN))
     else:
         ops.append(("attn", LAYERS, p))
+    # Q's RoPE, then K's: F32, RoPE in place in the cache rows; BF16, one
+    # launch ropes K and rounds K and V into the cache (rope_round_kv: 4
+    # bytes in, 2 out per value of each), so both are 2 launches a layer
     rowwise = [("rmsnorm", "RMSNORM", 2, HIDDEN, 2 * act(HIDDEN) + 4 * HIDDEN),
-               ("rope", "ROPE", 1, nh * hd + KV_DIM, 2 * act(nh * hd + KV_DIM)),
+               ("rope q", "ROPE", 1, nh * hd, 2 * act(nh * hd)),
+               ("rope k", "ROPE", 1, KV_DIM, 2 * act(KV_DIM)) if kv_type == "f32" else
+               ("rope kv", "ROPE_ROUND_KV", 1, 2 * KV_DIM, 2 * act(KV_DIM) * 6 // 4),
                ("swiglu", "SWIGLU", 1, FFN, 3 * act(FFN)),
                ("add", "ADD", 2, HIDDEN, 3 * act(HIDDEN))]
-    if kv_type == "bf16":  # the new K and V rows rounded into the cache: 4 bytes in, 2 out per value
-        rowwise.append(("round", "ROUND_BF16", 2, KV_DIM, act(KV_DIM) * 6 // 4))
     for name, op, count, width, ideal in rowwise:
         p = predict_rowwise(launches, op, rows, width, ideal)
         if p is None:

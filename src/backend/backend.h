@@ -290,9 +290,9 @@ typedef struct emt_backend_ops {
      * sets 8 around a prefill only, never around a step or a verify. */
     void (*set_activation_bits)(emt_exec *ex, int32_t bits);
 
-    /* ---- KV cache element type (appended, optional: NULL, or either one
-     * NULL, and the backend keeps F32 caches only; a session asking for
-     * BF16 then fails naming kv_type). ----
+    /* ---- KV cache element type (appended, optional: NULL, or any of the
+     * three (with rope_round_kv below) NULL, and the backend keeps F32
+     * caches only; a session asking for BF16 then fails naming kv_type). ----
      * The K/V caches the context's later attention ops (all four) read hold
      * `dtype` elements: EMT_F32 (the default) or EMT_BF16, rows of
      * n_kv_heads*head_dim BF16 values, which the attention reads as the F32
@@ -303,6 +303,16 @@ typedef struct emt_backend_ops {
     /* out[i] = x[i] rounded to BF16, to nearest even (NaN stays a NaN):
      * how K/V rows enter a BF16 cache */
     void (*round_bf16)(emt_exec *ex, const float *x, int64_t n, uint16_t *out);
+    /* The new K/V rows into a BF16 cache in one launch (appended, optional:
+     * NULL, and the backend keeps F32 caches only): k and v are n_rows rows
+     * of n_kv_heads*head_dim F32 values; k_out gets k as rope() would leave
+     * it (positions[r], or rows->len[0] + rows->offsets[r] when rows is not
+     * NULL: rope_dyn()'s) rounded as round_bf16() rounds, v_out gets v
+     * rounded. k and v are left as they were. Bit for bit rope() then
+     * round_bf16() on each, in one pass over the rows. */
+    void (*rope_round_kv)(emt_exec *ex, const float *k, const float *v, int32_t n_rows, int32_t n_kv_heads,
+                          int32_t head_dim, int32_t n_rot, const int32_t *positions, const emt_dyn_rows *rows,
+                          const float *inv_freq, uint16_t *k_out, uint16_t *v_out);
 } emt_backend_ops;
 
 #define EMT_MAX_FUSED 4

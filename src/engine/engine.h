@@ -133,6 +133,9 @@ void emt_session_set_batch_heads(entmtp_session *S, int batch_heads);
  * creation does, once the step buffers exist). Takes effect from the next
  * prefill or step. */
 void emt_session_set_device_step(entmtp_session *S, int device_step);
+/* the element type of the session's target KV cache (kv_type resolved:
+ * ENTMTP_KV_DEFAULT is BF16 on the CUDA backend, F32 on the CPU) */
+emt_dtype emt_session_kv_dtype(const entmtp_session *S);
 /* 1 when the backend has the ops of the device step (topk_device,
  * embed_device, accept, commit, gather_i32) */
 int emt_backend_has_step_ops(const emt_backend_ops *op);

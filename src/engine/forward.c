@@ -52,7 +52,9 @@ static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, em
     else emt_embed(op, ex, &m->tok_embd, H, tokens, n, s->x);
     if (c->embed_scale) op->scale(ex, s->x, (int64_t)n * H, c->embed_scale);
     /* a BF16 cache: the new rows are made in F32 (s->k_new, v_new), then
-     * rounded into the cache; attention reads the cache as BF16 */
+     * K roped and both rounded into the cache in one launch (rope_round_kv,
+     * in place of K's rope: no more launches than an F32 cache); attention
+     * reads the cache as BF16 */
     const int bf16 = kv->dtype == EMT_BF16;
     if (bf16) op->set_kv_dtype(ex, EMT_BF16);
     for (int32_t l = 0; l < c->n_layers; l++) {
@@ -70,18 +72,15 @@ static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, em
             op->rmsnorm(ex, k_rows, L->k_norm, n * c->n_kv_heads, hd, c->rms_eps, k_rows);
         }
         const float *inv_freq = L->inv_freq ? L->inv_freq : m->inv_freq; /* local or global */
-        if (dyn) {
-            op->rope_dyn(ex, s->q, n, c->n_heads, hd, c->n_rot, dyn, inv_freq);
-            op->rope_dyn(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, dyn, inv_freq);
-        } else {
-            op->rope(ex, s->q, n, c->n_heads, hd, c->n_rot, positions, inv_freq);
-            op->rope(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, positions, inv_freq);
-        }
+        if (dyn) op->rope_dyn(ex, s->q, n, c->n_heads, hd, c->n_rot, dyn, inv_freq);
+        else op->rope(ex, s->q, n, c->n_heads, hd, c->n_rot, positions, inv_freq);
+        if (bf16)
+            op->rope_round_kv(ex, k_rows, v_rows, n, c->n_kv_heads, hd, c->n_rot, dyn ? NULL : positions, dyn,
+                              inv_freq, (uint16_t *)(kv->k[l] + (size_t)kv_start * kv->row_words),
+                              (uint16_t *)(kv->v[l] + (size_t)kv_start * kv->row_words));
+        else if (dyn) op->rope_dyn(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, dyn, inv_freq);
+        else op->rope(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, positions, inv_freq);
         if (c->q_scale) op->scale(ex, s->q, (int64_t)n * q_dim, c->q_scale);
-        if (bf16) {
-            op->round_bf16(ex, k_rows, (int64_t)n * kv_dim, (uint16_t *)(kv->k[l] + (size_t)kv_start * kv->row_words));
-            op->round_bf16(ex, v_rows, (int64_t)n * kv_dim, (uint16_t *)(kv->v[l] + (size_t)kv_start * kv->row_words));
-        }
         if (dyn)
             op->attention_dyn(ex, s->q, kv->k[l], kv->v[l], dyn, n, mask, c->n_heads, c->n_kv_heads, hd, L->window,
                               c->attn_softcap, s->att);

@@ -70,6 +70,23 @@ static entmtp_status check_activation_bits(const char *field, int32_t bits, int3
     return ENTMTP_OK;
 }
 
+static int keeps_bf16_kv(const emt_backend_ops *op) {
+    return op->set_kv_dtype && op->round_bf16 && op->rope_round_kv;
+}
+
+/* The KV element type a session gets: ENTMTP_KV_DEFAULT is BF16 on a
+ * device-memory backend that keeps BF16 caches (attention streams the whole
+ * cache every step, so half the bytes; the new rows cost no extra launch,
+ * rope_round_kv), when the model's KV row width is even; F32 otherwise
+ * (the CPU: its default stays the bit-exact F32 reference). */
+static emt_dtype session_kv_dtype(int32_t kv_type, const entmtp_model *m) {
+    if (kv_type == ENTMTP_KV_BF16) return EMT_BF16;
+    if (kv_type == ENTMTP_KV_F32) return EMT_F32;
+    const emt_backend_ops *op = m->be->ops;
+    const int even_rows = ((int64_t)m->cfg.n_kv_heads * m->cfg.head_dim) % 2 == 0;
+    return !op->host_memory && keeps_bf16_kv(op) && even_rows ? EMT_BF16 : EMT_F32;
+}
+
 static entmtp_status check_params(const entmtp_session_params *p, const entmtp_model *m) {
     if (p->kv_capacity < 0 || p->kv_capacity > m->cfg.ctx)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG,
@@ -100,7 +117,7 @@ static entmtp_status check_params(const entmtp_session_params *p, const entmtp_m
                         p->kv_type);
     if (p->kv_type == ENTMTP_KV_BF16) {
         const emt_backend_ops *op = m->be->ops;
-        if (!op->set_kv_dtype || !op->round_bf16)
+        if (!keeps_bf16_kv(op))
             return emt_fail(ENTMTP_ERR_INVALID_CONFIG,
                             "session params: kv_type = 2 (BF16): the %s backend keeps F32 KV caches only", op->name);
         if (((int64_t)m->cfg.n_kv_heads * m->cfg.head_dim) % 2)
@@ -260,7 +277,7 @@ entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_h
     HOST_ALLOC(S->kv.v, c->n_layers);
     /* one block for every layer's K and V, each slab 64-byte aligned; a BF16
      * row is kv_dim / 2 words (checked even) */
-    S->kv.dtype = p.kv_type == ENTMTP_KV_BF16 ? EMT_BF16 : EMT_F32;
+    S->kv.dtype = session_kv_dtype(p.kv_type, model);
     S->kv.row_words = (size_t)(S->kv.dtype == EMT_BF16 ? kv_dim / 2 : kv_dim);
     const int64_t kv_slab = ((int64_t)S->kv.rows * (int64_t)S->kv.row_words + 15) / 16 * 16;
     DEV_ALLOC(S->kv.block, 2 * c->n_layers * kv_slab);
@@ -616,3 +633,5 @@ entmtp_status emt_session_time_verify(entmtp_session *S, int32_t tree_index, int
     free(times);
     return st;
 }
+
+emt_dtype emt_session_kv_dtype(const entmtp_session *S) { return S->kv.dtype; }

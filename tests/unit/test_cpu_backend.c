@@ -89,6 +89,32 @@ static uint16_t *to_bf16(const float *x, size_t n) {
     return h;
 }
 
+/* rope_round_kv (K roped, K and V rounded into BF16 cache rows, one op):
+ * bit for bit rope() (or rope_dyn()) then round_bf16() on each, with partial
+ * rotary (the unrotated dims only rounded), leaving its inputs alone. */
+static void rope_round_kv_matches(emt_exec *ex, const emt_backend_ops *op) {
+    enum { R = 3, KV = 2, HD = 24, N = R * KV * HD };
+    const int32_t n_rot[2] = { HD, 16 };
+    float k[N], v[N], k0[N], roped[N], inv_freq[HD / 2];
+    int32_t pos[R] = { 5, 700, 1 }, len = 40;
+    uint16_t ko[N], vo[N], want_k[N], want_v[N];
+    for (int i = 0; i < N; i++) k[i] = k0[i] = 8 * urand(), v[i] = 8 * urand();
+    for (int i = 0; i < HD / 2; i++) inv_freq[i] = powf(10000.0f, -(float)i / (HD / 2));
+    for (int dyn = 0; dyn < 2; dyn++)
+        for (int ri = 0; ri < 2; ri++) {
+            const emt_dyn_rows rows = { &len, pos, 0 };
+            op->rope_round_kv(ex, k, v, R, KV, HD, n_rot[ri], dyn ? NULL : pos, dyn ? &rows : NULL, inv_freq, ko, vo);
+            memcpy(roped, k, sizeof k);
+            if (dyn) op->rope_dyn(ex, roped, R, KV, HD, n_rot[ri], &rows, inv_freq);
+            else op->rope(ex, roped, R, KV, HD, n_rot[ri], pos, inv_freq);
+            op->round_bf16(ex, roped, N, want_k);
+            op->round_bf16(ex, v, N, want_v);
+            CHECK(memcmp(ko, want_k, sizeof ko) == 0 && memcmp(vo, want_v, sizeof vo) == 0);
+            CHECK(memcmp(k, k0, sizeof k) == 0);
+            CHECK(memcmp(roped, k, sizeof k) != 0); /* the rotation did something */
+        }
+}
+
 static void attention_blocks_bf16(emt_exec *ex, const emt_backend_ops *op) {
     const float halfway[3] = { 1.00390625f, 1.01171875f, -1.00390625f }; /* ties: to the even neighbour */
     uint16_t rounded[3];
@@ -282,6 +308,7 @@ static void check_variant(emt_cpu_variant variant) {
     matmul_bits(ex, op);
     attention_blocks(ex, op);
     attention_blocks_bf16(ex, op);
+    rope_round_kv_matches(ex, op);
     attention_rows(ex, op);
 
     /* attention: 3 prefix keys + a 4-node tree (root, two children, a grandchild) */

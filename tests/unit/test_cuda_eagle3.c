@@ -47,6 +47,7 @@ static void generate(entmtp_backend backend, const char *model_path, const char 
 
 int main(void) {
     if (!emt_cuda_test_have_device()) return 77;
+    emt_test_kv_type = ENTMTP_KV_F32; /* both backends (CUDA's default is BF16): tokens equal the CPU's */
     emt_tiny_config c = emt_tiny_default_config();
     c.vocab = 32;
     c.n_layers = 4;

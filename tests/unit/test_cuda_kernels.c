@@ -8,7 +8,8 @@
  *   3000-token context is bit-identical to the AR call that puts the same
  *   token at the same position, with and without Gemma's soft-cap, GQA, and
  *   with BF16 K/V caches (set_kv_dtype) on the tensor-core kernel and on the
- *   FP32 one (head_dim 96); round_bf16 bit-identical to the CPU's;
+ *   FP32 one (head_dim 96); round_bf16 and rope_round_kv (K roped, K and V
+ *   rounded into the cache in one launch) bit-identical to the CPU's;
  * - Gemma's elementwise ops against the CPU.
  * Runs on a GPU or, in CI, on the CPU CUDA harness (docs/cuda-harness.md);
  * SKIPPED without either. */
@@ -440,6 +441,53 @@ static void check_round_bf16(void) {
     free(x); free(got); free(want);
 }
 
+/* rope_round_kv (K roped and K, V rounded into BF16 cache rows in one
+ * launch): the device's bits equal the CPU twin's, and the CPU twin's equal
+ * rope() then round_bf16(), at host positions and at device-resident ones
+ * (rope_dyn's len + offsets), for full and partial rotary (n_rot < head_dim:
+ * the unrotated dims only rounded) and GQA's 8 heads of 128 at 64 rows. */
+static void check_rope_round_kv(int32_t n_rows, int32_t n_kv_heads, int32_t hd, int32_t n_rot, int dyn) {
+    const size_t n = (size_t)n_rows * n_kv_heads * hd;
+    float *k = host_random(n, 4.0f), *v = host_random(n, 4.0f), *roped = malloc(n * 4);
+    int32_t *pos = malloc((size_t)n_rows * 4), len = 2990;
+    float *inv_freq = malloc((size_t)(n_rot / 2 + 1) * 4);
+    for (int32_t r = 0; r < n_rows; r++) pos[r] = dyn ? irand(9) : 3000 + irand(500);
+    for (int32_t i = 0; i < n_rot / 2; i++) inv_freq[i] = powf(10000.0f, -2.0f * (float)i / (float)n_rot);
+    float *dk = dev_bytes(k, n * 4), *dv = dev_bytes(v, n * 4);
+    int32_t *dlen = dev_bytes(&len, 4); /* rope_dyn's rows: the length on the device, the offsets on the host */
+    uint16_t *dko = gpu->ops->alloc(gpu, n * 2), *dvo = gpu->ops->alloc(gpu, n * 2);
+    uint16_t *gk = malloc(n * 2), *gv = malloc(n * 2), *ck = malloc(n * 2), *cv = malloc(n * 2);
+    uint16_t *rk = malloc(n * 2), *rv = malloc(n * 2);
+    const emt_dyn_rows hrows = { &len, pos, 0 }, drows = { dlen, pos, 0 };
+    gpu->ops->rope_round_kv(eg, dk, dv, n_rows, n_kv_heads, hd, n_rot, dyn ? NULL : pos, dyn ? &drows : NULL,
+                            inv_freq, dko, dvo);
+    CHECK_OK(gpu->ops->sync(eg));
+    CHECK_OK(gpu->ops->download(eg, gk, dko, n * 2));
+    CHECK_OK(gpu->ops->download(eg, gv, dvo, n * 2));
+    float *gk_in = download(dk, n); /* the kernel leaves its inputs alone */
+    cpu->ops->rope_round_kv(ec, k, v, n_rows, n_kv_heads, hd, n_rot, dyn ? NULL : pos, dyn ? &hrows : NULL, inv_freq,
+                            ck, cv);
+    memcpy(roped, k, n * 4); /* the unfused reference: rope() then round_bf16() */
+    if (dyn) cpu->ops->rope_dyn(ec, roped, n_rows, n_kv_heads, hd, n_rot, &hrows, inv_freq);
+    else cpu->ops->rope(ec, roped, n_rows, n_kv_heads, hd, n_rot, pos, inv_freq);
+    cpu->ops->round_bf16(ec, roped, (int64_t)n, rk);
+    cpu->ops->round_bf16(ec, v, (int64_t)n, rv);
+    size_t same_gpu = 0, same_ref = 0;
+    for (size_t i = 0; i < n; i++) {
+        same_gpu += gk[i] == ck[i] && gv[i] == cv[i];
+        same_ref += ck[i] == rk[i] && cv[i] == rv[i];
+    }
+    printf("rope_round_kv %2d rows x %d heads x %3d (n_rot %3d, %s positions): %zu of %zu K/V values bit-identical "
+           "to the CPU's, CPU's %zu to rope + round_bf16\n",
+           n_rows, n_kv_heads, hd, n_rot, dyn ? "device" : "host", same_gpu, n, same_ref);
+    CHECK(same_gpu == n && same_ref == n);
+    CHECK(memcmp(gk_in, k, n * 4) == 0);
+    void *rel[] = { dk, dv, dlen, dko, dvo };
+    for (int i = 0; i < 5; i++) gpu->ops->release(gpu, rel[i]);
+    free(k); free(v); free(roped); free(pos); free(inv_freq); free(gk); free(gv); free(ck); free(cv); free(rk);
+    free(rv); free(gk_in);
+}
+
 /* ------------------------------------------------------------ Gemma ops */
 
 static void check_gemma_elementwise(void) {
@@ -490,6 +538,9 @@ int main(void) {
         check_tree_vs_ar(50.0f, 64); /* Gemma 2's attention soft-cap */
         g_kv_bf16 = 1; /* BF16 caches: the tensor-core kernel, soft-capped, and the FP32 kernel */
         check_round_bf16();
+        check_rope_round_kv(64, 8, 128, 128, 0);
+        check_rope_round_kv(5, 3, 64, 32, 1); /* partial rotary, odd head count */
+        check_rope_round_kv(1, 2, 96, 96, 1);
         check_tree_vs_ar(0.0f, 64);
         check_tree_vs_ar(50.0f, 64);
         check_tree_vs_ar(0.0f, 96);

@@ -35,8 +35,9 @@ static int64_t g_counted_steps, g_single_copy_steps;
  * captured, then launched) or direct (a tree's first use, which sizes the
  * graph's constants; a dynamic tree); without, every step is direct. */
 static int g_graphs;
-/* kv_type of the sessions created next (ENTMTP_KV_DEFAULT: F32) */
-static int32_t g_kv_type = ENTMTP_KV_DEFAULT;
+/* kv_type of the sessions created next, set on both backends (the CUDA
+ * default is BF16, the CPU's F32): F32 compares tokens with the CPU's */
+static int32_t g_kv_type = ENTMTP_KV_F32;
 static int64_t g_replayed, g_recorded, g_direct[2], g_direct_launches[2];
 
 static void set_graphs(int on) {
@@ -263,6 +264,7 @@ static void check_reuse(const char *gguf, const char *heads) {
         CHECK_OK(entmtp_policy_create(&pc, &pol[k]));
         if (k == 0) CHECK_OK(entmtp_session_create(m, h, b, &sp, &s[0]));
         if (k == 0 && s[0]) CHECK_OK(entmtp_policy_set(s[0], pol[0]));
+        if (k == 0 && s[0]) CHECK(emt_session_kv_dtype(s[0]) == EMT_BF16); /* kv_type 0: the CUDA default */
     }
     int64_t captures = 0;
     for (int p = 0; s[0] && pol[1] && p < 3; p++) {
@@ -433,7 +435,7 @@ int main(void) {
     check_heads(gguf, medusa, "medusa, BF16 KV", NULL);
     check_long_context(&c, &files, c0.n_heads);
     check_long_context(&c, &files, 1);
-    g_kv_type = ENTMTP_KV_DEFAULT;
+    g_kv_type = ENTMTP_KV_F32;
     emt_cuda_test_remove_files(&files);
     printf("step counters: %lld of %lld greedy steps (AR and trees) downloaded once and waited once\n",
            (long long)g_single_copy_steps, (long long)g_counted_steps);

@@ -16,7 +16,7 @@
  * those output counts (default 8), from which roofline.py extrapolates the
  * full matrices; EMT_CUDA_MEMEFF_DTYPES=BF16,Q4_0 only those dtypes (ATTN:
  * the attention cases, F32 and BF16 KV caches; RMSNORM, ROPE, SWIGLU, ADD,
- * ROUND_BF16: the other kernels). */
+ * ROUND_BF16, ROPE_ROUND_KV: the other kernels). */
 #include "backend/backend.h"
 #include "check.h"
 #include "cuda_test.h"
@@ -263,7 +263,8 @@ static void check_attention(int32_t n_heads, int32_t n_kv_heads, int32_t n_rows,
 }
 
 /* The per-row and per-element kernels (cuda/elementwise.cu) at the 7B
- * widths: RMSNorm over 4096, RoPE over 32 heads of 128, the SwiGLU over
+ * widths: RMSNorm over 4096, RoPE over 32 heads of 128 (also fused with the
+ * BF16 rounding of K and V into the cache, ROPE_ROUND_KV), the SwiGLU over
  * 11008 and the residual add over 4096 values per row, for 1 and 64 rows.
  * Floors as the products': sector efficiency, no bank conflicts, DRAM
  * within 5% of the ideal. */
@@ -285,6 +286,9 @@ static void check_rowwise(const char *op, int32_t n_rows) {
     if (!strcmp(op, "RMSNORM")) gpu->ops->rmsnorm(eg, da, db, n_rows, dim, 1e-5f, dout);
     else if (!strcmp(op, "ROUND_BF16")) gpu->ops->round_bf16(eg, da, n, (uint16_t *)(void *)dout); /* K/V rows into a BF16 cache */
     else if (!strcmp(op, "ROPE")) gpu->ops->rope(eg, da, n_rows, heads, hd, hd, pos, inv_freq);
+    else if (!strcmp(op, "ROPE_ROUND_KV")) /* K roped, K and V rounded into BF16 cache rows (half of dout each) */
+        gpu->ops->rope_round_kv(eg, da, db, n_rows, heads, hd, hd, pos, NULL, inv_freq, (uint16_t *)(void *)dout,
+                                (uint16_t *)(void *)dout + n);
     else if (!strcmp(op, "SWIGLU")) gpu->ops->swiglu(eg, da, db, n, dout);
     else gpu->ops->add(eg, da, db, n);
     CHECK_OK(gpu->ops->sync(eg));
@@ -348,8 +352,8 @@ int main(void) {
             check_attention(1, 1, 1, 96, bf16);   /* a head width the tensor-core kernel does not take (CUDA-core kernel) */
         }
     }
-    static const char *const rowwise[] = { "RMSNORM", "ROPE", "SWIGLU", "ADD", "ROUND_BF16" };
-    for (int i = 0; i < 5; i++)
+    static const char *const rowwise[] = { "RMSNORM", "ROPE", "SWIGLU", "ADD", "ROUND_BF16", "ROPE_ROUND_KV" };
+    for (int i = 0; i < 6; i++)
         if (!only || !*only || name_listed(only, rowwise[i])) {
             check_rowwise(rowwise[i], 1);
             check_rowwise(rowwise[i], 64);

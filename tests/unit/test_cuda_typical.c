@@ -81,6 +81,7 @@ static void generate(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, entmtp_po
     sp.temperature = T;
     sp.seed = seed;
     sp.reproducible = 1; /* the tree sequence must not depend on timing */
+    sp.kv_type = ENTMTP_KV_F32; /* on both backends (CUDA's default is BF16): the same draws as the CPU's */
     entmtp_session *s = NULL;
     CHECK_OK(entmtp_session_create(m, h, b, &sp, &s));
     setenv("ENTMTP_CUDA_GRAPHS", "1", 1);

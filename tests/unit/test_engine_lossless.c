@@ -4,6 +4,7 @@
  * models written as GGUF and as safetensors. Also: GGUF (permuted Q/K) and
  * safetensors copies of one model give the same logits. */
 #define ENTMTP_EXPERIMENTAL_API /* entmtp_session_features, entmtp_session_logits */
+#include "engine/engine.h"
 #include "check.h"
 #include "session_run.h"
 #include "test_policies.h"
@@ -213,6 +214,10 @@ static void check_kv_bf16(const char *model_path, const char *heads_path, const 
     }
     free(l[0]);
     free(l[1]);
+    entmtp_session *dflt = NULL; /* kv_type 0 on the CPU: F32, the bit-exact reference */
+    CHECK_OK(entmtp_session_create(m, NULL, NULL, NULL, &dflt));
+    if (dflt) CHECK(emt_session_kv_dtype(dflt) == EMT_F32);
+    entmtp_session_free(dflt);
     entmtp_session_params bad = entmtp_session_default_params();
     bad.kv_type = 3;
     entmtp_session *none = NULL;

@@ -59,8 +59,9 @@ int cli_step_bits(const char *cmd, const char *v, void *out);
 /* --kv-type f32 | bf16 into *(int32_t *)out (entmtp_session_params.kv_type) */
 int cli_kv_type(const char *cmd, const char *v, void *out);
 #define CLI_KV_TYPE_HELP                                                                             \
-    "  --kv-type T           KV cache elements: f32 (default) | bf16: half the cache's memory and\n" \
-    "                        attention's bytes, K/V rounded to BF16 (docs/architecture.md)\n"
+    "  --kv-type T           KV cache elements: f32 | bf16: half the cache's memory and attention's\n" \
+    "                        bytes, K/V rounded to BF16 (docs/architecture.md); default: the\n"     \
+    "                        backend's (f32 on the CPU, bf16 on CUDA)\n"
 int cli_refuse_top_p(const char *cmd, const char *v, void *out);
 /* --tree NAME[,NAME..]: 1 when every name is a built-in tree, else prints the
  * valid names and returns 0. */

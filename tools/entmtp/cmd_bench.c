@@ -31,7 +31,7 @@ static void usage(FILE *f) {
             "  --backend B        auto | cpu | cuda;  --threads N   CPU threads\n"
             "  --prompt-bits B    activations of the prefill (and of the comparison's prompts): 8 (default) | 16\n"
             "  --step-bits B      activations of AR steps and verifies: 16 (default) | 8\n"
-            "  --kv-type T        KV cache elements: f32 (default) | bf16\n"
+            "  --kv-type T        KV cache elements: f32 | bf16 (default: the backend's, bf16 on CUDA)\n"
             "  --json             machine-readable output;  --plot FILE.png  verify-cost plot\n"
             "  --plot-script PY   plotting script (default: plot_bench.py installed with entmtp)\n");
 }

@@ -2014,6 +2014,33 @@ static void cpu_round_bf16(emt_exec *ex, const float *x, int64_t n, uint16_t *ou
     for (int64_t i = 0; i < n; i++) out[i] = emt_f32_to_bf16(x[i]);
 }
 
+/* rope_rows() on k then emt_f32_to_bf16 on k and v, into the cache rows: the
+ * same products in the same order, so rope() then round_bf16() bit for bit */
+static void cpu_rope_round_kv(emt_exec *ex, const float *k, const float *v, int32_t n_rows, int32_t n_kv_heads,
+                              int32_t head_dim, int32_t n_rot, const int32_t *positions, const emt_dyn_rows *rows,
+                              const float *inv_freq, uint16_t *k_out, uint16_t *v_out) {
+    (void)ex;
+    const int32_t half = n_rot / 2, base = rows ? rows->len[0] : 0;
+    const int32_t *pos = rows ? rows->offsets : positions;
+    const size_t n = (size_t)n_rows * n_kv_heads * head_dim;
+    for (size_t i = 0; i < n; i++) {
+        k_out[i] = emt_f32_to_bf16(k[i]); /* the dims past n_rot; the rotated ones are rewritten below */
+        v_out[i] = emt_f32_to_bf16(v[i]);
+    }
+    for (int32_t r = 0; r < n_rows; r++) {
+        for (int32_t i = 0; i < half; i++) {
+            double angle = (double)(base + pos[r]) * (double)inv_freq[i];
+            float c = (float)cos(angle), s = (float)sin(angle);
+            for (int32_t h = 0; h < n_kv_heads; h++) {
+                const size_t at = ((size_t)r * n_kv_heads + h) * head_dim;
+                float a = k[at + i], b = k[at + i + half];
+                k_out[at + i] = emt_f32_to_bf16(a * c - b * s);
+                k_out[at + i + half] = emt_f32_to_bf16(b * c + a * s);
+            }
+        }
+    }
+}
+
 /* Outputs per task: about 4 tasks per thread for balance, a multiple of 8
  * (whole packed row groups; the same for every dtype, so the gate and up
  * products of a fused job split alike). */
@@ -2240,4 +2267,5 @@ const emt_backend_ops EMT_CPU_OPS = {
 #endif
     .set_kv_dtype = cpu_set_kv_dtype,
     .round_bf16 = cpu_round_bf16,
+    .rope_round_kv = cpu_rope_round_kv,
 };

@@ -96,7 +96,8 @@ class Session(Handle):
     fidelity lost; greedy output still equals greedy AR at the same setting).
     kv_type="bf16" stores the KV cache in BF16 (K/V rounded to nearest even:
     half the cache's memory; greedy output still equals greedy AR at the
-    same setting), "f32" in F32; None keeps the default (F32).
+    same setting), "f32" in F32; None keeps the backend's default (F32 on
+    the CPU, BF16 on CUDA).
     """
 
     def __init__(self, model, heads=None, bank=None, *, kv_capacity=None, temperature=None,

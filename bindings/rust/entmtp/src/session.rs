@@ -37,9 +37,10 @@ pub struct SessionOptions {
     /// (llama.cpp's precision: faster steps on AVX-512 VNNI CPUs, some
     /// fidelity lost; greedy output equals greedy AR at the same setting).
     pub step_activation_bits: i32,
-    /// KV cache element type: 0 the default (F32), 1 F32, 2 BF16 (K/V rounded
-    /// to BF16: half the cache's memory; greedy output equals greedy AR at the
-    /// same setting). Other values are refused naming `kv_type`.
+    /// KV cache element type: 0 the backend's default (F32 on the CPU, BF16
+    /// on CUDA), 1 F32, 2 BF16 (K/V rounded to BF16: half the cache's memory;
+    /// greedy output equals greedy AR at the same setting). Other values are
+    /// refused naming `kv_type`.
     pub kv_type: i32,
 }
 

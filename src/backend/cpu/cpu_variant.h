@@ -1434,6 +1434,15 @@ typedef struct qmatmul_job {
     int32_t n_rows, n_in, n_out, chunk;
 } qmatmul_job;
 
+/* A tile's outputs v[r * stride + c] (rows r0.., outputs o..o+nc) into y, plus the bias. */
+static inline void store_tile(const qmatmul_job *j, int32_t r0, int nr, int32_t o, int nc, const float *v,
+                              int stride) {
+    for (int r = 0; r < nr; r++) {
+        float *y = j->y + (size_t)(r0 + r) * j->n_out + o;
+        for (int c = 0; c < nc; c++) y[c] = j->bias ? v[r * stride + c] + j->bias[o + c] : v[r * stride + c];
+    }
+}
+
 /* Outputs [o0, o1) for every row, rows in blocks of EMT_QROWS per weight row
  * (the weight row stays in L1 while the blocks pass). */
 static inline __attribute__((always_inline)) void
@@ -1474,13 +1483,6 @@ qmatmul_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
 
 /* Outputs [o0, o1) (o0 a multiple of 8) of a packed matrix for every row:
  * tiles of EMT_TILE_ROWS rows x one group's 8 outputs. */
-/* A tile's outputs v[r * 8 + c] (rows r0.., outputs o..o+nc) into y, plus the bias. */
-static inline void store_tile(const qmatmul_job *j, int32_t r0, int nr, int32_t o, int nc, const float *v) {
-    for (int r = 0; r < nr; r++) {
-        float *y = j->y + (size_t)(r0 + r) * j->n_out + o;
-        for (int c = 0; c < nc; c++) y[c] = j->bias ? v[r * 8 + c] + j->bias[o + c] : v[r * 8 + c];
-    }
-}
 
 static inline __attribute__((always_inline)) void
 packed_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
@@ -1515,7 +1517,7 @@ packed_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
                     default: packed_rows(t, g, xq, nb, 4, v); break;
                     }
                 }
-                store_tile(j, r0, nr, o, nc, v);
+                store_tile(j, r0, nr, o, nc, v, EMT_PACK_ROWS);
             }
         }
     }
@@ -1755,10 +1757,7 @@ static inline __attribute__((always_inline)) void file8_range(const qmatmul_job 
                 case 7: file8_rows(t, w, xq, nb, 7, v); break;
                 default: file8_rows(t, w, xq, nb, 8, v); break;
                 }
-                for (int r = 0; r < nr; r++) {
-                    float *y = j->y + (size_t)(r0 + r) * j->n_out + o;
-                    for (int c = 0; c < nc; c++) y[c] = j->bias ? v[r * 4 + c] + j->bias[o + c] : v[r * 4 + c];
-                }
+                store_tile(j, r0, nr, o, nc, v, EMT_FILE8_COLS);
             }
         }
     }
@@ -1790,7 +1789,7 @@ packed8_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
                 case 7: packed8_rows(t, g, xq, nb, 7, v); break;
                 default: packed8_rows(t, g, xq, nb, 8, v); break;
                 }
-                store_tile(j, r0, nr, o, nc, v);
+                store_tile(j, r0, nr, o, nc, v, EMT_PACK_ROWS);
             }
         }
     }

@@ -31,8 +31,9 @@
 #   SPEC (1: the Hydra measure on the bundled model)  PROMPTS (4)
 #   OUT (.cache/compare)  GGUF_DIR (.cache/random-gguf)  FRESH (0)  ENTMTP (a built entmtp binary to use)
 #   ENTMTP_CPU_KERNELS  passed through (baseline | avx2 | avx512)
-#   PROMPT_BITS (16)  entmtp bench --prompt-bits: 8 measures the 8-bit prompt
-#                 mode (docs/performance.md); give it its own OUT (results are kept)
+#   PROMPT_BITS (8, the library's default)  entmtp bench --prompt-bits: 16
+#                 measures the 16-bit prompt (docs/performance.md); give it its
+#                 own OUT (results are kept)
 #   ACT8 (0)     1: each round also runs entmtp bench with --prompt-bits 8
 #                 --step-bits 8 (the whole session at 8-bit activations, llama.cpp's
 #                 precision), reported as its own row; its pp512 is the 8-bit
@@ -48,7 +49,7 @@ PROMPTS=${PROMPTS:-4}
 TOKENS=${TOKENS:-128}
 NODES=${NODES:-2,4,8,16}
 SPEC=${SPEC:-1}
-PROMPT_BITS=${PROMPT_BITS:-16}
+PROMPT_BITS=${PROMPT_BITS:-8}
 FILES=${FILES:-bundled 1b-q4_0 1b-q8_0 1b-q4_k_m 3b-q4_k_m}
 OUT=${OUT:-$root/.cache/compare}
 GGUF_DIR=${GGUF_DIR:-$root/.cache/random-gguf}

@@ -62,7 +62,8 @@ ENTMTP_API void entmtp_session_free(entmtp_session *S) {
     free(S);
 }
 
-/* An activation precision field: 8 or 16 bits (0 means 16). */
+/* An activation precision field: 8 or 16 bits (0: the field's default,
+ * which entmtp_session_create writes in). */
 static entmtp_status check_activation_bits(const char *field, int32_t bits, int32_t zero_means) {
     if (bits != 0 && bits != 8 && bits != 16)
         return emt_fail(ENTMTP_ERR_INVALID_CONFIG, "session params: %s = %d must be 8 or 16 (0: %d)", field, bits,
@@ -74,6 +75,9 @@ static int keeps_bf16_kv(const emt_backend_ops *op) {
     return op->set_kv_dtype && op->round_bf16 && op->rope_round_kv;
 }
 
+/* A BF16 row is kv_dim / 2 four-byte words, so the width must be even. */
+static int kv_rows_even(const entmtp_model *m) { return ((int64_t)m->cfg.n_kv_heads * m->cfg.head_dim) % 2 == 0; }
+
 /* The KV element type a session gets: ENTMTP_KV_DEFAULT is BF16 on a
  * device-memory backend that keeps BF16 caches (attention streams the whole
  * cache every step, so half the bytes; the new rows cost no extra launch,
@@ -83,8 +87,7 @@ static emt_dtype session_kv_dtype(int32_t kv_type, const entmtp_model *m) {
     if (kv_type == ENTMTP_KV_BF16) return EMT_BF16;
     if (kv_type == ENTMTP_KV_F32) return EMT_F32;
     const emt_backend_ops *op = m->be->ops;
-    const int even_rows = ((int64_t)m->cfg.n_kv_heads * m->cfg.head_dim) % 2 == 0;
-    return !op->host_memory && keeps_bf16_kv(op) && even_rows ? EMT_BF16 : EMT_F32;
+    return !op->host_memory && keeps_bf16_kv(op) && kv_rows_even(m) ? EMT_BF16 : EMT_F32;
 }
 
 static entmtp_status check_params(const entmtp_session_params *p, const entmtp_model *m) {
@@ -120,7 +123,7 @@ static entmtp_status check_params(const entmtp_session_params *p, const entmtp_m
         if (!keeps_bf16_kv(op))
             return emt_fail(ENTMTP_ERR_INVALID_CONFIG,
                             "session params: kv_type = 2 (BF16): the %s backend keeps F32 KV caches only", op->name);
-        if (((int64_t)m->cfg.n_kv_heads * m->cfg.head_dim) % 2)
+        if (!kv_rows_even(m))
             return emt_fail(ENTMTP_ERR_INVALID_CONFIG,
                             "session params: kv_type = 2 (BF16) needs an even KV row width; the model's is %d x %d",
                             m->cfg.n_kv_heads, m->cfg.head_dim);
@@ -233,6 +236,8 @@ entmtp_status emt_session_create_sized(const entmtp_model *model, const entmtp_h
     if (st) return st;
     if (p.kv_capacity == 0) p.kv_capacity = model->cfg.ctx < 4096 ? model->cfg.ctx : 4096;
     if ((st = check_params(&p, model))) return st;
+    if (p.prompt_activation_bits == 0) p.prompt_activation_bits = 8; /* the fields' defaults */
+    if (p.step_activation_bits == 0) p.step_activation_bits = 16;
 
     entmtp_session *S = emt_calloc(1, sizeof *S);
     if (!S) return ENTMTP_ERR_OUT_OF_MEMORY;
@@ -424,8 +429,7 @@ ENTMTP_API entmtp_status entmtp_session_prefill(entmtp_session *S, const int32_t
      * phase, never the row count, so steps and verified trees keep the step
      * precision (16 bits unless step_activation_bits says 8) */
     void (*set_bits)(emt_exec *, int32_t) = S->model->be->ops->set_activation_bits;
-    /* 0 takes each field's default: prompts 8, steps 16 */
-    int32_t prompt_bits = S->p.prompt_activation_bits == 16 ? 16 : 8, step_bits = S->p.step_activation_bits == 8 ? 8 : 16;
+    int32_t prompt_bits = S->p.prompt_activation_bits, step_bits = S->p.step_activation_bits; /* 0s resolved at create */
     int switch_bits = prompt_bits != step_bits && set_bits;
     if (switch_bits) set_bits(S->ex, prompt_bits);
     for (int32_t done = 0; done < n_tokens;) {

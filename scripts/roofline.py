@@ -349,12 +349,14 @@ def tc_launch(rows, n_out):
     return dict(blocks=blocks, busy_sms=busy, warps_per_sm=per_sm * warps, requests=2 * mt * depth)
 
 
-def predict(fits, dtype, n_in, n_out, rows):
-    fit = fits.get((dtype, n_in, rows))
+def predict(fits, dtype, n_in, n_out, rows, add=False):
+    """add: the residual add in the epilogue (the harness's op "<dtype>+ADD":
+    the residual rows read, the sums written)"""
+    fit = fits.get((dtype + "+ADD" if add else dtype, n_in, rows))
     if fit is None:
         return None
     at = lambda m: fit[m][0] + fit[m][1] * n_out
-    ideal = weight_bytes(dtype, n_in, n_out) + 4 * rows * (n_in + n_out)
+    ideal = weight_bytes(dtype, n_in, n_out) + 4 * rows * (n_in + n_out) + (4 * rows * n_out if add else 0)
     if fit["kernel"].startswith("tc_product"):
         tc = tc_launch(rows, n_out)
         busy, in_flight = tc["busy_sms"], tc["busy_sms"] * tc["warps_per_sm"] * tc["requests"] * fit["req_bytes"]
@@ -383,7 +385,7 @@ def measured_step(fits, dtype, rows, context, kv_type="f32"):
     fused_adds = all((dtype + "+ADD", n_in, rows) in fits for name, n_in, _ in layer if name in ADDS_RESIDUAL)
     for name, n_in, n_out in layer:
         if fused_adds and name in ADDS_RESIDUAL:
-            p = predict(fits, dtype + "+ADD", n_in, n_out, rows)
+            p = predict(fits, dtype, n_in, n_out, rows, add=True)
             if p is not None:
                 p = dict(p, kernel=p["kernel"] + " (+add)")
         else:

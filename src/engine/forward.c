@@ -52,9 +52,9 @@ static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, em
     else emt_embed(op, ex, &m->tok_embd, H, tokens, n, s->x);
     if (c->embed_scale) op->scale(ex, s->x, (int64_t)n * H, c->embed_scale);
     /* a BF16 cache: the new rows are made in F32 (s->k_new, v_new), then
-     * K roped and both rounded into the cache in one launch (rope_round_kv,
-     * in place of K's rope: no more launches than an F32 cache); attention
-     * reads the cache as BF16 */
+     * Q and K roped and K and V rounded into the cache in one launch
+     * (rope_q_round_kv, or Q's rope and rope_round_kv); attention reads the
+     * cache as BF16 */
     const int bf16 = kv->dtype == EMT_BF16;
     if (bf16) op->set_kv_dtype(ex, EMT_BF16);
     for (int32_t l = 0; l < c->n_layers; l++) {

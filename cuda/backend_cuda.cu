@@ -367,6 +367,8 @@ static const emt_backend_ops cuda_ops = {
     cu_set_kv_dtype,
     cu_round_bf16,
     cu_rope_round_kv,
+    cu_matmul_q_add, // BF16: the residual add in the tensor-core product's epilogue; other dtypes the product, then add
+    cu_rope_q_round_kv, // Q's RoPE in rope_round_kv's launch
 };
 
 extern "C" __attribute__((visibility("default"))) int entmtp_cuda_plugin_create(int abi_version, int32_t device,

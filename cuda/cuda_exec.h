@@ -131,6 +131,9 @@ void cu_round_bf16(emt_exec *ex, const float *x, int64_t n, uint16_t *out);
 void cu_rope_round_kv(emt_exec *ex, const float *k, const float *v, int32_t n_rows, int32_t n_kv_heads,
                       int32_t head_dim, int32_t n_rot, const int32_t *positions, const emt_dyn_rows *rows,
                       const float *inv_freq, uint16_t *k_out, uint16_t *v_out);
+void cu_rope_q_round_kv(emt_exec *ex, float *q, int32_t n_heads, const float *k, const float *v, int32_t n_rows,
+                        int32_t n_kv_heads, int32_t head_dim, int32_t n_rot, const int32_t *positions,
+                        const emt_dyn_rows *rows, const float *inv_freq, uint16_t *k_out, uint16_t *v_out);
 void cu_set_kv_dtype(emt_exec *ex, emt_dtype dtype);
 
 // matmul.cu
@@ -140,6 +143,8 @@ void cu_matmul(emt_exec *ex, const float *W, const float *bias, const float *x, 
                int32_t n_out, float *y, int exact);
 void cu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
                  int32_t n_out, float *y);
+void cu_matmul_q_add(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
+                     int32_t n_out, float *y, float *tmp);
 void cu_matmul_q_multi(emt_exec *ex, int32_t n_mats, const emt_wmat *const *W, const float *const *bias,
                        const int32_t *n_out, const float *x, int32_t n_rows, int32_t n_in, float *const *y);
 void cu_matmul_q_gated(emt_exec *ex, const emt_wmat *Wg, const float *bg, const emt_wmat *Wu, const float *bu,

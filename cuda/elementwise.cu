@@ -50,19 +50,29 @@ void cu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_rows, in
     EMT_LAUNCH(rmsnorm_kernel, n_rows, 256, 0, ex->stream, x, w, dim, eps, out);
 }
 
-// rotate-half RoPE: one thread per (row, head, i < n_rot/2); row r at
-// position pos[r], plus *d_base when given (rope_dyn: the committed length)
-__global__ void rope_kernel(float *x, int32_t n_heads, int32_t head_dim, int32_t half, const int32_t *d_base,
-                            const int32_t *pos, const float *inv_freq) {
-    int32_t r = blockIdx.x, idx = threadIdx.x + blockIdx.y * blockDim.x;
-    if (idx >= n_heads * half) return;
+// rotate-half RoPE of thread idx < n_heads * half of row r: head idx / half,
+// pair (i, i + half) with i = idx % half; row r at position pos[r], plus
+// *d_base when given (rope_dyn: the committed length). Products unfused
+// (__fmul_rn), so nvcc's FMA contraction cannot move a bit from the CPU
+// twin's (rope_rows, built with -ffp-contract=off).
+__device__ __forceinline__ void rope_thread(float *x, int32_t r, int32_t idx, int32_t n_heads, int32_t head_dim,
+                                            int32_t half, const int32_t *d_base, const int32_t *pos,
+                                            const float *inv_freq) {
     int32_t h = idx / half, i = idx % half;
     double angle = (double)((d_base ? *d_base : 0) + emt_ld(pos + r)) * (double)emt_ld(inv_freq + i);
     float c = (float)cos(angle), s = (float)sin(angle);
     float *v = x + ((size_t)r * n_heads + h) * head_dim;
     float a = emt_ld(v + i), b = emt_ld(v + i + half);
-    emt_st(v + i, a * c - b * s);
-    emt_st(v + i + half, b * c + a * s);
+    emt_st(v + i, __fadd_rn(__fmul_rn(a, c), -__fmul_rn(b, s)));
+    emt_st(v + i + half, __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s)));
+}
+
+// one thread per (row, head, i < n_rot/2)
+__global__ void rope_kernel(float *x, int32_t n_heads, int32_t head_dim, int32_t half, const int32_t *d_base,
+                            const int32_t *pos, const float *inv_freq) {
+    int32_t r = blockIdx.x, idx = threadIdx.x + blockIdx.y * blockDim.x;
+    if (idx >= n_heads * half) return;
+    rope_thread(x, r, idx, n_heads, head_dim, half, d_base, pos, inv_freq);
 }
 
 static void rope(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_t head_dim, int32_t n_rot,
@@ -93,11 +103,11 @@ void cu_rope_dyn(emt_exec *ex, float *x, int32_t n_rows, int32_t n_heads, int32_
 // (__fmul_rn: no FMA contraction) and cvt.rn (bf16_bits_rn), so the bits are
 // the CPU twin's: rope_rows() then emt_f32_to_bf16. Loads and stores are
 // contiguous across the warp, as rope_kernel's.
-__global__ void rope_round_kv_kernel(const float *k, const float *v, int32_t n_kv_heads, int32_t head_dim,
-                                     int32_t half, int32_t n_rot, const int32_t *d_base, const int32_t *pos,
-                                     const float *inv_freq, uint16_t *k_out, uint16_t *v_out) {
-    const int32_t r = blockIdx.x, idx = threadIdx.x + blockIdx.y * blockDim.x, per_head = head_dim - half;
-    if (idx >= n_kv_heads * per_head) return;
+__device__ __forceinline__ void round_kv_thread(const float *k, const float *v, int32_t r, int32_t idx,
+                                                int32_t n_kv_heads, int32_t head_dim, int32_t half, int32_t n_rot,
+                                                const int32_t *d_base, const int32_t *pos, const float *inv_freq,
+                                                uint16_t *k_out, uint16_t *v_out) {
+    const int32_t per_head = head_dim - half;
     const int32_t h = idx / per_head, t = idx % per_head;
     const size_t at = ((size_t)r * n_kv_heads + h) * head_dim;
     if (t < half) {
@@ -115,6 +125,29 @@ __global__ void rope_round_kv_kernel(const float *k, const float *v, int32_t n_k
     }
 }
 
+__global__ void rope_round_kv_kernel(const float *k, const float *v, int32_t n_kv_heads, int32_t head_dim,
+                                     int32_t half, int32_t n_rot, const int32_t *d_base, const int32_t *pos,
+                                     const float *inv_freq, uint16_t *k_out, uint16_t *v_out) {
+    const int32_t r = blockIdx.x, idx = threadIdx.x + blockIdx.y * blockDim.x;
+    if (idx >= n_kv_heads * (head_dim - half)) return;
+    round_kv_thread(k, v, r, idx, n_kv_heads, head_dim, half, n_rot, d_base, pos, inv_freq, k_out, v_out);
+}
+
+// Q's RoPE in the same launch (rope_q_round_kv): a row's first n_heads *
+// half threads rope Q's pairs as rope_kernel does, the rest do
+// rope_round_kv_kernel's work, so each part keeps its coalescing.
+__global__ void rope_q_round_kv_kernel(float *q, int32_t n_heads, const float *k, const float *v, int32_t n_kv_heads,
+                                       int32_t head_dim, int32_t half, int32_t n_rot, const int32_t *d_base,
+                                       const int32_t *pos, const float *inv_freq, uint16_t *k_out, uint16_t *v_out) {
+    const int32_t r = blockIdx.x, idx = threadIdx.x + blockIdx.y * blockDim.x, q_threads = n_heads * half;
+    if (idx < q_threads) {
+        rope_thread(q, r, idx, n_heads, head_dim, half, d_base, pos, inv_freq);
+        return;
+    }
+    if (idx - q_threads >= n_kv_heads * (head_dim - half)) return;
+    round_kv_thread(k, v, r, idx - q_threads, n_kv_heads, head_dim, half, n_rot, d_base, pos, inv_freq, k_out, v_out);
+}
+
 void cu_rope_round_kv(emt_exec *ex, const float *k, const float *v, int32_t n_rows, int32_t n_kv_heads,
                       int32_t head_dim, int32_t n_rot, const int32_t *positions, const emt_dyn_rows *rows,
                       const float *inv_freq, uint16_t *k_out, uint16_t *v_out) {
@@ -130,6 +163,25 @@ void cu_rope_round_kv(emt_exec *ex, const float *k, const float *v, int32_t n_ro
            2 * n_kv_heads * head_dim, 2 * n_kv_heads * head_dim);
     EMT_LAUNCH(rope_round_kv_kernel, grid, 256, 0, ex->stream, k, v, n_kv_heads, head_dim, half, n_rot, d_base, d_pos,
                d_freq, k_out, v_out);
+}
+
+void cu_rope_q_round_kv(emt_exec *ex, float *q, int32_t n_heads, const float *k, const float *v, int32_t n_rows,
+                        int32_t n_kv_heads, int32_t head_dim, int32_t n_rot, const int32_t *positions,
+                        const emt_dyn_rows *rows, const float *inv_freq, uint16_t *k_out, uint16_t *v_out) {
+    const int32_t half = n_rot / 2, threads = n_heads * half + n_kv_heads * (head_dim - half);
+    const int32_t *d_base = rows ? rows->len : NULL;
+    const int32_t *d_pos =
+        (const int32_t *)cu_stage(ex, rows ? rows->offsets : positions, (size_t)n_rows * sizeof(int32_t));
+    const float *d_freq = (const float *)cu_stage(ex, inv_freq, (size_t)half * sizeof(float));
+    if (!d_pos || !d_freq) return;
+    dim3 grid(n_rows, (threads + 255) / 256);
+    // Q's rotated dims 4 bytes in and out each; K and V 4 bytes in and 2 out per value
+    EMT_OP("ROPE_Q_ROUND_KV",
+           2.0 * sizeof(float) * n_rows * n_heads * 2 * half +
+               2.0 * (sizeof(float) + sizeof(uint16_t)) * n_rows * n_kv_heads * head_dim,
+           n_rows, n_heads * head_dim + 2 * n_kv_heads * head_dim, n_heads * head_dim + 2 * n_kv_heads * head_dim);
+    EMT_LAUNCH(rope_q_round_kv_kernel, grid, 256, 0, ex->stream, q, n_heads, k, v, n_kv_heads, head_dim, half, n_rot,
+               d_base, d_pos, d_freq, k_out, v_out);
 }
 
 // ------------------------------------------------- elementwise, grid-stride

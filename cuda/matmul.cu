@@ -480,13 +480,17 @@ __host__ __device__ constexpr size_t tc_shared_bytes(int nt, int mt, int mw, int
 // One launch over up to EMT_MAX_FUSED matrices of the same inputs (Q/K/V,
 // gate/up: matmul_q_multi, matmul_q_gated): matrix m takes the output groups
 // (blockIdx.y) below group_end[m]; its outputs' arithmetic is that of a
-// launch of its own.
+// launch of its own. With `add` (matmul_q_add: the residual add in the
+// epilogue) each output is added to what y holds, one rounded add
+// (__fadd_rn: no contraction) of the value a plain launch stores, so the
+// bits of the product then add_kernel.
 struct tc_mats {
     const uint8_t *W[EMT_MAX_FUSED];
     const float *bias[EMT_MAX_FUSED];
     float *y[EMT_MAX_FUSED];
     int32_t n_out[EMT_MAX_FUSED], group_end[EMT_MAX_FUSED];
     int n;
+    int add;
 };
 
 // The split form's partial sums (TC_KWARPS shares per tile, in the warps'
@@ -683,7 +687,11 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
                     v += !SPLIT ? emt_ld(slot(p, mt, j, i)) : p == kw ? acc[mt][j][i] : emt_ld_cg(slot(p, mt, j, i));
                 const int r = wr0 + 8 * j + 2 * t + (i & 1);
                 const int32_t o = o0 + 16 * mt + g + 8 * (i >> 1);
-                if (r < nr && o < n_out) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
+                if (r < nr && o < n_out) {
+                    float *out = y + (size_t)(r0 + r) * n_out + o;
+                    const float product = bias ? v + emt_ld(bias + o) : v;
+                    emt_st(out, mats.add ? __fadd_rn(emt_ld(out), product) : product);
+                }
             }
         }
 }
@@ -725,11 +733,12 @@ static bool tc_takes(int dt, const void *W, const float *x, int32_t n_in) {
 
 static void tc_product(emt_exec *ex, const tc_mats &mats, size_t rb, const float *x, int32_t n_rows, int32_t n_in) {
     double ideal = 4.0 * n_rows * n_in; // the weights, the activations and the biases read once, the outputs written once
-    for (int m = 0; m < mats.n; m++)
-        ideal += (double)rb * mats.n_out[m] + (mats.bias[m] ? 4.0 * mats.n_out[m] : 0) + 4.0 * n_rows * mats.n_out[m];
+    for (int m = 0; m < mats.n; m++) // with add: the residual rows read too
+        ideal += (double)rb * mats.n_out[m] + (mats.bias[m] ? 4.0 * mats.n_out[m] : 0) +
+                 (mats.add ? 8.0 : 4.0) * n_rows * mats.n_out[m];
     int32_t n_out = 0;
     for (int m = 0; m < mats.n; m++) n_out += mats.n_out[m];
-    EMT_OP(dtype_name(EMT_BF16), ideal, n_rows, n_in, n_out);
+    EMT_OP(mats.add ? "BF16+ADD" : dtype_name(EMT_BF16), ideal, n_rows, n_in, n_out);
     // up to 64 rows: blocks of 32 rows (a 64-node verify's 7B products then
     // fill 128 SMs; each block's weights come from DRAM once and from L2 for
     // the second row tile, next to it in launch order); more: 64 rows
@@ -855,6 +864,21 @@ void cu_matmul(emt_exec *ex, const float *W, const float *bias, const float *x, 
 void cu_matmul_q(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
                  int32_t n_out, float *y) {
     launch_product(ex, W->dtype, W->data, bias, x, n_rows, n_in, n_out, y);
+}
+
+// y += x W^T (+ bias): the BF16 tensor-core product adds in its epilogue
+// (one launch), other dtypes run the product into tmp, then add_kernel.
+void cu_matmul_q_add(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x, int32_t n_rows, int32_t n_in,
+                     int32_t n_out, float *y, float *tmp) {
+    if (!tc_takes(W->dtype, W->data, x, n_in) || n_out > 65535 * MM_WARPS) {
+        cu_matmul_q(ex, W, bias, x, n_rows, n_in, n_out, tmp);
+        cu_add(ex, y, tmp, (int64_t)n_rows * n_out);
+        return;
+    }
+    tc_mats mats = {};
+    mats.W[0] = (const uint8_t *)W->data, mats.bias[0] = bias, mats.y[0] = y, mats.n_out[0] = n_out, mats.n = 1;
+    mats.add = 1;
+    tc_product(ex, mats, row_bytes(EMT_BF16, n_in), x, n_rows, n_in);
 }
 
 // Products over the same input rows: one tensor-core launch for BF16

@@ -30,7 +30,9 @@ cmake --build "$build" -j "${JOBS:-2}" --target entmtp-cuda-harness test_cuda_pa
 # name | file | python expression applied to the file's text (must change it)
 mutations=(
   "off-by-one in the causal mask (a row misses its own key)|cuda/attention.cu|s.replace('(tree_count ? tree_count[row] : row + 1)', '(tree_count ? tree_count[row] : row)')"
-  "rope_round_kv: K's first half rotated the wrong way (+ b sin instead of - b sin) before the BF16 rounding|cuda/elementwise.cu|s.replace('__fadd_rn(__fmul_rn(a, c), -__fmul_rn(b, s))', '__fadd_rn(__fmul_rn(a, c), __fmul_rn(b, s))')"
+  "rope_round_kv: K's first half rotated the wrong way (+ b sin instead of - b sin) before the BF16 rounding|cuda/elementwise.cu|s.replace('k_out + at + t, (uint16_t)bf16_bits_rn(__fadd_rn(__fmul_rn(a, c), -__fmul_rn(b, s)))', 'k_out + at + t, (uint16_t)bf16_bits_rn(__fadd_rn(__fmul_rn(a, c), __fmul_rn(b, s)))')"
+  "matmul_q_add: the residual add dropped from the tensor-core product's epilogue|cuda/matmul.cu|s.replace('mats.add ? __fadd_rn(emt_ld(out), product) : product', 'product')"
+  "RoPE (rope, rope_q_round_kv): consecutive lanes take consecutive heads (4-byte accesses a head apart)|cuda/elementwise.cu|s.replace('int32_t h = idx / half, i = idx % half;', 'int32_t h = idx % n_heads, i = idx / n_heads;')"
   "missing __syncthreads in rmsnorm|cuda/elementwise.cu|s.replace('emt_st(partial + threadIdx.x, ss);\n    __syncthreads();', 'emt_st(partial + threadIdx.x, ss);')"
   "partial-warp shuffle in the warp sum|cuda/cuda_exec.h|s.replace('for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync', 'for (int off = 16; off > 0; off >>= 1) if ((threadIdx.x & 31) < 16) v += __shfl_xor_sync')"
   "acceptance ties to the last path instead of the first|cuda/step_ops.cu|s.replace('if (len > best_len ||', 'if (len >= best_len ||')"

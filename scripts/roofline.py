@@ -16,7 +16,10 @@ ENTMTP_KV_DEFAULT is BF16 there), in BF16, half the bytes):
   read back;
 - RMSNorm, RoPE, residual adds, SwiGLU: their F32 rows in and out; with a
   BF16 cache, K's RoPE also rounds K and V into the cache (one launch,
-  rope_round_kv: F32 in, BF16 out).
+  rope_round_kv: F32 in, BF16 out), and Q's RoPE runs in that launch too
+  (rope_q_round_kv); the residual adds run in the epilogue of the product
+  before them (matmul_q_add: the attention output and down projections read
+  the residual row and write the sum, no launch of their own).
 FLOPs: 2 per weight per row for the products, 4 * head_dim per (row, head,
 key) for attention; elementwise work is left out.
 
@@ -90,7 +93,9 @@ PRODUCTS = ("q", "k", "v", "o", "gate", "up", "down", "lm_head")
 FUSED_WITH_PREVIOUS = ("k", "v", "up")  # BF16: Q/K/V and gate/up are one tensor-core launch each
 ATTENTION_OPS = ("ATTN", "ATTN_BF16", "ATTN_COMBINE")  # ATTN_BF16: the span kernels over a BF16 KV cache
 ROWWISE_OPS = ("RMSNORM", "ROPE", "SWIGLU", "ADD", "EMBED", "SILU_RESIDUAL", "SCALE", "SOFTCAP", "GEGLU", "ROUND_BF16",
-               "ROPE_ROUND_KV")
+               "ROPE_ROUND_KV", "ROPE_Q_ROUND_KV")
+# the products whose epilogue adds the residual (matmul_q_add; the harness's op "<dtype>+ADD")
+ADDS_RESIDUAL = ("o", "down")
 KV_BYTES = {"f32": 4, "bf16": 2}
 # a BF16 cache's K/V rows are staged without a split: per value about one
 # instruction (16-byte loads of 8 values, K's two 8-byte shared stores, V's
@@ -135,7 +140,7 @@ def run_harness(test, plugin, dtype):
     fd, path = tempfile.mkstemp(suffix=".jsonl")
     os.close(fd)
     env = dict(os.environ, ENTMTP_CUDA_PLUGIN=os.path.abspath(plugin), EMT_CUDA_MEMEFF_REPORT=path,
-               EMT_CUDA_MEMEFF_OUTPUTS="64,128", EMT_CUDA_MEMEFF_DTYPES=dtype + ",ATTN,RMSNORM,ROPE,SWIGLU,ADD,ROUND_BF16,ROPE_ROUND_KV")
+               EMT_CUDA_MEMEFF_OUTPUTS="64,128", EMT_CUDA_MEMEFF_DTYPES=dtype + ",ATTN,RMSNORM,ROPE,SWIGLU,ADD,ROUND_BF16,ROPE_ROUND_KV,ROPE_Q_ROUND_KV")
     r = subprocess.run([test], env=env, capture_output=True, text=True)
     if r.returncode not in (0, 1):  # 1: a floor failed, the counts are still there
         sys.exit(f"{test} exited {r.returncode}:\n{r.stdout}{r.stderr}")
@@ -298,7 +303,8 @@ def predict_rowwise(launches, op, rows, width, ideal):
     `width` values whose ideal bytes are `ideal`: the DRAM bytes over the
     ideal that the harness counted for it at the 7B widths and the same rows,
     at the HBM peak. None without a counted case."""
-    recs = [r for r in launches if r["op"] == op and (r["rows"] == rows if op in ("RMSNORM", "ROPE", "ROPE_ROUND_KV")
+    recs = [r for r in launches if r["op"] == op and (r["rows"] == rows if op in ("RMSNORM", "ROPE", "ROPE_ROUND_KV",
+                                                                                 "ROPE_Q_ROUND_KV")
                                                       else r["n_in"] % rows == 0 and r["n_in"] // rows in (4096, 11008))]
     if not recs:
         return None
@@ -343,12 +349,14 @@ def tc_launch(rows, n_out):
     return dict(blocks=blocks, busy_sms=busy, warps_per_sm=per_sm * warps, requests=2 * mt * depth)
 
 
-def predict(fits, dtype, n_in, n_out, rows):
-    fit = fits.get((dtype, n_in, rows))
+def predict(fits, dtype, n_in, n_out, rows, add=False):
+    """add: the residual add in the epilogue (the harness's op "<dtype>+ADD":
+    the residual rows read, the sums written)"""
+    fit = fits.get((dtype + "+ADD" if add else dtype, n_in, rows))
     if fit is None:
         return None
     at = lambda m: fit[m][0] + fit[m][1] * n_out
-    ideal = weight_bytes(dtype, n_in, n_out) + 4 * rows * (n_in + n_out)
+    ideal = weight_bytes(dtype, n_in, n_out) + 4 * rows * (n_in + n_out) + (4 * rows * n_out if add else 0)
     if fit["kernel"].startswith("tc_product"):
         tc = tc_launch(rows, n_out)
         busy, in_flight = tc["busy_sms"], tc["busy_sms"] * tc["warps_per_sm"] * tc["requests"] * fit["req_bytes"]
@@ -371,8 +379,17 @@ def measured_step(fits, dtype, rows, context, kv_type="f32"):
     KV_DIM, HIDDEN = nkv * hd, H
     layer = [("q", H, nh * hd), ("k", H, KV_DIM), ("v", H, KV_DIM), ("o", nh * hd, H), ("gate", H, FFN),
              ("up", H, FFN), ("down", FFN, H)]
+    # the residual adds in the o and down products' epilogue when the report
+    # has them counted (op "<dtype>+ADD": the residual rows read too), else
+    # two add launches a layer
+    fused_adds = all((dtype + "+ADD", n_in, rows) in fits for name, n_in, _ in layer if name in ADDS_RESIDUAL)
     for name, n_in, n_out in layer:
-        p = predict(fits, dtype, n_in, n_out, rows)
+        if fused_adds and name in ADDS_RESIDUAL:
+            p = predict(fits, dtype, n_in, n_out, rows, add=True)
+            if p is not None:
+                p = dict(p, kernel=p["kernel"] + " (+add)")
+        else:
+            p = predict(fits, dtype, n_in, n_out, rows)
         if p is None:
             return None
         if name in FUSED_WITH_PREVIOUS and p["kernel"].startswith("tc_product"):
@@ -392,15 +409,22 @@ def measured_step(fits, dtype, rows, context, kv_type="f32"):
             2 * context * KV_DIM * KV_BYTES[kv_type] * LAYERS + LAYERS * act(3 * HIDDEN + HIDDEN))
     else:
         ops.append(("attn", LAYERS, p))
-    # Q's RoPE, then K's: F32, RoPE in place in the cache rows; BF16, one
-    # launch ropes K and rounds K and V into the cache (rope_round_kv: 4
-    # bytes in, 2 out per value of each), so both are 2 launches a layer
-    rowwise = [("rmsnorm", "RMSNORM", 2, HIDDEN, 2 * act(HIDDEN) + 4 * HIDDEN),
-               ("rope q", "ROPE", 1, nh * hd, 2 * act(nh * hd)),
-               ("rope k", "ROPE", 1, KV_DIM, 2 * act(KV_DIM)) if kv_type == "f32" else
-               ("rope kv", "ROPE_ROUND_KV", 1, 2 * KV_DIM, 2 * act(KV_DIM) * 6 // 4),
-               ("swiglu", "SWIGLU", 1, FFN, 3 * act(FFN)),
-               ("add", "ADD", 2, HIDDEN, 3 * act(HIDDEN))]
+    # Q's RoPE, then K's: F32, RoPE in place in the cache rows (2 launches
+    # a layer); BF16, one launch ropes Q in place, ropes K and rounds K and
+    # V into the cache (rope_q_round_kv: Q 4 bytes in and out, K and V 4 in
+    # and 2 out per value; before it, Q's RoPE and rope_round_kv: 2 launches)
+    fused_rope = kv_type == "bf16" and any(r["op"] == "ROPE_Q_ROUND_KV" for r in launches)
+    rowwise = [("rmsnorm", "RMSNORM", 2, HIDDEN, 2 * act(HIDDEN) + 4 * HIDDEN)]
+    if fused_rope:
+        rowwise.append(("rope qkv", "ROPE_Q_ROUND_KV", 1, nh * hd + 2 * KV_DIM,
+                        2 * act(nh * hd) + 2 * act(KV_DIM) * 6 // 4))
+    else:
+        rowwise += [("rope q", "ROPE", 1, nh * hd, 2 * act(nh * hd)),
+                    ("rope k", "ROPE", 1, KV_DIM, 2 * act(KV_DIM)) if kv_type == "f32" else
+                    ("rope kv", "ROPE_ROUND_KV", 1, 2 * KV_DIM, 2 * act(KV_DIM) * 6 // 4)]
+    rowwise.append(("swiglu", "SWIGLU", 1, FFN, 3 * act(FFN)))
+    if not fused_adds:
+        rowwise.append(("add", "ADD", 2, HIDDEN, 3 * act(HIDDEN)))
     for name, op, count, width, ideal in rowwise:
         p = predict_rowwise(launches, op, rows, width, ideal)
         if p is None:

@@ -313,6 +313,23 @@ typedef struct emt_backend_ops {
     void (*rope_round_kv)(emt_exec *ex, const float *k, const float *v, int32_t n_rows, int32_t n_kv_heads,
                           int32_t head_dim, int32_t n_rot, const int32_t *positions, const emt_dyn_rows *rows,
                           const float *inv_freq, uint16_t *k_out, uint16_t *v_out);
+
+    /* ---- Fewer launches (appended, optional: NULL, and the engine issues
+     * the separate ops; emt_matmul_add and emt_rope_q_round_kv below). ----
+     * The residual add in the product's epilogue: y[r][o] += matmul_q()'s
+     * element (W typed), bit for bit matmul_q() into tmp then add(y, tmp):
+     * the same product value and one float add. tmp: n_rows*n_out floats
+     * the backend may use as scratch (CUDA's BF16 tensor-core product adds
+     * in its epilogue and leaves tmp alone). x overlaps neither y nor tmp. */
+    void (*matmul_q_add)(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x, int32_t n_rows,
+                         int32_t n_in, int32_t n_out, float *y, float *tmp);
+    /* Q's RoPE with the new K/V rows: rope() (rope_dyn() when rows is not
+     * NULL) on q, n_rows rows of n_heads*head_dim in place, and
+     * rope_round_kv() on k and v, bit for bit those two ops, in one launch
+     * where the backend can. */
+    void (*rope_q_round_kv)(emt_exec *ex, float *q, int32_t n_heads, const float *k, const float *v, int32_t n_rows,
+                            int32_t n_kv_heads, int32_t head_dim, int32_t n_rot, const int32_t *positions,
+                            const emt_dyn_rows *rows, const float *inv_freq, uint16_t *k_out, uint16_t *v_out);
 } emt_backend_ops;
 
 #define EMT_MAX_FUSED 4
@@ -421,6 +438,37 @@ static inline void emt_matmul_gated(const emt_backend_ops *op, emt_exec *ex, con
     emt_matmul(op, ex, Wu, bu, x, n_rows, n_in, n_out, up, exact);
     if (gelu) op->geglu(ex, gate, up, (int64_t)n_rows * n_out, gate);
     else op->swiglu(ex, gate, up, (int64_t)n_rows * n_out, gate);
+}
+
+/* y += x W^T (+ bias), the residual add after a product: one call when
+ * the backend has it and W is typed, else the product into tmp and add(). */
+static inline void emt_matmul_add(const emt_backend_ops *op, emt_exec *ex, const emt_wmat *W, const float *bias,
+                                  const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, float *y, float *tmp,
+                                  int exact) {
+    if (op->matmul_q_add && W->dtype != EMT_F32) {
+        op->matmul_q_add(ex, W, bias, x, n_rows, n_in, n_out, y, tmp);
+        return;
+    }
+    emt_matmul(op, ex, W, bias, x, n_rows, n_in, n_out, tmp, exact);
+    op->add(ex, y, tmp, (int64_t)n_rows * n_out);
+}
+
+/* Q roped in place and K (roped) and V rounded into BF16 cache rows: one
+ * call when the backend has it, else rope()/rope_dyn() then rope_round_kv(). */
+static inline void emt_rope_q_round_kv(const emt_backend_ops *op, emt_exec *ex, float *q, int32_t n_heads,
+                                       const float *k, const float *v, int32_t n_rows, int32_t n_kv_heads,
+                                       int32_t head_dim, int32_t n_rot, const int32_t *positions,
+                                       const emt_dyn_rows *rows, const float *inv_freq, uint16_t *k_out,
+                                       uint16_t *v_out) {
+    if (op->rope_q_round_kv) {
+        op->rope_q_round_kv(ex, q, n_heads, k, v, n_rows, n_kv_heads, head_dim, n_rot, rows ? NULL : positions, rows,
+                            inv_freq, k_out, v_out);
+        return;
+    }
+    if (rows) op->rope_dyn(ex, q, n_rows, n_heads, head_dim, n_rot, rows, inv_freq);
+    else op->rope(ex, q, n_rows, n_heads, head_dim, n_rot, positions, inv_freq);
+    op->rope_round_kv(ex, k, v, n_rows, n_kv_heads, head_dim, n_rot, rows ? NULL : positions, rows, inv_freq, k_out,
+                      v_out);
 }
 
 static inline void emt_embed(const emt_backend_ops *op, emt_exec *ex, const emt_wmat *table,

@@ -76,14 +76,12 @@ static void layer(entmtp_session *S, int32_t n, int32_t n_prefix, int32_t att_fi
     op->rope(ex, q, n, w->n_heads, hd, hd, e->positions, w->inv_freq);
     op->rope(ex, k_rows, n, w->n_kv_heads, hd, hd, e->positions, w->inv_freq);
     op->attention(ex, e->q, e->k, e->v, n_prefix, n_att, mask, w->n_heads, w->n_kv_heads, hd, e->att);
-    emt_matmul(op, ex, &w->wo, NULL, e->att + (size_t)att_first * q_dim, n, q_dim, H, e->tmp, 1);
-    op->copy_rows(ex, e->x, e->in_h, nH, (int32_t[]){ 0 }, (int32_t[]){ 0 }, 1);
-    op->add(ex, e->x, e->tmp, nH); /* the residual is the hidden input itself */
+    op->copy_rows(ex, e->x, e->in_h, nH, (int32_t[]){ 0 }, (int32_t[]){ 0 }, 1); /* the residual: the hidden input */
+    emt_matmul_add(op, ex, &w->wo, NULL, e->att + (size_t)att_first * q_dim, n, q_dim, H, e->x, e->tmp, 1);
     /* MLP */
     op->rmsnorm(ex, e->x, w->post_norm, n, H, w->rms_eps, e->xn);
     emt_matmul_gated(op, ex, &w->w_gate, NULL, &w->w_up, NULL, e->xn, n, H, w->ffn, 0, e->gate, e->up, 1);
-    emt_matmul(op, ex, &w->w_down, NULL, e->gate, n, w->ffn, H, e->tmp, 1);
-    op->add(ex, e->x, e->tmp, nH);
+    emt_matmul_add(op, ex, &w->w_down, NULL, e->gate, n, w->ffn, H, e->x, e->tmp, 1);
     if (logits_rows <= 0) return;
     /* norm, lm_head over the draft vocabulary, top-k mapped to target ids */
     const float *last = e->x + (size_t)(n - logits_rows) * H;

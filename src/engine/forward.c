@@ -52,9 +52,9 @@ static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, em
     else emt_embed(op, ex, &m->tok_embd, H, tokens, n, s->x);
     if (c->embed_scale) op->scale(ex, s->x, (int64_t)n * H, c->embed_scale);
     /* a BF16 cache: the new rows are made in F32 (s->k_new, v_new), then
-     * K roped and both rounded into the cache in one launch (rope_round_kv,
-     * in place of K's rope: no more launches than an F32 cache); attention
-     * reads the cache as BF16 */
+     * Q and K roped and K and V rounded into the cache in one launch
+     * (rope_q_round_kv, or Q's rope and rope_round_kv); attention reads the
+     * cache as BF16 */
     const int bf16 = kv->dtype == EMT_BF16;
     if (bf16) op->set_kv_dtype(ex, EMT_BF16);
     for (int32_t l = 0; l < c->n_layers; l++) {
@@ -72,14 +72,17 @@ static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, em
             op->rmsnorm(ex, k_rows, L->k_norm, n * c->n_kv_heads, hd, c->rms_eps, k_rows);
         }
         const float *inv_freq = L->inv_freq ? L->inv_freq : m->inv_freq; /* local or global */
-        if (dyn) op->rope_dyn(ex, s->q, n, c->n_heads, hd, c->n_rot, dyn, inv_freq);
-        else op->rope(ex, s->q, n, c->n_heads, hd, c->n_rot, positions, inv_freq);
-        if (bf16)
-            op->rope_round_kv(ex, k_rows, v_rows, n, c->n_kv_heads, hd, c->n_rot, dyn ? NULL : positions, dyn,
-                              inv_freq, (uint16_t *)(kv->k[l] + (size_t)kv_start * kv->row_words),
-                              (uint16_t *)(kv->v[l] + (size_t)kv_start * kv->row_words));
-        else if (dyn) op->rope_dyn(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, dyn, inv_freq);
-        else op->rope(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, positions, inv_freq);
+        if (bf16) /* Q's RoPE too where the backend fuses it (one launch) */
+            emt_rope_q_round_kv(op, ex, s->q, c->n_heads, k_rows, v_rows, n, c->n_kv_heads, hd, c->n_rot, positions,
+                                dyn, inv_freq, (uint16_t *)(kv->k[l] + (size_t)kv_start * kv->row_words),
+                                (uint16_t *)(kv->v[l] + (size_t)kv_start * kv->row_words));
+        else if (dyn) {
+            op->rope_dyn(ex, s->q, n, c->n_heads, hd, c->n_rot, dyn, inv_freq);
+            op->rope_dyn(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, dyn, inv_freq);
+        } else {
+            op->rope(ex, s->q, n, c->n_heads, hd, c->n_rot, positions, inv_freq);
+            op->rope(ex, k_rows, n, c->n_kv_heads, hd, c->n_rot, positions, inv_freq);
+        }
         if (c->q_scale) op->scale(ex, s->q, (int64_t)n * q_dim, c->q_scale);
         if (dyn)
             op->attention_dyn(ex, s->q, kv->k[l], kv->v[l], dyn, n, mask, c->n_heads, c->n_kv_heads, hd, L->window,
@@ -93,15 +96,21 @@ static entmtp_status forward(emt_exec *ex, const entmtp_model *m, emt_kv *kv, em
         else
             op->attention(ex, s->q, kv->k[l], kv->v[l], kv_start, n, mask, c->n_heads, c->n_kv_heads,
                           hd, s->att);
-        emt_matmul(op, ex, &L->wo, L->bo, s->att, n, q_dim, H, s->tmp, exact);
-        if (c->post_norms) op->rmsnorm(ex, s->tmp, L->post_attn_norm, n, H, c->rms_eps, s->tmp);
-        op->add(ex, s->x, s->tmp, (int64_t)n * H);
+        /* the residual adds: in the product's epilogue where the backend
+         * fuses them (Gemma 2's post-norm comes between: kept apart) */
+        if (c->post_norms) {
+            emt_matmul(op, ex, &L->wo, L->bo, s->att, n, q_dim, H, s->tmp, exact);
+            op->rmsnorm(ex, s->tmp, L->post_attn_norm, n, H, c->rms_eps, s->tmp);
+            op->add(ex, s->x, s->tmp, (int64_t)n * H);
+        } else emt_matmul_add(op, ex, &L->wo, L->bo, s->att, n, q_dim, H, s->x, s->tmp, exact);
         op->rmsnorm(ex, s->x, L->ffn_norm, n, H, c->rms_eps, s->xn);
         emt_matmul_gated(op, ex, &L->w_gate, L->b_gate, &L->w_up, L->b_up, s->xn, n, H, F, c->geglu, s->gate,
                          s->up, exact);
-        emt_matmul(op, ex, &L->w_down, L->b_down, s->gate, n, F, H, s->tmp, exact);
-        if (c->post_norms) op->rmsnorm(ex, s->tmp, L->post_ffn_norm, n, H, c->rms_eps, s->tmp);
-        op->add(ex, s->x, s->tmp, (int64_t)n * H);
+        if (c->post_norms) {
+            emt_matmul(op, ex, &L->w_down, L->b_down, s->gate, n, F, H, s->tmp, exact);
+            op->rmsnorm(ex, s->tmp, L->post_ffn_norm, n, H, c->rms_eps, s->tmp);
+            op->add(ex, s->x, s->tmp, (int64_t)n * H);
+        } else emt_matmul_add(op, ex, &L->w_down, L->b_down, s->gate, n, F, H, s->x, s->tmp, exact);
         for (int32_t j = 0; j < s->n_taps; j++) /* a drafter reads this layer's output (the residual stream) */
             if (s->tap_layers[j] == l) {
                 for (int32_t r = 0; r < n; r++) {

@@ -115,6 +115,53 @@ static void rope_round_kv_matches(emt_exec *ex, const emt_backend_ops *op) {
         }
 }
 
+/* rope_q_round_kv: rope() (or rope_dyn()) on Q, then rope_round_kv(), bit
+ * for bit, with partial rotary and GQA (3 query heads on 1 KV head). */
+static void rope_q_round_kv_matches(emt_exec *ex, const emt_backend_ops *op) {
+    enum { R = 3, H = 3, KV = 1, HD = 24, NQ = R * H * HD, N = R * KV * HD };
+    const int32_t n_rot[2] = { HD, 16 };
+    float q[NQ], q_want[NQ], k[N], v[N], inv_freq[HD / 2];
+    int32_t pos[R] = { 9, 1, 300 }, len = 77;
+    uint16_t ko[N], vo[N], want_k[N], want_v[N];
+    for (int i = 0; i < N; i++) k[i] = 8 * urand(), v[i] = 8 * urand();
+    for (int i = 0; i < HD / 2; i++) inv_freq[i] = powf(10000.0f, -(float)i / (HD / 2));
+    for (int dyn = 0; dyn < 2; dyn++)
+        for (int ri = 0; ri < 2; ri++) {
+            const emt_dyn_rows rows = { &len, pos, 0 };
+            for (int i = 0; i < NQ; i++) q[i] = q_want[i] = 8 * urand();
+            op->rope_q_round_kv(ex, q, H, k, v, R, KV, HD, n_rot[ri], dyn ? NULL : pos, dyn ? &rows : NULL, inv_freq,
+                                ko, vo);
+            if (dyn) op->rope_dyn(ex, q_want, R, H, HD, n_rot[ri], &rows, inv_freq);
+            else op->rope(ex, q_want, R, H, HD, n_rot[ri], pos, inv_freq);
+            op->rope_round_kv(ex, k, v, R, KV, HD, n_rot[ri], dyn ? NULL : pos, dyn ? &rows : NULL, inv_freq, want_k,
+                              want_v);
+            CHECK(memcmp(q, q_want, sizeof q) == 0);
+            CHECK(memcmp(ko, want_k, sizeof ko) == 0 && memcmp(vo, want_v, sizeof vo) == 0);
+        }
+}
+
+/* matmul_q_add: y += the product, bit for bit matmul_q() then add(), with
+ * and without a bias, over row counts that take different tiles. */
+static void matmul_q_add_matches(emt_exec *ex, const emt_backend_ops *op) {
+    enum { I = 96, O = 37, RMAX = 9 };
+    uint16_t w[O * I];
+    float b[O], x[RMAX * I], y[RMAX * O], want[RMAX * O], tmp[RMAX * O];
+    for (int i = 0; i < O * I; i++) w[i] = emt_f32_to_bf16(0.1f * urand());
+    for (int i = 0; i < O; i++) b[i] = urand();
+    for (int i = 0; i < RMAX * I; i++) x[i] = urand();
+    const emt_wmat W = { EMT_BF16, w, NULL, 0 };
+    const int32_t rows[3] = { 1, 4, RMAX };
+    for (int ri = 0; ri < 3; ri++)
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            const int32_t R = rows[ri];
+            for (int i = 0; i < R * O; i++) y[i] = want[i] = 4 * urand();
+            op->matmul_q_add(ex, &W, with_bias ? b : NULL, x, R, I, O, y, tmp);
+            op->matmul_q(ex, &W, with_bias ? b : NULL, x, R, I, O, tmp);
+            op->add(ex, want, tmp, (int64_t)R * O);
+            CHECK(memcmp(y, want, sizeof(float) * (size_t)R * O) == 0);
+        }
+}
+
 static void attention_blocks_bf16(emt_exec *ex, const emt_backend_ops *op) {
     const float halfway[3] = { 1.00390625f, 1.01171875f, -1.00390625f }; /* ties: to the even neighbour */
     uint16_t rounded[3];
@@ -309,6 +356,8 @@ static void check_variant(emt_cpu_variant variant) {
     attention_blocks(ex, op);
     attention_blocks_bf16(ex, op);
     rope_round_kv_matches(ex, op);
+    rope_q_round_kv_matches(ex, op);
+    matmul_q_add_matches(ex, op);
     attention_rows(ex, op);
 
     /* attention: 3 prefix keys + a 4-node tree (root, two children, a grandchild) */

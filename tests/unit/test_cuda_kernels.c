@@ -9,7 +9,10 @@
  *   token at the same position, with and without Gemma's soft-cap, GQA, and
  *   with BF16 K/V caches (set_kv_dtype) on the tensor-core kernel and on the
  *   FP32 one (head_dim 96); round_bf16 and rope_round_kv (K roped, K and V
- *   rounded into the cache in one launch) bit-identical to the CPU's;
+ *   rounded into the cache in one launch) bit-identical to the CPU's, and
+ *   rope_q_round_kv (Q's RoPE in that launch) too;
+ * - the residual add in the product (matmul_q_add): the bits of the
+ *   product then add, on the device and on the CPU;
  * - Gemma's elementwise ops against the CPU.
  * Runs on a GPU or, in CI, on the CPU CUDA harness (docs/cuda-harness.md);
  * SKIPPED without either. */
@@ -222,6 +225,64 @@ static void check_fused(emt_dtype t) {
     }
     gpu->ops->release(gpu, dx);
     free(x);
+}
+
+/* The residual add in the product (matmul_q_add): y += x W^T (+ bias)
+ * writes what matmul_q then add write, bit for bit, on the device (BF16:
+ * one tensor-core launch with the add in its epilogue, every launch shape:
+ * 1, 13, 29, 45 and 128 rows; Q8_0: the product and add_kernel, two
+ * launches) and on the CPU (the add in the product's tasks), with and
+ * without a bias, over 67 outputs (a partial output group). */
+static void check_matmul_add(emt_dtype t) {
+    const int32_t I = 1056, O = 67, rows[5] = { 1, 13, 29, 45, 128 };
+    float *w = host_random((size_t)O * I, 0.05f), *b = host_random(O, 1.0f);
+    float *x = host_random((size_t)128 * I, 1.0f), *res = host_random((size_t)128 * O, 4.0f);
+    size_t bytes = emt_dtype_nbytes(t, (int64_t)O * I);
+    uint8_t *q = malloc(bytes);
+    encode_weights(t, w, (int64_t)O * I, q);
+    emt_wmat Wd = { t, dev_bytes(q, bytes), NULL }, Wh = { t, q, NULL };
+    float *db = dev_bytes(b, sizeof(float) * O), *dx = dev_bytes(x, sizeof(float) * 128 * I);
+    float *dy = gpu->ops->alloc(gpu, sizeof(float) * 128 * O), *dref = gpu->ops->alloc(gpu, sizeof(float) * 128 * O);
+    float *dtmp = gpu->ops->alloc(gpu, sizeof(float) * 128 * O);
+    float *cy = malloc(sizeof(float) * 128 * O), *cref = malloc(sizeof(float) * 128 * O), *ctmp = malloc(sizeof(float) * 128 * O);
+    int same_gpu = 1, same_cpu = 1, cpu_takes = (cpu->ops->weight_types & (1u << t)) != 0;
+    int64_t launches = 0;
+    for (int ri = 0; ri < 5; ri++)
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            const int32_t R = rows[ri];
+            const size_t n = (size_t)R * O;
+            const float *bias_d = with_bias ? db : NULL, *bias_h = with_bias ? b : NULL;
+            CHECK_OK(gpu->ops->upload(gpu, dy, res, n * sizeof(float)));
+            CHECK_OK(gpu->ops->upload(gpu, dref, res, n * sizeof(float)));
+            emt_exec_counters c0, c1;
+            gpu->ops->counters(eg, &c0);
+            gpu->ops->matmul_q_add(eg, &Wd, bias_d, dx, R, I, O, dy, dtmp);
+            gpu->ops->counters(eg, &c1);
+            launches = c1.launches - c0.launches;
+            gpu->ops->matmul_q(eg, &Wd, bias_d, dx, R, I, O, dtmp);
+            gpu->ops->add(eg, dref, dtmp, (int64_t)n);
+            CHECK_OK(gpu->ops->sync(eg));
+            float *got = download(dy, n), *want = download(dref, n);
+            same_gpu &= !memcmp(got, want, n * sizeof(float));
+            free(got);
+            free(want);
+            if (cpu_takes) {
+                memcpy(cy, res, n * sizeof(float));
+                memcpy(cref, res, n * sizeof(float));
+                cpu->ops->matmul_q_add(ec, &Wh, bias_h, x, R, I, O, cy, ctmp);
+                cpu->ops->matmul_q(ec, &Wh, bias_h, x, R, I, O, ctmp);
+                cpu->ops->add(ec, cref, ctmp, (int64_t)n);
+                same_cpu &= !memcmp(cy, cref, n * sizeof(float));
+            }
+        }
+    printf("matmul_q_add %-5s 1/13/29/45/128 rows, 67 outputs, with and without bias: device %s matmul_q + add "
+           "(%lld launch(es)), CPU %s\n", emt_dtype_name(t), same_gpu ? "bit-identical to" : "DIFFERS from",
+           (long long)launches, !cpu_takes ? "(no CPU product for this dtype)" : same_cpu ? "bit-identical" : "DIFFERS");
+    CHECK(same_gpu && same_cpu);
+    CHECK(launches == (t == EMT_BF16 ? 1 : 2));
+    void *rel[] = { (void *)Wd.data, db, dx, dy, dref, dtmp };
+    for (int i = 0; i < 6; i++) gpu->ops->release(gpu, rel[i]);
+    free(w); free(b); free(x); free(res); free(q); free(cy); free(cref); free(ctmp);
 }
 
 /* --------------------------------------------------------------- attention */
@@ -488,6 +549,75 @@ static void check_rope_round_kv(int32_t n_rows, int32_t n_kv_heads, int32_t hd, 
     free(rv); free(gk_in);
 }
 
+/* rope_q_round_kv (Q roped in place, K roped and K, V rounded into BF16
+ * cache rows, one launch): the device's Q, K and V bits equal the CPU
+ * twin's, the CPU twin's equal rope() then rope_round_kv(), and the device's
+ * equal its own rope() then rope_round_kv(), at host and device-resident
+ * positions, full and partial rotary, GQA. */
+static void check_rope_q_round_kv(int32_t n_rows, int32_t n_heads, int32_t n_kv_heads, int32_t hd, int32_t n_rot,
+                                  int dyn) {
+    const size_t nq = (size_t)n_rows * n_heads * hd, n = (size_t)n_rows * n_kv_heads * hd;
+    float *q = host_random(nq, 4.0f), *k = host_random(n, 4.0f), *v = host_random(n, 4.0f);
+    float *cq = malloc(nq * 4), *rq = malloc(nq * 4);
+    int32_t *pos = malloc((size_t)n_rows * 4), len = 2990;
+    float *inv_freq = malloc((size_t)(n_rot / 2 + 1) * 4);
+    for (int32_t r = 0; r < n_rows; r++) pos[r] = dyn ? irand(9) : 3000 + irand(500);
+    for (int32_t i = 0; i < n_rot / 2; i++) inv_freq[i] = powf(10000.0f, -2.0f * (float)i / (float)n_rot);
+    float *dq = dev_bytes(q, nq * 4), *dq2 = dev_bytes(q, nq * 4), *dk = dev_bytes(k, n * 4), *dv = dev_bytes(v, n * 4);
+    int32_t *dlen = dev_bytes(&len, 4);
+    uint16_t *dko = gpu->ops->alloc(gpu, n * 2), *dvo = gpu->ops->alloc(gpu, n * 2);
+    uint16_t *dko2 = gpu->ops->alloc(gpu, n * 2), *dvo2 = gpu->ops->alloc(gpu, n * 2);
+    uint16_t *ck = malloc(n * 2), *cv = malloc(n * 2), *rk = malloc(n * 2), *rv = malloc(n * 2);
+    uint16_t *gk = malloc(n * 2), *gv = malloc(n * 2), *gk2 = malloc(n * 2), *gv2 = malloc(n * 2);
+    const emt_dyn_rows hrows = { &len, pos, 0 }, drows = { dlen, pos, 0 };
+    emt_exec_counters c0, c1;
+    gpu->ops->counters(eg, &c0);
+    gpu->ops->rope_q_round_kv(eg, dq, n_heads, dk, dv, n_rows, n_kv_heads, hd, n_rot, dyn ? NULL : pos,
+                              dyn ? &drows : NULL, inv_freq, dko, dvo);
+    gpu->ops->counters(eg, &c1);
+    /* the device's separate ops */
+    if (dyn) gpu->ops->rope_dyn(eg, dq2, n_rows, n_heads, hd, n_rot, &drows, inv_freq);
+    else gpu->ops->rope(eg, dq2, n_rows, n_heads, hd, n_rot, pos, inv_freq);
+    gpu->ops->rope_round_kv(eg, dk, dv, n_rows, n_kv_heads, hd, n_rot, dyn ? NULL : pos, dyn ? &drows : NULL, inv_freq,
+                            dko2, dvo2);
+    CHECK_OK(gpu->ops->sync(eg));
+    float *gq = download(dq, nq), *gq2 = download(dq2, nq);
+    CHECK_OK(gpu->ops->download(eg, gk, dko, n * 2));
+    CHECK_OK(gpu->ops->download(eg, gv, dvo, n * 2));
+    CHECK_OK(gpu->ops->download(eg, gk2, dko2, n * 2));
+    CHECK_OK(gpu->ops->download(eg, gv2, dvo2, n * 2));
+    /* the CPU twin, and its separate ops */
+    memcpy(cq, q, nq * 4);
+    memcpy(rq, q, nq * 4);
+    cpu->ops->rope_q_round_kv(ec, cq, n_heads, k, v, n_rows, n_kv_heads, hd, n_rot, dyn ? NULL : pos,
+                              dyn ? &hrows : NULL, inv_freq, ck, cv);
+    if (dyn) cpu->ops->rope_dyn(ec, rq, n_rows, n_heads, hd, n_rot, &hrows, inv_freq);
+    else cpu->ops->rope(ec, rq, n_rows, n_heads, hd, n_rot, pos, inv_freq);
+    cpu->ops->rope_round_kv(ec, k, v, n_rows, n_kv_heads, hd, n_rot, dyn ? NULL : pos, dyn ? &hrows : NULL, inv_freq,
+                            rk, rv);
+    size_t same_cpu = 0, same_ref = 0, same_self = 0;
+    for (size_t i = 0; i < nq; i++) {
+        same_cpu += !memcmp(gq + i, cq + i, 4);
+        same_ref += !memcmp(cq + i, rq + i, 4);
+        same_self += !memcmp(gq + i, gq2 + i, 4);
+    }
+    for (size_t i = 0; i < n; i++) {
+        same_cpu += gk[i] == ck[i] && gv[i] == cv[i];
+        same_ref += ck[i] == rk[i] && cv[i] == rv[i];
+        same_self += gk[i] == gk2[i] && gv[i] == gv2[i];
+    }
+    printf("rope_q_round_kv %2d rows x %d/%d heads x %3d (n_rot %3d, %s positions), %lld launch(es): of %zu Q and K/V "
+           "values %zu bit-identical to the CPU's, %zu to the device's rope + rope_round_kv; CPU's %zu to its own\n",
+           n_rows, n_heads, n_kv_heads, hd, n_rot, dyn ? "device" : "host", (long long)(c1.launches - c0.launches),
+           nq + n, same_cpu, same_self, same_ref);
+    CHECK(same_cpu == nq + n && same_ref == nq + n && same_self == nq + n);
+    CHECK(c1.launches - c0.launches == 1);
+    void *rel[] = { dq, dq2, dk, dv, dlen, dko, dvo, dko2, dvo2 };
+    for (int i = 0; i < 9; i++) gpu->ops->release(gpu, rel[i]);
+    void *fr[] = { q, k, v, cq, rq, pos, inv_freq, ck, cv, rk, rv, gk, gv, gk2, gv2, gq, gq2 };
+    for (int i = 0; i < 17; i++) free(fr[i]);
+}
+
 /* ------------------------------------------------------------ Gemma ops */
 
 static void check_gemma_elementwise(void) {
@@ -534,6 +664,8 @@ int main(void) {
         }
         check_fused(EMT_BF16);
         check_fused(EMT_Q8_0);
+        check_matmul_add(EMT_BF16);
+        check_matmul_add(EMT_Q8_0);
         check_tree_vs_ar(0.0f, 64);
         check_tree_vs_ar(50.0f, 64); /* Gemma 2's attention soft-cap */
         g_kv_bf16 = 1; /* BF16 caches: the tensor-core kernel, soft-capped, and the FP32 kernel */
@@ -541,6 +673,9 @@ int main(void) {
         check_rope_round_kv(64, 8, 128, 128, 0);
         check_rope_round_kv(5, 3, 64, 32, 1); /* partial rotary, odd head count */
         check_rope_round_kv(1, 2, 96, 96, 1);
+        check_rope_q_round_kv(64, 32, 8, 128, 128, 0);
+        check_rope_q_round_kv(5, 9, 3, 64, 32, 1); /* partial rotary, odd head counts */
+        check_rope_q_round_kv(1, 4, 2, 96, 96, 1);
         check_tree_vs_ar(0.0f, 64);
         check_tree_vs_ar(50.0f, 64);
         check_tree_vs_ar(0.0f, 96);

@@ -16,7 +16,8 @@
  * those output counts (default 8), from which roofline.py extrapolates the
  * full matrices; EMT_CUDA_MEMEFF_DTYPES=BF16,Q4_0 only those dtypes (ATTN:
  * the attention cases, F32 and BF16 KV caches; RMSNORM, ROPE, SWIGLU, ADD,
- * ROUND_BF16, ROPE_ROUND_KV: the other kernels). */
+ * ROUND_BF16, ROPE_ROUND_KV, ROPE_Q_ROUND_KV: the other kernels). BF16
+ * products also run with the residual add in their epilogue (op BF16+ADD). */
 #include "backend/backend.h"
 #include "check.h"
 #include "cuda_test.h"
@@ -160,8 +161,10 @@ static void encode(emt_dtype t, const float *w, int64_t n, uint8_t *out) {
     }
 }
 
-/* one product (n_rows x n_in) x (n_in -> n_out) and its floors */
-static void check_product(emt_dtype t, int32_t n_in, int32_t n_out, int32_t n_rows, const floor_spec *f) {
+/* one product (n_rows x n_in) x (n_in -> n_out) and its floors; with
+ * `add`, the residual add in its epilogue (matmul_q_add: the attention
+ * output and down projections; the report's op "BF16+ADD") */
+static void check_product(emt_dtype t, int32_t n_in, int32_t n_out, int32_t n_rows, const floor_spec *f, int add) {
     float *w = emt_test_host_random(&rng, (size_t)n_out * n_in, 0.05f);
     float *x = emt_test_host_random(&rng, (size_t)n_rows * n_in, 1.0f);
     size_t wbytes = emt_dtype_nbytes(t, (int64_t)n_out * n_in);
@@ -171,29 +174,32 @@ static void check_product(emt_dtype t, int32_t n_in, int32_t n_out, int32_t n_ro
     float *dx = emt_test_device_copy(gpu, x, sizeof(float) * n_rows * n_in);
     float *dy = gpu->ops->alloc(gpu, sizeof(float) * n_rows * n_out);
     CHECK(W.data && dx && dy);
+    char name[16];
+    snprintf(name, sizeof name, "%s%s", dtype_name(t), add ? "+ADD" : "");
     launch_totals before;
     read_launches(&before); /* the uploads' bookkeeping, if any */
-    emt_matmul(gpu->ops, eg, &W, NULL, dx, n_rows, n_in, n_out, dy, 1);
+    if (add) gpu->ops->matmul_q_add(eg, &W, NULL, dx, n_rows, n_in, n_out, dy, NULL); /* tmp unused: one launch */
+    else emt_matmul(gpu->ops, eg, &W, NULL, dx, n_rows, n_in, n_out, dy, 1);
     CHECK_OK(gpu->ops->sync(eg));
     launch_totals r;
     if (read_launches(&r)) {
         double eff = r.sectors ? r.ideal_sectors / r.sectors : 0, dram = (r.dram_load + r.dram_store) / r.ideal;
         printf("%-5s %5d -> %3d, %2d rows: %-28s load sectors %8.0f / ideal %8.0f = %5.1f%% (worst site %5.1f%%), "
                "widths %2.0f-%2.0f B, shared wavefronts %.0f / %.0f, bytes / ideal: DRAM %.3f, L2 %.2f, L1 %.2f\n",
-               dtype_name(t), n_in, n_out, n_rows, r.kernel, r.sectors, r.ideal_sectors, 100 * eff,
+               name, n_in, n_out, n_rows, r.kernel, r.sectors, r.ideal_sectors, 100 * eff,
                100 * r.worst_site, r.narrowest, r.widest, r.wavefronts, r.ideal_wavefronts, dram, r.l2_load / r.ideal,
                r.l1_load / r.ideal);
         CHECK_MSG(eff >= f->min_load_efficiency, "%s product %d -> %d, %d rows: global-load sector efficiency %.3f < %.2f",
-                  dtype_name(t), n_in, n_out, n_rows, eff, f->min_load_efficiency);
+                  name, n_in, n_out, n_rows, eff, f->min_load_efficiency);
         /* per site too: a small access badly coalesced (the split tensor-core
          * product's partial sums) hides in the total */
         CHECK_MSG(r.worst_site >= f->min_load_efficiency,
-                  "%s product %d -> %d, %d rows: a global-load site's sector efficiency %.3f < %.2f", dtype_name(t),
+                  "%s product %d -> %d, %d rows: a global-load site's sector efficiency %.3f < %.2f", name,
                   n_in, n_out, n_rows, r.worst_site, f->min_load_efficiency);
         CHECK_MSG(r.wavefronts == r.ideal_wavefronts, "%s product %d -> %d, %d rows: %.0f shared wavefronts, %.0f without bank conflicts",
-                  dtype_name(t), n_in, n_out, n_rows, r.wavefronts, r.ideal_wavefronts);
+                  name, n_in, n_out, n_rows, r.wavefronts, r.ideal_wavefronts);
         CHECK_MSG(dram <= f->max_dram_over_ideal, "%s product %d -> %d, %d rows: DRAM bytes %.3f x the ideal > %.2f",
-                  dtype_name(t), n_in, n_out, n_rows, dram, f->max_dram_over_ideal);
+                  name, n_in, n_out, n_rows, dram, f->max_dram_over_ideal);
     }
     gpu->ops->release(gpu, (void *)W.data);
     gpu->ops->release(gpu, dx);
@@ -264,7 +270,8 @@ static void check_attention(int32_t n_heads, int32_t n_kv_heads, int32_t n_rows,
 
 /* The per-row and per-element kernels (cuda/elementwise.cu) at the 7B
  * widths: RMSNorm over 4096, RoPE over 32 heads of 128 (also fused with the
- * BF16 rounding of K and V into the cache, ROPE_ROUND_KV), the SwiGLU over
+ * BF16 rounding of K and V into the cache, ROPE_ROUND_KV, and with Q's RoPE
+ * too, ROPE_Q_ROUND_KV: 32 query and 32 KV heads), the SwiGLU over
  * 11008 and the residual add over 4096 values per row, for 1 and 64 rows.
  * Floors as the products': sector efficiency, no bank conflicts, DRAM
  * within 5% of the ideal. */
@@ -274,7 +281,9 @@ static void check_rowwise(const char *op, int32_t n_rows) {
     float *a = emt_test_host_random(&rng, (size_t)n, 1.0f), *b = emt_test_host_random(&rng, (size_t)n, 1.0f);
     float *da = emt_test_device_copy(gpu, a, (size_t)n * 4), *db = emt_test_device_copy(gpu, b, (size_t)n * 4);
     float *dout = gpu->ops->alloc(gpu, (size_t)n * 4);
+    uint16_t *kv_out = !strcmp(op, "ROPE_Q_ROUND_KV") ? gpu->ops->alloc(gpu, (size_t)n * 4) : NULL;
     CHECK(da && db && dout);
+    if (kv_out) CHECK_OK(gpu->ops->upload(gpu, dout, a, (size_t)n * 4)); /* Q's rows */
     int32_t pos[64];
     float inv_freq[64];
     for (int32_t i = 0; i < 64; i++) {
@@ -289,6 +298,10 @@ static void check_rowwise(const char *op, int32_t n_rows) {
     else if (!strcmp(op, "ROPE_ROUND_KV")) /* K roped, K and V rounded into BF16 cache rows (half of dout each) */
         gpu->ops->rope_round_kv(eg, da, db, n_rows, heads, hd, hd, pos, NULL, inv_freq, (uint16_t *)(void *)dout,
                                 (uint16_t *)(void *)dout + n);
+    else if (!strcmp(op, "ROPE_Q_ROUND_KV")) { /* Q (dout) roped in place, K (da) and V (db) into BF16 rows */
+        gpu->ops->rope_q_round_kv(eg, dout, heads, da, db, n_rows, heads, hd, hd, pos, NULL, inv_freq, kv_out,
+                                  kv_out + n);
+    }
     else if (!strcmp(op, "SWIGLU")) gpu->ops->swiglu(eg, da, db, n, dout);
     else gpu->ops->add(eg, da, db, n);
     CHECK_OK(gpu->ops->sync(eg));
@@ -299,6 +312,8 @@ static void check_rowwise(const char *op, int32_t n_rows) {
                op, (long long)n, n_rows, r.kernel, r.sectors, r.ideal_sectors, 100 * eff, r.narrowest, r.widest,
                r.wavefronts, r.ideal_wavefronts, dram, r.l2_load / r.ideal, r.l1_load / r.ideal);
         CHECK_MSG(eff >= 0.90, "%s, %d rows: global-load sector efficiency %.3f < 0.90", op, n_rows, eff);
+        CHECK_MSG(r.worst_site >= 0.90, "%s, %d rows: a global-load site's sector efficiency %.3f < 0.90", op, n_rows,
+                  r.worst_site);
         CHECK_MSG(r.wavefronts == r.ideal_wavefronts, "%s, %d rows: %.0f shared wavefronts, %.0f without bank conflicts",
                   op, n_rows, r.wavefronts, r.ideal_wavefronts);
         CHECK_MSG(dram <= 1.05, "%s, %d rows: DRAM bytes %.3f x the ideal > 1.05", op, n_rows, dram);
@@ -306,6 +321,7 @@ static void check_rowwise(const char *op, int32_t n_rows) {
     gpu->ops->release(gpu, da);
     gpu->ops->release(gpu, db);
     gpu->ops->release(gpu, dout);
+    if (kv_out) gpu->ops->release(gpu, kv_out);
     free(a);
     free(b);
 }
@@ -352,8 +368,9 @@ int main(void) {
             check_attention(1, 1, 1, 96, bf16);   /* a head width the tensor-core kernel does not take (CUDA-core kernel) */
         }
     }
-    static const char *const rowwise[] = { "RMSNORM", "ROPE", "SWIGLU", "ADD", "ROUND_BF16", "ROPE_ROUND_KV" };
-    for (int i = 0; i < 6; i++)
+    static const char *const rowwise[] = { "RMSNORM", "ROPE", "SWIGLU", "ADD", "ROUND_BF16", "ROPE_ROUND_KV",
+                                           "ROPE_Q_ROUND_KV" };
+    for (int i = 0; i < 7; i++)
         if (!only || !*only || name_listed(only, rowwise[i])) {
             check_rowwise(rowwise[i], 1);
             check_rowwise(rowwise[i], 64);
@@ -364,8 +381,12 @@ int main(void) {
         const int n_rows_cases = floors[i].dtype == EMT_BF16 ? 3 : 2;
         for (int wi = 0; wi < 2; wi++)
             for (int ri = 0; ri < n_rows_cases; ri++)
-                for (int oi = 0; oi < n_outputs; oi++)
-                    check_product(floors[i].dtype, widths[wi], outputs[oi], rows[ri], &floors[i]);
+                for (int oi = 0; oi < n_outputs; oi++) {
+                    check_product(floors[i].dtype, widths[wi], outputs[oi], rows[ri], &floors[i], 0);
+                    /* BF16: the residual add in the epilogue, at the AR step's and the verify's rows */
+                    if (floors[i].dtype == EMT_BF16 && rows[ri] <= 64)
+                        check_product(floors[i].dtype, widths[wi], outputs[oi], rows[ri], &floors[i], 1);
+                }
     }
     if (!counted) {
         printf("SKIP: no launch was counted (not the harness plugin: a GPU has no such counters)\n");

@@ -2040,6 +2040,16 @@ static void cpu_rope_round_kv(emt_exec *ex, const float *k, const float *v, int3
     }
 }
 
+/* rope_rows() on q, then cpu_rope_round_kv(): the two ops, one call */
+static void cpu_rope_q_round_kv(emt_exec *ex, float *q, int32_t n_heads, const float *k, const float *v,
+                                int32_t n_rows, int32_t n_kv_heads, int32_t head_dim, int32_t n_rot,
+                                const int32_t *positions, const emt_dyn_rows *rows, const float *inv_freq,
+                                uint16_t *k_out, uint16_t *v_out) {
+    rope_rows(q, n_rows, n_heads, head_dim, n_rot, rows ? rows->len[0] : 0, rows ? rows->offsets : positions,
+              inv_freq);
+    cpu_rope_round_kv(ex, k, v, n_rows, n_kv_heads, head_dim, n_rot, positions, rows, inv_freq, k_out, v_out);
+}
+
 /* Outputs per task: about 4 tasks per thread for balance, a multiple of 8
  * (whole packed row groups; the same for every dtype, so the gate and up
  * products of a fused job split alike). */
@@ -2091,6 +2101,33 @@ static void cpu_matmul_q_multi(emt_exec *ex, int32_t n_mats, const emt_wmat *con
         job.first[m + 1] = job.first[m] + (n_out[m] + job.p[m].chunk - 1) / job.p[m].chunk;
     }
     emt_pool_run(ex->pool, job.first[n_mats], qmulti_task, &job);
+}
+
+/* The residual add in the product's task: a chunk of outputs into tmp,
+ * then y += tmp over that chunk (cpu_add's expression, element by element). */
+typedef struct qadd_job {
+    qmatmul_job product;
+    float *y;
+} qadd_job;
+
+static void qadd_task(void *ctx, int32_t task) {
+    const qadd_job *j = ctx;
+    qmatmul_task((void *)&j->product, task);
+    const int32_t n_out = j->product.n_out, o0 = task * j->product.chunk;
+    const int32_t o1 = o0 + j->product.chunk < n_out ? o0 + j->product.chunk : n_out;
+    for (int32_t r = 0; r < j->product.n_rows; r++) {
+        float *y = j->y + (size_t)r * n_out;
+        const float *t = j->product.y + (size_t)r * n_out;
+        for (int32_t o = o0; o < o1; o++) y[o] += t[o];
+    }
+}
+
+static void cpu_matmul_q_add(emt_exec *ex, const emt_wmat *W, const float *bias, const float *x, int32_t n_rows,
+                             int32_t n_in, int32_t n_out, float *y, float *tmp) {
+    const emt_xq *xq[2];
+    if (!prepare_all(ex, &W, 1, x, n_rows, n_in, xq)) return;
+    qadd_job job = { product_job(ex, W, bias, xq, x, n_rows, n_in, n_out, tmp), y };
+    emt_pool_run(ex->pool, (n_out + job.product.chunk - 1) / job.product.chunk, qadd_task, &job);
 }
 
 /* gate = act(gate) * up over one chunk of outputs, after both products of
@@ -2267,4 +2304,6 @@ const emt_backend_ops EMT_CPU_OPS = {
     .set_kv_dtype = cpu_set_kv_dtype,
     .round_bf16 = cpu_round_bf16,
     .rope_round_kv = cpu_rope_round_kv,
+    .matmul_q_add = cpu_matmul_q_add,
+    .rope_q_round_kv = cpu_rope_q_round_kv,
 };

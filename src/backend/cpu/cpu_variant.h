@@ -956,6 +956,16 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32
 #define EMT_TILE_ROWS 8
 static inline int packed_tile_rows(emt_dtype t) { return t == EMT_Q4_1 ? 4 : EMT_TILE_ROWS; }
 
+/* A product's weights stream from memory once (an AR step's matrices do
+ * not fit in the cache): the kernels ask for the bytes EMT_PREFETCH_AHEAD
+ * ahead of the block they decode, so that more lines are in flight than
+ * the hardware prefetcher keeps. Past a matrix's end this only touches
+ * the cache. */
+#define EMT_PREFETCH_AHEAD 2048
+static inline __attribute__((always_inline)) void prefetch_ahead(const uint8_t *p, size_t bytes) {
+    for (size_t i = 0; i < bytes; i += 64) _mm_prefetch((const char *)(p + EMT_PREFETCH_AHEAD + i), _MM_HINT_T0);
+}
+
 /* Codes of outputs 2p and 2p+1 in one packed block: lo = elements 0..15 of
  * both (2p in the low half), hi = elements 16..31. Q4_0's codes come
  * without their bias of 8 when the caller subtracts it (unbiased). */
@@ -1027,6 +1037,7 @@ packed_rows_pairs(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, in
     const int fold = t == EMT_Q4_0 && nr == 1;
     const __m512i minus8 = _mm512_set1_epi16(-8);
     for (int32_t b = 0; b < nb; b++, g += gb) {
+        if (p0 == 0) prefetch_ahead(g, gb);
         __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)));
         __m256 mw = t == EMT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 2 * EMT_PACK_ROWS)))
                                   : _mm256_setzero_ps();
@@ -1188,6 +1199,7 @@ packed_krows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr,
      * independent VNNI chains hide their latency */
     const int pp = nr <= 4 ? 4 : 2, split = nr <= 2;
     for (int32_t b0 = 0; b0 < nb; b0 += 8, g += gb) {
+        prefetch_ahead(g, gb);
         __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)));
         for (int p0 = 0; p0 < 4; p0 += pp)
             for (int s0 = 0; s0 < 8; s0 += group) {

@@ -7,7 +7,7 @@
  * call, the cost of n rows in one-row calls (what a verify of n nodes costs
  * in AR steps, for this product) and integer multiply-adds per nanosecond.
  * Not a test (no timing assertions):
- *   build/.../tests/bench_qkernels [REPS [VARIANT [TYPE]]] */
+ *   build/.../tests/bench_qkernels [REPS [VARIANT [TYPE [MAX_ROWS [LAYOUT]]]]] */
 #include "backend/backend.h"
 #include "backend/cpu/cpu_variants.h"
 #include "backend/cpu/quant8.h"
@@ -73,6 +73,7 @@ int main(int argc, char **argv) {
                     for (int l = 0; l < 4; l++) {
                         if ((l % 2 && !have_packed) || (l >= 2 && !emt_act8_type(t))) continue;
                         int32_t n = rows[ri];
+                        if ((argc > 4 && n > atoi(argv[4])) || (argc > 5 && strcmp(argv[5], names[l]) != 0)) continue;
                         int r = n >= 64 ? (reps + 2) / 3 : reps;
                         double best = 1e30;
                         for (int k = 0; k < r; k++) {

@@ -241,11 +241,16 @@ def predict_attention(launches, model, rows, ctx, kv_type="f32"):
     per_sm_blocks = -(-blocks // SMS)
     if span["kernel"].startswith("attn_tc"):
         mma = span["mma"] * scale  # whole layer
-        kst = 6 * hd + (64 - 6 * hd % 128) % 128
-        tile = ATTN_KEYS * kst + 3 * (ATTN_KEYS // 2) * (4 * hd + 32)
-        # a call of at most 16 queries (the AR step): two tile buffers, warps 1-3 stage
-        # the next step while warp 0 computes this one (cuda/attention.cu tca_buffers)
-        double_buffered = queries <= 16
+        kst = 6 * hd + (64 - 6 * hd % 128) % 128  # a staged query's three BF16 planes (and an F32 key's)
+        bf16 = kv_type == "bf16"
+        k_tile = 2 * hd + (64 - 2 * hd % 128) % 128 if bf16 else kst  # a BF16 key: its one plane
+        tile = ATTN_KEYS * k_tile + (1 if bf16 else 3) * (ATTN_KEYS // 2) * (4 * hd + 32)
+        # two tile buffers (cuda/attention.cu tca_buffers): a call of at most 16 queries (the
+        # AR step), where warps 1-3 stage the next step while warp 0 computes this one; and a
+        # BF16 cache's larger calls up to head_dim 128 (tca_prefetches), where every warp loads
+        # the next step into registers before it computes this one and stores it after
+        prefetch = queries > 16 and bf16 and hd <= 128
+        double_buffered = queries <= 16 or prefetch
         shared = ((2 if double_buffered else 1) * tile + TCA_WARPS * 16 * 33 * 4 +
                   (min(TCA_MAX_QUERIES, queries) + 1) * kst)  # the staged queries and a zero row
         resident = max(1, min(SHARED_PER_SM // shared, 64 // TCA_WARPS, 65536 // (TCA_REGISTERS * 32 * TCA_WARPS)))
@@ -258,7 +263,7 @@ def predict_attention(launches, model, rows, ctx, kv_type="f32"):
         # m-tiles (one warp each) compute; all its warps split and stage the K/V tiles
         busy = min(TCA_WARPS, m_tiles // span["grid"][2])
         issue = min(4, busy * min(resident, per_sm_blocks))
-        staging_warps = TCA_WARPS - 1 if double_buffered else TCA_WARPS
+        staging_warps = TCA_WARPS - 1 if queries <= 16 else TCA_WARPS
         staging_issue = min(4, staging_warps * min(resident, per_sm_blocks))
         stage_instr = staged * (BF16_STAGE_INSTR if kv_type == "bf16" else SPLIT_INSTR) + q_values * SPLIT_INSTR
         t_issue = (stage_instr / 32 / staging_issue +

@@ -26,7 +26,9 @@
 // dimension), takes the step's max and sum by fixed butterflies, and
 // rescales the running (max, sum, weighted values) online, values summed
 // key by key in list order. Each span ends in a partial (max, sum, values)
-// per (row, head); the combine kernel merges a row's spans in span order.
+// per (row, head); the combine kernel merges a row's spans in span order
+// (the tensor-core kernel does it in the same launch: the last of a (KV
+// head, query group)'s span blocks to arrive merges, same arithmetic).
 //
 // Work split (issue 34): one block per (KV head, span, group of queries),
 // where the queries are every (row, query head of the GQA group) of the
@@ -339,6 +341,47 @@ __global__ void __launch_bounds__(ATTN_THREADS)
     }
 }
 
+// The spans of (row, head) `rh` = row * n_heads + head merged in span
+// order into its output row, by threads first.. of a stride of `threads`.
+// CG: the partials were written by other blocks of the running launch, read
+// from L2 (ld.global.cg): the fused form in attn_tc_span_kernel. The same
+// arithmetic either way.
+template <bool CG>
+__device__ __forceinline__ float part_load(const float *p) {
+    if (CG) return emt_ld_cg(p);
+    return emt_ld(p);
+}
+template <bool CG>
+__device__ __forceinline__ void merge_spans(int32_t rh, int32_t row, int32_t n_prefix, const int32_t *d_len,
+                                            const int32_t *tree_count, const int32_t *first, int32_t hd, int32_t n_spans,
+                                            const float *part_acc, const float *part_ml, float *out, int32_t first_thread,
+                                            int32_t threads) {
+    const int32_t f = first_row(first, row, d_len, n_prefix);
+    const int32_t nc = (keys_of_row(n_prefix, tree_count, row, f) + ATTN_SPAN - 1) / ATTN_SPAN;
+    const float *ml = part_ml + (size_t)rh * n_spans * 2;
+    const float *acc = part_acc + (size_t)rh * n_spans * hd;
+    float m = -INFINITY;
+    for (int32_t c = 0; c < nc; c++) m = fmaxf(m, part_load<CG>(ml + 2 * c));
+    float l = 0.0f;
+    for (int32_t c = 0; c < nc; c++) l = fmaf(part_load<CG>(ml + 2 * c + 1), expf(part_load<CG>(ml + 2 * c) - m), l);
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int32_t d = first_thread; d < hd; d += threads) {
+        float a = 0.0f;
+        for (int32_t c = 0; c < nc; c++) a = fmaf(part_load<CG>(acc + (size_t)c * hd + d), expf(part_load<CG>(ml + 2 * c) - m), a);
+        emt_st(out + (size_t)rh * hd + d, a * inv);
+    }
+}
+
+// The tensor-core kernel's fused combine: a call of its own (noinline), so
+// that ptxas allocates the span loop's registers without it (inlined, the
+// BF16 head_dim 64 instance spilled).
+__device__ EMT_NOINLINE void merge_spans_fused(int32_t rh, int32_t row, int32_t n_prefix, const int32_t *d_len,
+                                               const int32_t *tree_count, const int32_t *first, int32_t hd,
+                                               int32_t n_spans, const float *part_acc, const float *part_ml, float *out) {
+    merge_spans<true>(rh, row, n_prefix, d_len, tree_count, first, hd, n_spans, part_acc, part_ml, out, threadIdx.x,
+                      blockDim.x);
+}
+
 // ------------------------------------------------ tree attention on tensor cores
 // QK^T and PV on the warp's mma.m16n8k16 (emt_mma_bf16_m16n8k16,
 // cuda/cuda_launch.h), for head_dim 32, 64, 128 and 256 with 16-byte aligned
@@ -468,7 +511,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
                         int32_t row0, int32_t n_rows, const int32_t *tree_keys, const int32_t *tree_count,
                         const int32_t *first, int32_t n_heads, int32_t n_kv_heads, float scale, float cap,
                         int32_t n_queries, int32_t q_rows, int32_t n_bufs, int32_t n_spans, float *part_acc,
-                        float *part_ml) {
+                        float *part_ml, int32_t *arrivals, float *out) {
     // a BF16 cache: K and V are their own high part (one plane each in the
     // tile), staged from 16-byte loads of 8 values, and each product takes
     // three mmas instead of six
@@ -906,28 +949,40 @@ __global__ void __launch_bounds__(TCA_THREADS)
             }
         }
     }
+    // the combine, fused: the last of the (KV head, query group)'s span
+    // blocks to arrive merges each of its queries' spans in span order
+    // (threadFenceReduction, as the split products: each block's partials
+    // are visible device-wide before its arrival is counted); the blocks
+    // with a span are those below the group's longest list
+    __shared__ int last_arrival;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int32_t spans = (max_keys + ATTN_SPAN - 1) / ATTN_SPAN;
+        const int32_t live = spans < (int32_t)gridDim.y ? spans : (int32_t)gridDim.y;
+        int32_t *arrival = arrivals + (size_t)blockIdx.z * gridDim.x + blockIdx.x;
+        last_arrival = atomicAdd(arrival, 1) == live - 1;
+        if (last_arrival) *arrival = 0; // for the next launch (no other block of the group is left)
+    }
+    __syncthreads();
+    if (!last_arrival) return;
+    __threadfence();
+    EMT_REQUEST_TAG(tag++);
+    for (int32_t qi = 0; qi < n_q; qi++) {
+        const int32_t row = (q_first + qi) / group, head = kv_head * group + (q_first + qi) % group;
+        merge_spans_fused(row * n_heads + head, row, n_prefix, d_len, tree_count, first, HD, n_spans, part_acc, part_ml,
+                          out);
+    }
 }
 
-// One block per (row, head): the row's spans merged in span order.
+// One block per (row, head): the row's spans merged in span order (the
+// CUDA-core span kernel's second launch).
 __global__ void __launch_bounds__(128)
     attn_combine_kernel(const int32_t *d_len, int32_t n_prefix, const int32_t *tree_count, const int32_t *first, int32_t n_heads, int32_t hd,
                         int32_t n_spans, const float *part_acc, const float *part_ml, float *out) {
-    const int32_t row = blockIdx.x / n_heads;
     if (d_len) n_prefix = *d_len;
-    const int32_t f = first_row(first, row, d_len, n_prefix);
-    const int32_t nc = (keys_of_row(n_prefix, tree_count, row, f) + ATTN_SPAN - 1) / ATTN_SPAN;
-    const float *ml = part_ml + (size_t)blockIdx.x * n_spans * 2;
-    const float *acc = part_acc + (size_t)blockIdx.x * n_spans * hd;
-    float m = -INFINITY;
-    for (int32_t c = 0; c < nc; c++) m = fmaxf(m, emt_ld(ml + 2 * c));
-    float l = 0.0f;
-    for (int32_t c = 0; c < nc; c++) l = fmaf(emt_ld(ml + 2 * c + 1), expf(emt_ld(ml + 2 * c) - m), l);
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int32_t d = threadIdx.x; d < hd; d += blockDim.x) {
-        float a = 0.0f;
-        for (int32_t c = 0; c < nc; c++) a = fmaf(emt_ld(acc + (size_t)c * hd + d), expf(ml[2 * c] - m), a);
-        emt_st(out + (size_t)blockIdx.x * hd + d, a * inv);
-    }
+    merge_spans<false>(blockIdx.x, blockIdx.x / n_heads, n_prefix, d_len, tree_count, first, hd, n_spans, part_acc,
+                       part_ml, out, threadIdx.x, blockDim.x);
 }
 
 // a comma inside EMT_LAUNCH's kernel argument (a macro argument is split at
@@ -941,7 +996,10 @@ static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, cons
                        const KV *v, const int32_t *d_len, int32_t n_prefix, int32_t row0, int32_t n_rows,
                        const int32_t *tree_keys, const int32_t *tree_count, const int32_t *first, int32_t n_heads,
                        int32_t n_kv_heads, float scale, float cap, int32_t n_queries, int32_t q_rows, int32_t n_bufs,
-                       int32_t n_spans, float *part_acc, float *part_ml, double ideal_bytes, int32_t max_prefix) {
+                       int32_t n_spans, float *part_acc, float *part_ml, float *out, double ideal_bytes,
+                       int32_t max_prefix) {
+    int32_t *arrivals = cu_tc_arrivals(ex, (size_t)grid.x * grid.z); // the fused combine's, per (KV head, query group)
+    if (!arrivals) return; // an error, or a capture that cannot grow them: it runs directly
     if (shared > 48 * 1024 && !(ex->attn_tc_shared_optin & (1u << variant))) { // the budget: AR and verify sizes differ
         const cudaError_t e = cudaFuncSetAttribute(attn_tc_span_kernel<HD, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    ATTN_SHARED_BUDGET);
@@ -955,7 +1013,7 @@ static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, cons
     EMT_OP(sizeof(KV) == 2 ? "ATTN_BF16" : "ATTN", ideal_bytes, n_rows, max_prefix, n_heads * HD);
     EMT_LAUNCH(attn_tc_span_kernel<HD EMT_TEMPLATE_COMMA KV>, grid, TCA_THREADS, shared, ex->stream, q, k, v, d_len, n_prefix, row0, n_rows,
                tree_keys, tree_count, first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans,
-               part_acc, part_ml);
+               part_acc, part_ml, arrivals, out);
 }
 
 // Every attention op: n_prefix = *d_len when d_len is given (at most
@@ -1026,17 +1084,18 @@ static void attention(emt_exec *ex, const float *q, const KV *k_cache, const KV 
     const float scale = 1.0f / sqrtf((float)head_dim);
     dim3 grid((unsigned)n_kv_heads, (unsigned)(n_spans < ATTN_MAX_SPAN_BLOCKS ? n_spans : ATTN_MAX_SPAN_BLOCKS),
               (unsigned)n_groups);
-    // ideal: the K/V rows the call can see and its queries read once (the
+    // ideal: the K/V rows the call can see and its queries read once, and
+    // (the tensor-core kernel, its combine fused) its output written once (the
     // prefix length of attention_dyn is on the device: its capacity stands in)
     const double kv_bytes = 2.0 * sizeof(KV) * ((double)max_prefix + n_rows) * n_kv_heads * head_dim;
     const int variant_base = sizeof(KV) == 2 ? 4 : 0; // the BF16 kernels' opt-in bits follow the F32 ones'
     const double q_bytes = (double)sizeof(float) * n_rows * n_heads * head_dim;
     if (tc) {
         switch (head_dim) {
-        case 32: launch_tca<32>(ex, variant_base + 0, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        case 64: launch_tca<64>(ex, variant_base + 1, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        case 128: launch_tca<128>(ex, variant_base + 2, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        default: launch_tca<256>(ex, variant_base + 3, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        case 32: launch_tca<32>(ex, variant_base + 0, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, out, kv_bytes + 2 * q_bytes, max_prefix); break;
+        case 64: launch_tca<64>(ex, variant_base + 1, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, out, kv_bytes + 2 * q_bytes, max_prefix); break;
+        case 128: launch_tca<128>(ex, variant_base + 2, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, out, kv_bytes + 2 * q_bytes, max_prefix); break;
+        default: launch_tca<256>(ex, variant_base + 3, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, out, kv_bytes + 2 * q_bytes, max_prefix); break;
         }
     } else {
         size_t *optin = &ex->attn_shared_optin[sizeof(KV) == 2];
@@ -1053,10 +1112,10 @@ static void attention(emt_exec *ex, const float *q, const KV *k_cache, const KV 
         EMT_LAUNCH(attn_span_kernel<KV>, grid, ATTN_THREADS, shared, ex->stream, q, k_cache, v_cache, d_len, n_prefix, row0,
                    n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, head_dim, scale, cap, n_queries, n_spans,
                    part_acc, part_ml);
+        EMT_OP("ATTN_COMBINE", q_bytes, n_rows, n_spans, n_heads * head_dim);
+        EMT_LAUNCH(attn_combine_kernel, n_rows * n_heads, 128, 0, ex->stream, d_len, n_prefix, d_count, d_first,
+                   n_heads, head_dim, n_spans, part_acc, part_ml, out);
     }
-    EMT_OP("ATTN_COMBINE", q_bytes, n_rows, n_spans, n_heads * head_dim);
-    EMT_LAUNCH(attn_combine_kernel, n_rows * n_heads, 128, 0, ex->stream, d_len, n_prefix, d_count, d_first,
-               n_heads, head_dim, n_spans, part_acc, part_ml, out);
 }
 
 void cu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, int32_t n_prefix,

@@ -207,7 +207,8 @@ def predict_attention(launches, model, rows, ctx, kv_type="f32"):
     block's cycles are its L1 cycles plus its FMA instructions (QK and PV:
     2 x head_dim per query and key, 32 lanes an instruction), and the issue
     rate is one instruction per cycle per busy warp, at most 4 per SM (the
-    AR step keeps one warp busy per block); the combine kernel as a
+    AR step keeps one warp busy per block); the CUDA-core kernel's combine (the
+    tensor-core kernel merges the spans in its own launch) as a
     bandwidth-bound launch. The tensor-core kernel (attn_tc_span_kernel)
     instead: its mma count from the harness (scaled like the bytes), each
     at MMA_CYCLES of an SM; its instructions, the BF16 splits of the staged
@@ -227,9 +228,16 @@ def predict_attention(launches, model, rows, ctx, kv_type="f32"):
         same = [r for r in launches if r["op"] == op and r["rows"] == rows and r["n_out"] == group * hd]
         return same or [r for r in launches if r["op"] == op and r["rows"] * (r["n_out"] // hd) == queries]
     span, comb = cases("ATTN_BF16" if kv_type == "bf16" else "ATTN"), cases("ATTN_COMBINE")
-    if not span or not comb:
+    if not span:
         return None
-    span, comb = span[-1], comb[-1]
+    span = span[-1]
+    # the tensor-core kernel merges the spans in its own launch (the combine
+    # fused: its partials' loads are L2 hits, its output stores in the span's
+    # counts); the CUDA-core one launches attn_combine_kernel after it
+    fused = span["kernel"].startswith("attn_tc")
+    if not fused and not comb:
+        return None
+    comb = None if fused else comb[-1]
     counted_ctx = span["n_in"]
     scale = nkv * (ctx + rows) / (counted_ctx + rows)  # the model's KV heads, the context asked for
     blocks_counted = span["grid"][0] * span["grid"][1] * span["grid"][2]
@@ -289,11 +297,12 @@ def predict_attention(launches, model, rows, ctx, kv_type="f32"):
     terms = {"DRAM": dram / BW, "L2": l2 / L2_BW, "steps": t_blocks}
     bound = max(terms, key=terms.get)
     t_span = terms[bound] + KERNEL_OVERHEAD
-    c_dram = (comb["dram_load_bytes"] + comb["dram_store_bytes"]) * nh / group * (n_spans / comb["n_in"])
-    t_comb = c_dram / BW + KERNEL_OVERHEAD
+    c_dram = 0 if fused else (comb["dram_load_bytes"] + comb["dram_store_bytes"]) * nh / group * (n_spans / comb["n_in"])
+    t_comb = 0 if fused else c_dram / BW + KERNEL_OVERHEAD
     ideal = 2 * KV_BYTES[kv_type] * keys * nkv * hd + 2 * 4 * rows * nh * hd
-    return dict(ideal=ideal, time=t_span + t_comb, bound=bound, kernel=span["kernel"].split("<")[0] + "+combine",
-                eff=load_efficiency([span, comb]), conflicts=sum(a["wavefronts"] - a["ideal_wavefronts"]
+    return dict(ideal=ideal, time=t_span + t_comb, bound=bound,
+                kernel=span["kernel"].split("<")[0] + (" (combine fused)" if fused else "+combine"),
+                eff=load_efficiency([span] if fused else [span, comb]), conflicts=sum(a["wavefronts"] - a["ideal_wavefronts"]
                                                                  for a in span["accesses"] if a["space"] == "shared"),
                 dram=dram + c_dram, l2=l2, l1=cycles_total, terms=terms)
 

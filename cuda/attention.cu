@@ -434,7 +434,8 @@ __host__ __device__ constexpr int32_t tca_k_tile_stride(int32_t hd, bool bf16) {
 __host__ __device__ constexpr int32_t tca_v_planes(bool bf16) { return bf16 ? 1 : 3; }
 // The verify's register prefetch (all warps load step s + 1 while they
 // compute step s): a BF16 cache up to head_dim 128, whose next step fits the
-// registers next to the step's (ptxas: no spills); every other instance
+// registers next to the step's (ptxas: no spills on sm_90, 8 bytes on sm_80
+// at head_dim 128); every other instance
 // stages a verify's step between two barriers.
 __host__ __device__ constexpr bool tca_prefetches(int32_t hd, bool bf16) { return bf16 && hd <= 128; }
 static bool tca_takes(int32_t hd, const float *k, const float *v) {
@@ -505,8 +506,11 @@ __device__ __forceinline__ int32_t tca_unit_offset(int32_t u) { return 64 * (u /
 // block's n_queries queries are staged (the others are zeros: the AR step
 // stages its few), then a zero row. Query qi of the
 // call is row qi / group, query head kv_head * group + qi % group.
+// (__launch_bounds__ with one block per SM asked for: ptxas otherwise caps
+// some instances at 168 registers, three blocks' worth, and spills; with
+// 255 at most two blocks still fit an SM's registers)
 template <int HD, typename KV>
-__global__ void __launch_bounds__(TCA_THREADS)
+__global__ void __launch_bounds__(TCA_THREADS, 1)
     attn_tc_span_kernel(const float *q, const KV *k, const KV *v, const int32_t *d_len, int32_t n_prefix,
                         int32_t row0, int32_t n_rows, const int32_t *tree_keys, const int32_t *tree_count,
                         const int32_t *first, int32_t n_heads, int32_t n_kv_heads, float scale, float cap,

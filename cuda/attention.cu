@@ -574,9 +574,6 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
         f_of[h] = first_row(first, row_of[h], d_len, n_prefix);
         keys_of[h] = keys_of_row(n_prefix, tree_count, row_of[h], f_of[h]);
     }
-    // stage step t0's prefix rows into one tile buffer (K split into three
-    // planes per row, V into three planes of key pairs), by threads
-    // first_thread.. first_thread + count - 1
     // A BF16 step's rows [lo, hi) in 16-byte loads of 8 values: K unit i
     // (row i / (HD / 8), unit i % (HD / 8)), and V key pair i's two rows
     // (keys 2 (i / (HD / 8)) and + 1: zeros past hi); zeros past the totals.
@@ -619,6 +616,9 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
         });
     };
     auto step_hi = [&](int32_t lo) { return lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix; };
+    // stage step t0's prefix rows into one tile buffer (K split into three
+    // planes per row, V into three planes of key pairs; over a BF16 cache one
+    // plane each), by threads first_thread.. first_thread + count - 1
     auto stage = [&](int32_t t0, uint8_t *tile, int first_thread, int count) {
         const int32_t lo = f0 + t0, hi = step_hi(lo);
         uint8_t *ks = tile, *vp = tile + ATTN_KEYS * KTS;

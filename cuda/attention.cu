@@ -26,7 +26,9 @@
 // dimension), takes the step's max and sum by fixed butterflies, and
 // rescales the running (max, sum, weighted values) online, values summed
 // key by key in list order. Each span ends in a partial (max, sum, values)
-// per (row, head); the combine kernel merges a row's spans in span order.
+// per (row, head); the combine kernel merges a row's spans in span order
+// (the tensor-core kernel does it in the same launch: the last of a (KV
+// head, query group)'s span blocks to arrive merges, same arithmetic).
 //
 // Work split (issue 34): one block per (KV head, span, group of queries),
 // where the queries are every (row, query head of the GQA group) of the
@@ -339,6 +341,47 @@ __global__ void __launch_bounds__(ATTN_THREADS)
     }
 }
 
+// The spans of (row, head) `rh` = row * n_heads + head merged in span
+// order into its output row, by threads first.. of a stride of `threads`.
+// CG: the partials were written by other blocks of the running launch, read
+// from L2 (ld.global.cg): the fused form in attn_tc_span_kernel. The same
+// arithmetic either way.
+template <bool CG>
+__device__ __forceinline__ float part_load(const float *p) {
+    if (CG) return emt_ld_cg(p);
+    return emt_ld(p);
+}
+template <bool CG>
+__device__ __forceinline__ void merge_spans(int32_t rh, int32_t row, int32_t n_prefix, const int32_t *d_len,
+                                            const int32_t *tree_count, const int32_t *first, int32_t hd, int32_t n_spans,
+                                            const float *part_acc, const float *part_ml, float *out, int32_t first_thread,
+                                            int32_t threads) {
+    const int32_t f = first_row(first, row, d_len, n_prefix);
+    const int32_t nc = (keys_of_row(n_prefix, tree_count, row, f) + ATTN_SPAN - 1) / ATTN_SPAN;
+    const float *ml = part_ml + (size_t)rh * n_spans * 2;
+    const float *acc = part_acc + (size_t)rh * n_spans * hd;
+    float m = -INFINITY;
+    for (int32_t c = 0; c < nc; c++) m = fmaxf(m, part_load<CG>(ml + 2 * c));
+    float l = 0.0f;
+    for (int32_t c = 0; c < nc; c++) l = fmaf(part_load<CG>(ml + 2 * c + 1), expf(part_load<CG>(ml + 2 * c) - m), l);
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int32_t d = first_thread; d < hd; d += threads) {
+        float a = 0.0f;
+        for (int32_t c = 0; c < nc; c++) a = fmaf(part_load<CG>(acc + (size_t)c * hd + d), expf(part_load<CG>(ml + 2 * c) - m), a);
+        emt_st(out + (size_t)rh * hd + d, a * inv);
+    }
+}
+
+// The tensor-core kernel's fused combine: a call of its own (noinline), so
+// that ptxas allocates the span loop's registers without it (inlined, the
+// BF16 head_dim 64 instance spilled).
+__device__ EMT_NOINLINE void merge_spans_fused(int32_t rh, int32_t row, int32_t n_prefix, const int32_t *d_len,
+                                               const int32_t *tree_count, const int32_t *first, int32_t hd,
+                                               int32_t n_spans, const float *part_acc, const float *part_ml, float *out) {
+    merge_spans<true>(rh, row, n_prefix, d_len, tree_count, first, hd, n_spans, part_acc, part_ml, out, threadIdx.x,
+                      blockDim.x);
+}
+
 // ------------------------------------------------ tree attention on tensor cores
 // QK^T and PV on the warp's mma.m16n8k16 (emt_mma_bf16_m16n8k16,
 // cuda/cuda_launch.h), for head_dim 32, 64, 128 and 256 with 16-byte aligned
@@ -382,12 +425,25 @@ __global__ void __launch_bounds__(ATTN_THREADS)
 __host__ __device__ constexpr int32_t tca_k_stride(int32_t hd) { return 6 * hd + ((64 - 6 * hd % 128) % 128 + 128) % 128; }
 __host__ __device__ constexpr int32_t tca_v_stride(int32_t hd) { return 4 * hd + 32; }
 __host__ __device__ constexpr int32_t tca_rows_stride() { return ATTN_KEYS + 1; } // a query's step rows: no bank conflicts down a column
+// A BF16 cache's staged K row: its one BF16 plane (the mid and lo planes of
+// an F32 key are never there), 64 mod 128 bytes apart like the F32 rows.
+__host__ __device__ constexpr int32_t tca_kb_stride(int32_t hd) { return 2 * hd + ((64 - 2 * hd % 128) % 128 + 128) % 128; }
+// K tile row stride and V planes of a tile: three BF16 planes over an F32
+// cache, one over a BF16 cache.
+__host__ __device__ constexpr int32_t tca_k_tile_stride(int32_t hd, bool bf16) { return bf16 ? tca_kb_stride(hd) : tca_k_stride(hd); }
+__host__ __device__ constexpr int32_t tca_v_planes(bool bf16) { return bf16 ? 1 : 3; }
+// The verify's register prefetch (all warps load step s + 1 while they
+// compute step s): a BF16 cache up to head_dim 128, whose next step fits the
+// registers next to the step's (ptxas: no spills on sm_90, 8 bytes on sm_80
+// at head_dim 128); every other instance
+// stages a verify's step between two barriers.
+__host__ __device__ constexpr bool tca_prefetches(int32_t hd, bool bf16) { return bf16 && hd <= 128; }
 static bool tca_takes(int32_t hd, const float *k, const float *v) {
     return (hd == 32 || hd == 64 || hd == 128 || hd == 256) && (uintptr_t)k % 16 == 0 && (uintptr_t)v % 16 == 0;
 }
 // One K/V tile buffer; the warps' step rows.
-static size_t tca_tile_bytes(int32_t hd) {
-    return (size_t)ATTN_KEYS * tca_k_stride(hd) + 3 * (ATTN_KEYS / 2) * (size_t)tca_v_stride(hd);
+static size_t tca_tile_bytes(int32_t hd, bool bf16) {
+    return (size_t)ATTN_KEYS * tca_k_tile_stride(hd, bf16) + tca_v_planes(bf16) * (ATTN_KEYS / 2) * (size_t)tca_v_stride(hd);
 }
 static size_t tca_rows_bytes() { return (size_t)TCA_WARPS * 16 * tca_rows_stride() * 4; }
 // Staged query rows: all of a block's, or a call's few (the AR step: then
@@ -395,20 +451,23 @@ static size_t tca_rows_bytes() { return (size_t)TCA_WARPS * 16 * tca_rows_stride
 static int32_t tca_query_rows(int32_t n_queries, int32_t call_queries) {
     return call_queries < n_queries ? call_queries : n_queries;
 }
-// Queries per block: one tile buffer and as many queries as the budget holds
-// next to it (at most one m-tile per warp); a call of at most 16 queries (the
-// AR step) takes one m-tile and two tile buffers.
-static int32_t tca_queries(int32_t hd, int32_t call_queries) {
+// Queries per block: the tile buffers and as many queries as the budget
+// holds next to them (at most one m-tile per warp); a call of at most 16
+// queries (the AR step) takes one m-tile and two tile buffers, a larger call
+// two where its instance prefetches (tca_prefetches), else one.
+static int32_t tca_queries(int32_t hd, int32_t call_queries, bool bf16) {
     if (call_queries <= 16) return 16;
-    long n = (ATTN_SHARED_BUDGET - (long)tca_tile_bytes(hd) - (long)tca_rows_bytes()) / tca_k_stride(hd) - 1;
+    const long bufs = tca_prefetches(hd, bf16) ? 2 : 1;
+    long n = (ATTN_SHARED_BUDGET - bufs * (long)tca_tile_bytes(hd, bf16) - (long)tca_rows_bytes()) / tca_k_stride(hd) - 1;
     n = n / 16 * 16; // the zero row apart
     return (int32_t)(n > TCA_MAX_QUERIES ? TCA_MAX_QUERIES : n < 16 ? 16 : n);
 }
-static size_t tca_shared_bytes(int32_t hd, int32_t q_rows, int32_t n_bufs) {
-    return n_bufs * tca_tile_bytes(hd) + tca_rows_bytes() + (size_t)(q_rows + 1) * tca_k_stride(hd);
+static size_t tca_shared_bytes(int32_t hd, int32_t q_rows, int32_t n_bufs, bool bf16) {
+    return n_bufs * tca_tile_bytes(hd, bf16) + tca_rows_bytes() + (size_t)(q_rows + 1) * tca_k_stride(hd);
 }
-static int32_t tca_buffers(int32_t hd, int32_t call_queries) {
-    return call_queries <= 16 && tca_shared_bytes(hd, call_queries, 2) <= ATTN_SHARED_BUDGET ? 2 : 1;
+static int32_t tca_buffers(int32_t hd, int32_t call_queries, int32_t q_rows, bool bf16) {
+    return (call_queries <= 16 || tca_prefetches(hd, bf16)) && tca_shared_bytes(hd, q_rows, 2, bf16) <= ATTN_SHARED_BUDGET
+               ? 2 : 1;
 }
 
 // One k-tile of a product over BF16 parts: D += A B as the six part products
@@ -443,24 +502,33 @@ __device__ __forceinline__ void split4(const float4 &x, uint2 (&out)[3]) {
 __device__ __forceinline__ int32_t tca_unit_offset(int32_t u) { return 64 * (u / 8) + 16 * (u % 4) + 8 * (u % 8 / 4); }
 
 // Grid (n_kv_heads, span blocks, query groups); TCA_THREADS threads; the
-// dynamic shared memory of tca_shared_bytes(HD, q_rows, n_bufs): q_rows of the
+// dynamic shared memory of tca_shared_bytes(HD, q_rows, n_bufs, BF16 cache): q_rows of the
 // block's n_queries queries are staged (the others are zeros: the AR step
 // stages its few), then a zero row. Query qi of the
 // call is row qi / group, query head kv_head * group + qi % group.
+// (__launch_bounds__ with one block per SM asked for: ptxas otherwise caps
+// some instances at 168 registers, three blocks' worth, and spills; with
+// 255 at most two blocks still fit an SM's registers)
 template <int HD, typename KV>
-__global__ void __launch_bounds__(TCA_THREADS)
+__global__ void __launch_bounds__(TCA_THREADS, 1)
     attn_tc_span_kernel(const float *q, const KV *k, const KV *v, const int32_t *d_len, int32_t n_prefix,
                         int32_t row0, int32_t n_rows, const int32_t *tree_keys, const int32_t *tree_count,
                         const int32_t *first, int32_t n_heads, int32_t n_kv_heads, float scale, float cap,
                         int32_t n_queries, int32_t q_rows, int32_t n_bufs, int32_t n_spans, float *part_acc,
-                        float *part_ml) {
-    constexpr int32_t KST = tca_k_stride(HD), VST = tca_v_stride(HD), RST = tca_rows_stride();
-    constexpr int NC = HD / 32, ND = HD / 8, PLANE = HD * 2; // 32-dim chunks, 8-dim n-tiles, bytes of a plane
-    constexpr size_t TILE = (size_t)ATTN_KEYS * KST + 3 * (ATTN_KEYS / 2) * VST; // one K/V tile buffer
-    // a BF16 cache: K and V are their own high part (the mid and lo planes
-    // stay unwritten and unread), staged from 16-byte loads of 8 values, and
-    // each product takes three mmas instead of six
+                        float *part_ml, int32_t *arrivals, float *out) {
+    // a BF16 cache: K and V are their own high part (one plane each in the
+    // tile), staged from 16-byte loads of 8 values, and each product takes
+    // three mmas instead of six
     constexpr bool BF = sizeof(KV) == 2;
+    constexpr int32_t KST = tca_k_stride(HD), VST = tca_v_stride(HD), RST = tca_rows_stride();
+    constexpr int32_t KTS = tca_k_tile_stride(HD, BF); // the K tile's rows (KST: the staged queries')
+    constexpr int NC = HD / 32, ND = HD / 8, PLANE = HD * 2; // 32-dim chunks, 8-dim n-tiles, bytes of a plane
+    constexpr size_t TILE = (size_t)ATTN_KEYS * KTS + tca_v_planes(BF) * (ATTN_KEYS / 2) * VST; // one K/V tile buffer
+    // the verify's prefetch (tca_prefetches): each thread's share of a step's
+    // 16-byte K units and V key pairs (two units each), held across a step
+    constexpr bool PREFETCH = tca_prefetches(HD, BF);
+    constexpr int KI = PREFETCH ? (ATTN_KEYS * (HD / 8) + TCA_THREADS - 1) / TCA_THREADS : 1;
+    constexpr int VI = PREFETCH ? ((ATTN_KEYS / 2) * (HD / 8) + TCA_THREADS - 1) / TCA_THREADS : 1;
     EMT_DYNAMIC_SHARED(uint4, tca_smem);
     uint8_t *tiles = (uint8_t *)tca_smem, *qs = tiles + n_bufs * TILE;
     int32_t *step_rows = (int32_t *)(qs + (size_t)(q_rows + 1) * KST);
@@ -506,44 +574,63 @@ __global__ void __launch_bounds__(TCA_THREADS)
         f_of[h] = first_row(first, row_of[h], d_len, n_prefix);
         keys_of[h] = keys_of_row(n_prefix, tree_count, row_of[h], f_of[h]);
     }
+    // A BF16 step's rows [lo, hi) in 16-byte loads of 8 values: K unit i
+    // (row i / (HD / 8), unit i % (HD / 8)), and V key pair i's two rows
+    // (keys 2 (i / (HD / 8)) and + 1: zeros past hi); zeros past the totals.
+    auto k_unit = [&](int32_t lo, int32_t i, int32_t k_total) {
+        uint4 x = { 0, 0, 0, 0 };
+        if (i < k_total) x = emt_ld((const uint4 *)(k + (size_t)(lo + i / (HD / 8)) * stride + kv_off) + i % (HD / 8));
+        return x;
+    };
+    auto v_pair = [&](int32_t lo, int32_t hi, int32_t i, int32_t v_total, uint4 &a, uint4 &b) {
+        const int32_t r = 2 * (i / (HD / 8)), w = i % (HD / 8);
+        a = b = uint4{ 0, 0, 0, 0 };
+        if (i < v_total) {
+            a = emt_ld((const uint4 *)(v + (size_t)(lo + r) * stride + kv_off) + w);
+            if (r + 1 < hi - lo) b = emt_ld((const uint4 *)(v + (size_t)(lo + r + 1) * stride + kv_off) + w);
+        }
+    };
+    // ... and their stores into a tile. K: lane quad = w % 4 holds units 2q,
+    // 2q + 1 of a 32-dim chunk; fragment t (16 bytes at 16t) is units t and
+    // t + 4 (tca_unit_offset): lanes quad and quad ^ 2 trade a half and each
+    // stores one whole fragment (t = 2 quad, or 2 (quad - 2) + 1), the quad's
+    // 64 bytes in one go. V: key pairs, a dimension's word holding keys r (low
+    // half) and r + 1, spread over the lanes (store_units_spread). Every lane
+    // of the warp calls them (shuffles); i0 is the warp's first item.
+    auto k_unit_store = [&](uint8_t *ks, uint4 x, int32_t i, int32_t k_total) {
+        const int32_t r = i / (HD / 8), w = i % (HD / 8), quad = w % 4;
+        const uint2 mine = quad < 2 ? uint2{ x.x, x.y } : uint2{ x.z, x.w }, give = quad < 2 ? uint2{ x.z, x.w } : uint2{ x.x, x.y };
+        const uint2 got = { __shfl_xor_sync(0xffffffffu, give.x, 2), __shfl_xor_sync(0xffffffffu, give.y, 2) };
+        const int32_t frag = quad < 2 ? 2 * quad : 2 * (quad - 2) + 1;
+        if (i < k_total)
+            emt_st((uint4 *)(ks + (size_t)r * KTS + 64 * (w / 4) + 16 * frag),
+                   quad < 2 ? uint4{ mine.x, mine.y, got.x, got.y } : uint4{ got.x, got.y, mine.x, mine.y });
+    };
+    auto v_pair_store = [&](uint8_t *vp, uint4 a, uint4 b, int32_t i0, int32_t v_total) {
+        const uint4 pairs[2] = { { (a.x & 0xffffu) | b.x << 16, a.x >> 16 | (b.x & 0xffff0000u),
+                                   (a.y & 0xffffu) | b.y << 16, a.y >> 16 | (b.y & 0xffff0000u) },
+                                 { (a.z & 0xffffu) | b.z << 16, a.z >> 16 | (b.z & 0xffff0000u),
+                                   (a.w & 0xffffu) | b.w << 16, a.w >> 16 | (b.w & 0xffff0000u) } };
+        store_units_spread(pairs, i0, v_total, lane, [&](int32_t item, int half) {
+            return (uint4 *)(vp + (size_t)(item / (HD / 8)) * VST) + 2 * (item % (HD / 8)) + half;
+        });
+    };
+    auto step_hi = [&](int32_t lo) { return lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix; };
     // stage step t0's prefix rows into one tile buffer (K split into three
-    // planes per row, V into three planes of key pairs), by threads
-    // first_thread.. first_thread + count - 1
+    // planes per row, V into three planes of key pairs; over a BF16 cache one
+    // plane each), by threads first_thread.. first_thread + count - 1
     auto stage = [&](int32_t t0, uint8_t *tile, int first_thread, int count) {
-        const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
-        uint8_t *ks = tile, *vp = tile + ATTN_KEYS * KST;
-        if (BF) { // 16-byte loads of 8 values; warp-uniform loops (shuffles), HD / 8 a multiple of 4
+        const int32_t lo = f0 + t0, hi = step_hi(lo);
+        uint8_t *ks = tile, *vp = tile + ATTN_KEYS * KTS;
+        if (BF) { // warp-uniform loops (shuffles), HD / 8 a multiple of 4
             const int32_t k_total = (hi - lo) * (HD / 8);
-            for (int32_t i0 = (int32_t)threadIdx.x - first_thread - lane; i0 < k_total; i0 += count) {
-                // lane quad = w % 4 holds units 2q, 2q + 1 of a 32-dim chunk; fragment t (16 bytes at
-                // 16t) is units t and t + 4 (tca_unit_offset): lanes quad and quad ^ 2 trade a half and
-                // each stores one whole fragment (t = 2 quad, or 2 (quad - 2) + 1), the quad's 64 bytes in one go
-                const int32_t i = i0 + lane, r = i / (HD / 8), w = i % (HD / 8), quad = w % 4;
-                uint4 x = { 0, 0, 0, 0 };
-                if (i < k_total) x = emt_ld((const uint4 *)(k + (size_t)(lo + r) * stride + kv_off) + w);
-                const uint2 mine = quad < 2 ? uint2{ x.x, x.y } : uint2{ x.z, x.w }, give = quad < 2 ? uint2{ x.z, x.w } : uint2{ x.x, x.y };
-                const uint2 got = { __shfl_xor_sync(0xffffffffu, give.x, 2), __shfl_xor_sync(0xffffffffu, give.y, 2) };
-                const int32_t frag = quad < 2 ? 2 * quad : 2 * (quad - 2) + 1;
-                if (i < k_total)
-                    emt_st((uint4 *)(ks + (size_t)r * KST + 64 * (w / 4) + 16 * frag),
-                           quad < 2 ? uint4{ mine.x, mine.y, got.x, got.y } : uint4{ got.x, got.y, mine.x, mine.y });
-            }
-            // key pairs: a dimension's word holds keys r (low half) and r + 1
+            for (int32_t i0 = (int32_t)threadIdx.x - first_thread - lane; i0 < k_total; i0 += count)
+                k_unit_store(ks, k_unit(lo, i0 + lane, k_total), i0 + lane, k_total);
             const int32_t v_total = (hi - lo + 1) / 2 * (HD / 8);
             for (int32_t i0 = (int32_t)threadIdx.x - first_thread - lane; i0 < v_total; i0 += count) {
-                const int32_t i = i0 + lane, j = i / (HD / 8), w = i % (HD / 8), r = 2 * j;
-                uint4 a = { 0, 0, 0, 0 }, b = { 0, 0, 0, 0 };
-                if (i < v_total) {
-                    a = emt_ld((const uint4 *)(v + (size_t)(lo + r) * stride + kv_off) + w);
-                    if (r + 1 < hi - lo) b = emt_ld((const uint4 *)(v + (size_t)(lo + r + 1) * stride + kv_off) + w);
-                }
-                const uint4 pairs[2] = { { (a.x & 0xffffu) | b.x << 16, a.x >> 16 | (b.x & 0xffff0000u),
-                                           (a.y & 0xffffu) | b.y << 16, a.y >> 16 | (b.y & 0xffff0000u) },
-                                         { (a.z & 0xffffu) | b.z << 16, a.z >> 16 | (b.z & 0xffff0000u),
-                                           (a.w & 0xffffu) | b.w << 16, a.w >> 16 | (b.w & 0xffff0000u) } };
-                store_units_spread(pairs, i0, v_total, lane, [&](int32_t item, int half) {
-                    return (uint4 *)(vp + (size_t)(item / (HD / 8)) * VST) + 2 * (item % (HD / 8)) + half;
-                });
+                uint4 a, b;
+                v_pair(lo, hi, i0 + lane, v_total, a, b);
+                v_pair_store(vp, a, b, i0, v_total);
             }
         } else {
             for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo) * (HD / 4); i += count) {
@@ -551,7 +638,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
                 uint2 parts[3];
                 split4(emt_ld((const float4 *)(k + (size_t)(lo + r) * stride + kv_off) + u), parts);
                 EMT_UNROLL
-                for (int s = 0; s < 3; s++) emt_st((uint2 *)(ks + (size_t)r * KST + s * PLANE + tca_unit_offset(u)), parts[s]);
+                for (int s = 0; s < 3; s++) emt_st((uint2 *)(ks + (size_t)r * KTS + s * PLANE + tca_unit_offset(u)), parts[s]);
             }
             for (int32_t i = (int32_t)threadIdx.x - first_thread; i < (hi - lo + 1) / 2 * (HD / 4); i += count) {
                 const int32_t j = i / (HD / 4), c = i % (HD / 4), r = 2 * j;
@@ -586,19 +673,44 @@ __global__ void __launch_bounds__(TCA_THREADS)
             __syncthreads(); // the previous span's readers are done with the tiles
             stage(span * ATTN_SPAN, tiles, 0, TCA_THREADS);
         }
+        // the next step's K units and V pairs, loaded while this one computes
+        // (prefetch: two tile buffers and more than one m-tile per block)
+        const bool prefetch = PREFETCH && n_bufs > 1 && n_queries > 16; // the launch's
+        uint4 next_k[KI] = {}, next_va[VI] = {}, next_vb[VI] = {};
         for (int32_t t0 = span * ATTN_SPAN, step = 0; t0 < t_end; t0 += ATTN_KEYS, step++) {
             // the prefix rows [lo, hi) of this step, split and staged into shared
             // memory for every query by all the block's warps; with two tile
-            // buffers (the AR step: one m-tile, warp 0) warps 1.. stage the next
-            // step while warp 0 computes this one
-            const int32_t lo = f0 + t0, hi = lo + ATTN_KEYS < n_prefix ? lo + ATTN_KEYS : n_prefix;
+            // buffers, either warps 1.. stage the next step while warp 0
+            // computes this one (the AR step: one m-tile), or (prefetch) every
+            // warp loads the next step's rows into registers before it computes
+            // this one and stores them into the other buffer after
+            const int32_t lo = f0 + t0, hi = step_hi(lo);
             uint8_t *tile = tiles + (size_t)(step % n_bufs) * TILE;
-            const uint8_t *ks = tile, *vp = tile + ATTN_KEYS * KST;
+            const uint8_t *ks = tile, *vp = tile + ATTN_KEYS * KTS;
             EMT_REQUEST_TAG(tag++);
+            if (prefetch && step > 0) { // this step's rows, loaded during the previous one
+                const int32_t k_total = (hi - lo) * (HD / 8), v_total = (hi - lo + 1) / 2 * (HD / 8);
+                EMT_UNROLL
+                for (int j = 0; j < KI; j++)
+                    k_unit_store(tile, next_k[j], warp * 32 + j * TCA_THREADS + lane, k_total);
+                EMT_UNROLL
+                for (int j = 0; j < VI; j++)
+                    v_pair_store(tile + ATTN_KEYS * KTS, next_va[j], next_vb[j], warp * 32 + j * TCA_THREADS, v_total);
+            }
             __syncthreads(); // this step's tiles are staged; the readers of the buffer staged next are done
             if (n_bufs == 1) {
                 stage(t0, tile, 0, TCA_THREADS);
                 __syncthreads();
+            } else if (prefetch) {
+                if (t0 + ATTN_KEYS < t_end) { // the next step's rows (its own lo, hi)
+                    const int32_t lo1 = lo + ATTN_KEYS, hi1 = step_hi(lo1);
+                    const int32_t k_total = (hi1 - lo1) * (HD / 8), v_total = (hi1 - lo1 + 1) / 2 * (HD / 8);
+                    EMT_UNROLL
+                    for (int j = 0; j < KI; j++) next_k[j] = k_unit(lo1, warp * 32 + j * TCA_THREADS + lane, k_total);
+                    EMT_UNROLL
+                    for (int j = 0; j < VI; j++)
+                        v_pair(lo1, hi1, warp * 32 + j * TCA_THREADS + lane, v_total, next_va[j], next_vb[j]);
+                }
             } else if (warp > 0 && t0 + ATTN_KEYS < t_end) {
                 stage(t0 + ATTN_KEYS, tiles + (size_t)((step + 1) % n_bufs) * TILE, 32, TCA_THREADS - 32);
             }
@@ -669,7 +781,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
                         uint4 kb[3];
                         if (BF) {
                             if (staged) {
-                                kb[0] = emt_ld((const uint4 *)(ks + (size_t)(8 * nt + g) * KST + 64 * c + 16 * t));
+                                kb[0] = emt_ld((const uint4 *)(ks + (size_t)(8 * nt + g) * KTS + 64 * c + 16 * t));
                             } else { // 8 bytes of each half of the chunk's 32 dims (the staged layout's order)
                                 const int32_t r = rows[leader * RST + 8 * nt + g];
                                 const KV *src = k + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 32 * c + 4 * t;
@@ -684,7 +796,7 @@ __global__ void __launch_bounds__(TCA_THREADS)
                             if (staged) {
                                 EMT_UNROLL
                                 for (int s = 0; s < 3; s++)
-                                    kb[s] = emt_ld((const uint4 *)(ks + (size_t)(8 * nt + g) * KST + s * PLANE + 64 * c + 16 * t));
+                                    kb[s] = emt_ld((const uint4 *)(ks + (size_t)(8 * nt + g) * KTS + s * PLANE + 64 * c + 16 * t));
                             } else { // a key of the tree, or a list that is not the tile's rows in order
                                 const int32_t r = rows[leader * RST + 8 * nt + g];
                                 const float *src = (const float *)(k + (size_t)(r >= 0 ? r : first_key) * stride + kv_off + 32 * c + 4 * t);
@@ -841,28 +953,40 @@ __global__ void __launch_bounds__(TCA_THREADS)
             }
         }
     }
+    // the combine, fused: the last of the (KV head, query group)'s span
+    // blocks to arrive merges each of its queries' spans in span order
+    // (threadFenceReduction, as the split products: each block's partials
+    // are visible device-wide before its arrival is counted); the blocks
+    // with a span are those below the group's longest list
+    __shared__ int last_arrival;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const int32_t spans = (max_keys + ATTN_SPAN - 1) / ATTN_SPAN;
+        const int32_t live = spans < (int32_t)gridDim.y ? spans : (int32_t)gridDim.y;
+        int32_t *arrival = arrivals + (size_t)blockIdx.z * gridDim.x + blockIdx.x;
+        last_arrival = atomicAdd(arrival, 1) == live - 1;
+        if (last_arrival) *arrival = 0; // for the next launch (no other block of the group is left)
+    }
+    __syncthreads();
+    if (!last_arrival) return;
+    __threadfence();
+    EMT_REQUEST_TAG(tag++);
+    for (int32_t qi = 0; qi < n_q; qi++) {
+        const int32_t row = (q_first + qi) / group, head = kv_head * group + (q_first + qi) % group;
+        merge_spans_fused(row * n_heads + head, row, n_prefix, d_len, tree_count, first, HD, n_spans, part_acc, part_ml,
+                          out);
+    }
 }
 
-// One block per (row, head): the row's spans merged in span order.
+// One block per (row, head): the row's spans merged in span order (the
+// CUDA-core span kernel's second launch).
 __global__ void __launch_bounds__(128)
     attn_combine_kernel(const int32_t *d_len, int32_t n_prefix, const int32_t *tree_count, const int32_t *first, int32_t n_heads, int32_t hd,
                         int32_t n_spans, const float *part_acc, const float *part_ml, float *out) {
-    const int32_t row = blockIdx.x / n_heads;
     if (d_len) n_prefix = *d_len;
-    const int32_t f = first_row(first, row, d_len, n_prefix);
-    const int32_t nc = (keys_of_row(n_prefix, tree_count, row, f) + ATTN_SPAN - 1) / ATTN_SPAN;
-    const float *ml = part_ml + (size_t)blockIdx.x * n_spans * 2;
-    const float *acc = part_acc + (size_t)blockIdx.x * n_spans * hd;
-    float m = -INFINITY;
-    for (int32_t c = 0; c < nc; c++) m = fmaxf(m, emt_ld(ml + 2 * c));
-    float l = 0.0f;
-    for (int32_t c = 0; c < nc; c++) l = fmaf(emt_ld(ml + 2 * c + 1), expf(emt_ld(ml + 2 * c) - m), l);
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    for (int32_t d = threadIdx.x; d < hd; d += blockDim.x) {
-        float a = 0.0f;
-        for (int32_t c = 0; c < nc; c++) a = fmaf(emt_ld(acc + (size_t)c * hd + d), expf(ml[2 * c] - m), a);
-        emt_st(out + (size_t)blockIdx.x * hd + d, a * inv);
-    }
+    merge_spans<false>(blockIdx.x, blockIdx.x / n_heads, n_prefix, d_len, tree_count, first, hd, n_spans, part_acc,
+                       part_ml, out, threadIdx.x, blockDim.x);
 }
 
 // a comma inside EMT_LAUNCH's kernel argument (a macro argument is split at
@@ -876,7 +1000,10 @@ static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, cons
                        const KV *v, const int32_t *d_len, int32_t n_prefix, int32_t row0, int32_t n_rows,
                        const int32_t *tree_keys, const int32_t *tree_count, const int32_t *first, int32_t n_heads,
                        int32_t n_kv_heads, float scale, float cap, int32_t n_queries, int32_t q_rows, int32_t n_bufs,
-                       int32_t n_spans, float *part_acc, float *part_ml, double ideal_bytes, int32_t max_prefix) {
+                       int32_t n_spans, float *part_acc, float *part_ml, float *out, double ideal_bytes,
+                       int32_t max_prefix) {
+    int32_t *arrivals = cu_tc_arrivals(ex, (size_t)grid.x * grid.z); // the fused combine's, per (KV head, query group)
+    if (!arrivals) return; // an error, or a capture that cannot grow them: it runs directly
     if (shared > 48 * 1024 && !(ex->attn_tc_shared_optin & (1u << variant))) { // the budget: AR and verify sizes differ
         const cudaError_t e = cudaFuncSetAttribute(attn_tc_span_kernel<HD, KV>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    ATTN_SHARED_BUDGET);
@@ -890,7 +1017,7 @@ static void launch_tca(emt_exec *ex, int variant, dim3 grid, size_t shared, cons
     EMT_OP(sizeof(KV) == 2 ? "ATTN_BF16" : "ATTN", ideal_bytes, n_rows, max_prefix, n_heads * HD);
     EMT_LAUNCH(attn_tc_span_kernel<HD EMT_TEMPLATE_COMMA KV>, grid, TCA_THREADS, shared, ex->stream, q, k, v, d_len, n_prefix, row0, n_rows,
                tree_keys, tree_count, first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans,
-               part_acc, part_ml);
+               part_acc, part_ml, arrivals, out);
 }
 
 // Every attention op: n_prefix = *d_len when d_len is given (at most
@@ -947,29 +1074,32 @@ static void attention(emt_exec *ex, const float *q, const KV *k_cache, const KV 
     const int32_t max_prefix = d_len ? row0 : n_prefix;
     const int32_t n_spans = (max_prefix + n_rows + ATTN_SPAN - 1) / ATTN_SPAN;
     const bool tc = tca_takes(head_dim, (const float *)k_cache, (const float *)v_cache);
-    const int32_t group = n_heads / n_kv_heads, n_bufs = tca_buffers(head_dim, n_rows * group);
-    const int32_t n_queries = tc ? tca_queries(head_dim, n_rows * group) : attn_queries(head_dim);
+    const bool bf16 = sizeof(KV) == 2;
+    const int32_t group = n_heads / n_kv_heads;
+    const int32_t n_queries = tc ? tca_queries(head_dim, n_rows * group, bf16) : attn_queries(head_dim);
     const int32_t n_groups = (n_rows * group + n_queries - 1) / n_queries;
     const size_t parts = (size_t)n_rows * n_heads * n_spans;
     const int32_t q_rows = tca_query_rows(n_queries, n_rows * group);
-    const size_t shared = tc ? tca_shared_bytes(head_dim, q_rows, n_bufs) : attn_shared_bytes(head_dim, n_queries);
+    const int32_t n_bufs = tca_buffers(head_dim, n_rows * group, q_rows, bf16);
+    const size_t shared = tc ? tca_shared_bytes(head_dim, q_rows, n_bufs, bf16) : attn_shared_bytes(head_dim, n_queries);
     float *part_acc = cu_scratch(ex, parts * (head_dim + 2));
     if (!part_acc) return;
     float *part_ml = part_acc + parts * head_dim;
     const float scale = 1.0f / sqrtf((float)head_dim);
     dim3 grid((unsigned)n_kv_heads, (unsigned)(n_spans < ATTN_MAX_SPAN_BLOCKS ? n_spans : ATTN_MAX_SPAN_BLOCKS),
               (unsigned)n_groups);
-    // ideal: the K/V rows the call can see and its queries read once (the
+    // ideal: the K/V rows the call can see and its queries read once, and
+    // (the tensor-core kernel, its combine fused) its output written once (the
     // prefix length of attention_dyn is on the device: its capacity stands in)
     const double kv_bytes = 2.0 * sizeof(KV) * ((double)max_prefix + n_rows) * n_kv_heads * head_dim;
     const int variant_base = sizeof(KV) == 2 ? 4 : 0; // the BF16 kernels' opt-in bits follow the F32 ones'
     const double q_bytes = (double)sizeof(float) * n_rows * n_heads * head_dim;
     if (tc) {
         switch (head_dim) {
-        case 32: launch_tca<32>(ex, variant_base + 0, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        case 64: launch_tca<64>(ex, variant_base + 1, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        case 128: launch_tca<128>(ex, variant_base + 2, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
-        default: launch_tca<256>(ex, variant_base + 3, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, kv_bytes + q_bytes, max_prefix); break;
+        case 32: launch_tca<32>(ex, variant_base + 0, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, out, kv_bytes + 2 * q_bytes, max_prefix); break;
+        case 64: launch_tca<64>(ex, variant_base + 1, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, out, kv_bytes + 2 * q_bytes, max_prefix); break;
+        case 128: launch_tca<128>(ex, variant_base + 2, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, out, kv_bytes + 2 * q_bytes, max_prefix); break;
+        default: launch_tca<256>(ex, variant_base + 3, grid, shared, q, k_cache, v_cache, d_len, n_prefix, row0, n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, scale, cap, n_queries, q_rows, n_bufs, n_spans, part_acc, part_ml, out, kv_bytes + 2 * q_bytes, max_prefix); break;
         }
     } else {
         size_t *optin = &ex->attn_shared_optin[sizeof(KV) == 2];
@@ -986,10 +1116,10 @@ static void attention(emt_exec *ex, const float *q, const KV *k_cache, const KV 
         EMT_LAUNCH(attn_span_kernel<KV>, grid, ATTN_THREADS, shared, ex->stream, q, k_cache, v_cache, d_len, n_prefix, row0,
                    n_rows, d_keys, d_count, d_first, n_heads, n_kv_heads, head_dim, scale, cap, n_queries, n_spans,
                    part_acc, part_ml);
+        EMT_OP("ATTN_COMBINE", q_bytes, n_rows, n_spans, n_heads * head_dim);
+        EMT_LAUNCH(attn_combine_kernel, n_rows * n_heads, 128, 0, ex->stream, d_len, n_prefix, d_count, d_first,
+                   n_heads, head_dim, n_spans, part_acc, part_ml, out);
     }
-    EMT_OP("ATTN_COMBINE", q_bytes, n_rows, n_spans, n_heads * head_dim);
-    EMT_LAUNCH(attn_combine_kernel, n_rows * n_heads, 128, 0, ex->stream, d_len, n_prefix, d_count, d_first,
-               n_heads, head_dim, n_spans, part_acc, part_ml, out);
 }
 
 void cu_attention_window(emt_exec *ex, const float *q, const float *k_cache, const float *v_cache, int32_t n_prefix,

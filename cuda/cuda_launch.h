@@ -5,6 +5,7 @@
 //   EMT_LAUNCH(kernel, grid, block, dynamic_shared_bytes, stream, args...)
 //   EMT_DYNAMIC_SHARED(float, buf);   // extern __shared__ float buf[];
 //   EMT_UNROLL for (...)               // #pragma unroll (GCC: unroll 8)
+//   EMT_NOINLINE                       // __noinline__ (a libstdc++ header spells __attribute__((__noinline__)): no macro of that name on the host)
 //   emt_ld(p), emt_st(p, v)            // a counted global or shared access
 //   emt_ld_cg(p)                       // a counted global load that bypasses L1 (ld.global.cg)
 //   EMT_OP("op", bytes, rows, n_in, n_out); // the next launch's op, its shape and the least it must move
@@ -38,6 +39,7 @@ inline thread_local long long emt_cuda_launch_count = 0;
     } while (0)
 #define EMT_DYNAMIC_SHARED(type, name) type *name = (type *)emt_harness::dynamic_shared()
 #define EMT_UNROLL _Pragma("GCC unroll 8")
+#define EMT_NOINLINE __attribute__((noinline))
 template <typename T>
 inline T emt_ld(const T *p, const char *file = __builtin_FILE(), int line = __builtin_LINE()) {
     if (emt_harness::memstats_on) emt_harness::mem_access(p, sizeof(T), false, file, line, 0);
@@ -74,6 +76,7 @@ inline void emt_st(T *p, T v, const char *file = __builtin_FILE(), int line = __
     } while (0)
 #define EMT_DYNAMIC_SHARED(type, name) extern __shared__ type name[]
 #define EMT_UNROLL _Pragma("unroll")
+#define EMT_NOINLINE __noinline__
 template <typename T> __device__ __forceinline__ T emt_ld(const T *p) { return *p; }
 template <typename T> __device__ __forceinline__ T emt_ld_cg(const T *p) { return __ldcg(p); }
 template <typename T> __device__ __forceinline__ void emt_st(T *p, T v) { *p = v; }

@@ -212,7 +212,8 @@ def predict_attention(launches, model, rows, ctx, kv_type="f32"):
     block's cycles are its L1 cycles plus its FMA instructions (QK and PV:
     2 x head_dim per query and key, 32 lanes an instruction), and the issue
     rate is one instruction per cycle per busy warp, at most 4 per SM (the
-    AR step keeps one warp busy per block); the combine kernel as a
+    AR step keeps one warp busy per block); the CUDA-core kernel's combine (the
+    tensor-core kernel merges the spans in its own launch) as a
     bandwidth-bound launch. The tensor-core kernel (attn_tc_span_kernel)
     instead: its mma count from the harness (scaled like the bytes), each
     at MMA_CYCLES of an SM; its instructions, the BF16 splits of the staged
@@ -232,9 +233,16 @@ def predict_attention(launches, model, rows, ctx, kv_type="f32"):
         same = [r for r in launches if r["op"] == op and r["rows"] == rows and r["n_out"] == group * hd]
         return same or [r for r in launches if r["op"] == op and r["rows"] * (r["n_out"] // hd) == queries]
     span, comb = cases("ATTN_BF16" if kv_type == "bf16" else "ATTN"), cases("ATTN_COMBINE")
-    if not span or not comb:
+    if not span:
         return None
-    span, comb = span[-1], comb[-1]
+    span = span[-1]
+    # the tensor-core kernel merges the spans in its own launch (the combine
+    # fused: its partials' loads are L2 hits, its output stores in the span's
+    # counts); the CUDA-core one launches attn_combine_kernel after it
+    fused = span["kernel"].startswith("attn_tc")
+    if not fused and not comb:
+        return None
+    comb = None if fused else comb[-1]
     counted_ctx = span["n_in"]
     scale = nkv * (ctx + rows) / (counted_ctx + rows)  # the model's KV heads, the context asked for
     blocks_counted = span["grid"][0] * span["grid"][1] * span["grid"][2]
@@ -246,11 +254,16 @@ def predict_attention(launches, model, rows, ctx, kv_type="f32"):
     per_sm_blocks = -(-blocks // SMS)
     if span["kernel"].startswith("attn_tc"):
         mma = span["mma"] * scale  # whole layer
-        kst = 6 * hd + (64 - 6 * hd % 128) % 128
-        tile = ATTN_KEYS * kst + 3 * (ATTN_KEYS // 2) * (4 * hd + 32)
-        # a call of at most 16 queries (the AR step): two tile buffers, warps 1-3 stage
-        # the next step while warp 0 computes this one (cuda/attention.cu tca_buffers)
-        double_buffered = queries <= 16
+        kst = 6 * hd + (64 - 6 * hd % 128) % 128  # a staged query's three BF16 planes (and an F32 key's)
+        bf16 = kv_type == "bf16"
+        k_tile = 2 * hd + (64 - 2 * hd % 128) % 128 if bf16 else kst  # a BF16 key: its one plane
+        tile = ATTN_KEYS * k_tile + (1 if bf16 else 3) * (ATTN_KEYS // 2) * (4 * hd + 32)
+        # two tile buffers (cuda/attention.cu tca_buffers): a call of at most 16 queries (the
+        # AR step), where warps 1-3 stage the next step while warp 0 computes this one; and a
+        # BF16 cache's larger calls up to head_dim 128 (tca_prefetches), where every warp loads
+        # the next step into registers before it computes this one and stores it after
+        prefetch = queries > 16 and bf16 and hd <= 128
+        double_buffered = queries <= 16 or prefetch
         shared = ((2 if double_buffered else 1) * tile + TCA_WARPS * 16 * 33 * 4 +
                   (min(TCA_MAX_QUERIES, queries) + 1) * kst)  # the staged queries and a zero row
         resident = max(1, min(SHARED_PER_SM // shared, 64 // TCA_WARPS, 65536 // (TCA_REGISTERS * 32 * TCA_WARPS)))
@@ -263,7 +276,7 @@ def predict_attention(launches, model, rows, ctx, kv_type="f32"):
         # m-tiles (one warp each) compute; all its warps split and stage the K/V tiles
         busy = min(TCA_WARPS, m_tiles // span["grid"][2])
         issue = min(4, busy * min(resident, per_sm_blocks))
-        staging_warps = TCA_WARPS - 1 if double_buffered else TCA_WARPS
+        staging_warps = TCA_WARPS - 1 if queries <= 16 else TCA_WARPS
         staging_issue = min(4, staging_warps * min(resident, per_sm_blocks))
         stage_instr = staged * (BF16_STAGE_INSTR if kv_type == "bf16" else SPLIT_INSTR) + q_values * SPLIT_INSTR
         t_issue = (stage_instr / 32 / staging_issue +
@@ -289,11 +302,12 @@ def predict_attention(launches, model, rows, ctx, kv_type="f32"):
     terms = {"DRAM": dram / BW, "L2": l2 / L2_BW, "steps": t_blocks}
     bound = max(terms, key=terms.get)
     t_span = terms[bound] + KERNEL_OVERHEAD
-    c_dram = (comb["dram_load_bytes"] + comb["dram_store_bytes"]) * nh / group * (n_spans / comb["n_in"])
-    t_comb = c_dram / BW + KERNEL_OVERHEAD
+    c_dram = 0 if fused else (comb["dram_load_bytes"] + comb["dram_store_bytes"]) * nh / group * (n_spans / comb["n_in"])
+    t_comb = 0 if fused else c_dram / BW + KERNEL_OVERHEAD
     ideal = 2 * KV_BYTES[kv_type] * keys * nkv * hd + 2 * 4 * rows * nh * hd
-    return dict(ideal=ideal, time=t_span + t_comb, bound=bound, kernel=span["kernel"].split("<")[0] + "+combine",
-                eff=load_efficiency([span, comb]), conflicts=sum(a["wavefronts"] - a["ideal_wavefronts"]
+    return dict(ideal=ideal, time=t_span + t_comb, bound=bound,
+                kernel=span["kernel"].split("<")[0] + (" (combine fused)" if fused else "+combine"),
+                eff=load_efficiency([span] if fused else [span, comb]), conflicts=sum(a["wavefronts"] - a["ideal_wavefronts"]
                                                                  for a in span["accesses"] if a["space"] == "shared"),
                 dram=dram + c_dram, l2=l2, l1=cycles_total, terms=terms)
 

@@ -678,6 +678,7 @@ int main(void) {
         check_rope_q_round_kv(1, 4, 2, 96, 96, 1);
         check_tree_vs_ar(0.0f, 64);
         check_tree_vs_ar(50.0f, 64);
+        check_tree_vs_ar(0.0f, 128); /* the verify's prefetch over several loads per thread */
         check_tree_vs_ar(0.0f, 96);
         g_kv_bf16 = 0;
         check_window(0.0f);

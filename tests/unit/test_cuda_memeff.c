@@ -218,9 +218,10 @@ static void check_product(emt_dtype t, int32_t n_in, int32_t n_out, int32_t n_ro
  * (attn_tc_span_kernel); and one AR row at head_dim 96, which it does not
  * take (the CUDA-core attn_span_kernel); each also with a BF16 KV cache
  * (set_kv_dtype: 16-byte loads of 8 keys' values, op ATTN_BF16). Floors: global-load sector
- * efficiency and zero bank conflicts over both launches (the span kernel
- * and the combine); DRAM bytes are printed, not bounded: the span partials
- * (written once, read once by the combine) come on top of the op's ideal. */
+ * efficiency and zero bank conflicts over its launches (the tensor-core
+ * kernel merges the spans in its own launch; the CUDA-core one launches the
+ * combine after it); DRAM bytes are printed, not bounded: the span partials
+ * (written once, read once by the merge) come on top of the op's ideal. */
 static void check_attention(int32_t n_heads, int32_t n_kv_heads, int32_t n_rows, int32_t hd, int bf16) {
     const int32_t P = 2048;
     const size_t qn = (size_t)n_rows * n_heads * hd, kn = (size_t)(P + n_rows) * n_kv_heads * hd;

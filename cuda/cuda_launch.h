@@ -8,6 +8,7 @@
 //   EMT_NOINLINE                       // __noinline__ (a libstdc++ header spells __attribute__((__noinline__)): no macro of that name on the host)
 //   emt_ld(p), emt_st(p, v)            // a counted global or shared access
 //   emt_ld_cg(p)                       // a counted global load that bypasses L1 (ld.global.cg)
+//   emt_discard_l2(p)                  // discard.global.L2: the 128-byte line at p leaves L2 unwritten
 //   EMT_OP("op", bytes, rows, n_in, n_out); // the next launch's op, its shape and the least it must move
 //   EMT_REQUEST_TAG(tag)               // the thread's counted accesses from here on belong to region `tag`
 //   emt_mma_bf16_m16n8k16(d, a, b, c)  // a warp's tensor-core product D = A B + C (below)
@@ -26,6 +27,7 @@
 #define EMT_CUDA_LAUNCH_H
 
 #include <stdint.h>
+#include <string.h>
 
 // Kernels launched by this thread, for the step counters (emt_exec_counters
 // in src/backend/backend.h): an engine step runs on one thread.
@@ -57,6 +59,16 @@ inline void emt_st(T *p, T v, const char *file = __builtin_FILE(), int line = __
     if (emt_harness::memstats_on) emt_harness::mem_access(p, sizeof(T), true, file, line, 0);
     *p = v;
 }
+// PTX `discard.global.L2 [p], 128` (sm_80 and later, PTX ISA 7.4): the
+// 128-byte line at p (128-byte aligned) is invalidated in L2 without being
+// written back to DRAM, "a weak write of an unstable indeterminate value".
+// The harness checks the alignment, leaves the line's sectors out of the
+// launch's DRAM stores, and poisons the bytes (all ones: NaN as floats) so
+// that a kernel that reads a line after discarding it fails its tests.
+inline void emt_discard_l2(void *p) {
+    emt_harness::mem_discard(p, 128);
+    memset(p, 0xff, 128);
+}
 #define EMT_REQUEST_TAG(tag)                                                \
     do {                                                                    \
         if (emt_harness::memstats_on) emt_harness::mem_request_tag((unsigned)(tag)); \
@@ -80,6 +92,7 @@ inline void emt_st(T *p, T v, const char *file = __builtin_FILE(), int line = __
 template <typename T> __device__ __forceinline__ T emt_ld(const T *p) { return *p; }
 template <typename T> __device__ __forceinline__ T emt_ld_cg(const T *p) { return __ldcg(p); }
 template <typename T> __device__ __forceinline__ void emt_st(T *p, T v) { *p = v; }
+__device__ __forceinline__ void emt_discard_l2(void *p) { asm volatile("discard.global.L2 [%0], 128;" ::"l"(p) : "memory"); }
 #define EMT_OP(op, bytes, rows, n_in, n_out) ((void)0)
 #define EMT_REQUEST_TAG(tag) ((void)0)
 #endif

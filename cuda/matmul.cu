@@ -455,14 +455,17 @@ static const char *dtype_name(int dt) {
 //   the input share kw = w % TC_KWARPS of outputs group MW + w / TC_KWARPS,
 //   and warp kw = 0 adds the shares' partial sums in warp order (shared
 //   memory). RW = 1.
-// - split over blocks (SPLIT true, a verify's 33-64 rows): blockIdx.z is
-//   the input share kw, the block's MW x RW warps each take MT m-tiles and
+// - split over blocks (SPLIT true, a verify's 33-64 rows): blockIdx.x is
+//   the input share kw (the grid is share x group x row tile, so a tile's
+//   blocks run next to each other), the block's MW x RW warps each take MT m-tiles and
 //   NT n-tiles (warp w: outputs MW-group w % MW, rows RW-group w / MW), so
 //   that a block covers 64 rows x 128 outputs: the weights cross L2 once
 //   per launch and each staged activation serves 128 outputs. Each block
 //   writes its share's partial sums to global memory; the block of the tile
 //   that arrives last (a counter per tile) adds the four shares in share
-//   order, as warp kw = 0 does in the in-block form, and resets the counter.
+//   order, as warp kw = 0 does in the in-block form, resets the counter, and
+//   discards the shares' lines from L2 (discard.global.L2: read once, they
+//   are never written back to DRAM).
 // None of NT, MT, MW, RW or SPLIT enters an output's arithmetic.
 __host__ __device__ constexpr int tc_depth(int mt) { return mt > 1 ? 2 : 4; }
 __host__ __device__ constexpr int tc_warps(int mw, int rw, bool split) { return split ? mw * rw : TC_KWARPS * mw; }
@@ -515,9 +518,14 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
     EMT_DYNAMIC_SHARED(uint4, smem);
     uint8_t *stage = (uint8_t *)smem;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const int kw = SPLIT ? (int)blockIdx.z : warp % TC_KWARPS, mw = SPLIT ? warp % MW : warp / TC_KWARPS;
+    // the split form's grid is (share, group, row tile): a tile's TC_KWARPS
+    // blocks are adjacent in launch order, so its partial sums are written
+    // and read back while they are still in L2
+    const int32_t row_tile = SPLIT ? (int32_t)blockIdx.z : (int32_t)blockIdx.x;
+    const int32_t row_tiles = SPLIT ? (int32_t)gridDim.z : (int32_t)gridDim.x;
+    const int kw = SPLIT ? (int)blockIdx.x : warp % TC_KWARPS, mw = SPLIT ? warp % MW : warp / TC_KWARPS;
     const int wr0 = SPLIT ? warp / MW * 8 * NT : 0; // the warp's first row in the block
-    const int32_t o0 = (group * MW + mw) * 16 * MT, r0 = (int32_t)blockIdx.x * 8 * NT * RW;
+    const int32_t o0 = (group * MW + mw) * 16 * MT, r0 = row_tile * 8 * NT * RW;
     const int nr = n_rows - r0 < 8 * NT * RW ? n_rows - r0 : 8 * NT * RW;
     const int nr8 = (nr + 7) & ~7; // staged rows: the last n-tile's missing rows are zeros
     const bool warp_live = o0 < n_out && wr0 < nr; // the whole warp's
@@ -635,7 +643,7 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
     float *part;
     size_t share_stride = 0;
     if (SPLIT) {
-        const size_t tile = (size_t)blockIdx.y * gridDim.x + blockIdx.x;
+        const size_t tile = (size_t)blockIdx.y * row_tiles + row_tile;
         share_stride = (size_t)WARPS * MT * NT * 4 * 32;
         part = split.part + (tile * TC_KWARPS * WARPS + warp) * MT * NT * 4 * 32;
     } else {
@@ -663,7 +671,7 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
         __threadfence();
         __syncthreads();
         if (threadIdx.x == 0) {
-            int32_t *arrivals = split.arrivals + (size_t)blockIdx.y * gridDim.x + blockIdx.x;
+            int32_t *arrivals = split.arrivals + (size_t)blockIdx.y * row_tiles + row_tile;
             last_arrival = atomicAdd(arrivals, 1) == TC_KWARPS - 1;
             if (last_arrival) *arrivals = 0; // for the next launch (no other block of the tile is left)
         }
@@ -693,6 +701,15 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
                     emt_st(out, mats.add ? __fadd_rn(emt_ld(out), product) : product);
                 }
             }
+            if (SPLIT) {
+                // the shares of these 4 x 32 sums are read (every lane, then
+                // __syncwarp): each share's 128-byte line leaves L2 without
+                // being written back, so the partial sums cost L2 traffic
+                // only, not DRAM (the next launch writes them again first)
+                __syncwarp();
+                for (int i = 0; i < 4; i++)
+                    if (lane < TC_KWARPS) emt_discard_l2(slot(lane, mt, j, i) - lane);
+            }
         }
 }
 
@@ -713,7 +730,8 @@ static void launch_tc(emt_exec *ex, int variant, tc_mats mats, size_t rb, const 
     }
     int32_t groups = 0;
     for (int m = 0; m < mats.n; m++) mats.group_end[m] = groups += (mats.n_out[m] + 16 * MT * MW - 1) / (16 * MT * MW);
-    const dim3 grid((unsigned)((n_rows + 8 * NT * RW - 1) / (8 * NT * RW)), (unsigned)groups, SPLIT ? TC_KWARPS : 1);
+    const unsigned row_tiles = (unsigned)((n_rows + 8 * NT * RW - 1) / (8 * NT * RW));
+    const dim3 grid = SPLIT ? dim3(TC_KWARPS, (unsigned)groups, row_tiles) : dim3(row_tiles, (unsigned)groups, 1);
     tc_split split = { NULL, NULL };
     if (SPLIT) {
         const size_t tiles = (size_t)grid.x * grid.y;

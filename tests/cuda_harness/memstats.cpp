@@ -76,6 +76,11 @@ std::unordered_set<uintptr_t> launch_load_sectors, launch_store_sectors;
 // end: a load of a sector an earlier block of the launch stored is an L2 hit
 // (the L2 keeps the launch's reuse), not a DRAM load
 std::unordered_set<uintptr_t> block_store_sectors;
+// the running block's discarded sectors (discard.global.L2): dropped from
+// the launch's stores at the block's end (a kernel discards lines it does
+// not write again in the launch), and counted
+std::unordered_set<uintptr_t> block_discard_sectors;
+unsigned long long launch_discarded_sectors = 0;
 unsigned long long block_sum_load_sectors = 0;
 unsigned long long launch_mmas = 0; // warp-level mma.sync instructions of the counted launch
 const kernel_call *counted_launch = nullptr;
@@ -181,6 +186,13 @@ void mem_access(const void *p, unsigned bytes, bool store, const char *file, int
                                   (uint16_t)lane, (uint8_t)bytes });
 }
 
+void mem_discard(void *p, unsigned bytes) {
+    if ((uintptr_t)p % bytes) kernel_fault("discard.global.L2 of %p: not aligned to its %u-byte line", p, bytes);
+    if (!memstats_is_device(p, bytes)) kernel_fault("discard.global.L2 of %p: not global memory", p);
+    if (!counted_launch) return;
+    for (uintptr_t s = (uintptr_t)p / 32; s < ((uintptr_t)p + bytes) / 32; s++) block_discard_sectors.insert(s);
+}
+
 // A new region: the thread's occurrence counts restart, so that its next
 // accesses pair with the other lanes' first ones in the same region.
 void mem_request_tag(unsigned tag) {
@@ -209,6 +221,8 @@ void memstats_launch_begin(const kernel_call &k) {
     launch_load_sectors.clear();
     launch_store_sectors.clear();
     block_store_sectors.clear();
+    block_discard_sectors.clear();
+    launch_discarded_sectors = 0;
     block_sum_load_sectors = 0;
     launch_mmas = 0;
 }
@@ -246,6 +260,8 @@ void memstats_block_end(void) {
     block_sum_load_sectors += block_sectors.size();
     launch_store_sectors.insert(block_store_sectors.begin(), block_store_sectors.end());
     block_store_sectors.clear();
+    for (uintptr_t s : block_discard_sectors) launch_discarded_sectors += launch_store_sectors.erase(s);
+    block_discard_sectors.clear();
     records.clear();
 }
 
@@ -262,10 +278,11 @@ void memstats_launch_end(bool failed) {
             "{\"kernel\": \"%s\", \"op\": \"%s\", \"rows\": %lld, \"n_in\": %lld, \"n_out\": %lld, "
             "\"launched_at\": \"%s:%d\", \"grid\": [%u, %u, %u], "
             "\"block\": [%u, %u, %u], \"ideal_bytes\": %.0f, \"dram_load_bytes\": %zu, \"dram_store_bytes\": %zu, "
-            "\"l2_load_bytes\": %llu, \"l1_load_bytes\": %llu, \"l1_store_bytes\": %llu, \"mma\": %llu, \"accesses\": [",
+            "\"dram_discarded_bytes\": %llu, \"l2_load_bytes\": %llu, \"l1_load_bytes\": %llu, \"l1_store_bytes\": %llu, "
+            "\"mma\": %llu, \"accesses\": [",
             k.name, k.op ? k.op : "", k.shape[0], k.shape[1], k.shape[2], short_file(k.file), k.line, k.grid.x, k.grid.y, k.grid.z, k.block.x, k.block.y,
             k.block.z, k.ideal_bytes, launch_load_sectors.size() * 32, launch_store_sectors.size() * 32,
-            block_sum_load_sectors * 32, l1_load, l1_store, launch_mmas);
+            launch_discarded_sectors * 32, block_sum_load_sectors * 32, l1_load, l1_store, launch_mmas);
     std::vector<uint32_t> order;
     for (auto &s : launch_sites) order.push_back(s.first);
     std::sort(order.begin(), order.end(), [](uint32_t a, uint32_t b) {

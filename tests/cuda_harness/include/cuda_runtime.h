@@ -207,6 +207,10 @@ extern bool memstats_on;
 void mem_access(const void *p, unsigned bytes, bool store, const char *file, int line, int col);
 // The running thread's request tag (EMT_REQUEST_TAG in cuda_launch.h).
 void mem_request_tag(unsigned tag);
+// discard.global.L2 of the `bytes`-byte line at p (emt_discard_l2 in
+// cuda_launch.h): faults unless p is global memory aligned to the line; the
+// line's sectors leave the launch's DRAM stores at the block's end.
+void mem_discard(void *p, unsigned bytes);
 // The op and ideal bytes the next launch of this thread declares.
 inline thread_local const char *pending_op = nullptr;
 inline thread_local double pending_ideal_bytes = 0;

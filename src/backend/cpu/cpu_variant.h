@@ -999,18 +999,20 @@ packed_codes(emt_dtype t, const uint8_t *blk, int p, __m512i *lo, __m512i *hi) {
     packed_codes_b(t, blk, p, 0, lo, hi);
 }
 
-/* A packed tile's sums to out[r * 8 + c]: each lane pair's horizontal sum
- * plus output c's minimum term (zero where the type has none). */
+/* A packed tile's sums to out[r * 8 + c] for output pairs p0 .. p0 + np - 1
+ * (acc[r][q] holds pair p0 + q): each lane pair's horizontal sum plus
+ * output c's minimum term (zero where the type has none). */
 static inline __attribute__((always_inline)) void
-packed_tile_store(__m512 acc[][4], const __m256 *acc_min, int nr, float *out) {
+packed_tile_store(__m512 acc[][4], const __m256 *acc_min, int nr, int p0, int np, float *out) {
 #pragma GCC unroll 8
     for (int r = 0; r < nr; r++) {
         float mins[8];
         _mm256_storeu_ps(mins, acc_min[r]);
 #pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) {
-            out[r * 8 + 2 * p] = hsum_ps(_mm512_castps512_ps256(acc[r][p])) + mins[2 * p];
-            out[r * 8 + 2 * p + 1] = hsum_ps(_mm512_extractf32x8_ps(acc[r][p], 1)) + mins[2 * p + 1];
+        for (int q = 0; q < np; q++) {
+            const int p = p0 + q;
+            out[r * 8 + 2 * p] = hsum_ps(_mm512_castps512_ps256(acc[r][q])) + mins[2 * p];
+            out[r * 8 + 2 * p + 1] = hsum_ps(_mm512_extractf32x8_ps(acc[r][q], 1)) + mins[2 * p + 1];
         }
     }
 }
@@ -1065,17 +1067,7 @@ packed_rows_pairs(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, in
             }
         }
     }
-#pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) {
-        float mins[8];
-        _mm256_storeu_ps(mins, acc_min[r]);
-#pragma GCC unroll 4
-        for (int q = 0; q < np; q++) {
-            const int p = p0 + q;
-            out[r * 8 + 2 * p] = hsum_ps(_mm512_castps512_ps256(acc[r][q])) + mins[2 * p];
-            out[r * 8 + 2 * p + 1] = hsum_ps(_mm512_extractf32x8_ps(acc[r][q], 1)) + mins[2 * p + 1];
-        }
-    }
+    packed_tile_store(acc, acc_min, nr, p0, np, out);
 }
 
 /* nr activation rows (x, nb blocks each) x the 8 outputs of packed group g:
@@ -1262,7 +1254,7 @@ packed_krows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr,
             }
         }
     }
-    packed_tile_store(acc, acc_min, nr, out);
+    packed_tile_store(acc, acc_min, nr, 0, 4, out);
 }
 
 /* The 8-bit prompt mode's packed kernels (quant8.h): a tile of nr (<= 8)

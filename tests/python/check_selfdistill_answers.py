@@ -2,12 +2,15 @@
 """Checks selfdistill.py's data against the model itself:
   1. the batched greedy generation (rows dropped from the batch as they
      stop) gives each prompt the tokens, taps and top-k it gets alone;
-  2. the stored answers are EntMTP's greedy AR tokens (`entmtp generate
+  2. teacher-forcing those answers (teacher_forced_batch, what
+     `--answers dataset` records for fixed replies) gives the same taps
+     and top-k as generating them;
+  3. the stored answers are EntMTP's greedy AR tokens (`entmtp generate
      --ar --raw` on the stored prompt, which EntMTP tokenizes to the same
      ids).
 
   check_selfdistill_answers.py CLI MODEL SHARD_DIR [N] [--engine-only]
-(--engine-only: part 2 alone, for a large model on a busy machine)
+(--engine-only: part 3 alone, for a large model on a busy machine)
 """
 import glob
 import json
@@ -48,6 +51,17 @@ def main():
                     err = float((x.float() - y.float()).abs().max())
                     assert err < 1e-2 * (1 + float(y.float().abs().max())), f"prompt {i}: taps differ by {err}"
         print(f"batched greedy == one prompt at a time ({len(prompts)} prompts)")
+        forced = model.teacher_forced_batch(prompts, outs, meta["topk"], meta["layers"])
+        for i, (x, y) in enumerate(zip(forced, recs)):
+            for name, u, v in zip(("taps", "top_ids", "top_p"), x, y):
+                assert u.shape == v.shape, f"prompt {i}: {name} {tuple(u.shape)} forced, {tuple(v.shape)} generated"
+            err = float((x[0].float() - y[0].float()).abs().max())
+            assert err < 1e-2 * (1 + float(y[0].float().abs().max())), f"prompt {i}: forced taps differ by {err}"
+            assert torch.equal(x[1][:, 0], y[1][:, 0]), f"prompt {i}: forced top-1 ids differ from generated"
+            assert torch.equal(x[1][:, 0], torch.tensor(outs[i], dtype=x[1].dtype)), f"prompt {i}: top-1 != answer"
+            err = float((x[2].float() - y[2].float()).abs().max())
+            assert err < 1e-2, f"prompt {i}: forced top-k probabilities differ by {err}"
+        print(f"teacher-forced answers == generated ones: taps and top-k ({len(prompts)} prompts)")
 
     for s in samples:
         # the stored prompt as raw text: the CLI's own chat template may differ

@@ -12,7 +12,12 @@
 #  4. a second run with the same arguments resumes from the checkpoint;
 #  5. the trainer's unrolled drafting steps give the distributions of the
 #     numpy drafter that test_eagle3_reference holds EntMTP to
-#     (check_eagle3_trainer.py).
+#     (check_eagle3_trainer.py);
+#  6. fixed replies (selfdistill.py --answers dataset --prompts FILE): the
+#     stored answer is the reply's tokens plus the end of turn, with the
+#     model's own top-k at each of them (check_selfdistill_answers.py checks
+#     that teacher-forcing equals generating), and eagle3.py trains on them
+#     beside the greedy shards (--extra-train), refusing shards of other layers.
 # Skips (77) without torch, safetensors, tokenizers, gguf or the bundled model.
 set -euo pipefail
 # shellcheck source=train_smoke_common.sh
@@ -69,6 +74,52 @@ sys.exit(0 if after > before + 0.05 else 1)
 PY
 
 python3 "$here/check_eagle3_trainer.py" "$m" "$out" "$work/shards_eagle3/eval"
+
+# 6. fixed replies
+python3 - "$tmp/replies.jsonl" <<'PY'
+import json, sys
+with open(sys.argv[1], "w", encoding="utf-8") as f:
+    for i in range(6):
+        f.write(json.dumps({"task": "math", "prompt": f"What is {i} plus {i + 2}?",
+                            "reply": f"{i} plus {i + 2} is {2 * i + 2}.\u2028" + " Adding them gives the sum." * i}) + "\n")
+PY
+python3 "$th/selfdistill.py" --eagle3 --answers dataset --prompts "$tmp/replies.jsonl" --model "$m" --max-new 24 \
+  --work "$tmp/work_tf" 2>&1 | tail -1
+python3 - "$m" "$tmp/work_tf/shards_eagle3/train" "$tmp/replies.jsonl" "$th" <<'PY'
+import glob, json, os, sys
+import torch
+sys.path.insert(0, sys.argv[4])
+from backbone import Backbone, ChatTokenizer
+model = Backbone(sys.argv[1]); tok = ChatTokenizer(model)
+meta = json.load(open(os.path.join(sys.argv[2], "meta.json")))
+assert meta["answers"] == "dataset", meta
+replies = {r["prompt"]: r["reply"] for r in map(json.loads, open(sys.argv[3], encoding="utf-8").read().split("\n")[:-1])}
+samples = [s for f in sorted(glob.glob(os.path.join(sys.argv[2], "*.pt"))) for s in torch.load(f, weights_only=False)]
+assert len(samples) == 6, len(samples)
+end = tok.token_to_id("<|im_end|>")
+for s in samples:
+    ids = tok.tk.encode(replies[s["text"]], add_special_tokens=False).ids
+    want = (ids + [end])[:meta["max_new"]]
+    assert s["answer"] == want, (s["answer"], want)
+    assert s["taps"].shape[0] == len(s["prompt"]) + len(s["answer"]) - 1, (s["taps"].shape, len(s["prompt"]))
+    assert tuple(s["top_ids"].shape) == (len(s["answer"]), meta["topk"]), s["top_ids"].shape
+    forced = model.teacher_forced_batch([s["prompt"]], [s["answer"]], meta["topk"], meta["layers"])[0]
+    assert torch.equal(forced[1], s["top_ids"]), "stored top-k is not the model's own"
+assert any(s["answer"][-1] == end for s in samples) and any(s["answer"][-1] != end for s in samples)
+print(f"fixed replies: {sum(len(s['answer']) for s in samples)} answer tokens, reply + end of turn, model's own top-k")
+PY
+python3 "$th/eagle3.py" --model "$m" --work "$work" --extra-train "$tmp/work_tf/shards_eagle3/train" --epochs 1 \
+  --ttt 2 --batch-rows 1024 --draft-vocab 512 --dtype f32 --out "$tmp/drafter_tf.eagle3" > "$tmp/tf.log" 2>&1 \
+  || { cat "$tmp/tf.log"; exit 1; }
+grep -q "(dataset replies)" "$tmp/tf.log" || { echo "eagle3.py did not read the fixed replies: $(head -3 "$tmp/tf.log")"; exit 1; }
+python3 - "$tmp/work_tf/shards_eagle3/train/meta.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1])); m["layers"] = [0, 1, 2]; json.dump(m, open(sys.argv[1], "w"))
+PY
+if python3 "$th/eagle3.py" --model "$m" --work "$work" --extra-train "$tmp/work_tf/shards_eagle3/train" --epochs 1 \
+  --out "$tmp/drafter_bad.eagle3" > "$tmp/bad.log" 2>&1; then echo "shards of other layers were accepted"; exit 1; fi
+grep -q "made with layers \[0, 1, 2\]" "$tmp/bad.log" || { echo "unclear refusal: $(tail -2 "$tmp/bad.log")"; exit 1; }
+echo "eagle3.py trains on fixed replies beside greedy answers and refuses shards of other layers"
 
 p="Tom has 3 apples and buys 4 more. How many apples?"
 "$cli" generate --model "$m" --prompt "$p" --max-tokens 48 --ar --threads 2 --json > "$tmp/ar.json"

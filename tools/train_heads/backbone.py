@@ -487,6 +487,40 @@ class Backbone(torch.nn.Module):
         return out, list(zip(per_row(4), top_ids, top_p))
 
 
+    @torch.no_grad()
+    def teacher_forced_batch(self, prompts, answers, record_topk, tap_layers):
+        """What greedy_batch records for EAGLE-3, for fixed answers instead
+        of greedy ones: one pass over each prompt + answer (left padding).
+        Returns per sample (taps [P + A - 1, 3H] fp16, the residual stream
+        after tap_layers at every fed position; top ids [A, k] int32 and
+        top p [A, k] fp16, the model's own distribution of each answer
+        token given everything before it)."""
+        dev = self.embed.device
+        seqs = [list(p) + list(a) for p, a in zip(prompts, answers)]
+        B, S = len(seqs), max(len(s) for s in seqs)
+        ids = torch.zeros(B, S, dtype=torch.long, device=dev)
+        km = torch.zeros(B, S, dtype=torch.bool, device=dev)
+        for i, s in enumerate(seqs):
+            ids[i, S - len(s):] = torch.tensor(s, device=dev)
+            km[i, S - len(s):] = True
+        pos = (km.long().cumsum(1) - 1).clamp(min=0)
+        taps = {l: None for l in tap_layers}
+        h, _, _ = self.forward(ids, pos, km, None, past=0, taps=taps)
+        fused = torch.cat([taps[l] for l in tap_layers], dim=-1).to(torch.float16).cpu()
+        fc = self.cfg.final_softcap
+        recs = []
+        for i, (p, a) in enumerate(zip(prompts, answers)):
+            start = S - len(seqs[i])
+            # row j's logits give token j+1: answer token t comes from row P-1+t
+            rows = h[i, start + len(p) - 1:start + len(p) - 1 + len(a)]
+            logits = rows @ self.lm_head.T
+            if fc:
+                logits = fc * torch.tanh(logits / fc)
+            pr, ix = torch.softmax(logits.float(), -1).topk(record_topk, dim=-1)
+            recs.append((fused[i, start:S - 1], ix.to(torch.int32).cpu(), pr.to(torch.float16).cpu()))
+        return recs
+
+
 def eagle3_tap_layers(n_layers):
     """The target layers an EAGLE-3 drafter reads, as SafeAILab/EAGLE chooses
     them (the inputs of layers 2, N/2 and N-3, i.e. the outputs of 1, N/2-1

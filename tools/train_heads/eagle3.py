@@ -65,28 +65,44 @@ class Conversations:
     S (prompt + answer ids), P (prompt length), taps [L-1, 3H] fp16 and the
     answer tokens' teacher top-k [A, k]."""
 
-    def __init__(self, shard_dir, limit=0):
-        files = sorted(glob.glob(os.path.join(shard_dir, "*.pt")))
-        if not files:
-            sys.exit(f"eagle3: no shards in {shard_dir}; run selfdistill.py --eagle3 first")
-        self.meta = json.load(open(os.path.join(shard_dir, "meta.json")))
-        self.items, self.tasks = [], {}
-        for f in files:
-            for s in torch.load(f):
-                if len(s["answer"]) < 2:
-                    continue
-                seq = torch.tensor(s["prompt"] + s["answer"], dtype=torch.long)
-                self.items.append({"seq": seq, "P": len(s["prompt"]), "taps": s["taps"],
-                                   "top_ids": s["top_ids"].long(), "top_p": s["top_p"]})
-                self.tasks[s["task"]] = self.tasks.get(s["task"], 0) + len(s["answer"])
+    def __init__(self, shard_dirs, limit=0):
+        shard_dirs = [shard_dirs] if isinstance(shard_dirs, str) else list(shard_dirs)
+        self.metas, self.items, self.tasks = [], [], {}
+        for shard_dir in shard_dirs:
+            files = sorted(glob.glob(os.path.join(shard_dir, "*.pt")))
+            if not files:
+                sys.exit(f"eagle3: no shards in {shard_dir}; run selfdistill.py --eagle3 first")
+            meta = json.load(open(os.path.join(shard_dir, "meta.json")))
+            for key in ("layers", "topk", "model"):
+                if self.metas and meta.get(key) != self.metas[0].get(key):
+                    sys.exit(f"eagle3: {shard_dir} was made with {key} {meta.get(key)}, "
+                             f"{shard_dirs[0]} with {self.metas[0].get(key)}; they cannot train one drafter")
+            self.metas.append(dict(meta, shards=shard_dir))
+            for f in files:
+                for s in torch.load(f):
+                    if len(s["answer"]) < 2:
+                        continue
+                    seq = torch.tensor(s["prompt"] + s["answer"], dtype=torch.long)
+                    self.items.append({"seq": seq, "P": len(s["prompt"]), "taps": s["taps"],
+                                       "top_ids": s["top_ids"].long(), "top_p": s["top_p"]})
+                    task = s["task"] + (" (dataset replies)" if meta.get("answers") == "dataset" else "")
+                    self.tasks[task] = self.tasks.get(task, 0) + len(s["answer"])
+                if limit and len(self.items) >= limit:
+                    break
             if limit and len(self.items) >= limit:
                 break
+        self.meta = self.metas[0]
         self.items.sort(key=lambda it: it["seq"].numel())
         self.answer_tokens = sum(it["seq"].numel() - it["P"] for it in self.items)
         self.rows = sum(it["seq"].numel() - 1 for it in self.items)
 
     def answer_ids(self):
         return torch.cat([it["seq"][it["P"]:] for it in self.items])
+
+    def teacher_top1(self):
+        """The target's own next token at every answer position (the answer
+        itself for greedy data; not for fixed replies)."""
+        return torch.cat([it["top_ids"][:, 0] for it in self.items])
 
     def batches(self, max_rows):
         """Index lists of conversations of similar length, up to max_rows
@@ -145,14 +161,17 @@ def collate(ds, idx, ttt):
 
 
 def choose_draft_vocab(ds, k, vocab):
-    """The k most frequent answer tokens (train.py's draft_vocabulary: ties
-    to the lower id), then, while the answers have fewer distinct tokens,
-    the most frequent prompt tokens, then the lowest unseen ids; sorted."""
-    answers = torch.bincount(ds.answer_ids(), minlength=vocab)
+    """The k tokens the target most often predicts at the answer positions
+    (its top-1: the greedy answer tokens themselves for self-distilled data;
+    train.py's draft_vocabulary, ties to the lower id), then, while those
+    have fewer distinct tokens, the most frequent prompt tokens, then the
+    lowest unseen ids; sorted."""
+    top1 = ds.teacher_top1()
+    answers = torch.bincount(top1, minlength=vocab)
     prompts = torch.bincount(torch.cat([it["seq"][:it["P"]] for it in ds.items]), minlength=vocab)
     k = min(k, vocab)
     if int((answers > 0).sum()) >= k:
-        return draft_vocabulary(type("D", (), {"tokens": ds.answer_ids()})(), k, vocab)
+        return draft_vocabulary(type("D", (), {"tokens": top1})(), k, vocab)
     order = sorted(range(vocab), key=lambda t: (-int(answers[t]), -int(prompts[t]), t))[:k]
     return torch.tensor(sorted(order), dtype=torch.long)
 
@@ -397,6 +416,9 @@ def main(argv=None):
     ap.add_argument("--model", required=True, help="the target the data was distilled from (GGUF or HF directory)")
     ap.add_argument("--work", default=os.path.join(os.path.dirname(os.path.dirname(HERE)), ".cache/train_heads"))
     ap.add_argument("--train-split", default="train")
+    ap.add_argument("--extra-train", action="append", default=[], metavar="DIR",
+                    help="more training shards (a selfdistill.py --eagle3 shard directory, e.g. fixed replies "
+                         "from --answers dataset: WORK/shards_eagle3/train); repeatable")
     ap.add_argument("--eval-split", default="eval")
     ap.add_argument("--out", required=True, help="output directory (config.json + model.safetensors)")
     ap.add_argument("--ttt", type=int, default=3, help="drafting steps unrolled per batch (training-time test)")
@@ -424,7 +446,7 @@ def main(argv=None):
     cfg, embed, lm_head, final_norm = target_parts(a.model)
     if a.ffn:
         cfg["intermediate_size"] = a.ffn
-    train = Conversations(os.path.join(a.work, "shards_eagle3", a.train_split), a.limit)
+    train = Conversations([os.path.join(a.work, "shards_eagle3", a.train_split)] + a.extra_train, a.limit)
     held = Conversations(os.path.join(a.work, "shards_eagle3", a.eval_split))
     layers = train.meta["layers"]
     if held.meta["layers"] != layers:
@@ -526,7 +548,8 @@ def main(argv=None):
         "kind": "eagle3", "target": signature["model"], "target_layers": layers, "seed": a.seed,
         "data": {"train_conversations": len(train.items), "train_answer_tokens": train.answer_tokens,
                  "train_rows": train.rows, "train_tasks": train.tasks, "heldout_conversations": len(held.items),
-                 "heldout_answer_tokens": held.answer_tokens, "distillation": train.meta},
+                 "heldout_answer_tokens": held.answer_tokens,
+                 "distillation": train.meta if len(train.metas) == 1 else train.metas},
         "hyperparameters": {"ttt_steps": a.ttt, "step_weights": [STEP_DECAY ** s for s in range(a.ttt)],
                             "epochs": a.epochs, "lr": a.lr, "schedule": "cosine, 5% warmup", "optimizer":
                             "AdamW(0.9, 0.95), clip 1.0", "batch_rows": a.batch_rows,

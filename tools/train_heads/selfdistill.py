@@ -22,6 +22,18 @@ high) at every position of the conversation, prompt included (the
 drafter's context), as fp16 [L-1, 3H], and the top-k distributions of the
 answer tokens.
 
+With --eagle3 --answers dataset the answers are not the model's own but
+the prompt sources' fixed replies (make_prompts.py --replies: ShareGPT's
+first reply, HumanEval's canonical solution), cut at --max-new tokens and
+ended with the end-of-turn token when they fit: one forward pass per
+conversation instead of --max-new decoding steps (2-4x the answer tokens
+per CPU second on a 2-core machine), and far more of them than the
+prompts' greedy answers: the train split holds about 0.5 M code and 1.4 M
+chat reply tokens. EAGLE-1/2 trained on fixed ShareGPT replies the same way.
+The teacher is still the model: the top-k recorded at each answer token is
+the model's own distribution there, whatever the reply's next token is.
+Such shards go to their own --work (meta.json records "answers").
+
   python3 tools/train_heads/selfdistill.py --model M.gguf --split train \
       --n code=400 --n chat=350 --n math=100 --max-new 192 --work .cache/train_heads
 """
@@ -41,11 +53,12 @@ sys.path.insert(0, HERE)
 from backbone import ROOT, ActiveClock, Backbone, ChatTokenizer, eagle3_tap_layers, human_time, set_threads  # noqa: E402
 
 
-def load_prompts(task, split, n, seed):
+def load_prompts(task, split, n, seed, replies=False):
     out = subprocess.run([sys.executable, os.path.join(ROOT, "tools/prompts/make_prompts.py"),
-                          "--task", task, "--split", split, "--n", str(n), "--seed", str(seed)],
+                          "--task", task, "--split", split, "--n", str(n), "--seed", str(seed)]
+                         + (["--replies"] if replies else []),
                          check=True, capture_output=True, text=True).stdout
-    return [json.loads(line) for line in out.splitlines() if line.strip()]
+    return [json.loads(line) for line in out.split("\n") if line.strip()]  # not splitlines: U+2028 is text
 
 
 def prompt_key(ids):
@@ -98,11 +111,20 @@ def main(argv=None):
     ap.add_argument("--eagle3", action="store_true",
                     help="store EAGLE-3 training data (three target layers over the whole conversation)")
     ap.add_argument("--layers", default="", help="with --eagle3: the target layers read (default: SafeAILab's choice)")
+    ap.add_argument("--prompts", default="",
+                    help="a JSON Lines file of prompts instead of the registry sets: {\"prompt\": ..., \"task\": ..., "
+                         "\"reply\": ...} per line (task defaults to chat; reply is read by --answers dataset)")
+    ap.add_argument("--answers", choices=("greedy", "dataset"), default="greedy",
+                    help="with --eagle3: the model's greedy answers, or the sources' fixed replies (teacher-forced)")
+    ap.add_argument("--batch-tokens", type=int, default=8192,
+                    help="with --answers dataset: prompt + answer tokens per forward pass")
     ap.add_argument("--time-budget", type=float, default=0,
                     help="start no new batch after this many seconds (time stopped by SIGSTOP not counted); "
                          "a rerun continues")
     a = ap.parse_args(argv)
     counts = dict(kv.split("=") for kv in (a.n or ["code=400", "chat=350", "math=100"]))
+    if a.answers == "dataset" and not a.eagle3:
+        ap.error("--answers dataset needs --eagle3")
     torch.manual_seed(a.seed)
     threads = set_threads()
     t0 = time.time()
@@ -119,6 +141,8 @@ def main(argv=None):
         meta_path = os.path.join(shard_dir, "meta.json")
         meta = {"layers": layers, "topk": a.topk, "max_new": a.max_new, "seed": a.seed,
                 "model": os.path.basename(os.path.normpath(a.model))}
+        if a.answers == "dataset":
+            meta["answers"] = "dataset"
         if os.path.exists(meta_path) and json.load(open(meta_path)) != meta:
             sys.exit(f"selfdistill: {shard_dir} holds data made with {json.load(open(meta_path))}, not {meta}; "
                      "use another --work")
@@ -127,19 +151,55 @@ def main(argv=None):
         print(f"selfdistill: EAGLE-3 data, target layers {layers}", file=sys.stderr)
     done = load_index(shard_dir)
     items, skipped = [], 0
+    dataset = a.answers == "dataset"
+    if dataset and tok.tk is None:
+        sys.exit("selfdistill: --answers dataset tokenizes the replies itself and needs a BPE vocabulary "
+                 f"(the trainer's tokenizer); {a.model} has a SentencePiece one")
+    end_of_turn = min(tok.stop_ids) if tok.stop_ids else None
+    if dataset and tok.token_to_id("<|im_end|>") is not None:
+        end_of_turn = tok.token_to_id("<|im_end|>")
+    if a.prompts:  # the file's own prompts, per task in the order they first appear
+        rows = []
+        for k, line in enumerate(open(a.prompts, encoding="utf-8")):
+            if not line.strip():
+                continue
+            r = json.loads(line)
+            if "prompt" not in r or (dataset and not r.get("reply")):
+                sys.exit(f"selfdistill: {a.prompts} line {k + 1} has no \"prompt\""
+                         + (" or no \"reply\" (--answers dataset)" if dataset else ""))
+            rows.append(dict(r, id=r.get("id", f"{os.path.basename(a.prompts)}:{k + 1}"), task=r.get("task", "chat")))
+        counts = {t: 0 for t in dict.fromkeys(r["task"] for r in rows)}
     for task, n in counts.items():  # in --n order: the first task's prompts are answered first
         task_items = []
-        for p in load_prompts(task, a.split, int(n), a.seed):
+        source = [r for r in rows if r["task"] == task] if a.prompts else \
+            load_prompts(task, a.split, int(n), a.seed, replies=dataset)
+        for p in source:
             ids = tok.chat_ids(p["prompt"])
             if prompt_key(ids) in done:
                 skipped += 1
             elif len(ids) <= a.max_prompt:
-                task_items.append((p["id"], task, ids, p["prompt"]))
-        task_items.sort(key=lambda it: len(it[2]))  # similar lengths share a batch: less padding
+                item = (p["id"], task, ids, p["prompt"])
+                if dataset:  # the reply, cut at --max-new, ended when it fits
+                    ans = tok.tk.encode(p["reply"], add_special_tokens=False).ids
+                    if len(ans) < a.max_new and end_of_turn is not None:
+                        ans.append(end_of_turn)
+                    item += (ans[:a.max_new],)
+                task_items.append(item)
+        task_items.sort(key=lambda it: len(it[2]) + (len(it[4]) if dataset else 0))  # less padding
         items += task_items
     if skipped:
         print(f"selfdistill: {skipped} prompts already answered in {shard_dir}", file=sys.stderr)
-    batches = [items[i:i + a.batch] for i in range(0, len(items), a.batch)]
+    if dataset:  # batches of up to --batch-tokens padded tokens
+        batches, cur = [], []
+        for it in items:
+            width = max([len(x[2]) + len(x[4]) for x in cur + [it]])
+            if cur and (width * (len(cur) + 1) > a.batch_tokens or len(cur) == a.batch):
+                batches.append(cur)
+                cur = []
+            cur.append(it)
+        batches += [cur] if cur else []
+    else:
+        batches = [items[i:i + a.batch] for i in range(0, len(items), a.batch)]
     clock = ActiveClock()
     done_tokens, done_items, next_shard = 0, 0, max([-1] + [int(k[:5]) for k in done.values()]) + 1
     for bi, batch in enumerate(batches):
@@ -149,7 +209,13 @@ def main(argv=None):
             break
         path = os.path.join(shard_dir, f"{next_shard:05d}.pt")
         samples = []
-        if a.eagle3:
+        if dataset:
+            recs = model.teacher_forced_batch([b[2] for b in batch], [b[4] for b in batch], a.topk, layers)
+            for (pid, task, ids, text, ans), (taps, ti, tp) in zip(batch, recs):
+                samples.append({"id": pid, "task": task, "text": text, "prompt": ids, "answer": ans,
+                                "taps": taps, "top_ids": ti, "top_p": tp})
+                done_tokens += len(ans)
+        elif a.eagle3:
             outs, recs = model.greedy_batch([b[2] for b in batch], a.max_new, tok.stop_ids, a.topk, layers)
             for (pid, task, ids, text), ans, (taps, ti, tp) in zip(batch, outs, recs):
                 samples.append({"id": pid, "task": task, "text": text, "prompt": ids, "answer": ans,
@@ -170,7 +236,7 @@ def main(argv=None):
         done_items += len(batch)
         el = clock.elapsed()
         # ETA from the prompt tokens and answer slots left, at this run's rate
-        cost = lambda its: sum(len(it[2]) + a.max_new for it in its)  # noqa: E731
+        cost = lambda its: sum(len(it[2]) + (len(it[4]) if dataset else a.max_new) for it in its)  # noqa: E731
         left = el * cost(items[done_items:]) / max(1, cost(items[:done_items]))
         print(f"selfdistill: batch {bi + 1}/{len(batches)} ({batch[0][1]})  {done_items} answers, "
               f"{done_tokens} answer tokens in {human_time(el)}  {done_tokens / max(el, 1e-9):.1f} tok/s  "

@@ -38,6 +38,7 @@ Such shards go to their own --work (meta.json records "answers").
       --n code=400 --n chat=350 --n math=100 --max-new 192 --work .cache/train_heads
 """
 import argparse
+import fcntl
 import glob
 import hashlib
 import json
@@ -135,6 +136,13 @@ def main(argv=None):
 
     shard_dir = os.path.join(a.work, "shards_eagle3" if a.eagle3 else "shards", a.split)
     os.makedirs(shard_dir, exist_ok=True)
+    # one writer per shard directory: two runs would answer the same prompts
+    # into the same shard names and each rewrite the index without the other's
+    lock = open(os.path.join(shard_dir, ".lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        sys.exit(f"selfdistill: another run is writing {shard_dir}; wait for it or stop it first")
     layers = None
     if a.eagle3:
         layers = [int(x) for x in a.layers.split(",")] if a.layers else eagle3_tap_layers(model.n_layers)

@@ -22,7 +22,7 @@
 #endif
 
 /* One block of a quantized activation row, arranged for the AVX-512 packed
- * Q4_0 tiles of 2+ rows (packed_q4_0_pairs): 32-bit lane 2l + c (c = 0, 1:
+ * Q4_0 tiles of 2..4 rows (packed_q4_0_pairs): 32-bit lane 2l + c (c = 0, 1:
  * the two outputs of a pair) holds codes 2l, 2l+1 (lo) and 16+2l, 17+2l
  * (hi), and bias the lane's integer term of Q4_0's offset, -8 times the sum
  * of those four codes. Built once per product (prepare_all). */
@@ -39,7 +39,7 @@ struct emt_exec {
     size_t xqk_cap;
     float *xsc; /* per 8-row group and block: the rows' scales d[8], then s[8] */
     size_t xsc_cap;
-    emt_xq_pairs *xpairs; /* the rows' codes as the packed Q4_0 tiles of 2+ rows read them */
+    emt_xq_pairs *xpairs; /* the last 8-row group's rows when it has 2..4 (packed Q4_0 tiles read them so) */
     size_t xpairs_cap;
     int xpairs_ready; /* xpairs holds the rows that prepare_all prepared last */
     emt_xq8 *xq8; /* the same rows with 8-bit codes (prompt mode, quant8.h) */
@@ -1097,7 +1097,7 @@ packed_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, 
     }
 }
 
-/* Packed Q4_0, 2..8 rows, from the rows arranged as emt_xq_pairs: per row,
+/* Packed Q4_0, 2..4 rows (output pairs p0 .. p0 + np - 1), from the rows arranged as emt_xq_pairs: per row,
  * block and output pair two VNNI instructions (the first starting at the
  * row's offset term, so the nibbles need no "- 8"), one conversion and one
  * FMA, whose scale dw * dx comes in by one broadcast load: per block the
@@ -1584,7 +1584,7 @@ typedef struct qmatmul_job {
     const emt_xq *xq; /* quantized rows (integer types) */
     const emt_xq8 *xq8; /* 8-bit rows: used for emt_act8_type weights when set */
     const float *xsc; /* their scales by 8-row group (prepare_rows) */
-    const emt_xq_pairs *xpairs; /* xq arranged for packed Q4_0 tiles of 2+ rows, or NULL */
+    const emt_xq_pairs *xpairs; /* the last tile's rows arranged (2..4 of them, packed Q4_0), or NULL */
     const float *x, *bias;
     float *y;
     int32_t n_rows, n_in, n_out, chunk;

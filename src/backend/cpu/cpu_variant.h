@@ -21,6 +21,15 @@
 #include <cblas.h>
 #endif
 
+/* One block of a quantized activation row, arranged for the AVX-512 packed
+ * Q4_0 tiles of 2..4 rows (packed_q4_0_pairs): 32-bit lane 2l + c (c = 0, 1:
+ * the two outputs of a pair) holds codes 2l, 2l+1 (lo) and 16+2l, 17+2l
+ * (hi), and bias the lane's integer term of Q4_0's offset, -8 times the sum
+ * of those four codes. Built once per product (prepare_all). */
+typedef struct {
+    int32_t lo[16], hi[16], bias[16];
+} emt_xq_pairs;
+
 struct emt_exec {
     emt_backend *be;
     emt_pool *pool;
@@ -30,6 +39,9 @@ struct emt_exec {
     size_t xqk_cap;
     float *xsc; /* per 8-row group and block: the rows' scales d[8], then s[8] */
     size_t xsc_cap;
+    emt_xq_pairs *xpairs; /* the last 8-row group's rows when it has 2..4 (packed Q4_0 tiles read them so) */
+    size_t xpairs_cap;
+    int xpairs_ready; /* xpairs holds the rows that prepare_all prepared last */
     emt_xq8 *xq8; /* the same rows with 8-bit codes (prompt mode, quant8.h) */
     size_t xq8_cap;
     int act8; /* set_activation_bits(8): products of emt_act8_type weights take xq8 */
@@ -95,6 +107,7 @@ static void cpu_exec_destroy(emt_exec *ex) {
     free(ex->xq);
     free(ex->xqk);
     free(ex->xsc);
+    free(ex->xpairs);
     free(ex->xq8);
     free(ex->attn_partial);
     free(ex);
@@ -1097,6 +1110,101 @@ packed_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, 
     }
 }
 
+/* Packed Q4_0, 2..4 rows (output pairs p0 .. p0 + np - 1), from the rows arranged as emt_xq_pairs: per row,
+ * block and output pair two VNNI instructions (the first starting at the
+ * row's offset term, so the nibbles need no "- 8"), one conversion and one
+ * FMA, whose scale dw * dx comes in by one broadcast load: per block the
+ * tile's nr x 8 scales are multiplied once (8 lanes a row) and stored, and
+ * a pair's two scales are read as one 64-bit element, so the accumulator
+ * lanes alternate between the pair's outputs (lane 2l + c: output 2p + c,
+ * lane l). The weight codes are spread to that order by one 16-bit
+ * permutation. Per lane the same integers, products and FMAs as
+ * packed_rows_pairs; the lanes go back in order before packed_tile_store. */
+#define EMT_PAIRS_ROWS 4 /* the tiles that take arranged rows: 2..4 rows, all 4 output pairs in one pass */
+
+static inline __attribute__((always_inline)) void
+packed_q4_0_pairs(const uint8_t *g, const float *xsc, const emt_xq_pairs *xp, int32_t nb, int nr, int p0, int np,
+                  float *out) {
+    const size_t gb = EMT_PACK_ROWS * emt_qblock_bytes(EMT_Q4_0);
+    __m512 acc[EMT_TILE_ROWS][4];
+    __m256 acc_min[EMT_TILE_ROWS];
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) {
+        acc_min[r] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int q = 0; q < np; q++) acc[r][q] = _mm512_setzero_ps();
+    }
+    /* 16-bit lane 4l + 2c + e takes code byte 16c + 2l + e */
+    const __m512i spread = _mm512_set_epi16(31, 30, 15, 14, 29, 28, 13, 12, 27, 26, 11, 10, 25, 24, 9, 8, 23, 22, 7, 6, 21,
+                                            20, 5, 4, 19, 18, 3, 2, 17, 16, 1, 0);
+    const __m512i nib = _mm512_set1_epi16(0x0F);
+    /* [b % 2][r][p]: the floats dw * dx of outputs 2p, 2p + 1 in block b,
+     * stored a block ahead of their loads (no wait on store forwarding) */
+    double scale[2][EMT_TILE_ROWS][4];
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++)
+        _mm256_storeu_ps((float *)scale[0][r],
+                         _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)), _mm256_set1_ps(xsc[r])));
+    for (int32_t b = 0; b < nb; b++, g += gb, xp += EMT_PAIRS_ROWS, xsc += 2 * EMT_QROWS) {
+        if (p0 == 0) prefetch_ahead(g, gb);
+        if (b + 1 < nb) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + gb)));
+#pragma GCC unroll 8
+            for (int r = 0; r < nr; r++)
+                _mm256_storeu_ps((float *)scale[(b + 1) & 1][r], _mm256_mul_ps(dw, _mm256_set1_ps(xsc[2 * EMT_QROWS + r])));
+        }
+        __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+        for (int q = 0; q < np; q++) {
+            const uint8_t *codes = g + emt_qblock_head(EMT_Q4_0) * EMT_PACK_ROWS + 32 * (p0 + q);
+            __m512i v = _mm512_permutexvar_epi16(spread, _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)codes)));
+            lo[q] = _mm512_and_si512(v, nib);
+            hi[q] = _mm512_srli_epi16(v, 4);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; r++) {
+#pragma GCC unroll 4
+            for (int q = 0; q < np; q++) {
+                __m512i isum = _mm512_dpwssd_epi32(_mm512_loadu_si512((const void *)xp[r].bias), lo[q],
+                                                   _mm512_loadu_si512((const void *)xp[r].lo));
+                isum = _mm512_dpwssd_epi32(isum, hi[q], _mm512_loadu_si512((const void *)xp[r].hi));
+                __m512 sc = _mm512_castpd_ps(_mm512_set1_pd(scale[b & 1][r][p0 + q]));
+                acc[r][q] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc[r][q]);
+            }
+        }
+    }
+    /* lanes 2l + c back to c's 8 lanes in order: output 2p low, 2p + 1 high */
+    const __m512i unzip = _mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++)
+#pragma GCC unroll 4
+        for (int q = 0; q < np; q++) acc[r][q] = _mm512_permutexvar_ps(unzip, acc[r][q]);
+    packed_tile_store(acc, acc_min, nr, p0, np, out);
+}
+
+/* xsc: the tile's scales (prepare_rows' xsc at its 8-row group), xp: its
+ * arranged blocks (block b's rows at xp[EMT_PAIRS_ROWS * b ..]), nr 2..4 */
+static inline __attribute__((always_inline)) void
+packed_q4_0_rows(const uint8_t *g, const float *xsc, const emt_xq_pairs *xp, int32_t nb, int nr, float *out) {
+    packed_q4_0_pairs(g, xsc, xp, nb, nr, 0, 4, out);
+}
+
+/* One row's blocks as emt_xq_pairs, block b at out[b * stride] */
+static void arrange_pairs(const emt_xq *x, int32_t nb, emt_xq_pairs *out, size_t stride) {
+    const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512i ones = _mm512_set1_epi16(1);
+    for (int32_t b = 0; b < nb; b++) {
+        __m512i lo = _mm512_permutexvar_epi32(twice, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x[b].q)));
+        __m512i hi =
+            _mm512_permutexvar_epi32(twice, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x[b].q + 16))));
+        __m512i sum = _mm512_add_epi32(_mm512_madd_epi16(lo, ones), _mm512_madd_epi16(hi, ones));
+        emt_xq_pairs *o = out + (size_t)b * stride;
+        _mm512_storeu_si512((void *)o->lo, lo);
+        _mm512_storeu_si512((void *)o->hi, hi);
+        _mm512_storeu_si512((void *)o->bias, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-8)));
+    }
+}
+
 /* Packed Q4_K / Q5_K / Q6_K (quant.h): a tile of up to EMT_KTILE_ROWS
  * activation rows x the group's 8 outputs, in two passes of two output
  * pairs. Per 32-value sub-block the codes of an output pair are widened to
@@ -1490,6 +1598,7 @@ typedef struct qmatmul_job {
     const emt_xq *xq; /* quantized rows (integer types) */
     const emt_xq8 *xq8; /* 8-bit rows: used for emt_act8_type weights when set */
     const float *xsc; /* their scales by 8-row group (prepare_rows) */
+    const emt_xq_pairs *xpairs; /* the last tile's rows arranged (2..4 of them, packed Q4_0), or NULL */
     const float *x, *bias;
     float *y;
     int32_t n_rows, n_in, n_out, chunk;
@@ -1570,6 +1679,14 @@ packed_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
                     case 6: packed_krows(t, g, xq, nb, 6, v); break;
                     case 7: packed_krows(t, g, xq, nb, 7, v); break;
                     default: packed_krows(t, g, xq, nb, 8, v); break;
+                    }
+                } else if (t == EMT_Q4_0 && j->xpairs && nr >= 2 && nr <= EMT_PAIRS_ROWS) {
+                    /* the last tile (every other has 8 rows), r0 a multiple of 8 */
+                    const float *xsc = j->xsc + (size_t)(r0 / EMT_QROWS) * nb * 2 * EMT_QROWS;
+                    switch (nr) {
+                    case 2: packed_q4_0_rows(g, xsc, j->xpairs, nb, 2, v); break;
+                    case 3: packed_q4_0_rows(g, xsc, j->xpairs, nb, 3, v); break;
+                    default: packed_q4_0_rows(g, xsc, j->xpairs, nb, 4, v); break;
                     }
                 } else {
                     switch (nr) {
@@ -2042,7 +2159,7 @@ static const emt_xq8 *prepare_rows8(emt_exec *ex, const float *x, int32_t n_rows
         ex->xq8 = p;
         ex->xq8_cap = need;
     }
-    qmatmul_job job = { NULL, 0, NULL, ex->xq8, NULL, x, NULL, NULL, n_rows, n_in, 0, 0 };
+    qmatmul_job job = { NULL, 0, NULL, ex->xq8, NULL, NULL, x, NULL, NULL, n_rows, n_in, 0, 0 };
     if (n_rows == 1) quantize8_task(&job, 0);
     else emt_pool_run(ex->pool, n_rows, quantize8_task, &job);
     return ex->xq8;
@@ -2062,7 +2179,26 @@ static int prepare_all(emt_exec *ex, const emt_wmat *const *W, int32_t n, const 
         need[ex->act8 && emt_act8_type(t) ? 2 : act_span(t) != EMT_QK] = 1;
     }
     xq[0] = xq[1] = NULL;
+    ex->xpairs_ready = 0;
     if (need[0] && !(xq[0] = prepare_rows(ex, x, n_rows, n_in, EMT_QK))) return 0;
+#ifdef EMT_CPU_PACKED
+    /* a tile of 2..4 rows (the last 8-row group, the only short tile) reads
+     * its rows arranged; 5..8 rows keep packed_rows, whose activations stay
+     * in L1 better */
+    int pairs = 0;
+    for (int32_t m = 0; m < n; m++)
+        pairs |= W[m]->packed && W[m]->dtype == EMT_Q4_0 && !(ex->act8 && emt_act8_type(EMT_Q4_0));
+    const int32_t last = (n_rows - 1) / EMT_QROWS * EMT_QROWS, short_rows = n_rows - last;
+    if (pairs && short_rows >= 2 && short_rows <= EMT_PAIRS_ROWS) {
+        int32_t nb = n_in / EMT_QK;
+        if (!grow(ex, (void **)&ex->xpairs, &ex->xpairs_cap, (size_t)nb * EMT_PAIRS_ROWS, sizeof(emt_xq_pairs),
+                  "cpu matmul: out of memory for the arranged activation rows"))
+            return 0;
+        for (int32_t r = 0; r < short_rows; r++)
+            arrange_pairs(xq[0] + (size_t)(last + r) * nb, nb, ex->xpairs + r, EMT_PAIRS_ROWS);
+        ex->xpairs_ready = 1;
+    }
+#endif
     if (need[1] && !(xq[1] = prepare_rows(ex, x, n_rows, n_in, EMT_XQ_KSPAN))) return 0;
     if (need[2] && !prepare_rows8(ex, x, n_rows, n_in)) return 0;
     return 1;
@@ -2128,8 +2264,9 @@ static int32_t output_chunk(const emt_exec *ex, int32_t n_out) {
 static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bias, const emt_xq *const xq[2],
                                const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
     const emt_xq *q = is_half_type(W->dtype) ? NULL : xq[act_span(W->dtype) != EMT_QK];
-    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), q, NULL, q ? ex->xsc : NULL, x, bias, y, n_rows, n_in, n_out, 0 };
+    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), q, NULL, q ? ex->xsc : NULL, NULL, x, bias, y, n_rows, n_in, n_out, 0 };
     if (ex->act8 && emt_act8_type(W->dtype)) j.xq8 = ex->xq8;
+    if (ex->xpairs_ready && q && W->packed && W->dtype == EMT_Q4_0 && !j.xq8) j.xpairs = ex->xpairs;
     j.chunk = output_chunk(ex, n_out);
     return j;
 }

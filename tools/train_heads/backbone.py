@@ -382,12 +382,28 @@ class Backbone(torch.nn.Module):
             if taps is not None and l in taps:
                 taps[l] = x
         h = self._rms(x, self.norm)
-        out = None
-        if logits:
-            out = h @ self.lm_head.T
-            if c.final_softcap:
-                out = c.final_softcap * torch.tanh(out / c.final_softcap)
-        return h, out, cache
+        return h, self.logits_of(h) if logits else None, cache
+
+    def logits_of(self, h):
+        """The output head on final-norm hidden states (soft-capped where the
+        model asks for it)."""
+        out = h @ self.lm_head.T
+        fc = self.cfg.final_softcap
+        return fc * torch.tanh(out / fc) if fc else out
+
+    def _left_pad(self, seqs, extra=0):
+        """seqs as one left-padded batch: ids [B, S], the key mask [B, S +
+        extra] (True on each sequence's tokens; the extra columns are for
+        tokens still to come) and positions [B, S] counted from each
+        sequence's first token."""
+        dev = self.embed.device
+        B, S = len(seqs), max(len(q) for q in seqs)
+        ids = torch.zeros(B, S, dtype=torch.long, device=dev)
+        km = torch.zeros(B, S + extra, dtype=torch.bool, device=dev)
+        for i, q in enumerate(seqs):
+            ids[i, S - len(q):] = torch.tensor(q, device=dev)
+            km[i, S - len(q):S] = True
+        return ids, km, (km[:, :S].long().cumsum(1) - 1).clamp(min=0)
 
     @torch.no_grad()
     def greedy_batch(self, prompts, max_new, stop_ids, record_topk=0, tap_layers=None):
@@ -404,12 +420,7 @@ class Backbone(torch.nn.Module):
         dev = self.embed.device
         B = len(prompts)
         P = max(len(p) for p in prompts)
-        ids = torch.zeros(B, P, dtype=torch.long, device=dev)
-        km = torch.zeros(B, P + max_new, dtype=torch.bool, device=dev)
-        for i, p in enumerate(prompts):
-            ids[i, P - len(p):] = torch.tensor(p, device=dev)
-            km[i, P - len(p):P] = True
-        pos = (km[:, :P].long().cumsum(1) - 1).clamp(min=0)
+        ids, km, pos = self._left_pad(prompts, extra=max_new)
         cache = [tuple(torch.zeros(B, self.n_kv, P + max_new, self.head_dim, dtype=self.dtype, device=dev)
                        for _ in range(2)) for _ in range(self.n_layers)]
         taps = {l: None for l in tap_layers} if tap_layers else None
@@ -427,11 +438,8 @@ class Backbone(torch.nn.Module):
         next_pos = pos[:, -1] + 1
         last_h = h[:, -1]
         stop = torch.tensor(sorted(stop_ids) or [-1], device=dev)
-        fc = self.cfg.final_softcap
         for t in range(max_new):
-            logits = last_h @ self.lm_head.T
-            if fc:
-                logits = fc * torch.tanh(logits / fc)
+            logits = self.logits_of(last_h)
             tok = logits.argmax(-1)
             live = ~finished
             rec = [alive[live], tok[live], None, None, None]
@@ -495,27 +503,17 @@ class Backbone(torch.nn.Module):
         after tap_layers at every fed position; top ids [A, k] int32 and
         top p [A, k] fp16, the model's own distribution of each answer
         token given everything before it)."""
-        dev = self.embed.device
         seqs = [list(p) + list(a) for p, a in zip(prompts, answers)]
-        B, S = len(seqs), max(len(s) for s in seqs)
-        ids = torch.zeros(B, S, dtype=torch.long, device=dev)
-        km = torch.zeros(B, S, dtype=torch.bool, device=dev)
-        for i, s in enumerate(seqs):
-            ids[i, S - len(s):] = torch.tensor(s, device=dev)
-            km[i, S - len(s):] = True
-        pos = (km.long().cumsum(1) - 1).clamp(min=0)
+        S = max(len(q) for q in seqs)
+        ids, km, pos = self._left_pad(seqs)
         taps = {l: None for l in tap_layers}
         h, _, _ = self.forward(ids, pos, km, None, past=0, taps=taps)
         fused = torch.cat([taps[l] for l in tap_layers], dim=-1).to(torch.float16).cpu()
-        fc = self.cfg.final_softcap
         recs = []
         for i, (p, a) in enumerate(zip(prompts, answers)):
             start = S - len(seqs[i])
             # row j's logits give token j+1: answer token t comes from row P-1+t
-            rows = h[i, start + len(p) - 1:start + len(p) - 1 + len(a)]
-            logits = rows @ self.lm_head.T
-            if fc:
-                logits = fc * torch.tanh(logits / fc)
+            logits = self.logits_of(h[i, start + len(p) - 1:start + len(p) - 1 + len(a)])
             pr, ix = torch.softmax(logits.float(), -1).topk(record_topk, dim=-1)
             recs.append((fused[i, start:S - 1], ix.to(torch.int32).cpu(), pr.to(torch.float16).cpu()))
         return recs

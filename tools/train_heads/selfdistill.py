@@ -26,8 +26,8 @@ With --eagle3 --answers dataset the answers are not the model's own but
 the prompt sources' fixed replies (make_prompts.py --replies: ShareGPT's
 first reply, HumanEval's canonical solution), cut at --max-new tokens and
 ended with the end-of-turn token when they fit: one forward pass per
-conversation instead of --max-new decoding steps (2-4x the answer tokens
-per CPU second on a 2-core machine), and far more of them than the
+conversation instead of --max-new decoding steps (about 1.5-2x the answer
+tokens per CPU second on a 2-core machine), and far more of them than the
 prompts' greedy answers: the train split holds about 0.5 M code and 1.4 M
 chat reply tokens. EAGLE-1/2 trained on fixed ShareGPT replies the same way.
 The teacher is still the model: the top-k recorded at each answer token is

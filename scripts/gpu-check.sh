@@ -2,25 +2,36 @@
 # The GPU check, sized for one device call (600 s): four time-boxed stages,
 # each writing $OUT/stageN.log and $OUT/stageN.json as it goes, so a cut
 # keeps every stage that finished (8 files: the device tool brings 8 back).
+# The stages run in the order of what a call is for, so the slow sanitizers
+# come after the numbers only a GPU gives:
 #
 #   stage 0 (< 30 s)   the machine: nvidia-smi, compilers, cuBLAS, the carried
 #                      packages. No device, nvcc or cuBLAS is a failure.
 #   stage 1 (< 300 s)  build only what the GPU needs (the plugin for sm_90,
 #                      the five test_cuda_* programs, the CLI; Ninja, all
-#                      cores, harness off), ldd of the plugin, the five tests
-#                      in parallel, then compute-sanitizer: memcheck on all
-#                      five, racecheck and synccheck on parity, kernels and
-#                      step ops with ENTMTP_TEST_SHRINK=1 (smaller cases).
-#   stage 2 (< 210 s)  speed: `entmtp bench --backend cuda` on the synthetic 7B
-#                      shape in BF16, Q4_0 and Q4_K weights, with the CUDA
-#                      default BF16 KV cache (built in seconds: rows
-#                      repeat every 256), contexts 256 and 2048, once with CUDA
+#                      cores, harness off), ldd of the plugin, then the five
+#                      tests in parallel.
+#   stage 2 (< 240 s)  speed: `entmtp bench --backend cuda` on the synthetic 7B
+#                      shape in BF16, Q4_0 and Q4_K weights and on the bundled
+#                      model's shape (smollm2-135m, BF16), with the CUDA
+#                      default BF16 KV cache (built in seconds: rows repeat
+#                      every 256), contexts 256 and 2048, once with CUDA
 #                      graphs off; each run measures the device's own
 #                      device-to-device copy bandwidth and reports AR's share
 #                      of it, verify cost at 1..128 nodes in AR steps, and
-#                      launches, syncs and host microseconds per step.
-#   stage 3 (< 60 s)   the roofline estimate, then ncu on one AR step when
-#                      ncu exists.
+#                      launches, syncs and host microseconds per step. The
+#                      peer, transformers on PyTorch (scripts/gpu-peer.py),
+#                      greedy at the same shapes, is timed in the same stage.
+#   stage 3 (< 200 s)  compute-sanitizer: memcheck on all five tests,
+#                      racecheck and synccheck on parity, kernels and step ops
+#                      with ENTMTP_TEST_SHRINK=1 (smaller cases), all at once;
+#                      the roofline estimate; ncu on one AR step when ncu
+#                      exists.
+#
+# BUDGET_S (default 570 on a device, none in a dry run) is the whole call's
+# time: a step gets at most what is left of it less 10 s, and a step with
+# under 10 s left is not started (recorded "timeout", note "no time left"),
+# so the JSON summaries are written before the device tool's cut.
 #
 # On the lent machine (docs/gpu-check.md):
 #   here:   bash scripts/gpu-carry.sh          # .carry/: the .debs and wheels the build needs
@@ -29,12 +40,13 @@
 # runs the same stages, steps, logs and JSON with the CUDA harness plugin in
 # place of the GPU: the real plugin is still built with nvcc and ldd'ed, the
 # tests run on the harness, compute-sanitizer is replaced by running the
-# program as is, and the bench uses the tiny shape. So a typo here costs no
+# program as is, the bench uses the tiny shape and the peer runs on the CPU
+# (skipped where transformers is not installed). So a typo here costs no
 # device minutes.
 #
 # Knobs: OUT (default /tmp/gpu-check), BUILD (build dir, default build/gpu),
 # STAGES (default "0 1 2 3"), JOBS (default nproc), LIMIT_SCALE (each step's
-# time limit multiplied; default 1 on the device, 8 in a dry run).
+# time limit multiplied; default 1 on the device, 8 in a dry run), BUDGET_S.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -46,11 +58,23 @@ jobs=${JOBS:-$(nproc)}
 dry=${ENTMTP_GPU_CHECK_DRYRUN:-0}
 # the limits are the device's; a dry run on a 2-core CI machine gets 8x (LIMIT_SCALE)
 scale=${LIMIT_SCALE:-$([ "$dry" = 1 ] && echo 8 || echo 1)}
+budget=${BUDGET_S:-$([ "$dry" = 1 ] && echo 0 || echo 570)}
 mkdir -p "$out"
 tests=(test_cuda_parity test_cuda_kernels test_cuda_step_ops test_cuda_lossless test_cuda_typical)
 export root build jobs dry tests_list="${tests[*]}"
 race_tests=(test_cuda_parity test_cuda_kernels test_cuda_step_ops)
 t_start=$(date +%s)
+# a step's limit: its own, cut to what is left of the call's budget less 10 s
+# (0: no time left, the step is not started)
+limit_for() {  # LIMIT_S
+  local limit=$(( $1 * scale ))
+  if [ "$budget" -gt 0 ]; then
+    local left=$(( t_start + budget - $(date +%s) - 10 ))
+    [ "$left" -lt 10 ] && { echo 0; return; }
+    [ "$left" -lt "$limit" ] && limit=$left
+  fi
+  echo "$limit"
+}
 
 # ---- one stage's log and JSON summary -------------------------------------
 stage=""; stage_status=pass; steps_json=""
@@ -77,15 +101,20 @@ record() {  # NAME RC SECONDS [NOTE]: a step's result into the stage's JSON
   write_json running
 }
 step() {  # NAME LIMIT_S CMD...: one step under timeout, its output in the stage log
-  local name=$1 limit=$(( $2 * scale )); shift 2
+  local name=$1 limit; limit=$(limit_for "$2"); shift 2
   local t0=$(date +%s)
+  [ "$limit" = 0 ] && { record "$name" 124 0 "no time left"; return 124; }
   echo "-- $name (limit ${limit} s): $*"
   timeout --kill-after=5 "$limit" bash -c '"$@"' _ "$@"
   record "$name" $? $(( $(date +%s) - t0 ))
 }
 parallel_steps() {  # LIMIT_S PREFIX CMDFN NAME...: CMDFN NAME run in parallel, logs kept apart then printed
-  local limit=$(( $1 * scale )) prefix=$2 fn=$3; shift 3
+  local limit prefix=$2 fn=$3; limit=$(limit_for "$1"); shift 3
   local pids=() names=() t0=$(date +%s) n
+  if [ "$limit" = 0 ]; then
+    for n in "$@"; do record "$prefix $n" 124 0 "no time left"; done
+    return
+  fi
   for n in "$@"; do
     ( timeout --kill-after=5 "$limit" bash -c '"$@"' _ "$fn" "$n" > "$out/.$prefix.$n.txt" 2>&1; echo $? > "$out/.$prefix.$n.rc" ) &
     pids+=($!); names+=("$n")
@@ -153,6 +182,8 @@ machine() {
   if [ "$dry" = 1 ]; then echo "dry run: compute-sanitizer not required"
   else command -v compute-sanitizer || return 1; fi
   command -v ncu || echo "ncu: not found (stage 3 prints the roofline only)"
+  python3 -c "import torch, transformers; print('peer: torch', torch.__version__, 'transformers', transformers.__version__, 'cuda', torch.cuda.is_available())" ||
+    echo "peer: no torch or transformers (stage 2's peer steps fail)"
   pkg-config --modversion libcjson libpcre2-8 || return 1
 }
 
@@ -206,8 +237,14 @@ bench() {  # SHAPE WEIGHTS TOKENS CONTEXT [GRAPHS]
     --backend cuda --tokens "$3" --context "$4" --reps "$reps" --json
 }
 
+peer() {  # SHAPE CONTEXT [ARGS...]: transformers on PyTorch, greedy, the same shape
+  local shape=$1 ctx=$2; shift 2
+  if [ "$dry" = 1 ]; then python3 scripts/gpu-peer.py --shape "$shape" --context "$ctx" --tokens 16 --device cpu --reps 1 "$@"
+  else python3 scripts/gpu-peer.py --shape "$shape" --context "$ctx" --tokens 64 "$@"; fi
+}
+
 # the steps run under timeout in a child bash: it needs the functions
-export -f machine configure build_targets plugin check_plugin run_test sanitize sanitize_item bench
+export -f machine configure build_targets plugin check_plugin run_test sanitize sanitize_item bench peer
 export dry_skip
 unpack_carry
 for s in $stages; do
@@ -215,38 +252,42 @@ for s in $stages; do
     0) stage_begin 0 "the machine"
        step machine 30 machine
        stage_end ;;
-    1) stage_begin 1 "build, tests, compute-sanitizer"
+    1) stage_begin 1 "build and tests"
        step configure 60 configure && step build 240 build_targets && step ldd-plugin 10 check_plugin
-       if [ "$stage_status" = pass ]; then
-         parallel_steps 90 test run_test "${tests[@]}"
+       [ "$stage_status" = pass ] && parallel_steps 90 test run_test "${tests[@]}"
+       stage_end ;;
+    2) stage_begin 2 "speed, and the transformers peer"
+       if [ "$dry" = 1 ]; then
+         step "bench tiny bf16 ctx 64" 60 bench tiny bf16 4 64
+         step "peer tiny bf16 ctx 64" 60 peer tiny 64
+         step "bench tiny q4_0 ctx 64, graphs off" 60 bench tiny q4_0 4 64 0
+       else  # the most wanted first: a cut keeps what finished
+         step "bench llama-7b bf16 ctx 256" 30 bench llama-7b bf16 32 256
+         step "peer llama-7b bf16 ctx 256" 60 peer llama-7b 256
+         step "bench smollm2-135m bf16 ctx 256" 30 bench smollm2-135m bf16 32 256
+         step "peer smollm2-135m bf16 ctx 256" 40 peer smollm2-135m 256
+         step "bench llama-7b q4_0 ctx 256" 30 bench llama-7b q4_0 32 256
+         step "bench llama-7b q4_k ctx 256" 30 bench llama-7b q4_k 32 256
+         step "bench llama-7b bf16 ctx 2048" 35 bench llama-7b bf16 32 2048
+         step "bench llama-7b bf16 ctx 256, graphs off" 30 bench llama-7b bf16 32 256 0
+       fi
+       stage_end ;;
+    3) stage_begin 3 "compute-sanitizer and profile"
+       if [ -x "$build/tests/test_cuda_parity" ]; then
          # memcheck on all five, racecheck and synccheck on three, all at once
          checks=()
          for t in "${tests[@]}"; do checks+=("memcheck:$t"); done
          for t in "${race_tests[@]}"; do checks+=("racecheck:$t" "synccheck:$t"); done
          parallel_steps 150 sanitizer sanitize_item "${checks[@]}"
-       fi
-       stage_end ;;
-    2) stage_begin 2 "speed"
-       if [ "$dry" = 1 ]; then
-         step "bench tiny bf16 ctx 64" 60 bench tiny bf16 4 64
-         step "bench tiny q4_0 ctx 64, graphs off" 60 bench tiny q4_0 4 64 0
-       else  # the most wanted first: a cut keeps what finished
-         step "bench llama-7b bf16 ctx 256" 30 bench llama-7b bf16 32 256
-         step "bench llama-7b q4_0 ctx 256" 30 bench llama-7b q4_0 32 256
-         step "bench llama-7b q4_k ctx 256" 30 bench llama-7b q4_k 32 256
-         step "bench llama-7b bf16 ctx 2048" 35 bench llama-7b bf16 32 2048
-         step "bench llama-7b bf16 ctx 256, graphs off" 30 bench llama-7b bf16 32 256 0
-         step "bench llama-7b q4_0 ctx 2048" 30 bench llama-7b q4_0 32 2048
-         step "bench llama-7b q4_k ctx 2048" 30 bench llama-7b q4_k 32 2048
-       fi
-       stage_end ;;
-    3) stage_begin 3 "roofline and profile"
+       else record "sanitizer: the tests are not built (stage 1)" 1 0; fi
        step roofline 20 python3 scripts/roofline.py
        if [ "$dry" != 1 ] && command -v ncu >/dev/null; then
          step "ncu AR step" 40 env ENTMTP_CUDA_PLUGIN="$(plugin)" ncu --target-processes all --launch-skip 200 \
-           --launch-count 30 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+           --launch-count 30 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
            "$build/entmtp" bench --synthetic llama-7b --backend cuda --tokens 4 --reps 1
        fi
+       # with seconds left: the peer compiled (torch.compile, static cache, CUDA graphs)
+       [ "$dry" != 1 ] && step "peer llama-7b bf16 ctx 256, compiled" 120 peer llama-7b 256 --compile
        stage_end ;;
     *) echo "gpu-check: unknown stage '$s' (stages are 0 1 2 3)" >&2; overall=2 ;;
   esac

@@ -30,10 +30,11 @@ for s in range(4):
     names[s] = [st["name"] for st in j["steps"]]
     print(f"stage {s}: {j['status']}, steps: {', '.join(st['name'] + '=' + st['status'] for st in j['steps'])}")
 tests = ["test_cuda_parity", "test_cuda_kernels", "test_cuda_step_ops", "test_cuda_lossless", "test_cuda_typical"]
-expect = {0: ["machine"], 1: ["configure", "build", "ldd-plugin"] + [f"test {t}" for t in tests]
-          + [f"sanitizer memcheck:{t}" for t in tests]
-          + [f"sanitizer {tool}:{t}" for t in tests[:3] for tool in ("racecheck", "synccheck")],
-          2: ["bench tiny bf16 ctx 64", "bench tiny q4_0 ctx 64, graphs off"], 3: ["roofline"]}
+expect = {0: ["machine"], 1: ["configure", "build", "ldd-plugin"] + [f"test {t}" for t in tests],
+          2: ["bench tiny bf16 ctx 64", "peer tiny bf16 ctx 64", "bench tiny q4_0 ctx 64, graphs off"],
+          3: [f"sanitizer memcheck:{t}" for t in tests]
+          + [f"sanitizer {tool}:{t}" for t in tests[:3] for tool in ("racecheck", "synccheck")]
+          + ["roofline"]}
 for s, want_names in expect.items():
     missing = sorted(set(want_names) - set(names[s]))
     assert not missing, f"stage {s} lacks steps {missing}"

@@ -45,7 +45,8 @@
 # device minutes.
 #
 # Knobs: OUT (default /tmp/gpu-check), BUILD (build dir, default build/gpu),
-# STAGES (default "0 1 2 3"), JOBS (default nproc), LIMIT_SCALE (each step's
+# STAGES (default "0 1 2 3"; 4 is the kernel-by-kernel profile, run alone:
+# STAGES="1 4" TESTS=0 builds without running the tests, then profiles), JOBS (default nproc), LIMIT_SCALE (each step's
 # time limit multiplied; default 1 on the device, 8 in a dry run), BUDGET_S.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -141,8 +142,13 @@ unpack_carry() {
   mkdir -p "$deps"
   local f
   for f in .carry/debs/*.deb; do [ -e "$f" ] && dpkg -x "$f" "$deps"; done
+  # the carried .pc files point at /usr: point them at $deps instead (a sysroot
+  # would also move the machine's own .pc files' paths, e.g. OpenBLAS's)
+  local pc
+  for pc in "$deps"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc "$deps"/usr/share/pkgconfig/*.pc; do
+    [ -e "$pc" ] && sed -i "s#=/usr#=$deps/usr#" "$pc"
+  done
   export PKG_CONFIG_PATH="$deps/usr/lib/x86_64-linux-gnu/pkgconfig:$deps/usr/share/pkgconfig:${PKG_CONFIG_PATH:-}"
-  export PKG_CONFIG_SYSROOT_DIR="$deps"
   export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}"
   export PATH="$deps/usr/bin:$PATH"
   # Ninja and CMake from their PyPI wheels when the machine has none (a wheel is a zip)
@@ -159,7 +165,7 @@ unpack_carry() {
     done
   done
   # the carried .debs are bookworm's: when the machine has the libraries itself, prefer them
-  if [ "$dry" = 1 ]; then unset PKG_CONFIG_SYSROOT_DIR; export PKG_CONFIG_PATH=""; fi
+  if [ "$dry" = 1 ]; then export PKG_CONFIG_PATH=""; fi
 }
 
 # ---- stage 0: the machine --------------------------------------------------
@@ -254,7 +260,7 @@ for s in $stages; do
        stage_end ;;
     1) stage_begin 1 "build and tests"
        step configure 60 configure && step build 240 build_targets && step ldd-plugin 10 check_plugin
-       [ "$stage_status" = pass ] && parallel_steps 90 test run_test "${tests[@]}"
+       [ "$stage_status" = pass ] && [ "${TESTS:-1}" = 1 ] && parallel_steps 90 test run_test "${tests[@]}"
        stage_end ;;
     2) stage_begin 2 "speed, and the transformers peer"
        if [ "$dry" = 1 ]; then
@@ -265,7 +271,7 @@ for s in $stages; do
          step "bench llama-7b bf16 ctx 256" 30 bench llama-7b bf16 32 256
          step "peer llama-7b bf16 ctx 256" 60 peer llama-7b 256
          step "bench smollm2-135m bf16 ctx 256" 30 bench smollm2-135m bf16 32 256
-         step "peer smollm2-135m bf16 ctx 256" 40 peer smollm2-135m 256
+         step "peer smollm2-135m bf16 ctx 256" 60 peer smollm2-135m 256
          step "bench llama-7b q4_0 ctx 256" 30 bench llama-7b q4_0 32 256
          step "bench llama-7b q4_k ctx 256" 30 bench llama-7b q4_k 32 256
          step "bench llama-7b bf16 ctx 2048" 35 bench llama-7b bf16 32 2048
@@ -286,10 +292,22 @@ for s in $stages; do
            --launch-count 30 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
            "$build/entmtp" bench --synthetic llama-7b --backend cuda --tokens 4 --reps 1
        fi
-       # with seconds left: the peer compiled (torch.compile, static cache, CUDA graphs)
-       [ "$dry" != 1 ] && step "peer llama-7b bf16 ctx 256, compiled" 120 peer llama-7b 256 --compile
        stage_end ;;
-    *) echo "gpu-check: unknown stage '$s' (stages are 0 1 2 3)" >&2; overall=2 ;;
+    4) stage_begin 4 "kernel by kernel: one 7B BF16 AR step and a 64-node verify"
+       # one pass per kernel (duration and DRAM bytes), direct launches so each
+       # kernel is its own row; the table is made here by scripts/ncu_table.py
+       if [ "$dry" = 1 ]; then
+         step "kernels tiny bf16" 60 env ENTMTP_CUDA_GRAPHS=0 ENTMTP_CUDA_PLUGIN="$(plugin)" "$build/entmtp" bench \
+           --synthetic tiny --weights bf16 --backend cuda --context 16 --tokens 1 --reps 1 --nodes 64
+       else
+         step "kernels llama-7b bf16" 120 bash -c 'env ENTMTP_CUDA_GRAPHS=0 ENTMTP_CUDA_PLUGIN="$1" ncu --clock-control none \
+           --target-processes all --launch-count 2500 --csv --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+           --log-file "$2/stage4-ncu.csv" "$3/entmtp" bench --synthetic llama-7b --weights bf16 --backend cuda \
+           --context 16 --tokens 1 --reps 1 --nodes 64; rc=$?; gzip -f "$2/stage4-ncu.csv"; exit $rc' _ "$(plugin)" "$out" "$build"
+         step "peer llama-7b bf16 ctx 256" 90 peer llama-7b 256
+       fi
+       stage_end ;;
+    *) echo "gpu-check: unknown stage '$s' (stages are 0 1 2 3 4)" >&2; overall=2 ;;
   esac
 done
 echo "gpu-check: $( [ $overall = 0 ] && echo pass || echo FAIL ) in $(( $(date +%s) - t_start )) s; logs in $out"

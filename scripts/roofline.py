@@ -749,6 +749,24 @@ def against_main(a):
         print("  %.0f%% of it at the fitted wait of %.2f us: %.1f MB in flight on the GPU, %.1f KB per SM, "
               "and each of them still in flight when the next is issued (not drained chunk by chunk)" % (
                   100 * frac, fit["wait"] * 1e6, frac * BW * fit["wait"] / 1e6, frac * BW * fit["wait"] / SMS / 1024))
+    # the same launches with one term of the chunk at a time taken away: what
+    # each change to the kernel's loop is worth (the DRAM floor stays)
+    scenarios = (("as measured (the fit)", {}), ("the wait hidden (loads stay in flight across chunks)", dict(wait=0)),
+                 ("and the staging hidden too", dict(wait=0, stage=0)),
+                 ("and the split form's tail", dict(wait=0, stage=0, split_tail=0)))
+    for p, launches in enumerate(passes):
+        prods = [r for r in launches if "variant" in r]
+        if not prods:
+            continue
+        variants = [r["variant"] for r in prods]
+        label = PASS_NAMES.get(max(set(variants), key=variants.count), "pass")
+        other = sum(r["seconds"] for r in launches if "variant" not in r)
+        floor = sum(fit["launch"] + r["dram"] / BW for r in prods)
+        print("  %s: products (whole pass, other kernels at their measured %.0f us) at the DRAM floor %.0f us (%.0f)" %
+              (label, other * 1e6, floor * 1e6, (floor + other) * 1e6))
+        for what, change in scenarios:
+            t = sum(tc_fitted_time(r["variant"], r["n_in"], r["blocks"], r["dram"], dict(fit, **change)) for r in prods)
+            print("    %-55s %8.0f us (%.0f)" % (what, t * 1e6, (t + other) * 1e6))
     for v, label in sorted(PASS_NAMES.items()):
         nt, mt, mw, rw, split = v
         per_chunk = 16 * mt * mw * (32 if split else TC_KWARPS * 32) * 2  # weight bytes a block reads per chunk

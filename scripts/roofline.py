@@ -23,7 +23,20 @@ ENTMTP_KV_DEFAULT is BF16 there), in BF16, half the bytes):
 FLOPs: 2 per weight per row for the products, 4 * head_dim per (row, head,
 key) for attention; elementwise work is left out.
 
-Usage: scripts/roofline.py [--ctx N] [--nodes N] [--kv-type f32|bf16]
+Usage: scripts/roofline.py [--ctx N] [--nodes N] [--kv-type f32|bf16] [--device h100|h200]
+
+--device: h100 (default: the HBM3 peak, what docs/performance.md's tables
+before issue 34's fit use) or h200 (the first GPU run's device, at its
+measured copy bandwidth, 60 MB L2).
+
+Against a GPU run (issue 34): the tensor-core product's latency model
+(TC_FIT below), fitted to the first GPU run, next to every launch of an ncu
+CSV (scripts/ncu_table.py's input), the passes' totals with the other
+kernels at their measured latency, and what each term is worth:
+    scripts/roofline.py --device h200 --against docs/data/gpu/2026-11-27-h200/call3/stage4-ncu.csv.gz [--refit]
+The bandwidth model below (--measured) got the bytes of that run right and
+their time 4-10x short: docs/performance.md, "CUDA: the harness's model
+fitted to the first GPU run (issue 34)".
 
 Measured mode (issue 34): the products' bytes from the CPU CUDA harness's
 memory counters (docs/cuda-harness.md, "Memory efficiency") instead of the

@@ -23,7 +23,20 @@ ENTMTP_KV_DEFAULT is BF16 there), in BF16, half the bytes):
 FLOPs: 2 per weight per row for the products, 4 * head_dim per (row, head,
 key) for attention; elementwise work is left out.
 
-Usage: scripts/roofline.py [--ctx N] [--nodes N] [--kv-type f32|bf16]
+Usage: scripts/roofline.py [--ctx N] [--nodes N] [--kv-type f32|bf16] [--device h100|h200]
+
+--device: h100 (default: the HBM3 peak, what docs/performance.md's tables
+before issue 34's fit use) or h200 (the first GPU run's device, at its
+measured copy bandwidth, 60 MB L2).
+
+Against a GPU run (issue 34): the tensor-core product's latency model
+(TC_FIT below), fitted to the first GPU run, next to every launch of an ncu
+CSV (scripts/ncu_table.py's input), the passes' totals with the other
+kernels at their measured latency, and what each term is worth:
+    scripts/roofline.py --device h200 --against docs/data/gpu/2026-11-27-h200/call3/stage4-ncu.csv.gz [--refit]
+The bandwidth model below (--measured) got the bytes of that run right and
+their time 4-10x short: docs/performance.md, "CUDA: the harness's model
+fitted to the first GPU run (issue 34)".
 
 Measured mode (issue 34): the products' bytes from the CPU CUDA harness's
 memory counters (docs/cuda-harness.md, "Memory efficiency") instead of the
@@ -66,7 +79,7 @@ import subprocess
 import sys
 import tempfile
 
-BW = 3.35e12          # H100 SXM HBM3, bytes/s
+BW = 3.35e12          # H100 SXM HBM3, bytes/s (--device h200: its measured copy bandwidth)
 BF16_TC = 989e12      # dense BF16 tensor-core FLOP/s
 FP32_CORES = 67e12    # FP32 FMA on CUDA cores (the F32/F16/quantized kernels of cuda/matmul.cu)
 MMA_SYNC = 0.6 * BF16_TC  # mma.sync.m16n8k16 on H100 (assumed: the dense peak needs wgmma)
@@ -76,6 +89,26 @@ TC_REGISTERS = {(1, 1, 1, 1, False): 110, (2, 1, 1, 1, False): 96, (2, 4, 1, 1, 
 L2_BW = 10e12         # L2 -> SM read bandwidth (assumed; published measurements 7-12 TB/s)
 KERNEL_OVERHEAD = 2e-6       # ramp-up and tail per kernel inside a replayed graph (assumed)
 SMS, CLOCK = 132, 1.755e9
+L2_BYTES = 50e6
+# --device: the GPU the bandwidth terms and the SM count refer to. h100 (the
+# default, what the tables of docs/performance.md before issue 34's fit
+# assume): the HBM3 peak, no derating. h200: the device of the first GPU run
+# (docs/data/gpu/2026-11-27-h200), at its measured device-to-device copy
+# bandwidth (bench's copy_bandwidth_gbs, read+write: 4019-4100 GB/s over the
+# run; 4058 in the profiled call), its 60 MB L2 and its 1.98 GHz boost clock.
+DEVICES = {
+    "h100": dict(name="H100 SXM", bw=3.35e12, bw_what="HBM3 peak", sms=132, clock=1.755e9, l2=50e6),
+    "h200": dict(name="H200", bw=4.058e12, bw_what="measured copy bandwidth (peak 4.8)", sms=132, clock=1.98e9, l2=60e6),
+}
+
+
+def use_device(name):
+    """Points the module's bandwidth, SM and clock constants at `name`."""
+    global BW, SMS, CLOCK, L2_BYTES, MMA_CYCLES
+    d = DEVICES[name]
+    BW, SMS, CLOCK, L2_BYTES = d["bw"], d["sms"], d["clock"], d["l2"]
+    MMA_CYCLES = 16 * 8 * 16 * 2 / (MMA_SYNC / SMS / CLOCK)
+    return d
 # Little's law for DRAM: what is in flight per SM must cover the latency
 # (assumed: 48 resident warps per SM, 4 independent load requests in flight
 # per warp, 700 ns DRAM latency under load)
@@ -459,14 +492,15 @@ def measured_main(a):
     else:
         sys.exit("give --report or --run")
     fits = load(path)
-    print("Assumptions: H100 SXM, HBM %.2f TB/s peak (no derating: a GPU's copy bandwidth is ~90%% of it), "
-          "the 50 MB L2 keeps a launch's reuse, L2->SM %.0f TB/s, L1: a global load request per cycle per 4 "
+    dev = DEVICES[a.device]
+    print("Assumptions: %s, HBM %.2f TB/s (%s), "
+          "the %.0f MB L2 keeps a launch's reuse, L2->SM %.0f TB/s, L1: a global load request per cycle per 4 "
           "sectors and a shared-memory wavefront per cycle on %d SMs at %.3f GHz, %d resident warps per SM with %d load requests in flight each and "
           "%.0f ns DRAM latency, FP32 cores %.0f TF/s (the CUDA-core products' FMAs), BF16 mma.sync %.0f TF/s "
           "(3 mmas per product: the activations' three BF16 parts), %.0f us per kernel (ramp/tail in a "
           "graph); Llama 2 7B, %s weights, %s KV cache, context %d; products measured on the harness at 64 and 128 outputs and "
           "extrapolated linearly in the outputs; F32 activations; the verify's products measured at "
-          "64 rows." % (BW / 1e12, L2_BW / 1e12, SMS, CLOCK / 1e9, WARPS_PER_SM, REQUESTS_IN_FLIGHT,
+          "64 rows." % (dev["name"], BW / 1e12, dev["bw_what"], L2_BYTES / 1e6, L2_BW / 1e12, SMS, CLOCK / 1e9, WARPS_PER_SM, REQUESTS_IN_FLIGHT,
                         DRAM_LATENCY * 1e9, FP32_CORES / 1e12, MMA_SYNC / 1e12, KERNEL_OVERHEAD * 1e6, a.dtype,
                         a.kv_type.upper(), a.ctx))
     out = {"assumptions": dict(hbm=BW, l2_bw=L2_BW, sms=SMS, clock=CLOCK, warps_per_sm=WARPS_PER_SM,
@@ -522,6 +556,243 @@ def measured_main(a):
             os.remove(path)
 
 
+# ------------------------------------------------------------------ issue 34
+# The latency model of the tensor-core product, fitted to the first GPU run
+# (H200, docs/data/gpu/2026-11-27-h200/call3/stage4-ncu.csv.gz; docs/
+# performance.md, "CUDA: the harness's model fitted to the first GPU run").
+# The bandwidth model above (Little's law over DEPTH x 2 x MT weight loads in
+# flight per warp) assumed the loads of the DEPTH chunks ahead overlap; the
+# kernel's SASS (sm_90, CUDA 13: cuobjdump -sass) puts every global load of
+# the chunk loop on one dependency scoreboard (SB5), and the first use of a
+# load (the staging's F2F, at the top of each chunk) waits for that
+# scoreboard to drain: for every load in flight, the weights of the chunks
+# ahead included. So each chunk of a block pays one memory round trip, then
+# its barriers, its staging (the activations' BF16 split) and its mmas one
+# after another, and the blocks on an SM overlap only each other:
+#     time = launch + [split form] tail + waves x chunks x
+#            (wait + mmas per warp x mma + staged values per thread x stage)
+#     waves = ceil(blocks / (SMs x resident blocks per SM))
+# with chunks = n_in / 128 (TC_CHUNK), resident blocks from the registers
+# (ptxas -v: TC_REGISTERS, allocated per warp in units of 256), the shared
+# memory (+1 KB reserved a block) and the warps, and never less than the
+# DRAM bytes at the device's bandwidth. The constants (fitted to the launches
+# that run in one wave; the launches of several waves check them):
+TC_FIT = dict(
+    launch=4.34e-6,       # s: a launch's ramp and tail (ncu's gpu__time_duration)
+    split_tail=42.8e-6,   # s: the split form's end (two fence.sc, the arrival atomic, the last block's serial L2 reads)
+    wait=0.579e-6,        # s a chunk: the memory round trip the scoreboard drains, and the two barriers
+    mma=15.4e-9,          # s per mma of a warp's chunk: about 30 cycles at 1.98 GHz, mma.sync's latency (a chain)
+    stage=64.6e-9,        # s per staged activation of a thread's chunk: its L2 load (every block reads the
+                          # same lines) and its BF16 split (3 cvt, integer division for the row)
+)  # fitted (--refit) to the 6 one-wave launch shapes of the H200 run; the 9 multi-wave ones check it
+TC_FIT_TERMS = ("launch", "split_tail", "wait", "mma", "stage")
+TC_VARIANT_ROWS = {(1, 1, 1, 1, 0): 8, (2, 1, 1, 1, 0): 16, (2, 4, 1, 1, 0): 16, (4, 4, 2, 2, 1): 64,
+                   (4, 4, 1, 1, 0): 32}  # rows of a full tile (the AR step's one row is staged as 8)
+
+
+def tc_resident(v):
+    """Resident blocks per SM of tc_product_kernel<v>: registers (per warp,
+    in units of 256), shared memory (+1 KB reserved per block), 64 warps, 32
+    blocks."""
+    nt, mt, mw, rw, split = v
+    warps = mw * rw if split else TC_KWARPS * mw
+    staged = 8 * nt * rw * TC_ROW_BYTES
+    shared = staged if split else max(staged, mw * (TC_KWARPS - 1) * mt * nt * 4 * 32 * 4)
+    regs_per_warp = -(-TC_REGISTERS[tuple(v[:4]) + (bool(split),)] * 32 // 256) * 256
+    return max(1, min(SHARED_PER_SM // (shared + 1024), 64 // warps, 65536 // (regs_per_warp * warps), 32))
+
+
+def tc_features(v, n_in, blocks):
+    """The fitted model's terms for one launch: (launch, split_tail, wait,
+    mma, stage) multipliers, and its waves."""
+    nt, mt, mw, rw, split = v
+    threads = 32 * (mw * rw if split else TC_KWARPS * mw)
+    rows = TC_VARIANT_ROWS[tuple(v[:4]) + (int(split),)]
+    waves = -(-blocks // (SMS * tc_resident(v)))
+    chunk_runs = waves * -(-n_in // (TC_KWARPS * 32))
+    mmas = 6 * mt * nt  # per warp and chunk: 3 planes x 2 k-tiles x its m- and n-tiles
+    staged = rows * (32 if split else TC_KWARPS * 32) / threads
+    return (1.0, float(bool(split)), chunk_runs, chunk_runs * mmas, chunk_runs * staged), waves
+
+
+def tc_fitted_time(v, n_in, blocks, dram, fit=None):
+    fit = fit or TC_FIT
+    f, _ = tc_features(v, n_in, blocks)
+    t = sum(x * fit[k] for x, k in zip(f, TC_FIT_TERMS))
+    return max(t, fit["launch"] + dram / BW)
+
+
+def bandwidth_model_time(v, n_in, blocks, dram):
+    """What predict() (the --measured model) gives a tensor-core launch with
+    `dram` bytes, without its L2 and L1 terms: DRAM at the device's
+    bandwidth, the latency term (bytes in flight: busy SMs x resident warps
+    x 2 x MT x DEPTH requests of 512 distinct bytes), the mma.sync FLOPs."""
+    nt, mt, mw, rw, split = v
+    warps = mw * rw if split else TC_KWARPS * mw
+    busy = min(SMS, blocks)
+    in_flight = busy * min(tc_resident(v), -(-blocks // SMS)) * warps * 2 * mt * tc_depth_of(mt) * 512
+    rows = TC_VARIANT_ROWS[tuple(v[:4]) + (int(split),)]
+    n_out = blocks // (TC_KWARPS if split else 1) // -(-rows // (8 * nt * rw)) * 16 * mt * mw
+    flops = TC_SPLITS * 2.0 * rows * n_in * n_out
+    return max(dram / BW, dram / (in_flight / DRAM_LATENCY), flops / (MMA_SYNC * busy / SMS)) + KERNEL_OVERHEAD
+
+
+def tc_depth_of(mt):
+    return 2 if mt > 1 else 4  # cuda/matmul.cu tc_depth
+
+
+def gpu_launches(path):
+    """The launches of an ncu CSV (scripts/ncu_table.py), by forward pass: a
+    list per pass of dicts with name, grid, blocks, dram bytes, seconds, and
+    for the tensor-core product its variant, outputs and inputs (the
+    inputs: the 7B width nearest DRAM bytes / (2 x outputs))."""
+    import re
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import ncu_table
+    H, _, _, _, _, F, _ = MODELS["Llama-2-7B"]
+    out = []
+    for ks in ncu_table.passes(ncu_table.kernels(path)):
+        launches = []
+        for k in ks:
+            grid = tuple(int(g) for g in re.findall(r"\d+", k["grid"]))
+            rec = dict(name=re.sub(r"\(.*", "", k["name"]).replace("void ", "").strip(), grid=grid,
+                       blocks=grid[0] * grid[1] * grid[2], seconds=k.get("gpu__time_duration.sum", 0) / 1e9,
+                       dram=k.get("dram__bytes_read.sum", 0) + k.get("dram__bytes_write.sum", 0))
+            m = re.match(r"tc_product_kernel<(\d+), (\d+), (\d+), (\d+), (\d+)>", rec["name"])
+            if m:
+                v = tuple(int(x) for x in m.groups())
+                rec["variant"] = v
+                rec["n_out"] = grid[1] * 16 * v[1] * v[2]
+                rec["n_in"] = min((H, F), key=lambda w: abs(rec["dram"] / (2 * rec["n_out"]) - w))
+            launches.append(rec)
+        out.append(launches)
+    return out
+
+
+def fit_tc(passes):
+    """Least squares of the five constants over the launches that run in
+    one wave (their mean per shape, each shape weighted alike)."""
+    import numpy as np
+    rows, ys = [], []
+    for shape, recs in tc_shapes(passes).items():
+        f, waves = tc_features(shape[0], shape[1], shape[2])
+        if waves == 1:
+            rows.append(f)
+            ys.append(sum(r["seconds"] for r in recs) / len(recs))
+    if not any(r[1] for r in rows):  # no split-form launch: no tail to fit
+        rows = [r[:1] + r[2:] for r in rows]
+        sol = np.linalg.lstsq(np.array(rows), np.array(ys), rcond=None)[0]
+        return dict(zip(TC_FIT_TERMS[:1] + TC_FIT_TERMS[2:], sol), split_tail=0.0)
+    sol = np.linalg.lstsq(np.array(rows), np.array(ys), rcond=None)[0]
+    return dict(zip(TC_FIT_TERMS, sol))
+
+
+def tc_shapes(passes):
+    shapes = {}
+    for p, launches in enumerate(passes):
+        for r in launches:
+            if "variant" in r:
+                shapes.setdefault((r["variant"], r["n_in"], r["blocks"], p), []).append(r)
+    return shapes
+
+
+PASS_NAMES = {(1, 1, 1, 1, 0): "AR step (1 row)", (2, 1, 1, 1, 0): "prefill (16 rows)",
+              (4, 4, 2, 2, 1): "verify (64 rows)"}
+
+
+def against_main(a):
+    passes = gpu_launches(a.against)
+    fitted = fit_tc(passes)
+    fit = fitted if a.refit else TC_FIT
+    dev = DEVICES[a.device]
+    print("Latency model of tc_product_kernel vs %s (%s), %s; constants %s:" %
+          (dev["name"], os.path.basename(a.against), "DRAM floor at %.2f TB/s" % (BW / 1e12),
+           "fitted to this CSV (--refit)" if a.refit else "stored (TC_FIT)"))
+    units = dict(launch=1e6, split_tail=1e6, wait=1e6, mma=1e9, stage=1e9)
+    names = dict(launch="launch us", split_tail="split tail us", wait="wait us/chunk", mma="ns/mma",
+                 stage="ns/staged value")
+    print("  " + ", ".join("%s %.3g" % (names[k], fit[k] * units[k]) for k in TC_FIT_TERMS))
+    if not a.refit:
+        print("  (this CSV's own fit: " + ", ".join("%s %.3g" % (names[k], fitted[k] * units[k])
+                                                    for k in TC_FIT_TERMS) + ")")
+    print("\n| pass | kernel | n_in | blocks | resident/SM | waves | launches | measured us | model us | error | role "
+          "| bandwidth model us |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    worst = {"fit": 0.0, "check": 0.0}
+    for (v, n_in, blocks, p), recs in sorted(tc_shapes(passes).items(), key=lambda x: (x[0][3], x[0][0], x[0][2], x[0][1])):
+        meas = sum(r["seconds"] for r in recs) / len(recs)
+        dram = sum(r["dram"] for r in recs) / len(recs)
+        pred = tc_fitted_time(v, n_in, blocks, dram, fit)
+        _, waves = tc_features(v, n_in, blocks)
+        role = "fit" if waves == 1 else "check"
+        err = pred / meas - 1
+        worst[role] = max(worst[role], abs(err))
+        print("| %d | `<%s>` | %d | %d | %d | %d | %d | %.1f | %.1f | %+.1f%% | %s | %.1f |" % (
+            p, ",".join(str(x) for x in v), n_in, blocks, tc_resident(v), waves, len(recs), meas * 1e6, pred * 1e6,
+            100 * err, role, bandwidth_model_time(v, n_in, blocks, dram) * 1e6))
+    print("\nlargest error: %.1f%% on the launches fitted, %.1f%% on those checked; bandwidth model: the "
+          "--measured model's DRAM, latency (Little's law over DEPTH chunks of loads in flight) and mma terms at "
+          "ncu's DRAM bytes, + %.0f us (its L2 and L1 terms need the harness's counts)" %
+          (100 * worst["fit"], 100 * worst["check"], KERNEL_OVERHEAD * 1e6))
+    # the whole pass: the products from the model, every other kernel at its
+    # measured mean per launch (a latency table: they are not modelled)
+    for p, launches in enumerate(passes):
+        variants = [r["variant"] for r in launches if "variant" in r]
+        label = PASS_NAMES.get(max(set(variants), key=variants.count), "pass") if variants else "pass"
+        meas_total = sum(r["seconds"] for r in launches)
+        prod_meas = sum(r["seconds"] for r in launches if "variant" in r)
+        prod_pred = sum(tc_fitted_time(r["variant"], r["n_in"], r["blocks"], r["dram"], fit)
+                        for r in launches if "variant" in r)
+        others = {}
+        for r in launches:
+            if "variant" not in r:
+                others.setdefault(r["name"], []).append(r["seconds"])
+        print("\npass %d, %s: %d launches, measured %.0f us of kernels; the model: %.0f us (%+.1f%%) = products "
+              "%.0f us (measured %.0f, %+.1f%%) + the other kernels at their measured latency %.0f us:" % (
+                  p, label, len(launches), meas_total * 1e6, (prod_pred + meas_total - prod_meas) * 1e6,
+                  100 * (prod_pred - prod_meas) / meas_total, prod_pred * 1e6, prod_meas * 1e6,
+                  100 * (prod_pred / prod_meas - 1), (meas_total - prod_meas) * 1e6))
+        for name, ts in sorted(others.items(), key=lambda x: -sum(x[1])):
+            print("    %-42s %4d x %7.1f us = %8.1f us" % (name, len(ts), sum(ts) / len(ts) * 1e6, sum(ts) * 1e6))
+    # what a kernel must keep in flight: Little's law at the fitted wait (the
+    # memory round trip a chunk sees, its barriers included: an upper bound
+    # on the latency a load sees)
+    print("\nWhat the next product kernels must achieve (%s, %.2f TB/s):" % (dev["name"], BW / 1e12))
+    for frac in (0.85, 0.9):
+        print("  %.0f%% of it at the fitted wait of %.2f us: %.1f MB in flight on the GPU, %.1f KB per SM, "
+              "and each of them still in flight when the next is issued (not drained chunk by chunk)" % (
+                  100 * frac, fit["wait"] * 1e6, frac * BW * fit["wait"] / 1e6, frac * BW * fit["wait"] / SMS / 1024))
+    # the same launches with one term of the chunk at a time taken away: what
+    # each change to the kernel's loop is worth (the DRAM floor stays)
+    scenarios = (("as measured (the fit)", {}), ("the wait hidden (loads stay in flight across chunks)", dict(wait=0)),
+                 ("and the staging hidden too", dict(wait=0, stage=0)),
+                 ("and the split form's tail", dict(wait=0, stage=0, split_tail=0)))
+    for p, launches in enumerate(passes):
+        prods = [r for r in launches if "variant" in r]
+        if not prods:
+            continue
+        variants = [r["variant"] for r in prods]
+        label = PASS_NAMES.get(max(set(variants), key=variants.count), "pass")
+        other = sum(r["seconds"] for r in launches if "variant" not in r)
+        floor = sum(fit["launch"] + r["dram"] / BW for r in prods)
+        print("  %s: products (whole pass, other kernels at their measured %.0f us) at the DRAM floor %.0f us (%.0f)" %
+              (label, other * 1e6, floor * 1e6, (floor + other) * 1e6))
+        for what, change in scenarios:
+            t = sum(tc_fitted_time(r["variant"], r["n_in"], r["blocks"], r["dram"], dict(fit, **change)) for r in prods)
+            print("    %-55s %8.0f us (%.0f)" % (what, t * 1e6, (t + other) * 1e6))
+    for v, label in sorted(PASS_NAMES.items()):
+        nt, mt, mw, rw, split = v
+        per_chunk = 16 * mt * mw * (32 if split else TC_KWARPS * 32) * 2  # weight bytes a block reads per chunk
+        f, _ = tc_features(v, 4096, 1)
+        chunk = sum(x * fit[k] for x, k in zip(f[2:], TC_FIT_TERMS[2:])) / f[2]
+        work = chunk - fit["wait"]
+        print("  %s, <%s>: %d weight bytes a block per chunk, %d resident: %.1f KB per SM in flight, one chunk "
+              "every %.2f us (%.2f of it the wait): %.2f TB/s at full residency; without the wait %.2f TB/s" % (
+                  label, ",".join(str(x) for x in v), per_chunk, tc_resident(v), tc_resident(v) * per_chunk / 1024,
+                  chunk * 1e6, fit["wait"] * 1e6, SMS * tc_resident(v) * per_chunk / chunk / 1e12,
+                  SMS * tc_resident(v) * per_chunk / work / 1e12))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ctx", type=int, default=2048, help="tokens already in the KV cache")
@@ -536,11 +807,22 @@ def main():
                          "harness's attention cases (ATTN or ATTN_BF16) models attention")
     ap.add_argument("--json", help="--measured: write the predictions here too")
     ap.add_argument("--keep-report", help="--measured --run: keep the harness's report here")
+    ap.add_argument("--device", choices=sorted(DEVICES), default="h100",
+                    help="the GPU: h100 (HBM3 peak, the default) or h200 (the first GPU run's device, at its "
+                         "measured copy bandwidth)")
+    ap.add_argument("--against", help="an ncu CSV of the GPU check's stage 4 (scripts/ncu_table.py): print the "
+                                      "latency model fitted to it next to every measured launch (issue 34)")
+    ap.add_argument("--refit", action="store_true", help="--against: fit the latency constants to this CSV "
+                                                         "instead of using the stored ones")
     a = ap.parse_args()
+    use_device(a.device)
+    if a.against:
+        against_main(a)
+        return
     if a.measured:
         measured_main(a)
         return
-    print(f"H100 SXM: {BW / 1e12:.2f} TB/s, {BF16_TC / 1e12:.0f} TF/s BF16 tensor cores, "
+    print(f"{DEVICES[a.device]['name']}: {BW / 1e12:.2f} TB/s ({DEVICES[a.device]['bw_what']}), {BF16_TC / 1e12:.0f} TF/s BF16 tensor cores, "
           f"{FP32_CORES / 1e12:.0f} TF/s FP32 CUDA cores; context {a.ctx} tokens, {a.kv_type.upper()} KV cache\n")
     print("| model | weights | step | weight MB | KV MB | other MB | GFLOP | memory-bound us "
           "| with FP32-core products us | with tensor-core products us | verify / AR (FP32 cores, tensor cores) |")

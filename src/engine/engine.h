@@ -112,12 +112,17 @@ entmtp_status emt_session_score(entmtp_session *S, const int32_t *tokens, int32_
 /* The work of a session's steps since it was created or reset, summed over
  * n_steps steps: the backend's counters (launches, syncs, copies; all zero
  * when counted = 0, the CPU backend) and the host time, i.e. step time less
- * the time spent waiting for the device. */
+ * the time spent waiting for the device. replayed_*: the steps that were one
+ * graph launch and no kernel launch (a replayed step graph), apart, so their
+ * host time is not averaged with a tree's first, direct use or its
+ * recording. */
 typedef struct emt_step_counters {
     int64_t n_steps;
     int counted;
     emt_exec_counters device;
     double step_seconds, host_seconds;
+    int64_t replayed_steps;
+    double replayed_host_seconds;
 } emt_step_counters;
 void emt_session_step_counters(const entmtp_session *S, emt_step_counters *out);
 

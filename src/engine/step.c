@@ -91,6 +91,10 @@ static void count_step(entmtp_session *S, const emt_exec_counters *before, doubl
     c->device.wait_seconds += wait;
     c->step_seconds += seconds;
     c->host_seconds += seconds - wait;
+    if (now.graph_launches - before->graph_launches == 1 && now.launches == before->launches) {
+        c->replayed_steps++;
+        c->replayed_host_seconds += seconds - wait;
+    }
 }
 
 void emt_session_step_counters(const entmtp_session *S, emt_step_counters *out) { *out = S->counters; }

@@ -109,6 +109,15 @@ static void generate_counted(entmtp_model *m, entmtp_heads *h, entmtp_bank *b, e
             d.graph_captures -= before.device.graph_captures;
             d.graph_fallbacks -= before.device.graph_fallbacks;
             count_graph_step(&d, &r, ar);
+            /* the session counts a replayed step apart (entmtp bench's replayed host time) exactly when it was one */
+            const int64_t replayed = d.graph_launches == 1 && d.launches == 0;
+            if (after.replayed_steps - before.replayed_steps != replayed ||
+                after.replayed_host_seconds < before.replayed_host_seconds) {
+                fprintf(stderr, "step %lld: replayed_steps grew by %lld for a step of %lld graph and %lld kernel launches\n",
+                        (long long)after.n_steps, (long long)(after.replayed_steps - before.replayed_steps),
+                        (long long)d.graph_launches, (long long)d.launches);
+                emt_test_failures++;
+            }
             if (d2h == 1 && syncs == 1) g_single_copy_steps++;
             else {
                 fprintf(stderr, "step %lld (%s, %d nodes): %lld downloads, %lld waits; expected 1 and 1\n",

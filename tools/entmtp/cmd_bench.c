@@ -305,6 +305,9 @@ static void json_counters(FILE *f, const char *key, const emt_step_counters *c) 
                 (double)c->device.launches / n, (double)c->device.graph_launches / n, (double)c->device.syncs / n,
                 (double)c->device.d2h_copies / n, (double)c->device.d2h_bytes / n, (double)c->device.h2d_copies / n,
                 (double)c->device.h2d_bytes / n);
+    if (c->counted)
+        fprintf(f, ",\"replayed_steps\":%lld,\"replayed_host_seconds\":%.7f", (long long)c->replayed_steps,
+                c->replayed_steps > 0 ? c->replayed_host_seconds / (double)c->replayed_steps : 0.0);
     fprintf(f, "}");
 }
 
@@ -320,6 +323,9 @@ static void print_counters(const char *what, const emt_step_counters *c) {
            (double)c->device.d2h_copies / n,
            (double)c->device.d2h_bytes / n, (double)c->device.h2d_copies / n, (double)c->device.h2d_bytes / n,
            1e6 * c->host_seconds / n);
+    if (c->replayed_steps > 0)
+        printf("%-28s %lld of %lld steps replayed a step graph: host time %.1f us each\n", "", (long long)c->replayed_steps,
+               (long long)c->n_steps, 1e6 * c->replayed_host_seconds / (double)c->replayed_steps);
 }
 
 static void write_json(const bench_job *j, FILE *f) {

@@ -440,6 +440,10 @@ static const char *dtype_name(int dt) {
 // 16-byte fragment reads of two rows fall in different bank halves), and
 // its MW x MT m-tiles of 16 outputs share them (below: from 17 rows on, 64
 // or 128 outputs per staged activation).
+// The weights go global -> shared by cp.async into a per-warp ring of DEPTH
+// chunks (8 at MT = 1: 8 KB per warp in flight), each lane reading back its
+// own 2 x MT x 16 bytes just before its mmas; only the activations pass
+// through registers on the way in.
 #define TC_KWARPS 4
 #define TC_KSTEP 32
 #define TC_CHUNK (TC_KWARPS * TC_KSTEP)
@@ -467,16 +471,45 @@ static const char *dtype_name(int dt) {
 //   discards the shares' lines from L2 (discard.global.L2: read once, they
 //   are never written back to DRAM).
 // None of NT, MT, MW, RW or SPLIT enters an output's arithmetic.
-__host__ __device__ constexpr int tc_depth(int mt) { return mt > 1 ? 2 : 4; }
+__host__ __device__ constexpr int tc_depth(int mt) { return mt > 1 ? 3 : 8; }
 __host__ __device__ constexpr int tc_warps(int mw, int rw, bool split) { return split ? mw * rw : TC_KWARPS * mw; }
 
 // Shared bytes of a block: the staged rows, then (in-block form, reused) the
-// warps' partial sums.
-__host__ __device__ constexpr size_t tc_shared_bytes(int nt, int mt, int mw, int rw, bool split) {
+// warps' partial sums; after them the weight ring (tc_ring_bytes).
+__host__ __device__ constexpr size_t tc_stage_bytes(int nt, int mt, int mw, int rw, bool split) {
     return split || (size_t)8 * nt * rw * TC_ROW_BYTES > (size_t)mw * (TC_KWARPS - 1) * mt * nt * 4 * 32 * 4
                ? (size_t)8 * nt * rw * TC_ROW_BYTES
                : (size_t)mw * (TC_KWARPS - 1) * mt * nt * 4 * 32 * 4;
 }
+// The weight ring: per warp, DEPTH chunks x MT m-tiles x 2 (rows g, g + 8)
+// x 32 lanes x 16 bytes, filled by cp.async (below).
+__host__ __device__ constexpr size_t tc_ring_bytes(int mt, int mw, int rw, bool split) {
+    return (size_t)tc_warps(mw, rw, split) * tc_depth(mt) * mt * 2 * 32 * 16;
+}
+__host__ __device__ constexpr size_t tc_shared_bytes(int nt, int mt, int mw, int rw, bool split) {
+    return tc_stage_bytes(nt, mt, mw, rw, split) + tc_ring_bytes(mt, mw, rw, split);
+}
+
+// cp.async.cg (sm_80 and later): 16 bytes from global to shared memory
+// without passing through a register, completion tracked per thread by
+// commit groups. The weights go this way because a register load puts them
+// on the same scoreboard as the activation loads: ptxas then made each
+// chunk's staging wait for every weight load in flight, the one issued just
+// before included, and the DEPTH chunks of prefetch collapsed to one DRAM
+// latency per chunk (docs/performance.md, issue 34). The harness copies at
+// once (a counted load and store): a lane reads back only its own copies.
+#ifdef EMT_CUDA_HARNESS
+__device__ inline void cp_async16(uint4 *dst, const uint4 *src) { emt_st(dst, emt_ld(src)); }
+__device__ inline void cp_async_commit() {}
+template <int N> __device__ inline void cp_async_wait() {}
+#else
+__device__ __forceinline__ void cp_async16(uint4 *dst, const uint4 *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+#endif
 
 // Grid: (ceil(n_rows / (8 NT RW)), sum over the matrices of ceil(n_out / (16
 // MT MW)), SPLIT ? TC_KWARPS : 1).
@@ -543,18 +576,25 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
         EMT_UNROLL
         for (int j = 0; j < NT; j++)
             for (int i = 0; i < 4; i++) acc[mt][j][i] = 0.0f;
-    // the weights of DEPTH chunks in flight: chunk c's loads go out when
-    // chunk c - DEPTH has been multiplied
-    uint4 wa[DEPTH][MT], wb[DEPTH][MT];
-    auto load_weights = [&](int32_t base, uint4 *pa, uint4 *pb) {
-        for (int mt = 0; mt < MT; mt++) pa[mt] = uint4{ 0, 0, 0, 0 }, pb[mt] = uint4{ 0, 0, 0, 0 };
+    // the weights of DEPTH chunks in flight: chunk c's loads go out (one
+    // cp.async commit group per chunk, empty where the lane has none) when
+    // chunk c - DEPTH has been multiplied, into ring slot c % DEPTH; a lane
+    // reads back only its own slots (ring[d][mt][0 or 1][lane])
+    uint4 *ring = (uint4 *)(stage + tc_stage_bytes(NT, MT, MW, RW, SPLIT)) + (size_t)warp * DEPTH * MT * 2 * 32;
+    auto ring_slot = [&](int d, int mt, int half) { return ring + ((d * MT + mt) * 2 + half) * 32 + lane; };
+    auto load_weights = [&](int32_t base, int d) {
         const int32_t k = base + kw * TC_KSTEP; // the whole warp's
-        if (!warp_live || k >= n_in) return;
-        EMT_UNROLL
-        for (int mt = 0; mt < MT; mt++) {
-            if (has_g[mt]) pa[mt] = emt_ld(w_g[mt] + (k + 8 * t) / 8);
-            if (has_g8[mt]) pb[mt] = emt_ld(w_g8[mt] + (k + 8 * t) / 8);
+        if (warp_live && k < n_in) {
+            EMT_UNROLL
+            for (int mt = 0; mt < MT; mt++) {
+                // a missing output's weights are zeros (its mma rows are not stored)
+                if (has_g[mt]) cp_async16(ring_slot(d, mt, 0), w_g[mt] + (k + 8 * t) / 8);
+                else emt_st(ring_slot(d, mt, 0), uint4{ 0, 0, 0, 0 });
+                if (has_g8[mt]) cp_async16(ring_slot(d, mt, 1), w_g8[mt] + (k + 8 * t) / 8);
+                else emt_st(ring_slot(d, mt, 1), uint4{ 0, 0, 0, 0 });
+            }
         }
+        cp_async_commit();
     };
     // the activations of the next chunk in flight too: a thread's share of
     // a chunk's staging loads goes out before the chunk before it is
@@ -576,15 +616,20 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
         for (int it = 0; it < STAGE_LOADS; it++) {
             xa[it] = float4{ 0.0f, 0.0f, 0.0f, 0.0f };
             const int32_t i = threadIdx.x + it * WARPS * 32;
-            if (i >= nr8 * quads) break; // the thread's tail
+            if (i >= nr * quads) break; // the thread's tail
             const int32_t r = i / quads, c = q0 + i - r * quads;
-            if (r < nr) xa[it] = emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c);
+            xa[it] = emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c);
         }
     };
+    // the last n-tile's rows nr .. nr8 - 1 are zeros for the whole launch:
+    // written once here, not split and stored again for every chunk (at 1
+    // row that was 7 of the 8 staged rows)
+    for (int32_t i = threadIdx.x; i < (nr8 - nr) * (TC_ROW_BYTES / 16); i += WARPS * 32)
+        emt_st((uint4 *)(stage + (size_t)nr * TC_ROW_BYTES) + i, uint4{ 0, 0, 0, 0 });
     EMT_UNROLL
     for (int d = 0; d < DEPTH; d++) {
         EMT_REQUEST_TAG(~0u - d); // lanes of a partial m-tile skip the tail of each chunk's loads
-        load_weights(d * TC_CHUNK, wa[d], wb[d]);
+        load_weights(d * TC_CHUNK, d);
     }
     EMT_REQUEST_TAG(~0u - DEPTH);
     load_activations(0);
@@ -601,7 +646,7 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
             EMT_UNROLL
             for (int it = 0; it < STAGE_LOADS; it++) {
                 const int32_t i = threadIdx.x + it * WARPS * 32;
-                if (i >= nr8 * quads) break;
+                if (i >= nr * quads) break;
                 const int32_t r = i / quads, c = q0 + i - r * quads;
                 const float vs[4] = { xa[it].x, xa[it].y, xa[it].z, xa[it].w };
                 uint32_t h[4], m[4], l[4];
@@ -613,7 +658,11 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
             }
             load_activations(base + TC_CHUNK); // the next chunk's, in flight during this one's mmas
             __syncthreads();
+            cp_async_wait<DEPTH - 1>(); // this chunk's weights (DEPTH groups were committed after the one before it)
             if (warp_live && kw * TC_KSTEP < width) { // the whole warp's
+                uint4 wa[MT], wb[MT];
+                EMT_UNROLL
+                for (int mt = 0; mt < MT; mt++) wa[mt] = emt_ld(ring_slot(d, mt, 0)), wb[mt] = emt_ld(ring_slot(d, mt, 1));
                 EMT_UNROLL
                 for (int j = 0; j < NT; j++) {
                     if (wr0 + 8 * j >= nr) break; // the whole warp's
@@ -626,7 +675,7 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
                         EMT_UNROLL
                         for (int mt = 0; mt < MT; mt++) {
                             if (o0 + 16 * mt >= n_out) break; // the whole warp's: m-tiles past the outputs
-                            const uint4 ua = wa[d][mt], ub = wb[d][mt];
+                            const uint4 ua = wa[mt], ub = wb[mt];
                             const uint32_t a0[4] = { ua.x, ub.x, ua.y, ub.y }, a1[4] = { ua.z, ub.z, ua.w, ub.w };
                             emt_mma_bf16_m16n8k16(acc[mt][j], a0, b0, acc[mt][j]);
                             emt_mma_bf16_m16n8k16(acc[mt][j], a1, b1, acc[mt][j]);
@@ -634,7 +683,7 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
                     }
                 }
             }
-            load_weights(base + DEPTH * TC_CHUNK, wa[d], wb[d]);
+            load_weights(base + DEPTH * TC_CHUNK, d);
         }
     }
     // the input shares' partial sums, added in share order: share 0's, then

@@ -298,12 +298,36 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     dense_product<DT, 4>(W, row_bytes, bias, x, n_rows, n_in, n_out, y);
 }
 
+// cp.async.cg (sm_80 and later): 16 bytes from global to shared memory
+// without passing through a register, completion tracked per thread by
+// commit groups (wait_group N: all but the N newest are done). Weight
+// streams go this way because a register load shares its scoreboard with
+// the other global loads: ptxas then made tc_product_kernel's activation
+// staging wait for every weight load in flight, the one issued just before
+// included, and its DEPTH chunks of prefetch collapsed to one DRAM latency
+// per chunk (docs/performance.md, issue 34). The harness copies at once (a
+// counted load and store); a reader of another lane's copies needs the
+// writer's wait and then a barrier (__syncwarp, __syncthreads).
+#ifdef EMT_CUDA_HARNESS
+__device__ inline void cp_async16(uint4 *dst, const uint4 *src) { emt_st(dst, emt_ld(src)); }
+__device__ inline void cp_async_commit() {}
+template <int N> __device__ inline void cp_async_wait() {}
+#else
+__device__ __forceinline__ void cp_async16(uint4 *dst, const uint4 *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+#endif
+
 // Quantized weights (Q8_0, Q4_0, Q4_1, Q4_K) for rows of whole 16-byte units
 // at 16-byte aligned addresses (every 7B row: 4096 and 11008 values). Grid
 // and warps as product_kernel: one warp per output, a tile of up to
 // MM_ROW_TILE rows per block. The warp stages 32 units (32-value blocks or
 // Q4_K sub-blocks) of its weight row in shared memory with coalesced
-// 16-byte loads (576 to 1088 bytes, several loads in flight), then decodes
+// 16-byte cp.async copies (576 to 1088 bytes), QS_DEPTH stages ahead of
+// their use (a ring; before, each stage waited for its own loads), then decodes
 // them with LANES_PER_UNIT lanes per unit, each taking PER_LANE consecutive
 // values: the activations of a warp step are then one contiguous run (16-
 // or 8-byte loads, 512 or 256 bytes per request) instead of 32 runs 128
@@ -311,6 +335,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
 // same word. Batch invariance: lane l always takes the same values of every
 // unit, in the same order, for every row; then the fixed butterfly.
 #define QS_UNITS 32 // units staged per warp step
+#define QS_DEPTH 4  // stages of a warp's weight row in flight (cp.async ring)
 template <int DT>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     staged_product_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
@@ -319,27 +344,41 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     constexpr int PER_LANE = DT == EMT_Q8_0 ? 2 : 4;                          // values per lane and unit
     constexpr int LANES_PER_UNIT = QK / PER_LANE;
     constexpr int UNITS_PER_STEP = 32 / LANES_PER_UNIT;
-    __shared__ uint4 stage[MM_WARPS][STAGE / 16];
+    __shared__ uint4 stage[MM_WARPS][QS_DEPTH][STAGE / 16];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int32_t o = blockIdx.y * MM_WARPS + warp;
     if (o >= n_out) return; // a whole warp; the block has no barrier
     const int32_t r0 = blockIdx.x * MM_ROW_TILE;
     const int nr = n_rows - r0 < MM_ROW_TILE ? n_rows - r0 : MM_ROW_TILE;
     const uint4 *wrow = (const uint4 *)(W + (size_t)o * row_bytes);
-    const uint8_t *sb = (const uint8_t *)stage[warp];
+
     const int sub = lane / LANES_PER_UNIT, t = lane % LANES_PER_UNIT;
     const int32_t n_units = n_in / QK;
     float acc[MM_ROW_TILE];
     for (int r = 0; r < MM_ROW_TILE; r++) acc[r] = 0.0f;
+    // stage u0 / QS_UNITS goes to ring slot (u0 / QS_UNITS) % QS_DEPTH, QS_DEPTH
+    // stages ahead of its use (one commit group per stage, empty past the row)
+    auto load_stage = [&](int32_t u0) {
+        // lanes 0-3 copy a 36- or 68-vector slice's tail alone; the prologue's
+        // slices follow one another with no barrier between (harness pairing)
+        EMT_REQUEST_TAG(u0 / QS_UNITS);
+        if (u0 < n_units) {
+            const int32_t units = n_units - u0 < QS_UNITS ? n_units - u0 : QS_UNITS;
+            const int32_t vecs = units * QK / block_values(DT) * block_bytes(DT) / 16;
+            const uint4 *src = wrow + (size_t)u0 / (block_values(DT) / QK) * block_bytes(DT) / 16;
+            uint4 *dst = stage[warp][u0 / QS_UNITS % QS_DEPTH];
+            for (int32_t i = lane; i < vecs; i += 32) cp_async16(dst + i, src + i);
+        }
+        cp_async_commit();
+    };
+    for (int s = 0; s < QS_DEPTH; s++) load_stage(s * QS_UNITS);
     for (int32_t u0 = 0; u0 < n_units; u0 += QS_UNITS) {
         // whole 16-byte units (row_bytes % 16 == 0) make `units` a multiple
         // of UNITS_PER_STEP: every lane takes part in every step
         const int32_t units = n_units - u0 < QS_UNITS ? n_units - u0 : QS_UNITS;
-        const int32_t vecs = units * QK / block_values(DT) * block_bytes(DT) / 16;
-        const uint4 *src = wrow + (size_t)u0 / (block_values(DT) / QK) * block_bytes(DT) / 16;
-        __syncwarp(); // the previous stage is consumed
-        for (int32_t i = lane; i < vecs; i += 32) emt_st(stage[warp] + i, emt_ld(src + i));
-        __syncwarp();
+        const uint8_t *sb = (const uint8_t *)stage[warp][u0 / QS_UNITS % QS_DEPTH];
+        cp_async_wait<QS_DEPTH - 1>(); // this lane's copies of the stage
+        __syncwarp();                  // ... and the other lanes'
         for (int32_t s = 0; s < units; s += UNITS_PER_STEP) {
             const int32_t u = s + sub;
             float q[PER_LANE], d, m = 0.0f;
@@ -393,6 +432,8 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
                 }
             }
         }
+        __syncwarp(); // the whole warp has read the slot before it is refilled
+        load_stage(u0 + QS_DEPTH * QS_UNITS);
     }
     EMT_UNROLL
     for (int r = 0; r < MM_ROW_TILE; r++) {
@@ -490,26 +531,6 @@ __host__ __device__ constexpr size_t tc_shared_bytes(int nt, int mt, int mw, int
     return tc_stage_bytes(nt, mt, mw, rw, split) + tc_ring_bytes(mt, mw, rw, split);
 }
 
-// cp.async.cg (sm_80 and later): 16 bytes from global to shared memory
-// without passing through a register, completion tracked per thread by
-// commit groups. The weights go this way because a register load puts them
-// on the same scoreboard as the activation loads: ptxas then made each
-// chunk's staging wait for every weight load in flight, the one issued just
-// before included, and the DEPTH chunks of prefetch collapsed to one DRAM
-// latency per chunk (docs/performance.md, issue 34). The harness copies at
-// once (a counted load and store): a lane reads back only its own copies.
-#ifdef EMT_CUDA_HARNESS
-__device__ inline void cp_async16(uint4 *dst, const uint4 *src) { emt_st(dst, emt_ld(src)); }
-__device__ inline void cp_async_commit() {}
-template <int N> __device__ inline void cp_async_wait() {}
-#else
-__device__ __forceinline__ void cp_async16(uint4 *dst, const uint4 *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
-#endif
 
 // Grid: (ceil(n_rows / (8 NT RW)), sum over the matrices of ceil(n_out / (16
 // MT MW)), SPLIT ? TC_KWARPS : 1).

@@ -334,9 +334,14 @@ template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile(
 // bytes apart, and the shared reads of a step fall in distinct banks or the
 // same word. Batch invariance: lane l always takes the same values of every
 // unit, in the same order, for every row; then the fixed butterfly.
+// TILE is MM_ROW_TILE, or 1 for a one-row call (the AR step): the unrolled
+// row loop's absent rows are predicated off, not skipped, and cost issue
+// slots all the same (157 SASS instructions per step for Q4_0 at TILE 8,
+// the kernel's limit at 1 row: docs/performance.md, issue 34). A row's
+// operations are the same in both.
 #define QS_UNITS 32 // units staged per warp step
 #define QS_DEPTH 4  // stages of a warp's weight row in flight (cp.async ring)
-template <int DT>
+template <int DT, int TILE>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     staged_product_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
                           int32_t n_in, int32_t n_out, float *y) {
@@ -349,13 +354,13 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     const int32_t o = blockIdx.y * MM_WARPS + warp;
     if (o >= n_out) return; // a whole warp; the block has no barrier
     const int32_t r0 = blockIdx.x * MM_ROW_TILE;
-    const int nr = n_rows - r0 < MM_ROW_TILE ? n_rows - r0 : MM_ROW_TILE;
+    const int nr = n_rows - r0 < TILE ? n_rows - r0 : TILE;
     const uint4 *wrow = (const uint4 *)(W + (size_t)o * row_bytes);
 
     const int sub = lane / LANES_PER_UNIT, t = lane % LANES_PER_UNIT;
     const int32_t n_units = n_in / QK;
-    float acc[MM_ROW_TILE];
-    for (int r = 0; r < MM_ROW_TILE; r++) acc[r] = 0.0f;
+    float acc[TILE];
+    for (int r = 0; r < TILE; r++) acc[r] = 0.0f;
     // stage u0 / QS_UNITS goes to ring slot (u0 / QS_UNITS) % QS_DEPTH, QS_DEPTH
     // stages ahead of its use (one commit group per stage, empty past the row)
     auto load_stage = [&](int32_t u0) {
@@ -411,7 +416,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
                 for (int j = 0; j < PER_LANE; j++) q[j] = (float)((four >> (8 * j + (sj % 2 ? 4 : 0))) & 0x0F);
             }
             EMT_UNROLL
-            for (int r = 0; r < MM_ROW_TILE; r++) {
+            for (int r = 0; r < TILE; r++) {
                 if (r >= nr) continue;
                 const float *xp = x + (size_t)(r0 + r) * n_in + (size_t)(u0 + u) * QK + PER_LANE * t;
                 float xv[PER_LANE];
@@ -436,7 +441,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
         load_stage(u0 + QS_DEPTH * QS_UNITS);
     }
     EMT_UNROLL
-    for (int r = 0; r < MM_ROW_TILE; r++) {
+    for (int r = 0; r < TILE; r++) {
         if (r >= nr) break; // the block's: the whole warp stops together
         const float v = warp_sum(acc[r]);
         if (lane == 0 && r < nr) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
@@ -864,9 +869,15 @@ static size_t row_bytes(int dt, int32_t n) {
         }                                                                                                          \
     } while (0)
 
-#define STAGED_PRODUCT(DT)                                                                                   \
-    EMT_LAUNCH(staged_product_kernel<DT>, grid, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb, bias, x, n_rows, \
-               n_in, n_out, y)
+// one row (the AR step): the kernel with a row tile of 1
+#define STAGED_PRODUCT(DT)                                                                                     \
+    do {                                                                                                       \
+        void (*const staged_product_kernel_tiled)(const uint8_t *, size_t, const float *, const float *, int32_t, \
+                                                  int32_t, int32_t, float *) =                                  \
+            n_rows == 1 ? staged_product_kernel<DT, 1> : staged_product_kernel<DT, MM_ROW_TILE>;               \
+        EMT_LAUNCH(staged_product_kernel_tiled, grid, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb, bias, x, \
+                   n_rows, n_in, n_out, y);                                                                    \
+    } while (0)
 
 static void launch_product(emt_exec *ex, int dt, const void *W, const float *bias, const float *x, int32_t n_rows,
                            int32_t n_in, int32_t n_out, float *y) {

@@ -298,20 +298,50 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     dense_product<DT, 4>(W, row_bytes, bias, x, n_rows, n_in, n_out, y);
 }
 
+// cp.async.cg (sm_80 and later): 16 bytes from global to shared memory
+// without passing through a register, completion tracked per thread by
+// commit groups (wait_group N: all but the N newest are done). Weight
+// streams go this way because a register load shares its scoreboard with
+// the other global loads: ptxas then made tc_product_kernel's activation
+// staging wait for every weight load in flight, the one issued just before
+// included, and its DEPTH chunks of prefetch collapsed to one DRAM latency
+// per chunk (docs/performance.md, issue 34). The harness copies at once (a
+// counted load and store); a reader of another lane's copies needs the
+// writer's wait and then a barrier (__syncwarp, __syncthreads).
+#ifdef EMT_CUDA_HARNESS
+__device__ inline void cp_async16(uint4 *dst, const uint4 *src) { emt_st(dst, emt_ld(src)); }
+__device__ inline void cp_async_commit() {}
+template <int N> __device__ inline void cp_async_wait() {}
+#else
+__device__ __forceinline__ void cp_async16(uint4 *dst, const uint4 *src) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+#endif
+
 // Quantized weights (Q8_0, Q4_0, Q4_1, Q4_K) for rows of whole 16-byte units
 // at 16-byte aligned addresses (every 7B row: 4096 and 11008 values). Grid
 // and warps as product_kernel: one warp per output, a tile of up to
 // MM_ROW_TILE rows per block. The warp stages 32 units (32-value blocks or
 // Q4_K sub-blocks) of its weight row in shared memory with coalesced
-// 16-byte loads (576 to 1088 bytes, several loads in flight), then decodes
+// 16-byte cp.async copies (576 to 1088 bytes), QS_DEPTH stages ahead of
+// their use (a ring; before, each stage waited for its own loads), then decodes
 // them with LANES_PER_UNIT lanes per unit, each taking PER_LANE consecutive
 // values: the activations of a warp step are then one contiguous run (16-
 // or 8-byte loads, 512 or 256 bytes per request) instead of 32 runs 128
 // bytes apart, and the shared reads of a step fall in distinct banks or the
 // same word. Batch invariance: lane l always takes the same values of every
 // unit, in the same order, for every row; then the fixed butterfly.
+// TILE is MM_ROW_TILE, or 1 for a one-row call (the AR step): the unrolled
+// row loop's absent rows are predicated off, not skipped, and cost issue
+// slots all the same (157 SASS instructions per step for Q4_0 at TILE 8,
+// the kernel's limit at 1 row: docs/performance.md, issue 34). A row's
+// operations are the same in both.
 #define QS_UNITS 32 // units staged per warp step
-template <int DT>
+#define QS_DEPTH 4  // stages of a warp's weight row in flight (cp.async ring)
+template <int DT, int TILE>
 __global__ void __launch_bounds__(MM_WARPS * 32)
     staged_product_kernel(const uint8_t *W, size_t row_bytes, const float *bias, const float *x, int32_t n_rows,
                           int32_t n_in, int32_t n_out, float *y) {
@@ -319,27 +349,41 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     constexpr int PER_LANE = DT == EMT_Q8_0 ? 2 : 4;                          // values per lane and unit
     constexpr int LANES_PER_UNIT = QK / PER_LANE;
     constexpr int UNITS_PER_STEP = 32 / LANES_PER_UNIT;
-    __shared__ uint4 stage[MM_WARPS][STAGE / 16];
+    __shared__ uint4 stage[MM_WARPS][QS_DEPTH][STAGE / 16];
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int32_t o = blockIdx.y * MM_WARPS + warp;
     if (o >= n_out) return; // a whole warp; the block has no barrier
     const int32_t r0 = blockIdx.x * MM_ROW_TILE;
-    const int nr = n_rows - r0 < MM_ROW_TILE ? n_rows - r0 : MM_ROW_TILE;
+    const int nr = n_rows - r0 < TILE ? n_rows - r0 : TILE;
     const uint4 *wrow = (const uint4 *)(W + (size_t)o * row_bytes);
-    const uint8_t *sb = (const uint8_t *)stage[warp];
+
     const int sub = lane / LANES_PER_UNIT, t = lane % LANES_PER_UNIT;
     const int32_t n_units = n_in / QK;
-    float acc[MM_ROW_TILE];
-    for (int r = 0; r < MM_ROW_TILE; r++) acc[r] = 0.0f;
+    float acc[TILE];
+    for (int r = 0; r < TILE; r++) acc[r] = 0.0f;
+    // stage u0 / QS_UNITS goes to ring slot (u0 / QS_UNITS) % QS_DEPTH, QS_DEPTH
+    // stages ahead of its use (one commit group per stage, empty past the row)
+    auto load_stage = [&](int32_t u0) {
+        // lanes 0-3 copy a 36- or 68-vector slice's tail alone; the prologue's
+        // slices follow one another with no barrier between (harness pairing)
+        EMT_REQUEST_TAG(u0 / QS_UNITS);
+        if (u0 < n_units) {
+            const int32_t units = n_units - u0 < QS_UNITS ? n_units - u0 : QS_UNITS;
+            const int32_t vecs = units * QK / block_values(DT) * block_bytes(DT) / 16;
+            const uint4 *src = wrow + (size_t)u0 / (block_values(DT) / QK) * block_bytes(DT) / 16;
+            uint4 *dst = stage[warp][u0 / QS_UNITS % QS_DEPTH];
+            for (int32_t i = lane; i < vecs; i += 32) cp_async16(dst + i, src + i);
+        }
+        cp_async_commit();
+    };
+    for (int s = 0; s < QS_DEPTH; s++) load_stage(s * QS_UNITS);
     for (int32_t u0 = 0; u0 < n_units; u0 += QS_UNITS) {
         // whole 16-byte units (row_bytes % 16 == 0) make `units` a multiple
         // of UNITS_PER_STEP: every lane takes part in every step
         const int32_t units = n_units - u0 < QS_UNITS ? n_units - u0 : QS_UNITS;
-        const int32_t vecs = units * QK / block_values(DT) * block_bytes(DT) / 16;
-        const uint4 *src = wrow + (size_t)u0 / (block_values(DT) / QK) * block_bytes(DT) / 16;
-        __syncwarp(); // the previous stage is consumed
-        for (int32_t i = lane; i < vecs; i += 32) emt_st(stage[warp] + i, emt_ld(src + i));
-        __syncwarp();
+        const uint8_t *sb = (const uint8_t *)stage[warp][u0 / QS_UNITS % QS_DEPTH];
+        cp_async_wait<QS_DEPTH - 1>(); // this lane's copies of the stage
+        __syncwarp();                  // ... and the other lanes'
         for (int32_t s = 0; s < units; s += UNITS_PER_STEP) {
             const int32_t u = s + sub;
             float q[PER_LANE], d, m = 0.0f;
@@ -372,7 +416,7 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
                 for (int j = 0; j < PER_LANE; j++) q[j] = (float)((four >> (8 * j + (sj % 2 ? 4 : 0))) & 0x0F);
             }
             EMT_UNROLL
-            for (int r = 0; r < MM_ROW_TILE; r++) {
+            for (int r = 0; r < TILE; r++) {
                 if (r >= nr) continue;
                 const float *xp = x + (size_t)(r0 + r) * n_in + (size_t)(u0 + u) * QK + PER_LANE * t;
                 float xv[PER_LANE];
@@ -393,9 +437,11 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
                 }
             }
         }
+        __syncwarp(); // the whole warp has read the slot before it is refilled
+        load_stage(u0 + QS_DEPTH * QS_UNITS);
     }
     EMT_UNROLL
-    for (int r = 0; r < MM_ROW_TILE; r++) {
+    for (int r = 0; r < TILE; r++) {
         if (r >= nr) break; // the block's: the whole warp stops together
         const float v = warp_sum(acc[r]);
         if (lane == 0 && r < nr) emt_st(y + (size_t)(r0 + r) * n_out + o, bias ? v + emt_ld(bias + o) : v);
@@ -440,6 +486,10 @@ static const char *dtype_name(int dt) {
 // 16-byte fragment reads of two rows fall in different bank halves), and
 // its MW x MT m-tiles of 16 outputs share them (below: from 17 rows on, 64
 // or 128 outputs per staged activation).
+// The weights go global -> shared by cp.async into a per-warp ring of DEPTH
+// chunks (8 at MT = 1: 8 KB per warp in flight), each lane reading back its
+// own 2 x MT x 16 bytes just before its mmas; only the activations pass
+// through registers on the way in.
 #define TC_KWARPS 4
 #define TC_KSTEP 32
 #define TC_CHUNK (TC_KWARPS * TC_KSTEP)
@@ -467,16 +517,25 @@ static const char *dtype_name(int dt) {
 //   discards the shares' lines from L2 (discard.global.L2: read once, they
 //   are never written back to DRAM).
 // None of NT, MT, MW, RW or SPLIT enters an output's arithmetic.
-__host__ __device__ constexpr int tc_depth(int mt) { return mt > 1 ? 2 : 4; }
+__host__ __device__ constexpr int tc_depth(int mt) { return mt > 1 ? 3 : 8; }
 __host__ __device__ constexpr int tc_warps(int mw, int rw, bool split) { return split ? mw * rw : TC_KWARPS * mw; }
 
 // Shared bytes of a block: the staged rows, then (in-block form, reused) the
-// warps' partial sums.
-__host__ __device__ constexpr size_t tc_shared_bytes(int nt, int mt, int mw, int rw, bool split) {
+// warps' partial sums; after them the weight ring (tc_ring_bytes).
+__host__ __device__ constexpr size_t tc_stage_bytes(int nt, int mt, int mw, int rw, bool split) {
     return split || (size_t)8 * nt * rw * TC_ROW_BYTES > (size_t)mw * (TC_KWARPS - 1) * mt * nt * 4 * 32 * 4
                ? (size_t)8 * nt * rw * TC_ROW_BYTES
                : (size_t)mw * (TC_KWARPS - 1) * mt * nt * 4 * 32 * 4;
 }
+// The weight ring: per warp, DEPTH chunks x MT m-tiles x 2 (rows g, g + 8)
+// x 32 lanes x 16 bytes, filled by cp.async (below).
+__host__ __device__ constexpr size_t tc_ring_bytes(int mt, int mw, int rw, bool split) {
+    return (size_t)tc_warps(mw, rw, split) * tc_depth(mt) * mt * 2 * 32 * 16;
+}
+__host__ __device__ constexpr size_t tc_shared_bytes(int nt, int mt, int mw, int rw, bool split) {
+    return tc_stage_bytes(nt, mt, mw, rw, split) + tc_ring_bytes(mt, mw, rw, split);
+}
+
 
 // Grid: (ceil(n_rows / (8 NT RW)), sum over the matrices of ceil(n_out / (16
 // MT MW)), SPLIT ? TC_KWARPS : 1).
@@ -543,18 +602,25 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
         EMT_UNROLL
         for (int j = 0; j < NT; j++)
             for (int i = 0; i < 4; i++) acc[mt][j][i] = 0.0f;
-    // the weights of DEPTH chunks in flight: chunk c's loads go out when
-    // chunk c - DEPTH has been multiplied
-    uint4 wa[DEPTH][MT], wb[DEPTH][MT];
-    auto load_weights = [&](int32_t base, uint4 *pa, uint4 *pb) {
-        for (int mt = 0; mt < MT; mt++) pa[mt] = uint4{ 0, 0, 0, 0 }, pb[mt] = uint4{ 0, 0, 0, 0 };
+    // the weights of DEPTH chunks in flight: chunk c's loads go out (one
+    // cp.async commit group per chunk, empty where the lane has none) when
+    // chunk c - DEPTH has been multiplied, into ring slot c % DEPTH; a lane
+    // reads back only its own slots (ring[d][mt][0 or 1][lane])
+    uint4 *ring = (uint4 *)(stage + tc_stage_bytes(NT, MT, MW, RW, SPLIT)) + (size_t)warp * DEPTH * MT * 2 * 32;
+    auto ring_slot = [&](int d, int mt, int half) { return ring + ((d * MT + mt) * 2 + half) * 32 + lane; };
+    auto load_weights = [&](int32_t base, int d) {
         const int32_t k = base + kw * TC_KSTEP; // the whole warp's
-        if (!warp_live || k >= n_in) return;
-        EMT_UNROLL
-        for (int mt = 0; mt < MT; mt++) {
-            if (has_g[mt]) pa[mt] = emt_ld(w_g[mt] + (k + 8 * t) / 8);
-            if (has_g8[mt]) pb[mt] = emt_ld(w_g8[mt] + (k + 8 * t) / 8);
+        if (warp_live && k < n_in) {
+            EMT_UNROLL
+            for (int mt = 0; mt < MT; mt++) {
+                // a missing output's weights are zeros (its mma rows are not stored)
+                if (has_g[mt]) cp_async16(ring_slot(d, mt, 0), w_g[mt] + (k + 8 * t) / 8);
+                else emt_st(ring_slot(d, mt, 0), uint4{ 0, 0, 0, 0 });
+                if (has_g8[mt]) cp_async16(ring_slot(d, mt, 1), w_g8[mt] + (k + 8 * t) / 8);
+                else emt_st(ring_slot(d, mt, 1), uint4{ 0, 0, 0, 0 });
+            }
         }
+        cp_async_commit();
     };
     // the activations of the next chunk in flight too: a thread's share of
     // a chunk's staging loads goes out before the chunk before it is
@@ -576,15 +642,20 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
         for (int it = 0; it < STAGE_LOADS; it++) {
             xa[it] = float4{ 0.0f, 0.0f, 0.0f, 0.0f };
             const int32_t i = threadIdx.x + it * WARPS * 32;
-            if (i >= nr8 * quads) break; // the thread's tail
+            if (i >= nr * quads) break; // the thread's tail
             const int32_t r = i / quads, c = q0 + i - r * quads;
-            if (r < nr) xa[it] = emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c);
+            xa[it] = emt_ld((const float4 *)(x + (size_t)(r0 + r) * n_in + base) + c);
         }
     };
+    // the last n-tile's rows nr .. nr8 - 1 are zeros for the whole launch:
+    // written once here, not split and stored again for every chunk (at 1
+    // row that was 7 of the 8 staged rows)
+    for (int32_t i = threadIdx.x; i < (nr8 - nr) * (TC_ROW_BYTES / 16); i += WARPS * 32)
+        emt_st((uint4 *)(stage + (size_t)nr * TC_ROW_BYTES) + i, uint4{ 0, 0, 0, 0 });
     EMT_UNROLL
     for (int d = 0; d < DEPTH; d++) {
         EMT_REQUEST_TAG(~0u - d); // lanes of a partial m-tile skip the tail of each chunk's loads
-        load_weights(d * TC_CHUNK, wa[d], wb[d]);
+        load_weights(d * TC_CHUNK, d);
     }
     EMT_REQUEST_TAG(~0u - DEPTH);
     load_activations(0);
@@ -601,7 +672,7 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
             EMT_UNROLL
             for (int it = 0; it < STAGE_LOADS; it++) {
                 const int32_t i = threadIdx.x + it * WARPS * 32;
-                if (i >= nr8 * quads) break;
+                if (i >= nr * quads) break;
                 const int32_t r = i / quads, c = q0 + i - r * quads;
                 const float vs[4] = { xa[it].x, xa[it].y, xa[it].z, xa[it].w };
                 uint32_t h[4], m[4], l[4];
@@ -613,7 +684,11 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
             }
             load_activations(base + TC_CHUNK); // the next chunk's, in flight during this one's mmas
             __syncthreads();
+            cp_async_wait<DEPTH - 1>(); // this chunk's weights (DEPTH groups were committed after the one before it)
             if (warp_live && kw * TC_KSTEP < width) { // the whole warp's
+                uint4 wa[MT], wb[MT];
+                EMT_UNROLL
+                for (int mt = 0; mt < MT; mt++) wa[mt] = emt_ld(ring_slot(d, mt, 0)), wb[mt] = emt_ld(ring_slot(d, mt, 1));
                 EMT_UNROLL
                 for (int j = 0; j < NT; j++) {
                     if (wr0 + 8 * j >= nr) break; // the whole warp's
@@ -626,7 +701,7 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
                         EMT_UNROLL
                         for (int mt = 0; mt < MT; mt++) {
                             if (o0 + 16 * mt >= n_out) break; // the whole warp's: m-tiles past the outputs
-                            const uint4 ua = wa[d][mt], ub = wb[d][mt];
+                            const uint4 ua = wa[mt], ub = wb[mt];
                             const uint32_t a0[4] = { ua.x, ub.x, ua.y, ub.y }, a1[4] = { ua.z, ub.z, ua.w, ub.w };
                             emt_mma_bf16_m16n8k16(acc[mt][j], a0, b0, acc[mt][j]);
                             emt_mma_bf16_m16n8k16(acc[mt][j], a1, b1, acc[mt][j]);
@@ -634,7 +709,7 @@ __global__ void __launch_bounds__(tc_warps(MW, RW, SPLIT) * 32)
                     }
                 }
             }
-            load_weights(base + DEPTH * TC_CHUNK, wa[d], wb[d]);
+            load_weights(base + DEPTH * TC_CHUNK, d);
         }
     }
     // the input shares' partial sums, added in share order: share 0's, then
@@ -794,9 +869,15 @@ static size_t row_bytes(int dt, int32_t n) {
         }                                                                                                          \
     } while (0)
 
-#define STAGED_PRODUCT(DT)                                                                                   \
-    EMT_LAUNCH(staged_product_kernel<DT>, grid, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb, bias, x, n_rows, \
-               n_in, n_out, y)
+// one row (the AR step): the kernel with a row tile of 1
+#define STAGED_PRODUCT(DT)                                                                                     \
+    do {                                                                                                       \
+        void (*const staged_product_kernel_tiled)(const uint8_t *, size_t, const float *, const float *, int32_t, \
+                                                  int32_t, int32_t, float *) =                                  \
+            n_rows == 1 ? staged_product_kernel<DT, 1> : staged_product_kernel<DT, MM_ROW_TILE>;               \
+        EMT_LAUNCH(staged_product_kernel_tiled, grid, MM_WARPS * 32, 0, ex->stream, (const uint8_t *)W, rb, bias, x, \
+                   n_rows, n_in, n_out, y);                                                                    \
+    } while (0)
 
 static void launch_product(emt_exec *ex, int dt, const void *W, const float *bias, const float *x, int32_t n_rows,
                            int32_t n_in, int32_t n_out, float *y) {

@@ -662,6 +662,12 @@ int main(void) {
             check_product(types[i], types[i] == EMT_Q4_K ? 1280 : 1056);
             if (types[i] == EMT_Q8_0 || types[i] == EMT_Q4_0 || types[i] == EMT_Q4_1) check_product(types[i], 1280);
         }
+        /* 4352 = 136 units, 34 chunks of 128: the weight rings wrap around (the
+         * staged kernel's 4 slices of 32 units, the last one 8 units; the
+         * tensor-core kernel's 8 or 3 chunks) */
+        check_product(EMT_BF16, 4352);
+        check_product(EMT_Q4_0, 4352);
+        check_product(EMT_Q4_K, 4352);
         check_fused(EMT_BF16);
         check_fused(EMT_Q8_0);
         check_matmul_add(EMT_BF16);

@@ -374,12 +374,13 @@ __device__ __forceinline__ void merge_spans(int32_t rh, int32_t row, int32_t n_p
 
 // The tensor-core kernel's fused combine: a call of its own (noinline), so
 // that ptxas allocates the span loop's registers without it (inlined, the
-// BF16 head_dim 64 instance spilled).
+// BF16 head_dim 64 instance spilled). One warp per query (issue 34: the
+// block's warps merge four queries at a time, not one), the same arithmetic.
 __device__ EMT_NOINLINE void merge_spans_fused(int32_t rh, int32_t row, int32_t n_prefix, const int32_t *d_len,
                                                const int32_t *tree_count, const int32_t *first, int32_t hd,
                                                int32_t n_spans, const float *part_acc, const float *part_ml, float *out) {
-    merge_spans<true>(rh, row, n_prefix, d_len, tree_count, first, hd, n_spans, part_acc, part_ml, out, threadIdx.x,
-                      blockDim.x);
+    merge_spans<true>(rh, row, n_prefix, d_len, tree_count, first, hd, n_spans, part_acc, part_ml, out, threadIdx.x % 32,
+                      32);
 }
 
 // ------------------------------------------------ tree attention on tensor cores
@@ -540,6 +541,11 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
     const int32_t max_keys = block_max_keys(n_q, q_first, group, n_prefix, tree_count, first, d_len);
     const int32_t f0 = first_row(first, q_first / group, d_len, n_prefix);
     if ((int32_t)blockIdx.y * ATTN_SPAN >= max_keys) return; // the whole block: no span of its own
+    // every query of the block has one span (the AR step and a verify below
+    // ATTN_SPAN keys): the block writes the outputs itself, without partials,
+    // fence, arrival or combine (issue 34); bit-identical to the combine of a
+    // launch whose other queries have more spans (one span's weight is 1)
+    const bool single_span = max_keys <= ATTN_SPAN;
     uint32_t tag = 1; // the harness's request regions (EMT_REQUEST_TAG); unused by nvcc
     (void)tag;
     EMT_REQUEST_TAG(tag++);
@@ -942,6 +948,15 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
             EMT_UNROLL
             for (int h = 0; h < 2; h++) {
                 if (row_of[h] < 0 || keys_of[h] <= span * ATTN_SPAN) continue;
+                if (single_span) { // the output: merge_spans' arithmetic over one span, whose weight is expf(0) = 1
+                    const float l = fmaf(l_run[h], 1.0f, 0.0f), inv = l > 0.0f ? 1.0f / l : 0.0f;
+                    float *o = out + ((size_t)row_of[h] * n_heads + head_of[h]) * HD + 2 * t;
+                    EMT_UNROLL
+                    for (int nd = 0; nd < ND; nd++)
+                        emt_st((float2 *)(o + 8 * nd), float2{ fmaf(acc[nd][2 * h], 1.0f, 0.0f) * inv,
+                                                               fmaf(acc[nd][2 * h + 1], 1.0f, 0.0f) * inv });
+                    continue;
+                }
                 const size_t part = ((size_t)row_of[h] * n_heads + head_of[h]) * n_spans + span;
                 EMT_UNROLL
                 for (int nd = 0; nd < ND; nd++)
@@ -958,6 +973,7 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
     // (threadFenceReduction, as the split products: each block's partials
     // are visible device-wide before its arrival is counted); the blocks
     // with a span are those below the group's longest list
+    if (single_span) return; // the outputs are written; the arrival count stays 0
     __shared__ int last_arrival;
     __threadfence();
     __syncthreads();
@@ -972,7 +988,7 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
     if (!last_arrival) return;
     __threadfence();
     EMT_REQUEST_TAG(tag++);
-    for (int32_t qi = 0; qi < n_q; qi++) {
+    for (int32_t qi = warp; qi < n_q; qi += TCA_WARPS) {
         const int32_t row = (q_first + qi) / group, head = kv_head * group + (q_first + qi) % group;
         merge_spans_fused(row * n_heads + head, row, n_prefix, d_len, tree_count, first, HD, n_spans, part_acc, part_ml,
                           out);

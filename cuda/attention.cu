@@ -28,7 +28,9 @@
 // key by key in list order. Each span ends in a partial (max, sum, values)
 // per (row, head); the combine kernel merges a row's spans in span order
 // (the tensor-core kernel does it in the same launch: the last of a (KV
-// head, query group)'s span blocks to arrive merges, same arithmetic).
+// head, query group)'s span blocks to arrive merges, same arithmetic; a
+// block whose queries all have one span writes their outputs itself, the
+// same bits as merging that span).
 //
 // Work split (issue 34): one block per (KV head, span, group of queries),
 // where the queries are every (row, query head of the GQA group) of the
@@ -48,11 +50,15 @@
 #include <math.h>
 
 #define ATTN_KEYS 32             // keys per step: one per lane
-#define ATTN_SPAN 512            // list positions per partial: 16 steps
+// list positions per partial: 8 steps. 512 until the first GPU run (issue
+// 34): a block's 16 steps in a row were the AR step's latency at long
+// contexts; 256 doubles the blocks and halves the steps in a row, the
+// partials (and their combine, merge_spans_warp) twice as many
+#define ATTN_SPAN 256
 #define ATTN_WARPS 8
 #define ATTN_THREADS (ATTN_WARPS * 32)
 #define ATTN_MAX_HEAD_DIM 512
-#define ATTN_MAX_SPAN_BLOCKS 16  // blocks per (KV head, query group) looping over the spans
+#define ATTN_MAX_SPAN_BLOCKS 32  // blocks per (KV head, query group) looping over the spans
 #define ATTN_SHARED_BUDGET 163840 // dynamic shared memory per block, within sm_80's and sm_90's opt-in limits
 
 // Row strides of the staged tiles, in floats. K is read by lanes over keys,
@@ -342,16 +348,9 @@ __global__ void __launch_bounds__(ATTN_THREADS)
 }
 
 // The spans of (row, head) `rh` = row * n_heads + head merged in span
-// order into its output row, by threads first.. of a stride of `threads`.
-// CG: the partials were written by other blocks of the running launch, read
-// from L2 (ld.global.cg): the fused form in attn_tc_span_kernel. The same
-// arithmetic either way.
-template <bool CG>
-__device__ __forceinline__ float part_load(const float *p) {
-    if (CG) return emt_ld_cg(p);
-    return emt_ld(p);
-}
-template <bool CG>
+// order into its output row, by threads first.. of a stride of `threads`
+// (the CUDA-core kernel's combine launch; the tensor-core kernel's fused
+// combine, merge_spans_warp, has the same arithmetic).
 __device__ __forceinline__ void merge_spans(int32_t rh, int32_t row, int32_t n_prefix, const int32_t *d_len,
                                             const int32_t *tree_count, const int32_t *first, int32_t hd, int32_t n_spans,
                                             const float *part_acc, const float *part_ml, float *out, int32_t first_thread,
@@ -361,26 +360,66 @@ __device__ __forceinline__ void merge_spans(int32_t rh, int32_t row, int32_t n_p
     const float *ml = part_ml + (size_t)rh * n_spans * 2;
     const float *acc = part_acc + (size_t)rh * n_spans * hd;
     float m = -INFINITY;
-    for (int32_t c = 0; c < nc; c++) m = fmaxf(m, part_load<CG>(ml + 2 * c));
+    for (int32_t c = 0; c < nc; c++) m = fmaxf(m, emt_ld(ml + 2 * c));
     float l = 0.0f;
-    for (int32_t c = 0; c < nc; c++) l = fmaf(part_load<CG>(ml + 2 * c + 1), expf(part_load<CG>(ml + 2 * c) - m), l);
+    for (int32_t c = 0; c < nc; c++) l = fmaf(emt_ld(ml + 2 * c + 1), expf(emt_ld(ml + 2 * c) - m), l);
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
     for (int32_t d = first_thread; d < hd; d += threads) {
         float a = 0.0f;
-        for (int32_t c = 0; c < nc; c++) a = fmaf(part_load<CG>(acc + (size_t)c * hd + d), expf(part_load<CG>(ml + 2 * c) - m), a);
+        for (int32_t c = 0; c < nc; c++) a = fmaf(emt_ld(acc + (size_t)c * hd + d), expf(emt_ld(ml + 2 * c) - m), a);
         emt_st(out + (size_t)rh * hd + d, a * inv);
     }
 }
 
-// The tensor-core kernel's fused combine: a call of its own (noinline), so
-// that ptxas allocates the span loop's registers without it (inlined, the
-// BF16 head_dim 64 instance spilled). One warp per query (issue 34: the
-// block's warps merge four queries at a time, not one), the same arithmetic.
-__device__ EMT_NOINLINE void merge_spans_fused(int32_t rh, int32_t row, int32_t n_prefix, const int32_t *d_len,
-                                               const int32_t *tree_count, const int32_t *first, int32_t hd,
-                                               int32_t n_spans, const float *part_acc, const float *part_ml, float *out) {
-    merge_spans<true>(rh, row, n_prefix, d_len, tree_count, first, hd, n_spans, part_acc, part_ml, out, threadIdx.x % 32,
-                      32);
+// The tensor-core kernel's fused combine: one warp merges (row, head) rh's
+// nc spans in span order, merge_spans' arithmetic to the bit (the maximum
+// is exact in any order; the sums of l and of each value dimension are the
+// same fmaf chains over the spans in order), but latency-bound no more
+// (issue 34): the lanes load the spans' (max, sum) 32 at a time, and each
+// lane loads 8 spans' values of its dimensions before it sums them, where
+// merge_spans waits for one load per span and loop. A call of its own
+// (noinline), so that ptxas allocates the span loop's registers without it
+// (inlined, the BF16 head_dim 64 instance spilled).
+template <int HD>
+__device__ EMT_NOINLINE void merge_spans_warp(int32_t rh, int32_t nc, int32_t n_spans, const float *part_acc,
+                                              const float *part_ml, float *out) {
+    constexpr int DL = HD / 32; // dimensions per lane: lane + 32 i
+    constexpr int BATCH = 8;    // spans whose values are loaded before they are summed
+    const int lane = threadIdx.x % 32;
+    const float *ml = part_ml + (size_t)rh * n_spans * 2, *acc = part_acc + (size_t)rh * n_spans * HD;
+    float m = -INFINITY;
+    for (int32_t c = lane; c < nc; c += 32) m = fmaxf(m, emt_ld_cg(ml + 2 * c));
+    m = warp_max(m);
+    float l = 0.0f, a[DL];
+    EMT_UNROLL
+    for (int i = 0; i < DL; i++) a[i] = 0.0f;
+    for (int32_t c0 = 0; c0 < nc; c0 += 32) { // warp-uniform
+        const int32_t n = nc - c0 < 32 ? nc - c0 : 32;
+        float l_c = 0.0f, e_c = 0.0f; // lane j: span c0 + j's sum and weight
+        if (lane < n) {
+            l_c = emt_ld_cg(ml + 2 * (c0 + lane) + 1);
+            e_c = expf(emt_ld_cg(ml + 2 * (c0 + lane)) - m);
+        }
+        for (int32_t j0 = 0; j0 < n; j0 += BATCH) {
+            float x[BATCH][DL];
+            EMT_UNROLL
+            for (int j = 0; j < BATCH; j++)
+                EMT_UNROLL
+                for (int i = 0; i < DL; i++)
+                    x[j][i] = j0 + j < n ? emt_ld_cg(acc + (size_t)(c0 + j0 + j) * HD + lane + 32 * i) : 0.0f;
+            EMT_UNROLL
+            for (int j = 0; j < BATCH; j++) {
+                const float e = __shfl_sync(0xffffffffu, e_c, (j0 + j) & 31), lj = __shfl_sync(0xffffffffu, l_c, (j0 + j) & 31);
+                if (j0 + j >= n) continue; // warp-uniform
+                l = fmaf(lj, e, l);
+                EMT_UNROLL
+                for (int i = 0; i < DL; i++) a[i] = fmaf(x[j][i], e, a[i]);
+            }
+        }
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    EMT_UNROLL
+    for (int i = 0; i < DL; i++) emt_st(out + (size_t)rh * HD + lane + 32 * i, a[i] * inv);
 }
 
 // ------------------------------------------------ tree attention on tensor cores
@@ -988,10 +1027,11 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
     if (!last_arrival) return;
     __threadfence();
     EMT_REQUEST_TAG(tag++);
-    for (int32_t qi = warp; qi < n_q; qi += TCA_WARPS) {
+    for (int32_t qi = warp; qi < n_q; qi += TCA_WARPS) { // a warp per query
         const int32_t row = (q_first + qi) / group, head = kv_head * group + (q_first + qi) % group;
-        merge_spans_fused(row * n_heads + head, row, n_prefix, d_len, tree_count, first, HD, n_spans, part_acc, part_ml,
-                          out);
+        const int32_t f = first_row(first, row, d_len, n_prefix);
+        const int32_t nc = (keys_of_row(n_prefix, tree_count, row, f) + ATTN_SPAN - 1) / ATTN_SPAN;
+        merge_spans_warp<HD>(row * n_heads + head, nc, n_spans, part_acc, part_ml, out);
     }
 }
 
@@ -1001,7 +1041,7 @@ __global__ void __launch_bounds__(128)
     attn_combine_kernel(const int32_t *d_len, int32_t n_prefix, const int32_t *tree_count, const int32_t *first, int32_t n_heads, int32_t hd,
                         int32_t n_spans, const float *part_acc, const float *part_ml, float *out) {
     if (d_len) n_prefix = *d_len;
-    merge_spans<false>(blockIdx.x, blockIdx.x / n_heads, n_prefix, d_len, tree_count, first, hd, n_spans, part_acc,
+    merge_spans(blockIdx.x, blockIdx.x / n_heads, n_prefix, d_len, tree_count, first, hd, n_spans, part_acc,
                        part_ml, out, threadIdx.x, blockDim.x);
 }
 

@@ -387,8 +387,8 @@ __device__ EMT_NOINLINE void merge_spans_warp(int32_t rh, int32_t nc, int32_t n_
     constexpr int BATCH = 8;    // spans whose values are loaded before they are summed
     const int lane = threadIdx.x % 32;
     const float *ml = part_ml + (size_t)rh * n_spans * 2, *acc = part_acc + (size_t)rh * n_spans * HD;
-    float m = -INFINITY;
-    for (int32_t c = lane; c < nc; c += 32) m = fmaxf(m, emt_ld_cg(ml + 2 * c));
+    float m = -INFINITY; // (max, sum) pairs in 8-byte loads: consecutive lanes, consecutive pairs
+    for (int32_t c = lane; c < nc; c += 32) m = fmaxf(m, emt_ld_cg((const float2 *)(ml + 2 * c)).x);
     m = warp_max(m);
     float l = 0.0f, a[DL];
     EMT_UNROLL
@@ -397,8 +397,9 @@ __device__ EMT_NOINLINE void merge_spans_warp(int32_t rh, int32_t nc, int32_t n_
         const int32_t n = nc - c0 < 32 ? nc - c0 : 32;
         float l_c = 0.0f, e_c = 0.0f; // lane j: span c0 + j's sum and weight
         if (lane < n) {
-            l_c = emt_ld_cg(ml + 2 * (c0 + lane) + 1);
-            e_c = expf(emt_ld_cg(ml + 2 * (c0 + lane)) - m);
+            const float2 span_ml = emt_ld_cg((const float2 *)(ml + 2 * (c0 + lane)));
+            l_c = span_ml.y;
+            e_c = expf(span_ml.x - m);
         }
         for (int32_t j0 = 0; j0 < n; j0 += BATCH) {
             float x[BATCH][DL];

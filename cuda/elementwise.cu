@@ -31,7 +31,8 @@ void cu_embed_rows(emt_exec *ex, const float *table, int32_t dim, const int32_t 
 // bound at one row (the AR step, issue 34): each thread issues all its loads
 // of x and w (RMS_PER_THREAD values, 16-byte loads where the rows allow)
 // before it uses one, keeps them in registers for the output, and the block
-// reduces by warp shuffles and one barrier instead of a shared-memory tree.
+// reduces by warp shuffles (two barriers: the warps' sums, the scale)
+// instead of an 8-level shared-memory tree.
 #define RMS_PER_THREAD 16
 #define RMS_MAX_THREADS 256
 __device__ __forceinline__ double sum_squares(float x) { return (double)x * (double)x; }

@@ -720,14 +720,18 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
             stage(span * ATTN_SPAN, tiles, 0, TCA_THREADS);
         }
         // the next step's K units and V pairs, loaded while this one computes
-        // (prefetch: two tile buffers and more than one m-tile per block)
-        const bool prefetch = PREFETCH && n_bufs > 1 && n_queries > 16; // the launch's
+        // (prefetch: two tile buffers; since issue 34 the AR step's one
+        // m-tile too: its warps 1-3 staged the next step in rounds of load,
+        // shuffle, store, 9 dependent round trips a step, where the registers
+        // take one; the tiles hold the same values either way)
+        const bool prefetch = PREFETCH && n_bufs > 1; // the launch's
         uint4 next_k[KI] = {}, next_va[VI] = {}, next_vb[VI] = {};
         for (int32_t t0 = span * ATTN_SPAN, step = 0; t0 < t_end; t0 += ATTN_KEYS, step++) {
             // the prefix rows [lo, hi) of this step, split and staged into shared
             // memory for every query by all the block's warps; with two tile
             // buffers, either warps 1.. stage the next step while warp 0
-            // computes this one (the AR step: one m-tile), or (prefetch) every
+            // computes this one (the AR step's one m-tile where the instance
+            // does not prefetch: F32 caches, head_dim 256), or (prefetch) every
             // warp loads the next step's rows into registers before it computes
             // this one and stores them into the other buffer after
             const int32_t lo = f0 + t0, hi = step_hi(lo);

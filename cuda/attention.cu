@@ -714,11 +714,6 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
             for (int i = 0; i < 4; i++) acc[nd][i] = 0.0f;
         float m_run[2] = { -INFINITY, -INFINITY }, l_run[2] = { 0.0f, 0.0f };
         const int32_t t_end = (span + 1) * ATTN_SPAN < max_keys ? (span + 1) * ATTN_SPAN : max_keys;
-        if (n_bufs > 1) { // the span's first step, staged by every warp
-            EMT_REQUEST_TAG(tag++);
-            __syncthreads(); // the previous span's readers are done with the tiles
-            stage(span * ATTN_SPAN, tiles, 0, TCA_THREADS);
-        }
         // the next step's K units and V pairs, loaded while this one computes
         // (prefetch: two tile buffers; since issue 34 the AR step's one
         // m-tile too: its warps 1-3 staged the next step in rounds of load,
@@ -726,6 +721,23 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
         // take one; the tiles hold the same values either way)
         const bool prefetch = PREFETCH && n_bufs > 1; // the launch's
         uint4 next_k[KI] = {}, next_va[VI] = {}, next_vb[VI] = {};
+        // a step's rows [lo1, step_hi(lo1)) into the registers: every load issued before any is used
+        auto load_step = [&](int32_t lo1) {
+            const int32_t hi1 = step_hi(lo1);
+            const int32_t k_total = (hi1 - lo1) * (HD / 8), v_total = (hi1 - lo1 + 1) / 2 * (HD / 8);
+            EMT_UNROLL
+            for (int j = 0; j < KI; j++) next_k[j] = k_unit(lo1, warp * 32 + j * TCA_THREADS + lane, k_total);
+            EMT_UNROLL
+            for (int j = 0; j < VI; j++) v_pair(lo1, hi1, warp * 32 + j * TCA_THREADS + lane, v_total, next_va[j], next_vb[j]);
+        };
+        if (n_bufs > 1) { // the span's first step, staged by every warp (prefetch: loaded, stored in the loop)
+            EMT_REQUEST_TAG(tag++);
+            __syncthreads(); // the previous span's readers are done with the tiles
+            if (prefetch)
+                load_step(f0 + span * ATTN_SPAN);
+            else
+                stage(span * ATTN_SPAN, tiles, 0, TCA_THREADS);
+        }
         for (int32_t t0 = span * ATTN_SPAN, step = 0; t0 < t_end; t0 += ATTN_KEYS, step++) {
             // the prefix rows [lo, hi) of this step, split and staged into shared
             // memory for every query by all the block's warps; with two tile
@@ -738,7 +750,7 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
             uint8_t *tile = tiles + (size_t)(step % n_bufs) * TILE;
             const uint8_t *ks = tile, *vp = tile + ATTN_KEYS * KTS;
             EMT_REQUEST_TAG(tag++);
-            if (prefetch && step > 0) { // this step's rows, loaded during the previous one
+            if (prefetch) { // this step's rows, loaded during the previous one (the first: before the loop)
                 const int32_t k_total = (hi - lo) * (HD / 8), v_total = (hi - lo + 1) / 2 * (HD / 8);
                 EMT_UNROLL
                 for (int j = 0; j < KI; j++)
@@ -752,15 +764,7 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
                 stage(t0, tile, 0, TCA_THREADS);
                 __syncthreads();
             } else if (prefetch) {
-                if (t0 + ATTN_KEYS < t_end) { // the next step's rows (its own lo, hi)
-                    const int32_t lo1 = lo + ATTN_KEYS, hi1 = step_hi(lo1);
-                    const int32_t k_total = (hi1 - lo1) * (HD / 8), v_total = (hi1 - lo1 + 1) / 2 * (HD / 8);
-                    EMT_UNROLL
-                    for (int j = 0; j < KI; j++) next_k[j] = k_unit(lo1, warp * 32 + j * TCA_THREADS + lane, k_total);
-                    EMT_UNROLL
-                    for (int j = 0; j < VI; j++)
-                        v_pair(lo1, hi1, warp * 32 + j * TCA_THREADS + lane, v_total, next_va[j], next_vb[j]);
-                }
+                if (t0 + ATTN_KEYS < t_end) load_step(lo + ATTN_KEYS); // the next step's rows (its own lo, hi)
             } else if (warp > 0 && t0 + ATTN_KEYS < t_end) {
                 stage(t0 + ATTN_KEYS, tiles + (size_t)((step + 1) % n_bufs) * TILE, 32, TCA_THREADS - 32);
             }

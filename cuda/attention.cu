@@ -28,7 +28,9 @@
 // key by key in list order. Each span ends in a partial (max, sum, values)
 // per (row, head); the combine kernel merges a row's spans in span order
 // (the tensor-core kernel does it in the same launch: the last of a (KV
-// head, query group)'s span blocks to arrive merges, same arithmetic).
+// head, query group)'s span blocks to arrive merges, same arithmetic; a
+// block whose queries all have one span writes their outputs itself, the
+// same bits as merging that span).
 //
 // Work split (issue 34): one block per (KV head, span, group of queries),
 // where the queries are every (row, query head of the GQA group) of the
@@ -48,11 +50,15 @@
 #include <math.h>
 
 #define ATTN_KEYS 32             // keys per step: one per lane
-#define ATTN_SPAN 512            // list positions per partial: 16 steps
+// list positions per partial: 8 steps. 512 until the first GPU run (issue
+// 34): a block's 16 steps in a row were the AR step's latency at long
+// contexts; 256 doubles the blocks and halves the steps in a row, the
+// partials (and their combine, merge_spans_warp) twice as many
+#define ATTN_SPAN 256
 #define ATTN_WARPS 8
 #define ATTN_THREADS (ATTN_WARPS * 32)
 #define ATTN_MAX_HEAD_DIM 512
-#define ATTN_MAX_SPAN_BLOCKS 16  // blocks per (KV head, query group) looping over the spans
+#define ATTN_MAX_SPAN_BLOCKS 32  // blocks per (KV head, query group) looping over the spans
 #define ATTN_SHARED_BUDGET 163840 // dynamic shared memory per block, within sm_80's and sm_90's opt-in limits
 
 // Row strides of the staged tiles, in floats. K is read by lanes over keys,
@@ -342,16 +348,9 @@ __global__ void __launch_bounds__(ATTN_THREADS)
 }
 
 // The spans of (row, head) `rh` = row * n_heads + head merged in span
-// order into its output row, by threads first.. of a stride of `threads`.
-// CG: the partials were written by other blocks of the running launch, read
-// from L2 (ld.global.cg): the fused form in attn_tc_span_kernel. The same
-// arithmetic either way.
-template <bool CG>
-__device__ __forceinline__ float part_load(const float *p) {
-    if (CG) return emt_ld_cg(p);
-    return emt_ld(p);
-}
-template <bool CG>
+// order into its output row, by threads first.. of a stride of `threads`
+// (the CUDA-core kernel's combine launch; the tensor-core kernel's fused
+// combine, merge_spans_warp, has the same arithmetic).
 __device__ __forceinline__ void merge_spans(int32_t rh, int32_t row, int32_t n_prefix, const int32_t *d_len,
                                             const int32_t *tree_count, const int32_t *first, int32_t hd, int32_t n_spans,
                                             const float *part_acc, const float *part_ml, float *out, int32_t first_thread,
@@ -361,25 +360,67 @@ __device__ __forceinline__ void merge_spans(int32_t rh, int32_t row, int32_t n_p
     const float *ml = part_ml + (size_t)rh * n_spans * 2;
     const float *acc = part_acc + (size_t)rh * n_spans * hd;
     float m = -INFINITY;
-    for (int32_t c = 0; c < nc; c++) m = fmaxf(m, part_load<CG>(ml + 2 * c));
+    for (int32_t c = 0; c < nc; c++) m = fmaxf(m, emt_ld(ml + 2 * c));
     float l = 0.0f;
-    for (int32_t c = 0; c < nc; c++) l = fmaf(part_load<CG>(ml + 2 * c + 1), expf(part_load<CG>(ml + 2 * c) - m), l);
+    for (int32_t c = 0; c < nc; c++) l = fmaf(emt_ld(ml + 2 * c + 1), expf(emt_ld(ml + 2 * c) - m), l);
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
     for (int32_t d = first_thread; d < hd; d += threads) {
         float a = 0.0f;
-        for (int32_t c = 0; c < nc; c++) a = fmaf(part_load<CG>(acc + (size_t)c * hd + d), expf(part_load<CG>(ml + 2 * c) - m), a);
+        for (int32_t c = 0; c < nc; c++) a = fmaf(emt_ld(acc + (size_t)c * hd + d), expf(emt_ld(ml + 2 * c) - m), a);
         emt_st(out + (size_t)rh * hd + d, a * inv);
     }
 }
 
-// The tensor-core kernel's fused combine: a call of its own (noinline), so
-// that ptxas allocates the span loop's registers without it (inlined, the
-// BF16 head_dim 64 instance spilled).
-__device__ EMT_NOINLINE void merge_spans_fused(int32_t rh, int32_t row, int32_t n_prefix, const int32_t *d_len,
-                                               const int32_t *tree_count, const int32_t *first, int32_t hd,
-                                               int32_t n_spans, const float *part_acc, const float *part_ml, float *out) {
-    merge_spans<true>(rh, row, n_prefix, d_len, tree_count, first, hd, n_spans, part_acc, part_ml, out, threadIdx.x,
-                      blockDim.x);
+// The tensor-core kernel's fused combine: one warp merges (row, head) rh's
+// nc spans in span order, merge_spans' arithmetic to the bit (the maximum
+// is exact in any order; the sums of l and of each value dimension are the
+// same fmaf chains over the spans in order), but latency-bound no more
+// (issue 34): the lanes load the spans' (max, sum) 32 at a time, and each
+// lane loads 8 spans' values of its dimensions before it sums them, where
+// merge_spans waits for one load per span and loop. A call of its own
+// (noinline), so that ptxas allocates the span loop's registers without it
+// (inlined, the BF16 head_dim 64 instance spilled).
+template <int HD>
+__device__ EMT_NOINLINE void merge_spans_warp(int32_t rh, int32_t nc, int32_t n_spans, const float *part_acc,
+                                              const float *part_ml, float *out) {
+    constexpr int DL = HD / 32; // dimensions per lane: lane + 32 i
+    constexpr int BATCH = 8;    // spans whose values are loaded before they are summed
+    const int lane = threadIdx.x % 32;
+    const float *ml = part_ml + (size_t)rh * n_spans * 2, *acc = part_acc + (size_t)rh * n_spans * HD;
+    float m = -INFINITY; // (max, sum) pairs in 8-byte loads: consecutive lanes, consecutive pairs
+    for (int32_t c = lane; c < nc; c += 32) m = fmaxf(m, emt_ld_cg((const float2 *)(ml + 2 * c)).x);
+    m = warp_max(m);
+    float l = 0.0f, a[DL];
+    EMT_UNROLL
+    for (int i = 0; i < DL; i++) a[i] = 0.0f;
+    for (int32_t c0 = 0; c0 < nc; c0 += 32) { // warp-uniform
+        const int32_t n = nc - c0 < 32 ? nc - c0 : 32;
+        float l_c = 0.0f, e_c = 0.0f; // lane j: span c0 + j's sum and weight
+        if (lane < n) {
+            const float2 span_ml = emt_ld_cg((const float2 *)(ml + 2 * (c0 + lane)));
+            l_c = span_ml.y;
+            e_c = expf(span_ml.x - m);
+        }
+        for (int32_t j0 = 0; j0 < n; j0 += BATCH) {
+            float x[BATCH][DL];
+            EMT_UNROLL
+            for (int j = 0; j < BATCH; j++)
+                EMT_UNROLL
+                for (int i = 0; i < DL; i++)
+                    x[j][i] = j0 + j < n ? emt_ld_cg(acc + (size_t)(c0 + j0 + j) * HD + lane + 32 * i) : 0.0f;
+            EMT_UNROLL
+            for (int j = 0; j < BATCH; j++) {
+                const float e = __shfl_sync(0xffffffffu, e_c, (j0 + j) & 31), lj = __shfl_sync(0xffffffffu, l_c, (j0 + j) & 31);
+                if (j0 + j >= n) continue; // warp-uniform
+                l = fmaf(lj, e, l);
+                EMT_UNROLL
+                for (int i = 0; i < DL; i++) a[i] = fmaf(x[j][i], e, a[i]);
+            }
+        }
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    EMT_UNROLL
+    for (int i = 0; i < DL; i++) emt_st(out + (size_t)rh * HD + lane + 32 * i, a[i] * inv);
 }
 
 // ------------------------------------------------ tree attention on tensor cores
@@ -540,6 +581,11 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
     const int32_t max_keys = block_max_keys(n_q, q_first, group, n_prefix, tree_count, first, d_len);
     const int32_t f0 = first_row(first, q_first / group, d_len, n_prefix);
     if ((int32_t)blockIdx.y * ATTN_SPAN >= max_keys) return; // the whole block: no span of its own
+    // every query of the block has one span (the AR step and a verify below
+    // ATTN_SPAN keys): the block writes the outputs itself, without partials,
+    // fence, arrival or combine (issue 34); bit-identical to the combine of a
+    // launch whose other queries have more spans (one span's weight is 1)
+    const bool single_span = max_keys <= ATTN_SPAN;
     uint32_t tag = 1; // the harness's request regions (EMT_REQUEST_TAG); unused by nvcc
     (void)tag;
     EMT_REQUEST_TAG(tag++);
@@ -668,27 +714,43 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
             for (int i = 0; i < 4; i++) acc[nd][i] = 0.0f;
         float m_run[2] = { -INFINITY, -INFINITY }, l_run[2] = { 0.0f, 0.0f };
         const int32_t t_end = (span + 1) * ATTN_SPAN < max_keys ? (span + 1) * ATTN_SPAN : max_keys;
-        if (n_bufs > 1) { // the span's first step, staged by every warp
+        // the next step's K units and V pairs, loaded while this one computes
+        // (prefetch: two tile buffers; since issue 34 the AR step's one
+        // m-tile too: its warps 1-3 staged the next step in rounds of load,
+        // shuffle, store, 9 dependent round trips a step, where the registers
+        // take one; the tiles hold the same values either way)
+        const bool prefetch = PREFETCH && n_bufs > 1; // the launch's
+        uint4 next_k[KI] = {}, next_va[VI] = {}, next_vb[VI] = {};
+        // a step's rows [lo1, step_hi(lo1)) into the registers: every load issued before any is used
+        auto load_step = [&](int32_t lo1) {
+            const int32_t hi1 = step_hi(lo1);
+            const int32_t k_total = (hi1 - lo1) * (HD / 8), v_total = (hi1 - lo1 + 1) / 2 * (HD / 8);
+            EMT_UNROLL
+            for (int j = 0; j < KI; j++) next_k[j] = k_unit(lo1, warp * 32 + j * TCA_THREADS + lane, k_total);
+            EMT_UNROLL
+            for (int j = 0; j < VI; j++) v_pair(lo1, hi1, warp * 32 + j * TCA_THREADS + lane, v_total, next_va[j], next_vb[j]);
+        };
+        if (n_bufs > 1) { // the span's first step, staged by every warp (prefetch: loaded, stored in the loop)
             EMT_REQUEST_TAG(tag++);
             __syncthreads(); // the previous span's readers are done with the tiles
-            stage(span * ATTN_SPAN, tiles, 0, TCA_THREADS);
+            if (prefetch)
+                load_step(f0 + span * ATTN_SPAN);
+            else
+                stage(span * ATTN_SPAN, tiles, 0, TCA_THREADS);
         }
-        // the next step's K units and V pairs, loaded while this one computes
-        // (prefetch: two tile buffers and more than one m-tile per block)
-        const bool prefetch = PREFETCH && n_bufs > 1 && n_queries > 16; // the launch's
-        uint4 next_k[KI] = {}, next_va[VI] = {}, next_vb[VI] = {};
         for (int32_t t0 = span * ATTN_SPAN, step = 0; t0 < t_end; t0 += ATTN_KEYS, step++) {
             // the prefix rows [lo, hi) of this step, split and staged into shared
             // memory for every query by all the block's warps; with two tile
             // buffers, either warps 1.. stage the next step while warp 0
-            // computes this one (the AR step: one m-tile), or (prefetch) every
+            // computes this one (the AR step's one m-tile where the instance
+            // does not prefetch: F32 caches, head_dim 256), or (prefetch) every
             // warp loads the next step's rows into registers before it computes
             // this one and stores them into the other buffer after
             const int32_t lo = f0 + t0, hi = step_hi(lo);
             uint8_t *tile = tiles + (size_t)(step % n_bufs) * TILE;
             const uint8_t *ks = tile, *vp = tile + ATTN_KEYS * KTS;
             EMT_REQUEST_TAG(tag++);
-            if (prefetch && step > 0) { // this step's rows, loaded during the previous one
+            if (prefetch) { // this step's rows, loaded during the previous one (the first: before the loop)
                 const int32_t k_total = (hi - lo) * (HD / 8), v_total = (hi - lo + 1) / 2 * (HD / 8);
                 EMT_UNROLL
                 for (int j = 0; j < KI; j++)
@@ -702,15 +764,7 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
                 stage(t0, tile, 0, TCA_THREADS);
                 __syncthreads();
             } else if (prefetch) {
-                if (t0 + ATTN_KEYS < t_end) { // the next step's rows (its own lo, hi)
-                    const int32_t lo1 = lo + ATTN_KEYS, hi1 = step_hi(lo1);
-                    const int32_t k_total = (hi1 - lo1) * (HD / 8), v_total = (hi1 - lo1 + 1) / 2 * (HD / 8);
-                    EMT_UNROLL
-                    for (int j = 0; j < KI; j++) next_k[j] = k_unit(lo1, warp * 32 + j * TCA_THREADS + lane, k_total);
-                    EMT_UNROLL
-                    for (int j = 0; j < VI; j++)
-                        v_pair(lo1, hi1, warp * 32 + j * TCA_THREADS + lane, v_total, next_va[j], next_vb[j]);
-                }
+                if (t0 + ATTN_KEYS < t_end) load_step(lo + ATTN_KEYS); // the next step's rows (its own lo, hi)
             } else if (warp > 0 && t0 + ATTN_KEYS < t_end) {
                 stage(t0 + ATTN_KEYS, tiles + (size_t)((step + 1) % n_bufs) * TILE, 32, TCA_THREADS - 32);
             }
@@ -942,6 +996,15 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
             EMT_UNROLL
             for (int h = 0; h < 2; h++) {
                 if (row_of[h] < 0 || keys_of[h] <= span * ATTN_SPAN) continue;
+                if (single_span) { // the output: merge_spans' arithmetic over one span, whose weight is expf(0) = 1
+                    const float l = fmaf(l_run[h], 1.0f, 0.0f), inv = l > 0.0f ? 1.0f / l : 0.0f;
+                    float *o = out + ((size_t)row_of[h] * n_heads + head_of[h]) * HD + 2 * t;
+                    EMT_UNROLL
+                    for (int nd = 0; nd < ND; nd++)
+                        emt_st((float2 *)(o + 8 * nd), float2{ fmaf(acc[nd][2 * h], 1.0f, 0.0f) * inv,
+                                                               fmaf(acc[nd][2 * h + 1], 1.0f, 0.0f) * inv });
+                    continue;
+                }
                 const size_t part = ((size_t)row_of[h] * n_heads + head_of[h]) * n_spans + span;
                 EMT_UNROLL
                 for (int nd = 0; nd < ND; nd++)
@@ -958,6 +1021,7 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
     // (threadFenceReduction, as the split products: each block's partials
     // are visible device-wide before its arrival is counted); the blocks
     // with a span are those below the group's longest list
+    if (single_span) return; // the outputs are written; the arrival count stays 0
     __shared__ int last_arrival;
     __threadfence();
     __syncthreads();
@@ -972,10 +1036,11 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
     if (!last_arrival) return;
     __threadfence();
     EMT_REQUEST_TAG(tag++);
-    for (int32_t qi = 0; qi < n_q; qi++) {
+    for (int32_t qi = warp; qi < n_q; qi += TCA_WARPS) { // a warp per query
         const int32_t row = (q_first + qi) / group, head = kv_head * group + (q_first + qi) % group;
-        merge_spans_fused(row * n_heads + head, row, n_prefix, d_len, tree_count, first, HD, n_spans, part_acc, part_ml,
-                          out);
+        const int32_t f = first_row(first, row, d_len, n_prefix);
+        const int32_t nc = (keys_of_row(n_prefix, tree_count, row, f) + ATTN_SPAN - 1) / ATTN_SPAN;
+        merge_spans_warp<HD>(row * n_heads + head, nc, n_spans, part_acc, part_ml, out);
     }
 }
 
@@ -985,7 +1050,7 @@ __global__ void __launch_bounds__(128)
     attn_combine_kernel(const int32_t *d_len, int32_t n_prefix, const int32_t *tree_count, const int32_t *first, int32_t n_heads, int32_t hd,
                         int32_t n_spans, const float *part_acc, const float *part_ml, float *out) {
     if (d_len) n_prefix = *d_len;
-    merge_spans<false>(blockIdx.x, blockIdx.x / n_heads, n_prefix, d_len, tree_count, first, hd, n_spans, part_acc,
+    merge_spans(blockIdx.x, blockIdx.x / n_heads, n_prefix, d_len, tree_count, first, hd, n_spans, part_acc,
                        part_ml, out, threadIdx.x, blockDim.x);
 }
 

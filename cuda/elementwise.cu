@@ -25,29 +25,87 @@ void cu_embed_rows(emt_exec *ex, const float *table, int32_t dim, const int32_t 
     EMT_LAUNCH(embed_kernel, n_rows, 256, 0, ex->stream, table, dim, d_tokens, out);
 }
 
-// one block per row; the sum of squares in double, as the CPU does
+// One block per row; the sum of squares in double, as the CPU does (the
+// double sum's order differs from the CPU's loop, but its error is far below
+// a float's rounding: the scale, rounded to float, is the same bits). Latency
+// bound at one row (the AR step, issue 34): each thread issues all its loads
+// of x and w (RMS_PER_THREAD values, 16-byte loads where the rows allow)
+// before it uses one, keeps them in registers for the output, and the block
+// reduces by warp shuffles (two barriers: the warps' sums, the scale)
+// instead of an 8-level shared-memory tree.
+#define RMS_PER_THREAD 16
+#define RMS_MAX_THREADS 256
+__device__ __forceinline__ double sum_squares(float x) { return (double)x * (double)x; }
+__device__ __forceinline__ double sum_squares(float4 x) {
+    return (double)x.x * (double)x.x + (double)x.y * (double)x.y + (double)x.z * (double)x.z + (double)x.w * (double)x.w;
+}
+__device__ __forceinline__ float rms_scaled(float x, float scale, float w) { return x * scale * w; }
+__device__ __forceinline__ float4 rms_scaled(float4 x, float scale, float4 w) {
+    return float4{ x.x * scale * w.x, x.y * scale * w.y, x.z * scale * w.z, x.w * scale * w.w };
+}
+__device__ __forceinline__ double warp_sum_double(double v) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+// T: float, or float4 where dim % 4 == 0 and x, w, out are 16-byte aligned;
+// n: the row's T units; U: the units a thread holds per pass.
+template <typename T>
 __global__ void rmsnorm_kernel(const float *x, const float *w, int32_t dim, float eps, float *out) {
-    __shared__ double partial[256];
-    const float *xr = x + (size_t)blockIdx.x * dim;
+    constexpr int U = RMS_PER_THREAD * (int)sizeof(float) / (int)sizeof(T);
+    __shared__ double warp_ss[RMS_MAX_THREADS / 32];
+    __shared__ float row_scale;
+    const int32_t n = dim / (int32_t)(sizeof(T) / sizeof(float)), step = U * (int32_t)blockDim.x;
+    const T *xr = (const T *)(x + (size_t)blockIdx.x * dim), *wr = (const T *)w;
+    T *o = (T *)(out + (size_t)blockIdx.x * dim);
+    T xv[U] = {}, wv[U] = {}; // the thread's whole share of the row when n <= step
     double ss = 0.0;
-    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x) {
-        const double xi = emt_ld(xr + i);
-        ss += xi * xi;
+    for (int32_t base = (int32_t)threadIdx.x; base < n; base += step) {
+        EMT_UNROLL
+        for (int u = 0; u < U; u++) {
+            const int32_t i = base + u * (int32_t)blockDim.x;
+            xv[u] = i < n ? emt_ld(xr + i) : T{};
+            wv[u] = i < n ? emt_ld(wr + i) : T{}; // issued now: their latency overlaps the reduction
+        }
+        EMT_UNROLL
+        for (int u = 0; u < U; u++) ss += sum_squares(xv[u]); // zeros past the row add nothing
     }
-    emt_st(partial + threadIdx.x, ss);
+    ss = warp_sum_double(ss);
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = (blockDim.x + 31) / 32;
+    if (lane == 0) emt_st(warp_ss + warp, ss);
     __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) emt_st(partial + threadIdx.x, emt_ld(partial + threadIdx.x) + emt_ld(partial + threadIdx.x + s));
-        __syncthreads();
+    if (warp == 0) {
+        double total = lane < n_warps ? emt_ld(warp_ss + lane) : 0.0;
+        total = warp_sum_double(total);
+        if (lane == 0) emt_st(&row_scale, (float)(1.0 / sqrt(total / dim + (double)eps)));
     }
-    float scale = (float)(1.0 / sqrt(partial[0] / dim + (double)eps));
-    for (int32_t i = threadIdx.x; i < dim; i += blockDim.x)
-        emt_st(out + (size_t)blockIdx.x * dim + i, emt_ld(xr + i) * scale * emt_ld(w + i));
+    __syncthreads();
+    const float scale = emt_ld(&row_scale);
+    const bool one_pass = n <= step; // else every pass's units are loaded again
+    for (int32_t base = (int32_t)threadIdx.x; base < n; base += step) {
+        EMT_UNROLL
+        for (int u = 0; u < U; u++) {
+            const int32_t i = base + u * (int32_t)blockDim.x;
+            if (!one_pass && i < n) xv[u] = emt_ld(xr + i), wv[u] = emt_ld(wr + i);
+        }
+        EMT_UNROLL
+        for (int u = 0; u < U; u++) {
+            const int32_t i = base + u * (int32_t)blockDim.x;
+            if (i < n) emt_st(o + i, rms_scaled(xv[u], scale, wv[u]));
+        }
+    }
 }
 
 void cu_rmsnorm(emt_exec *ex, const float *x, const float *w, int32_t n_rows, int32_t dim, float eps, float *out) {
     EMT_OP("RMSNORM", sizeof(float) * (2.0 * n_rows * dim + dim), n_rows, dim, dim);
-    EMT_LAUNCH(rmsnorm_kernel, n_rows, 256, 0, ex->stream, x, w, dim, eps, out);
+    const bool vec = dim % 4 == 0 && (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0 && (uintptr_t)out % 16 == 0;
+    const int32_t units = vec ? dim / 4 : dim, per_thread = vec ? RMS_PER_THREAD / 4 : RMS_PER_THREAD;
+    // a whole number of warps, each thread a full pass where the row allows
+    int32_t threads = ((units + per_thread - 1) / per_thread + 31) / 32 * 32;
+    threads = threads < 32 ? 32 : threads > RMS_MAX_THREADS ? RMS_MAX_THREADS : threads;
+    if (vec)
+        EMT_LAUNCH(rmsnorm_kernel<float4>, n_rows, threads, 0, ex->stream, x, w, dim, eps, out);
+    else
+        EMT_LAUNCH(rmsnorm_kernel<float>, n_rows, threads, 0, ex->stream, x, w, dim, eps, out);
 }
 
 // rotate-half RoPE of thread idx < n_heads * half of row r: head idx / half,

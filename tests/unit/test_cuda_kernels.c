@@ -6,7 +6,9 @@
  * - typed embedding rows: bit-identical to the CPU's;
  * - tree attention (cuda/attention.cu): each node of a 128-node tree over a
  *   3000-token context is bit-identical to the AR call that puts the same
- *   token at the same position, with and without Gemma's soft-cap, GQA, and
+ *   token at the same position (and over a 240-token context, the tree's
+ *   shallow nodes within the first 256-key span, its deep ones past it),
+ *   with and without Gemma's soft-cap, GQA, and
  *   with BF16 K/V caches (set_kv_dtype) on the tensor-core kernel and on the
  *   FP32 one (head_dim 96); round_bf16 and rope_round_kv (K roped, K and V
  *   rounded into the cache in one launch) bit-identical to the CPU's, and
@@ -333,8 +335,8 @@ static float *device_attention(const float *q, const float *k, const float *v, i
  * contiguously; the deep branch crosses the chunk boundary at 3072. With
  * g_kv_bf16 the same over BF16 caches (the CPU twin reading the same BF16
  * values). head_dim 64 takes the tensor-core kernel, 96 the FP32 one. */
-static void check_tree_vs_ar(float cap, int32_t hd) {
-    const int32_t P = emt_test_size(3000, 500), N = emt_test_size(128, 32), H = 8, KV = 2, width = KV * hd;
+static void check_tree_vs_ar_at(int32_t P, float cap, int32_t hd) {
+    const int32_t N = emt_test_size(128, 32), H = 8, KV = 2, width = KV * hd;
     uint8_t *mask = calloc((size_t)N * N, 1);
     for (int32_t i = 0; i < N; i++) { /* parents one or two nodes back: depth ~ 85 */
         if (i > 0) memcpy(mask + (size_t)i * N, mask + (size_t)(i - 1 - (i > 1 ? irand(2) : 0)) * N, (size_t)N);
@@ -388,6 +390,7 @@ static void check_tree_vs_ar(float cap, int32_t hd) {
     CHECK(worst < 1e-5);
     free(mask); free(q); free(k); free(v); free(tree); free(cpu_o); free(k2); free(v2);
 }
+static void check_tree_vs_ar(float cap, int32_t hd) { check_tree_vs_ar_at(emt_test_size(3000, 500), cap, hd); }
 
 /* attention_window: a 64-node tree over a 3000-token prefix with a window
  * of 700 (the first 2300 or so prefix keys hidden, each row's ~700 keys in
@@ -685,6 +688,11 @@ int main(void) {
         check_tree_vs_ar(0.0f, 64);
         check_tree_vs_ar(50.0f, 64);
         check_tree_vs_ar(0.0f, 128); /* the verify's prefetch over several loads per thread */
+        /* nodes on both sides of the first span's end (ATTN_SPAN, 256 keys):
+         * the tree's call merges partials, the AR calls of its shallow nodes
+         * write their one span's output directly; the same bits either way */
+        check_tree_vs_ar_at(emt_test_size(240, 250), 0.0f, 128);
+        check_tree_vs_ar_at(emt_test_size(240, 250), 50.0f, 64);
         check_tree_vs_ar(0.0f, 96);
         g_kv_bf16 = 0;
         check_window(0.0f);

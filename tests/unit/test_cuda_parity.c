@@ -83,6 +83,29 @@ static void check_embed_rmsnorm_rope(void) {
     free(table); free(w); free(x); free(y);
 }
 
+/* RMSNorm's other launch shapes (cu_rmsnorm): 16-byte loads on aligned rows
+ * whose width is a multiple of 4, held in registers in one pass (4096) or
+ * loaded again after the reduction (8192), and many narrow rows in place (a
+ * QK-norm's heads); bit-identical to the CPU like the 1001-wide rows */
+static void check_rmsnorm_shapes(void) {
+    const int32_t dims[] = { 4096, 8192, 128 }, n_rows[] = { 3, 2, 67 };
+    for (int c = 0; c < 3; c++) {
+        const size_t n = (size_t)dims[c] * n_rows[c];
+        float *x = host_random(n, 4.0f), *w = host_random(dims[c], 2.0f), *y = malloc(n * sizeof(float));
+        float *dx = dev_copy(x, n), *dw = dev_copy(w, dims[c]), *dy = gpu->ops->alloc(gpu, n * sizeof(float));
+        char name[64];
+        cpu->ops->rmsnorm(ec, x, w, n_rows[c], dims[c], 1e-6f, y);
+        const int in_place = c == 2;
+        gpu->ops->rmsnorm(eg, dx, dw, n_rows[c], dims[c], 1e-6f, in_place ? dx : dy);
+        snprintf(name, sizeof name, "rmsnorm (dim %d%s)", dims[c], in_place ? ", in place" : "");
+        expect_close(name, in_place ? dx : dy, y, n, 0);
+        gpu->ops->release(gpu, dx);
+        gpu->ops->release(gpu, dw);
+        gpu->ops->release(gpu, dy);
+        free(x); free(w); free(y);
+    }
+}
+
 static void check_matmul_topk(void) {
     const int32_t I = 577, O = 301, K = 10;
     const int32_t rows[] = { 5, 37 }; /* the exact kernel alone; then cuBLAS (>= 16 rows) too */
@@ -227,6 +250,7 @@ int main(void) {
     if (ec && eg) {
         check_elementwise();
         check_embed_rmsnorm_rope();
+        check_rmsnorm_shapes();
         check_matmul_topk();
         for (int32_t hd = 40; hd <= 64; hd += 24) { /* the CUDA-core kernel, then the tensor-core one */
             check_attention(0, 37, 0, hd); /* prompt: causal, no prefix */

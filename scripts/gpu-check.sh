@@ -301,7 +301,7 @@ for s in $stages; do
            --synthetic tiny --weights bf16 --backend cuda --context 16 --tokens 1 --reps 1 --nodes 64
        else
          step "kernels llama-7b bf16" 120 bash -c 'env ENTMTP_CUDA_GRAPHS=0 ENTMTP_CUDA_PLUGIN="$1" ncu --clock-control none \
-           --target-processes all --launch-count 2500 --csv --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+           --cache-control none --target-processes all --launch-count 2500 --csv --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
            --log-file "$2/stage4-ncu.csv" "$3/entmtp" bench --synthetic llama-7b --weights bf16 --backend cuda \
            --context 16 --tokens 1 --reps 1 --nodes 64; rc=$?; gzip -f "$2/stage4-ncu.csv"; exit $rc' _ "$(plugin)" "$out" "$build"
          step "peer llama-7b bf16 ctx 256" 90 peer llama-7b 256

@@ -347,6 +347,13 @@ __global__ void __launch_bounds__(ATTN_THREADS)
     }
 }
 
+// The number of spans (partials) of a row's key list: both combines' loop bound.
+__device__ __forceinline__ int32_t spans_of_row(const int32_t *first, int32_t row, const int32_t *d_len, int32_t n_prefix,
+                                                const int32_t *tree_count) {
+    const int32_t f = first_row(first, row, d_len, n_prefix);
+    return (keys_of_row(n_prefix, tree_count, row, f) + ATTN_SPAN - 1) / ATTN_SPAN;
+}
+
 // The spans of (row, head) `rh` = row * n_heads + head merged in span
 // order into its output row, by threads first.. of a stride of `threads`
 // (the CUDA-core kernel's combine launch; the tensor-core kernel's fused
@@ -355,8 +362,7 @@ __device__ __forceinline__ void merge_spans(int32_t rh, int32_t row, int32_t n_p
                                             const int32_t *tree_count, const int32_t *first, int32_t hd, int32_t n_spans,
                                             const float *part_acc, const float *part_ml, float *out, int32_t first_thread,
                                             int32_t threads) {
-    const int32_t f = first_row(first, row, d_len, n_prefix);
-    const int32_t nc = (keys_of_row(n_prefix, tree_count, row, f) + ATTN_SPAN - 1) / ATTN_SPAN;
+    const int32_t nc = spans_of_row(first, row, d_len, n_prefix, tree_count);
     const float *ml = part_ml + (size_t)rh * n_spans * 2;
     const float *acc = part_acc + (size_t)rh * n_spans * hd;
     float m = -INFINITY;
@@ -1038,9 +1044,8 @@ __global__ void __launch_bounds__(TCA_THREADS, 1)
     EMT_REQUEST_TAG(tag++);
     for (int32_t qi = warp; qi < n_q; qi += TCA_WARPS) { // a warp per query
         const int32_t row = (q_first + qi) / group, head = kv_head * group + (q_first + qi) % group;
-        const int32_t f = first_row(first, row, d_len, n_prefix);
-        const int32_t nc = (keys_of_row(n_prefix, tree_count, row, f) + ATTN_SPAN - 1) / ATTN_SPAN;
-        merge_spans_warp<HD>(row * n_heads + head, nc, n_spans, part_acc, part_ml, out);
+        merge_spans_warp<HD>(row * n_heads + head, spans_of_row(first, row, d_len, n_prefix, tree_count), n_spans,
+                             part_acc, part_ml, out);
     }
 }
 

@@ -43,10 +43,6 @@ __device__ __forceinline__ float rms_scaled(float x, float scale, float w) { ret
 __device__ __forceinline__ float4 rms_scaled(float4 x, float scale, float4 w) {
     return float4{ x.x * scale * w.x, x.y * scale * w.y, x.z * scale * w.z, x.w * scale * w.w };
 }
-__device__ __forceinline__ double warp_sum_double(double v) {
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    return v;
-}
 // T: float, or float4 where dim % 4 == 0 and x, w, out are 16-byte aligned;
 // n: the row's T units; U: the units a thread holds per pass.
 template <typename T>
@@ -69,13 +65,13 @@ __global__ void rmsnorm_kernel(const float *x, const float *w, int32_t dim, floa
         EMT_UNROLL
         for (int u = 0; u < U; u++) ss += sum_squares(xv[u]); // zeros past the row add nothing
     }
-    ss = warp_sum_double(ss);
+    ss = warp_sum(ss);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, n_warps = (blockDim.x + 31) / 32;
     if (lane == 0) emt_st(warp_ss + warp, ss);
     __syncthreads();
     if (warp == 0) {
         double total = lane < n_warps ? emt_ld(warp_ss + lane) : 0.0;
-        total = warp_sum_double(total);
+        total = warp_sum(total);
         if (lane == 0) emt_st(&row_scale, (float)(1.0 / sqrt(total / dim + (double)eps)));
     }
     __syncthreads();

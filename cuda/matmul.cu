@@ -356,7 +356,6 @@ __global__ void __launch_bounds__(MM_WARPS * 32)
     const int32_t r0 = blockIdx.x * MM_ROW_TILE;
     const int nr = n_rows - r0 < TILE ? n_rows - r0 : TILE;
     const uint4 *wrow = (const uint4 *)(W + (size_t)o * row_bytes);
-
     const int sub = lane / LANES_PER_UNIT, t = lane % LANES_PER_UNIT;
     const int32_t n_units = n_in / QK;
     float acc[TILE];
@@ -535,7 +534,6 @@ __host__ __device__ constexpr size_t tc_ring_bytes(int mt, int mw, int rw, bool 
 __host__ __device__ constexpr size_t tc_shared_bytes(int nt, int mt, int mw, int rw, bool split) {
     return tc_stage_bytes(nt, mt, mw, rw, split) + tc_ring_bytes(mt, mw, rw, split);
 }
-
 
 // Grid: (ceil(n_rows / (8 NT RW)), sum over the matrices of ceil(n_out / (16
 // MT MW)), SPLIT ? TC_KWARPS : 1).

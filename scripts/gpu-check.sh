@@ -46,8 +46,9 @@
 #
 # Knobs: OUT (default /tmp/gpu-check), BUILD (build dir, default build/gpu),
 # STAGES (default "0 1 2 3"; 4 is the kernel-by-kernel profile, run alone:
-# STAGES="1 4" TESTS=0 builds without running the tests, then profiles), JOBS (default nproc), LIMIT_SCALE (each step's
-# time limit multiplied; default 1 on the device, 8 in a dry run), BUDGET_S.
+# STAGES="1 4" TESTS=0 builds without running the tests, then profiles),
+# JOBS (default nproc), LIMIT_SCALE (each step's time limit multiplied;
+# default 1 on the device, 8 in a dry run), BUDGET_S.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"

@@ -75,6 +75,7 @@ bound, printed apart."""
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -113,9 +114,24 @@ def use_device(name):
 # (assumed: 48 resident warps per SM, 4 independent load requests in flight
 # per warp, 700 ns DRAM latency under load)
 WARPS_PER_SM, REQUESTS_IN_FLIGHT, DRAM_LATENCY = 48, 4, 700e-9
-SPAN = 512            # attention: keys per partial (cuda/attention.cu ATTN_SPAN)
-ATTN_KEYS = 32        # attention: keys per step, staged in shared memory (ATTN_KEYS)
-ATTN_MAX_SPAN_BLOCKS = 16
+
+
+def cuda_define(name, source="cuda/attention.cu"):
+    """The integer a `#define NAME value` line of the CUDA source gives: the
+    model reads the kernels' constants instead of keeping copies that drift
+    (it held ATTN_SPAN 512 and 16 span blocks after the kernel moved to 256
+    and 32)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", source)
+    with open(path) as f:
+        m = re.search(r"^#define\s+%s\s+(\d+)\b" % re.escape(name), f.read(), re.M)
+    if not m:
+        raise SystemExit(f"roofline.py: no '#define {name} <integer>' in {source}")
+    return int(m.group(1))
+
+
+SPAN = cuda_define("ATTN_SPAN")            # attention: keys per partial
+ATTN_KEYS = cuda_define("ATTN_KEYS")       # attention: keys per step, staged in shared memory
+ATTN_MAX_SPAN_BLOCKS = cuda_define("ATTN_MAX_SPAN_BLOCKS")  # blocks per (KV head, query group) looping over spans
 SHARED_PER_SM = 228 * 1024
 # tree attention on tensor cores (cuda/attention.cu attn_tc_span_kernel)
 TCA_WARPS, TCA_MAX_QUERIES = 4, 64   # warps per block, queries per block (one m-tile of 16 per warp)

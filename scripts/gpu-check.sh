@@ -244,6 +244,19 @@ bench() {  # SHAPE WEIGHTS TOKENS CONTEXT [GRAPHS]
     --backend cuda --tokens "$3" --context "$4" --reps "$reps" --json
 }
 
+# EntMTP on the bundled model's shape without its GGUF (98 MB, more than a
+# call carries): a whole step (draft, verify, accept, commit) per tree of the
+# shipped Hydra bank on random weights, the AR step timed alike; with the
+# bank's accept lengths (measured on the real model: greedy tokens do not
+# depend on the backend) the bench prints EntMTP's speed on this device.
+# The dry run takes the CPU backend: the harness needs minutes for this shape.
+treebench() {  # SHAPE WEIGHTS TOKENS CONTEXT
+  local backend=cuda tokens=$3; [ "$dry" = 1 ] && backend=cpu tokens=1
+  ENTMTP_CUDA_PLUGIN=$(plugin) "$build/entmtp" bench --synthetic "$1" --weights "$2" --backend "$backend" \
+    --heads heads/SmolLM2-135M-Instruct.hydra.safetensors --bank heads/SmolLM2-135M-Instruct.hydra.bank.json \
+    --tokens "$tokens" --context "$4" --nodes 1 --reps 1 --json
+}
+
 peer() {  # SHAPE CONTEXT [ARGS...]: transformers on PyTorch, greedy, the same shape
   local shape=$1 ctx=$2; shift 2
   if [ "$dry" = 1 ]; then python3 scripts/gpu-peer.py --shape "$shape" --context "$ctx" --tokens 16 --device cpu --reps 1 "$@"
@@ -251,7 +264,7 @@ peer() {  # SHAPE CONTEXT [ARGS...]: transformers on PyTorch, greedy, the same s
 }
 
 # the steps run under timeout in a child bash: it needs the functions
-export -f machine configure build_targets plugin check_plugin run_test sanitize sanitize_item bench peer
+export -f machine configure build_targets plugin check_plugin run_test sanitize sanitize_item bench treebench peer
 export dry_skip
 unpack_carry
 for s in $stages; do
@@ -268,11 +281,13 @@ for s in $stages; do
          step "bench tiny bf16 ctx 64" 60 bench tiny bf16 4 64
          step "peer tiny bf16 ctx 64" 60 peer tiny 64
          step "bench tiny q4_0 ctx 64, graphs off" 60 bench tiny q4_0 4 64 0
+         step "EntMTP step per Hydra bank tree, smollm2-135m q4_0 ctx 8" 60 treebench smollm2-135m q4_0 1 8
        else  # the most wanted first: a cut keeps what finished
          step "bench llama-7b bf16 ctx 256" 30 bench llama-7b bf16 32 256
          step "peer llama-7b bf16 ctx 256" 60 peer llama-7b 256
          step "bench smollm2-135m bf16 ctx 256" 30 bench smollm2-135m bf16 32 256
          step "peer smollm2-135m bf16 ctx 256" 60 peer smollm2-135m 256
+         step "EntMTP step per Hydra bank tree, smollm2-135m bf16 ctx 256" 40 treebench smollm2-135m bf16 32 256
          step "bench llama-7b q4_0 ctx 256" 30 bench llama-7b q4_0 32 256
          step "bench llama-7b q4_k ctx 256" 30 bench llama-7b q4_k 32 256
          step "bench llama-7b bf16 ctx 2048" 35 bench llama-7b bf16 32 2048

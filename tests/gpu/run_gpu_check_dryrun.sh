@@ -31,7 +31,8 @@ for s in range(4):
     print(f"stage {s}: {j['status']}, steps: {', '.join(st['name'] + '=' + st['status'] for st in j['steps'])}")
 tests = ["test_cuda_parity", "test_cuda_kernels", "test_cuda_step_ops", "test_cuda_lossless", "test_cuda_typical"]
 expect = {0: ["machine"], 1: ["configure", "build", "ldd-plugin"] + [f"test {t}" for t in tests],
-          2: ["bench tiny bf16 ctx 64", "peer tiny bf16 ctx 64", "bench tiny q4_0 ctx 64, graphs off"],
+          2: ["bench tiny bf16 ctx 64", "peer tiny bf16 ctx 64", "bench tiny q4_0 ctx 64, graphs off",
+              "EntMTP step per Hydra bank tree, smollm2-135m q4_0 ctx 8"],
           3: [f"sanitizer memcheck:{t}" for t in tests]
           + [f"sanitizer {tool}:{t}" for t in tests[:3] for tool in ("racecheck", "synccheck")]
           + ["roofline"]}

@@ -10,6 +10,84 @@
 
 static char *run(const char *args, int *rc) { return emt_cli_run(args, rc); }
 
+/* bench --heads --bank: one record per bank tree, in the bank's order,
+ * each timing exactly --tokens steps of that tree; the root-only tree is
+ * an AR step (accepts exactly 1); the speed estimate is the bank's accept
+ * length over the step's cost relative to the AR step timed alike, and
+ * absent without a bank figure. */
+static void check_bench_bank(const char *model, const char *heads) {
+    char bank[512], args[2048];
+    snprintf(bank, sizeof bank, "%s/cli_bench_bank.json", ENTMTP_TEST_TMP_DIR);
+    FILE *f = fopen(bank, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs("{\"trees\":[{\"name\":\"root\",\"choices\":[],\"mean_accept_length\":1.0},"
+          "{\"name\":\"chain_2\",\"choices\":[[0],[0,0]],\"mean_accept_length\":1.8},"
+          "{\"name\":\"wide\",\"choices\":[[0],[1],[2],[0,0]]}]}",
+          f);
+    fclose(f);
+    int rc;
+    snprintf(args, sizeof args, "bench --model %s --heads %s --bank %s --context 8 --tokens 3 --reps 1 --nodes 1 --json",
+             model, heads, bank);
+    char *out = run(args, &rc);
+    CHECK_EQ_INT(rc, 0);
+    cJSON *j = cJSON_Parse(out);
+    CHECK(j != NULL);
+    const cJSON *trees = j ? cJSON_GetObjectItem(j, "tree_steps") : NULL;
+    CHECK(trees && cJSON_GetArraySize(trees) == 3);
+    const char *names[] = { "root", "chain_2", "wide" };
+    const int nodes[] = { 1, 3, 5 }, depth[] = { 0, 2, 2 };
+    double ar = j ? cJSON_GetObjectItem(j, "tree_ar_step_seconds")->valuedouble : 0;
+    CHECK(ar > 0);
+    CHECK(j && cJSON_GetObjectItem(cJSON_GetObjectItem(j, "tree_ar_counters"), "steps")->valuedouble == 3);
+    for (int t = 0; trees && t < 3 && t < cJSON_GetArraySize(trees); t++) {
+        const cJSON *r = cJSON_GetArrayItem(trees, t);
+        CHECK(!strcmp(cJSON_GetObjectItem(r, "name")->valuestring, names[t]));
+        CHECK_EQ_INT((int)cJSON_GetObjectItem(r, "nodes")->valuedouble, nodes[t]);
+        CHECK_EQ_INT((int)cJSON_GetObjectItem(r, "depth")->valuedouble, depth[t]);
+        CHECK_EQ_INT((int)cJSON_GetObjectItem(cJSON_GetObjectItem(r, "counters"), "steps")->valuedouble, 3);
+        double step = cJSON_GetObjectItem(r, "step_seconds")->valuedouble;
+        double here = cJSON_GetObjectItem(r, "accepted_here")->valuedouble;
+        double bank_acc = cJSON_GetObjectItem(r, "bank_mean_accept_length")->valuedouble;
+        double est = cJSON_GetObjectItem(r, "estimated_speedup")->valuedouble;
+        CHECK(step > 0);
+        CHECK(here >= 1.0 && here <= depth[t] + 1);
+        if (t == 0) CHECK_NEAR(here, 1.0, 1e-12);
+        CHECK_NEAR(cJSON_GetObjectItem(r, "ratio_to_ar")->valuedouble, step / ar, 1e-3 * step / ar);
+        if (t == 2) CHECK_NEAR(est, 0.0, 0.0); /* no accept length in the bank */
+        else CHECK_NEAR(est, bank_acc * ar / step, 1e-3 * est);
+    }
+    cJSON_Delete(j);
+    free(out);
+    /* the text report names every tree and the best estimate */
+    snprintf(args, sizeof args, "bench --model %s --heads %s --bank %s --context 8 --tokens 2 --reps 1 --nodes 1", model,
+             heads, bank);
+    out = run(args, &rc);
+    CHECK(rc == 0 && strstr(out, "EntMTP step by bank tree") && strstr(out, "chain_2") && strstr(out, "wide") &&
+          strstr(out, "best static tree"));
+    free(out);
+    /* failures name what is at fault */
+    snprintf(args, sizeof args, "bench --model %s --bank %s", model, bank);
+    out = run(args, &rc);
+    CHECK(rc != 0 && strstr(out, "--bank") && strstr(out, "--heads"));
+    free(out);
+    snprintf(args, sizeof args, "bench --model %s --heads %s --bank /nonexistent_bank.json --context 8 --tokens 2 --nodes 1", model,
+             heads);
+    out = run(args, &rc);
+    CHECK(rc != 0 && strstr(out, "/nonexistent_bank.json"));
+    free(out);
+    /* a tree deeper than the heads: the session refuses it, named */
+    f = fopen(bank, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs("{\"trees\":[{\"name\":\"too_deep\",\"choices\":[[0],[0,0],[0,0,0],[0,0,0,0],[0,0,0,0,0]]}]}", f);
+    fclose(f);
+    snprintf(args, sizeof args, "bench --model %s --heads %s --bank %s --context 8 --tokens 2 --nodes 1", model, heads, bank);
+    out = run(args, &rc);
+    CHECK(rc != 0 && strstr(out, "too_deep"));
+    free(out);
+}
+
 int main(void) {
     if (!getenv("ENTMTP_CLI")) TEST_SKIP("ENTMTP_CLI not set");
     char model[512], heads[512], args[2048];
@@ -98,6 +176,7 @@ int main(void) {
     out = run("bench --synthetic nope", &rc);
     CHECK(rc != 0 && strstr(out, "nope"));
     free(out);
+    check_bench_bank(model, heads);
     out = run("frobnicate", &rc);
     CHECK(rc != 0);
     free(out);

@@ -1,5 +1,6 @@
 /* entmtp bench: AR speed, memory bandwidth, and tree-verify cost against
- * tree size, all measured in one run; EntMTP vs AR on a real model. */
+ * tree size, all measured in one run; EntMTP vs AR on a real model; the
+ * cost of a whole EntMTP step per tree of a bank, on any model. */
 #include "cli.h"
 
 #include "engine/engine.h"
@@ -13,7 +14,7 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: entmtp bench (--synthetic NAME | --model PATH [--heads PATH]) [options]\n"
+            "usage: entmtp bench (--synthetic NAME | --model PATH) [--heads PATH [--bank FILE]] [options]\n"
             "       entmtp bench --suite ...   the paper's Table 1 per task (entmtp bench --suite --help)\n"
             "\n"
             "  --synthetic NAME   random weights at a named shape: llama-7b, smollm2-135m, tiny\n"
@@ -22,6 +23,11 @@ static void usage(FILE *f) {
             "  --compute C        native (default: weights in their file type) | f32\n"
             "  --model PATH       a real model (GGUF or HF directory)\n"
             "  --heads PATH       heads for the EntMTP-vs-AR comparison on the real model\n"
+            "  --bank FILE        with --heads, on any model (a synthetic one too: heads need only its\n"
+            "                     shape): a whole EntMTP step (draft, verify, accept, commit) timed per\n"
+            "                     tree of the bank, the static policy on each in turn, --tokens steps\n"
+            "                     from the --context prefix; with the bank's accept lengths, EntMTP's\n"
+            "                     speed on this device (greedy tokens do not depend on the backend)\n"
             "  --tree NAME        tree for that comparison (default: heads' default)\n"
             "  --prompt TEXT      prompt for that comparison\n"
             "  --context N        tokens in the KV cache while timing (default 256)\n"
@@ -74,7 +80,8 @@ static int tree_choices(int32_t n, int32_t *ranks, int32_t *lens, int32_t *n_pat
 }
 
 typedef struct bench_options {
-    const char *synthetic, *model_path, *heads_path, *tree, *plot, *plot_script, *prompt, *nodes_list, *weights;
+    const char *synthetic, *model_path, *heads_path, *bank_path, *tree, *plot, *plot_script, *prompt, *nodes_list,
+        *weights;
     emt_dtype weights_type; /* --weights, parsed */
     entmtp_compute_type compute;
     entmtp_backend backend;
@@ -93,6 +100,7 @@ static int parse_options(int argc, char **argv, bench_options *o) {
         { "--synthetic", CLI_STRING, &o->synthetic },
         { "--model", CLI_STRING, &o->model_path },
         { "--heads", CLI_STRING, &o->heads_path },
+        { "--bank", CLI_STRING, &o->bank_path },
         { "--tree", CLI_STRING, &o->tree },
         { "--prompt", CLI_STRING, &o->prompt },
         CLI_PLOT_OPTIONS(&o->plot, &o->plot_script),
@@ -117,6 +125,14 @@ static int parse_options(int argc, char **argv, bench_options *o) {
         return 2;
     }
     if (!!o->synthetic == !!o->model_path) { fprintf(stderr, "entmtp bench: give exactly one of --synthetic or --model\n"); return 2; }
+    if (o->synthetic && o->heads_path && !o->bank_path) {
+        fprintf(stderr, "entmtp bench: --heads on a synthetic model times steps per tree of a --bank; give one\n");
+        return 2;
+    }
+    if (o->bank_path && !o->heads_path) {
+        fprintf(stderr, "entmtp bench: --bank '%s' needs --heads (the drafter whose steps are timed)\n", o->bank_path);
+        return 2;
+    }
     if (o->context < 1 || o->tokens < 1 || o->reps < 1) {
         fprintf(stderr, "entmtp bench: --context, --tokens and --reps must be positive\n");
         return 2;
@@ -130,6 +146,14 @@ static int parse_options(int argc, char **argv, bench_options *o) {
     }
     return 0;
 }
+
+/* One bank tree's EntMTP steps (--bank). */
+typedef struct tree_steps {
+    entmtp_tree_info info;   /* name owned by the bank; mean_accept_length is the bank's figure */
+    double seconds;          /* wall time per timed step */
+    double accepted;         /* mean accepted tokens per timed step on this model */
+    emt_step_counters count; /* the timed steps alone */
+} tree_steps;
 
 /* Everything one bench run holds and measures, released by bench_job_free. */
 typedef struct bench_job {
@@ -148,12 +172,18 @@ typedef struct bench_job {
     double spec_tps, spec_accept, ar_tps;
     int have_spec;
     emt_step_counters ar_count, spec_count; /* the AR steps timed; the EntMTP generation */
+    entmtp_bank *tbank;                     /* --bank */
+    tree_steps *trees;                      /* one per tree of tbank */
+    tree_steps tree_ar;                     /* AR steps timed as the trees' steps are */
+    int32_t n_trees;
 } bench_job;
 
 static void bench_job_free(bench_job *j) {
     entmtp_session_free(j->s);
     entmtp_bank_free(j->bank);
     entmtp_bank_free(j->hbank);
+    entmtp_bank_free(j->tbank);
+    free(j->trees);
     entmtp_heads_free(j->heads);
     entmtp_model_free(j->model);
 }
@@ -176,6 +206,24 @@ static int load_model(bench_job *j) {
     }
     j->mi = (entmtp_model_info){ sizeof j->mi };
     entmtp_model_get_info(j->model, &j->mi);
+    return 0;
+}
+
+/* The --context tokens every timed session starts from (malloc'd). */
+static int32_t *context_tokens(const bench_job *j) {
+    int32_t *t = malloc((size_t)j->o->context * sizeof *t);
+    if (t)
+        for (long i = 0; i < j->o->context; i++) t[i] = (int32_t)((i * 31 + 7) % j->mi.vocab_size);
+    return t;
+}
+
+/* --heads and --bank, loaded before anything is timed so that a bad file
+ * fails at once. */
+static int load_drafter(bench_job *j) {
+    const bench_options *o = j->o;
+    entmtp_status st;
+    if (o->heads_path && (st = entmtp_heads_load(j->model, o->heads_path, &j->heads))) return cli_fail(o->heads_path, st);
+    if (o->bank_path && (st = entmtp_bank_load(o->bank_path, NULL, &j->tbank))) return cli_fail(o->bank_path, st);
     return 0;
 }
 
@@ -203,9 +251,8 @@ static int prefilled_session(bench_job *j) {
     sp.step_activation_bits = o->step_bits;
     sp.kv_type = o->kv_type;
     if ((st = entmtp_session_create(j->model, NULL, j->bank, &sp, &j->s))) return cli_fail("session", st);
-    int32_t *ctx_tokens = malloc((size_t)o->context * sizeof *ctx_tokens);
+    int32_t *ctx_tokens = context_tokens(j);
     if (!ctx_tokens) return cli_fail("bench", ENTMTP_ERR_OUT_OF_MEMORY);
-    for (long i = 0; i < o->context; i++) ctx_tokens[i] = (int32_t)((i * 31 + 7) % j->mi.vocab_size);
     double t0 = emt_now();
     st = entmtp_session_prefill(j->s, ctx_tokens, (int32_t)o->context);
     j->prefill_s = emt_now() - t0;
@@ -253,7 +300,6 @@ static int time_verify(bench_job *j) {
 static int compare_generation(bench_job *j) {
     const bench_options *o = j->o;
     entmtp_status st;
-    if ((st = entmtp_heads_load(j->model, o->heads_path, &j->heads))) return cli_fail(o->heads_path, st);
     entmtp_heads_info hi = { sizeof hi };
     entmtp_heads_get_info(j->heads, &hi);
     entmtp_bank_params bp = entmtp_bank_default_params();
@@ -290,6 +336,108 @@ static int compare_generation(bench_job *j) {
     }
     j->have_spec = 1;
     return 0;
+}
+
+/* after - before, field by field: the counters of the steps in between */
+static emt_step_counters counters_between(const emt_step_counters *before, const emt_step_counters *after) {
+    emt_step_counters d = *after;
+    d.n_steps -= before->n_steps;
+    d.step_seconds -= before->step_seconds;
+    d.host_seconds -= before->host_seconds;
+    d.replayed_steps -= before->replayed_steps;
+    d.replayed_host_seconds -= before->replayed_host_seconds;
+    d.device.launches -= before->device.launches;
+    d.device.syncs -= before->device.syncs;
+    d.device.d2h_copies -= before->device.d2h_copies;
+    d.device.d2h_bytes -= before->device.d2h_bytes;
+    d.device.h2d_copies -= before->device.h2d_copies;
+    d.device.h2d_bytes -= before->device.h2d_bytes;
+    d.device.wait_seconds -= before->device.wait_seconds;
+    d.device.graph_launches -= before->device.graph_launches;
+    d.device.graph_captures -= before->device.graph_captures;
+    d.device.graph_fallbacks -= before->device.graph_fallbacks;
+    return d;
+}
+
+/* Steps per tree before the timed ones: the first step of a tree records
+ * its graph on CUDA, and caches warm up. */
+#define TREE_WARMUP_STEPS 2
+
+/* One tree's session: the heads, the bank, the static policy on `tree`,
+ * prefilled with the --context tokens; --tokens steps timed after the
+ * warm-up. tree -1: the same session timing plain AR steps, the baseline
+ * of the trees' ratios (timed alike, unlike the AR figure above, which
+ * starts cold after the load). */
+static int time_one_tree(bench_job *j, int32_t tree, const int32_t *ctx_tokens, tree_steps *out) {
+    const bench_options *o = j->o;
+    entmtp_status st;
+    entmtp_session_params sp = entmtp_session_default_params();
+    const int ar = tree < 0;
+    long need = o->context + (o->tokens + TREE_WARMUP_STEPS) * (long)(out->info.depth + 1) + out->info.n_nodes + 8;
+    if (need > j->mi.context_length) {
+        fprintf(stderr, "entmtp bench: --bank tree '%s': %ld cache rows needed (--context %ld, --tokens %ld), the model holds %d\n",
+                out->info.name, need, o->context, o->tokens, (int)j->mi.context_length);
+        return 2;
+    }
+    sp.kv_capacity = (int32_t)need;
+    sp.n_stop_tokens = 0;
+    sp.prompt_activation_bits = o->prompt_bits;
+    sp.step_activation_bits = o->step_bits;
+    sp.kv_type = o->kv_type;
+    entmtp_session *s = NULL;
+    entmtp_policy *pol = NULL;
+    entmtp_policy_config pc;
+    if ((st = entmtp_session_create(j->model, j->heads, j->tbank, &sp, &s)) ||
+        (st = entmtp_policy_config_init(&pc, sizeof pc, ENTMTP_POLICY_STATIC)))
+        goto fail;
+    pc.static_tree = ar ? 0 : tree;
+    if ((st = entmtp_policy_create(&pc, &pol)) || (st = entmtp_policy_set(s, pol)) ||
+        (st = entmtp_session_prefill(s, ctx_tokens, (int32_t)o->context)))
+        goto fail;
+    emt_step_counters before;
+    long accepted = 0;
+    double t0 = 0;
+    for (long i = 0; i < TREE_WARMUP_STEPS + o->tokens; i++) {
+        if (i == TREE_WARMUP_STEPS) {
+            emt_session_step_counters(s, &before);
+            t0 = emt_now();
+        }
+        entmtp_step_result r = { sizeof r };
+        if ((st = ar ? entmtp_step_ar(s, &r) : entmtp_step(s, 0, &r))) goto fail;
+        if (i >= TREE_WARMUP_STEPS) accepted += r.accept_length;
+    }
+    out->seconds = (emt_now() - t0) / (double)o->tokens;
+    out->accepted = (double)accepted / (double)o->tokens;
+    emt_step_counters after;
+    emt_session_step_counters(s, &after);
+    out->count = counters_between(&before, &after);
+fail:
+    entmtp_session_free(s); /* before the policy it borrows */
+    entmtp_policy_free(pol);
+    return st ? cli_fail(out->info.name, st) : 0;
+}
+
+/* --bank: every tree of the bank in turn. */
+static int time_tree_steps(bench_job *j) {
+    const bench_options *o = j->o;
+    entmtp_status st;
+    j->n_trees = entmtp_bank_size(j->tbank);
+    j->trees = calloc((size_t)(j->n_trees > 0 ? j->n_trees : 1), sizeof *j->trees);
+    int32_t *ctx_tokens = context_tokens(j);
+    if (!j->trees || !ctx_tokens) {
+        free(ctx_tokens);
+        return cli_fail("bench", ENTMTP_ERR_OUT_OF_MEMORY);
+    }
+    j->tree_ar = (tree_steps){ .info = { sizeof j->tree_ar.info, "AR", 1, 0, 0, 0, 0, 0 } };
+    int rc = time_one_tree(j, -1, ctx_tokens, &j->tree_ar);
+    for (int32_t t = 0; t < j->n_trees && !rc; t++) {
+        j->trees[t].info = (entmtp_tree_info){ sizeof j->trees[t].info };
+        if ((st = entmtp_bank_tree_info(j->tbank, t, &j->trees[t].info))) rc = cli_fail(o->bank_path, st);
+        else rc = time_one_tree(j, t, ctx_tokens, &j->trees[t]);
+        if (!rc && !o->json) fprintf(stderr, "entmtp bench: tree %d/%d (%s) timed\n", t + 1, j->n_trees, j->trees[t].info.name);
+    }
+    free(ctx_tokens);
+    return rc;
 }
 
 static const char *device_name(const bench_job *j) { return j->mi.backend == ENTMTP_BACKEND_CUDA ? "cuda" : "cpu"; }
@@ -348,6 +496,23 @@ static void write_json(const bench_job *j, FILE *f) {
     if (j->have_spec)
         fprintf(f, ",\"entmtp_tokens_per_second\":%.3f,\"entmtp_mean_accept_length\":%.4f,\"ar_generate_tokens_per_second\":%.3f",
                 j->spec_tps, j->spec_accept, j->ar_tps);
+    if (j->trees) {
+        fprintf(f, ",\"tree_ar_step_seconds\":%.9g", j->tree_ar.seconds);
+        json_counters(f, "tree_ar_counters", &j->tree_ar.count);
+        fprintf(f, ",\"tree_steps\":[");
+        for (int32_t t = 0; t < j->n_trees; t++) {
+            const tree_steps *ts = &j->trees[t];
+            double bank_accept = ts->info.mean_accept_length;
+            fprintf(f, "%s{\"index\":%d,\"name\":\"%s\",\"nodes\":%d,\"depth\":%d,\"step_seconds\":%.9g,\"ratio_to_ar\":%.4f,"
+                       "\"accepted_here\":%.4f,\"bank_mean_accept_length\":%.4f,\"estimated_speedup\":%.4f",
+                    t ? "," : "", t, ts->info.name, ts->info.n_nodes, ts->info.depth, ts->seconds,
+                    ts->seconds / j->tree_ar.seconds, ts->accepted, bank_accept,
+                    bank_accept > 0 ? bank_accept * j->tree_ar.seconds / ts->seconds : 0.0);
+            json_counters(f, "counters", &ts->count);
+            fprintf(f, "}");
+        }
+        fprintf(f, "]");
+    }
     fprintf(f, "}\n");
 }
 
@@ -364,6 +529,37 @@ static int write_outputs(const bench_job *j) {
     fclose(f);
     cli_plot("bench", "plot_bench.py", o->plot_script, tmp, o->plot);
     return 0;
+}
+
+/* --bank: the step per tree, and EntMTP's speed with the bank's accept
+ * lengths (measured on the real model; the estimate ignores nothing but
+ * the policy's own switching). */
+static void print_tree_steps(const bench_job *j) {
+    const double ar = j->tree_ar.seconds;
+    printf("EntMTP step by bank tree (static policy on each tree; %d warm-up + %ld timed steps from the --context prefix;\n"
+           "the AR step timed the same way: %.3f ms):\n"
+           "   tree  %-12s nodes depth  ms/step  x AR step  accepted here  bank accept  est. x AR  host us/step\n",
+           TREE_WARMUP_STEPS, j->o->tokens, ar * 1e3, "name");
+    int32_t best = -1;
+    double best_x = 0;
+    for (int32_t t = 0; t < j->n_trees; t++) {
+        const tree_steps *ts = &j->trees[t];
+        double acc = ts->info.mean_accept_length, x = acc > 0 ? acc * ar / ts->seconds : 0;
+        if (x > best_x) { best_x = x; best = t; }
+        double n = ts->count.n_steps > 0 ? (double)ts->count.n_steps : 1;
+        printf("   %4d  %-12s %5d %5d %8.3f %10.2f %14.2f %12.2f %10.2f %12.1f\n", t, ts->info.name, ts->info.n_nodes,
+               ts->info.depth, ts->seconds * 1e3, ts->seconds / ar, ts->accepted, acc, x,
+               1e6 * ts->count.host_seconds / n);
+        if (ts->count.counted)
+            printf("         %.1f launches + %.2f graph launches, %.1f syncs, %.1f device-to-host copies per step\n",
+                   (double)ts->count.device.launches / n, (double)ts->count.device.graph_launches / n,
+                   (double)ts->count.device.syncs / n, (double)ts->count.device.d2h_copies / n);
+    }
+    if (best >= 0)
+        printf("with the bank's accept lengths: best static tree %s, EntMTP about %.2fx AR on this device\n",
+               j->trees[best].info.name, best_x);
+    else
+        printf("the bank has no accept lengths: est. x AR needs its trees' mean_accept_length (docs/bank-format.md)\n");
 }
 
 static void print_report(const bench_job *j) {
@@ -389,6 +585,7 @@ static void print_report(const bench_job *j) {
     if (j->have_spec)
         printf("generation: AR %.2f tokens/s, EntMTP %.2f tokens/s (mean accept length %.2f, %.2fx)\n", j->ar_tps,
                j->spec_tps, j->spec_accept, j->ar_tps > 0 ? j->spec_tps / j->ar_tps : 0);
+    if (j->trees) print_tree_steps(j);
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -396,10 +593,11 @@ int cmd_bench(int argc, char **argv) {
     int rc = parse_options(argc, argv, &o);
     if (rc) return rc == 1 ? 0 : rc;
     bench_job j = { .o = &o };
-    if ((rc = load_model(&j))) goto done;
+    if ((rc = load_model(&j)) || (rc = load_drafter(&j))) goto done;
     j.copy_gbs = emt_model_copy_bandwidth(j.model);
     if ((rc = prefilled_session(&j)) || (rc = time_ar(&j)) || (rc = time_verify(&j))) goto done;
     if (o.model_path && o.heads_path && (rc = compare_generation(&j))) goto done;
+    if (o.bank_path && (rc = time_tree_steps(&j))) goto done;
     if ((rc = write_outputs(&j))) goto done;
     if (!o.json) print_report(&j);
 done:

@@ -1452,6 +1452,7 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
     for (int32_t b0 = 0; b0 < nb; b0 += per, g += gb) {
         __m512 dw = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g))));
         if (!kq) {
+            prefetch_ahead(g, gb); /* as the 16-bit packed kernels: EMT_PREFETCH_AHEAD bytes ahead */
             __m256 mw = t == EMT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 2 * EMT_PACK_ROWS)))
                                       : _mm256_setzero_ps();
             const uint8_t *codes = g + emt_qblock_head(t) * EMT_PACK_ROWS;
@@ -1491,6 +1492,7 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
         __m256 dmin = t != EMT_Q6_K ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)))
                                     : _mm256_setzero_ps();
         for (int s = 0; s < 8; s++) {
+            prefetch_part(g, gb, s, 8); /* as packed_krows: the block 4 KiB ahead, an eighth per sub-block */
             __m512i v[4], h[2];
             __m512 sc0, sc1 = _mm512_setzero_ps();
             __m256 mw = _mm256_setzero_ps();

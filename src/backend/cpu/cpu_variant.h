@@ -2259,12 +2259,17 @@ static void cpu_rope_q_round_kv(emt_exec *ex, float *q, int32_t n_heads, const f
     cpu_rope_round_kv(ex, k, v, n_rows, n_kv_heads, head_dim, n_rot, positions, rows, inv_freq, k_out, v_out);
 }
 
-/* Outputs per task: about 4 tasks per thread for balance, a multiple of 8
- * (whole packed row groups; the same for every dtype, so the gate and up
- * products of a fused job split alike). */
-static int32_t output_chunk(const emt_exec *ex, int32_t n_out) {
-    int32_t threads = emt_pool_size(ex->pool);
-    int32_t chunk = (n_out + threads * 4 - 1) / (threads * 4);
+/* Outputs per task, a multiple of 8 (whole packed row groups; the same for
+ * every dtype, so the gate and up products of a fused job split alike).
+ * Rows > 1: about 4 tasks per thread, for balance. One row (the AR step,
+ * which only streams weights): one task per thread, so each thread reads one
+ * run of memory and the prefetchers never restart mid-product (measured on
+ * 1B Q4_K_M, 2 threads: AR 2-4% faster, verifies unchanged). The pool's
+ * caller takes a late worker's task, so a descheduled thread still cannot
+ * stall the step for longer than that one task. */
+static int32_t output_chunk(const emt_exec *ex, int32_t n_rows, int32_t n_out) {
+    int32_t threads = emt_pool_size(ex->pool), per_thread = n_rows == 1 ? 1 : 4;
+    int32_t chunk = (n_out + threads * per_thread - 1) / (threads * per_thread);
     return (chunk + EMT_PACK_ROWS - 1) / EMT_PACK_ROWS * EMT_PACK_ROWS;
 }
 
@@ -2274,7 +2279,7 @@ static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bia
     qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), q, NULL, q ? ex->xsc : NULL, NULL, x, bias, y, n_rows, n_in, n_out, 0 };
     if (ex->act8 && emt_act8_type(W->dtype)) j.xq8 = ex->xq8;
     if (ex->xpairs_ready && q && W->packed && W->dtype == EMT_Q4_0 && !j.xq8) j.xpairs = ex->xpairs;
-    j.chunk = output_chunk(ex, n_out);
+    j.chunk = output_chunk(ex, n_rows, n_out);
     return j;
 }
 

@@ -7,8 +7,11 @@ for the rest); every other tensor and all metadata copied as they are. On
 the bundled SmolLM2-135M (hidden 576, FFN 1536) that is each layer's
 ffn_down: real activations (the SwiGLU outputs) through the K-quant
 kernels, for accuracy checks such as scripts/prompt_bits_agreement.py.
+With --type Q4_0 or Q8_0, every matrix of a block is requantized to that
+type instead (the `gguf` package's own quantizer; rows of whole 32-value
+blocks): a Q4_0 or Q8_0 copy of the same model for the same checks.
 
-  python3 scripts/requant_kquants.py IN.gguf OUT.gguf
+  python3 scripts/requant_kquants.py IN.gguf OUT.gguf [--type Q4_0|Q8_0]
 """
 import os
 import sys
@@ -27,7 +30,7 @@ def use_more_bits(i, n):  # llama.cpp's rule for Q4_K_M's attn_v and ffn_down
     return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
 
 
-def main(src, out):
+def main(src, out, flat=None):
     r = gguf.GGUFReader(src)
     arch = r.fields["general.architecture"].contents()
     w = gguf.GGUFWriter(out + ".part", arch)
@@ -40,7 +43,11 @@ def main(src, out):
     n = 0
     for t in r.tensors:
         n_in, *rest = [int(x) for x in t.shape]  # ggml order: [n_in, n_out]
-        if len(rest) == 1 and n_in % kquants.QK_K == 0 and t.name.startswith("blk."):
+        if flat and len(rest) == 1 and n_in % 32 == 0 and t.name.startswith("blk."):
+            x = dequantize(t.data, t.tensor_type).reshape(rest[0], n_in).astype(np.float32)
+            w.add_tensor(t.name, gguf.quants.quantize(x, getattr(Q, flat)), raw_dtype=getattr(Q, flat))
+            n += 1
+        elif not flat and len(rest) == 1 and n_in % kquants.QK_K == 0 and t.name.startswith("blk."):
             layer = int(t.name.split(".")[1])
             more = ("ffn_down" in t.name or "attn_v" in t.name) and use_more_bits(layer, n_layers)
             name = "Q6_K" if more else "Q4_K"
@@ -54,10 +61,15 @@ def main(src, out):
     w.write_tensors_to_file()
     w.close()
     os.replace(out + ".part", out)
-    print(f"requant_kquants: {n} matrices in K-quants, {out}")
+    print(f"requant_kquants: {n} matrices in {flat or 'K-quants'}, {out}")
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    args = sys.argv[1:]
+    flat = None
+    if len(args) == 4 and args[2] == "--type" and args[3] in ("Q4_0", "Q8_0"):
+        flat = args[3]
+        args = args[:2]
+    if len(args) != 2:
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    main(args[0], args[1], flat)

@@ -1067,6 +1067,9 @@ packed_rows_pairs(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, in
     for (int32_t b = 0; b < nb; b++, g += gb) {
         if (p0 == 0) prefetch_ahead(g, gb);
         __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)));
+        /* one row: the 8 products dw * dx in one multiply, then spread by
+         * pair (the same products, so the same bits as a multiply per pair) */
+        if (nr == 1) dw = _mm512_mul_ps(dw, _mm512_set1_ps(x[b].d));
         __m256 mw = t == EMT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 2 * EMT_PACK_ROWS)))
                                   : _mm256_setzero_ps();
         __m512i lo[4], hi[4];
@@ -1089,7 +1092,8 @@ packed_rows_pairs(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, in
             for (int q = 0; q < np; q++) {
                 __m512i isum = fold ? _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(xbias, lo[q], xlo), hi[q], xhi)
                                     : _mm512_dpwssd_epi32(_mm512_madd_epi16(lo[q], xlo), hi[q], xhi);
-                acc[r][q] = _mm512_fmadd_ps(_mm512_mul_ps(wsc[q], dx), _mm512_cvtepi32_ps(isum), acc[r][q]);
+                acc[r][q] = _mm512_fmadd_ps(nr == 1 ? wsc[q] : _mm512_mul_ps(wsc[q], dx), _mm512_cvtepi32_ps(isum),
+                                            acc[r][q]);
             }
         }
     }

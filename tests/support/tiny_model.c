@@ -313,7 +313,7 @@ entmtp_status emt_tiny_write_gguf(const char *path, const emt_tiny_config *c, em
     bu64(&b, 0);
     uint64_t n_kv = 13;
     kv_str(&b, "general.architecture", "llama");
-    kv_str(&b, "general.name", "tiny-llama");
+    kv_str(&b, "general.name", "tiny \"llama\""); /* a quote: JSON writers must escape the name */
     kv_u32(&b, "general.alignment", 32);
     kv_u32(&b, "llama.context_length", (uint32_t)c->ctx);
     kv_u32(&b, "llama.embedding_length", (uint32_t)c->hidden);

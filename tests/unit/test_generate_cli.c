@@ -39,6 +39,9 @@ static void check_bench_bank(const char *model, const char *heads) {
     const int nodes[] = { 1, 3, 5 }, depth[] = { 0, 2, 2 };
     double ar = j ? cJSON_GetObjectItem(j, "tree_ar_step_seconds")->valuedouble : 0;
     CHECK(ar > 0);
+    /* the tiny model's name holds quotes (tiny_model.c): escaped, it reads back */
+    const cJSON *name = j ? cJSON_GetObjectItem(j, "model") : NULL;
+    CHECK(name && cJSON_IsString(name) && !strcmp(name->valuestring, "tiny \"llama\""));
     /* the EntMTP-vs-AR generation drafts with the --bank given (no policy
      * stored in it: static on its first tree), not a built-in tree */
     const cJSON *drafts = j ? cJSON_GetObjectItem(j, "entmtp_drafts") : NULL;

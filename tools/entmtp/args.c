@@ -240,3 +240,37 @@ char *cli_chat_template_text(const char *cmd, const char *value) {
     text[len] = '\0';
     return text;
 }
+
+/* Length of the well-formed UTF-8 sequence at s[0..n), or 0 when it is not
+ * one (a token may end inside a character; cut text must not make bad JSON). */
+static size_t utf8_sequence(const unsigned char *s, size_t n) {
+    size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+    if (len == 0 || len > n || (len == 2 && s[0] < 0xc2) || (len == 4 && s[0] > 0xf4)) return 0;
+    for (size_t i = 1; i < len; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    if (len == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0; /* overlong, surrogate */
+    if (len == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0;
+    return len;
+}
+
+/* A JSON string; bytes that are not well-formed UTF-8 become U+FFFD. */
+void cli_json_string(FILE *f, const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    fputc('"', f);
+    for (size_t i = 0; i < n;) {
+        unsigned char ch = u[i];
+        size_t len = utf8_sequence(u + i, n - i);
+        if (len == 0) {
+            fputs("\\ufffd", f);
+            len = 1;
+        } else if (len > 1) fwrite(u + i, 1, len, f);
+        else if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch == '\n') fputs("\\n", f);
+        else if (ch == '\r') fputs("\\r", f);
+        else if (ch == '\t') fputs("\\t", f);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+        i += len;
+    }
+    fputc('"', f);
+}

@@ -144,5 +144,8 @@ typedef struct cli_progress_log {
 int cli_progress_log_due(cli_progress_log *log, float fraction, const char *what);
 /* long CLI work (suite rows, prompt sets): the bar on a terminal, a line per 10% in a log */
 int cli_progress_long(float fraction, const char *what);
+/* s[0..n) as a JSON string: quotes, backslashes and control characters
+ * escaped, bytes that are not well-formed UTF-8 written as U+FFFD. */
+void cli_json_string(FILE *f, const char *s, size_t n);
 
 #endif

@@ -470,25 +470,18 @@ static void print_counters(const char *what, const emt_step_counters *c) {
                (long long)c->n_steps, 1e6 * c->replayed_host_seconds / (double)c->replayed_steps);
 }
 
-/* s as a JSON string (quotes, backslashes and control characters escaped) */
-static void json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
+/* s as a JSON string (cli_json_string) */
+static void json_string(FILE *f, const char *s) { cli_json_string(f, s, strlen(s)); }
 
 static void write_json(const bench_job *j, FILE *f) {
     const bench_options *o = j->o;
-    fprintf(f, "{\"model\":\"%s\",\"backend\":\"%s\",\"params\":%lld,\"context\":%ld,"
+    fputs("{\"model\":", f);
+    json_string(f, j->mi.name);
+    fprintf(f, ",\"backend\":\"%s\",\"params\":%lld,\"context\":%ld,"
                "\"copy_bandwidth_gbs\":%.3f,\"ar_step_seconds\":%.6f,\"ar_tokens_per_second\":%.3f,"
                "\"ar_step_cpu_seconds\":%.6f,\"ar_step_bytes\":%.0f,\"ar_bandwidth_gbs\":%.3f,\"ar_bandwidth_fraction\":%.4f,"
                "\"host_seconds_per_step\":%.7f,\"prefill_tokens_per_second\":%.3f,\"kernels\":\"%s\",\"verify\":[",
-            j->mi.name, device_name(j), (long long)j->mi.n_params, o->context, j->copy_gbs, j->ar_step,
+            device_name(j), (long long)j->mi.n_params, o->context, j->copy_gbs, j->ar_step,
             1.0 / j->ar_step, j->ar_cpu, j->step_bytes, j->bw, j->copy_gbs > 0 ? j->bw / j->copy_gbs : 0,
             j->ar_count.host_seconds / (double)(j->ar_count.n_steps > 0 ? j->ar_count.n_steps : 1),
             (double)o->context / j->prefill_s, emt_model_kernels(j->model));

@@ -108,40 +108,6 @@ static int on_tokens(const int32_t *toks, int32_t n, void *user) {
     return 0;
 }
 
-/* Length of the well-formed UTF-8 sequence at s[0..n), or 0 when it is not
- * one (a token may end inside a character; cut text must not make bad JSON). */
-static size_t utf8_sequence(const unsigned char *s, size_t n) {
-    size_t len = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
-    if (len == 0 || len > n || (len == 2 && s[0] < 0xc2) || (len == 4 && s[0] > 0xf4)) return 0;
-    for (size_t i = 1; i < len; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    if (len == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0; /* overlong, surrogate */
-    if (len == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0;
-    return len;
-}
-
-/* A JSON string; bytes that are not well-formed UTF-8 become U+FFFD. */
-static void json_string(FILE *f, const char *s, size_t n) {
-    const unsigned char *u = (const unsigned char *)s;
-    fputc('"', f);
-    for (size_t i = 0; i < n;) {
-        unsigned char ch = u[i];
-        size_t len = utf8_sequence(u + i, n - i);
-        if (len == 0) {
-            fputs("\\ufffd", f);
-            len = 1;
-        } else if (len > 1) fwrite(u + i, 1, len, f);
-        else if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
-        else if (ch == '\n') fputs("\\n", f);
-        else if (ch == '\r') fputs("\\r", f);
-        else if (ch == '\t') fputs("\\t", f);
-        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
-        i += len;
-    }
-    fputc('"', f);
-}
-
 /* ------------------------------------------------------------- options */
 
 typedef struct generate_options {
@@ -419,7 +385,7 @@ static void print_json(const generate_options *o, const generate_run *g, const c
     printf("],\"prompt_ids\":[");
     for (int32_t i = 0; i < g->n_ptoks; i++) printf(i ? ",%d" : "%d", g->ptoks[i]);
     printf("],\"text\":");
-    json_string(stdout, text ? text : "", text ? text_len : 0);
+    cli_json_string(stdout, text ? text : "", text ? text_len : 0);
     printf(",\"prompt_tokens\":%d,\"steps\":%lld,\"mean_accept_length\":%.4f,"
            "\"tokens_per_second\":%.3f,\"prefill_seconds\":%.4f,\"decode_seconds\":%.4f,"
            "\"mode\":\"%s\",\"policy\":\"%s\",\"backend\":\"%s\",",
@@ -432,20 +398,20 @@ static void print_json(const generate_options *o, const generate_run *g, const c
            (long long)stats->n_generated, stats->warm_tokens_per_second, (long long)stats->n_warmup_steps,
            stats->warmup_seconds, stats->speedup, sources[stats->speedup_source <= 2 ? stats->speedup_source : 0],
            stats->ar_tokens_per_second, load_seconds, stats->prefill_tokens_per_second);
-    json_string(stdout, g->heads ? g->heads_path : "", g->heads ? strlen(g->heads_path) : 0);
+    cli_json_string(stdout, g->heads ? g->heads_path : "", g->heads ? strlen(g->heads_path) : 0);
     printf(",\"heads_reason\":");
-    json_string(stdout, g->heads_why, strlen(g->heads_why));
+    cli_json_string(stdout, g->heads_why, strlen(g->heads_why));
     printf(",\"bank\":");
-    json_string(stdout, g->bank_path ? g->bank_path : "", g->bank_path ? strlen(g->bank_path) : 0);
+    cli_json_string(stdout, g->bank_path ? g->bank_path : "", g->bank_path ? strlen(g->bank_path) : 0);
     printf(",\"bank_reason\":");
-    json_string(stdout, g->bank_why, strlen(g->bank_why));
+    cli_json_string(stdout, g->bank_why, strlen(g->bank_why));
     printf(",\"tree_usage\":{");
     int32_t n_trees = g->bank ? entmtp_bank_size(g->bank) : 0;
     for (int32_t k = 0; k < n_trees; k++) {
         entmtp_tree_info ti = { sizeof ti };
         entmtp_bank_tree_info(g->bank, k, &ti);
         printf("%s", k ? "," : "");
-        json_string(stdout, ti.name, strlen(ti.name));
+        cli_json_string(stdout, ti.name, strlen(ti.name));
         printf(":%lld", (long long)entmtp_session_tree_usage(g->session, k));
     }
     printf("}}\n");

@@ -274,3 +274,11 @@ void cli_json_string(FILE *f, const char *s, size_t n) {
     }
     fputc('"', f);
 }
+
+int cli_bank_policy_config(const entmtp_bank *bank, int bank_default, entmtp_policy_kind *kind,
+                           entmtp_policy_config *pc) {
+    int from_bank = !(bank_default && entmtp_bank_default_policy(bank, kind) != ENTMTP_OK) &&
+                    entmtp_bank_policy_config(bank, *kind, pc) == ENTMTP_OK;
+    if (!from_bank) *pc = entmtp_policy_default_config(*kind);
+    return from_bank;
+}

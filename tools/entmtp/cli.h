@@ -147,5 +147,11 @@ int cli_progress_long(float fraction, const char *what);
 /* s[0..n) as a JSON string: quotes, backslashes and control characters
  * escaped, bytes that are not well-formed UTF-8 written as U+FFFD. */
 void cli_json_string(FILE *f, const char *s, size_t n);
+/* The settings `bank` holds for policy *kind, else that kind's library
+ * defaults; 1 when they came from the bank. With bank_default, *kind is
+ * first set to the bank's default policy (its search's best); a bank that
+ * names none leaves *kind and gets the library defaults. */
+int cli_bank_policy_config(const entmtp_bank *bank, int bank_default, entmtp_policy_kind *kind,
+                           entmtp_policy_config *pc);
 
 #endif

@@ -312,8 +312,7 @@ static int compare_generation(bench_job *j) {
     if (j->tbank && !o->tree) {
         entmtp_policy_kind kind = ENTMTP_POLICY_STATIC;
         entmtp_policy_config pc = { sizeof pc };
-        if (entmtp_bank_default_policy(bank, &kind) != ENTMTP_OK || entmtp_bank_policy_config(bank, kind, &pc) != ENTMTP_OK)
-            pc = entmtp_policy_default_config(ENTMTP_POLICY_STATIC);
+        cli_bank_policy_config(bank, 1, &kind, &pc);
         if ((st = entmtp_policy_create(&pc, &j->spec_policy))) return cli_fail("policy", st);
         snprintf(j->spec_drafts, sizeof j->spec_drafts, "bank %s, policy %s", o->bank_path, entmtp_policy_kind_name(pc.kind));
     } else {

@@ -272,18 +272,14 @@ static int make_policy(const generate_options *o, generate_run *g) {
     entmtp_policy_kind kind = ENTMTP_POLICY_STATIC;
     entmtp_policy_config pc = { sizeof pc };
     entmtp_status st;
-    int from_bank = 0;
-    if (o->policy_name) {
-        if ((st = entmtp_policy_kind_from_name(o->policy_name, &kind)) || kind == ENTMTP_POLICY_CUSTOM) {
-            fprintf(stderr, "entmtp generate: --policy: '%s' is not static, ladder, hysteresis, ucb, throughput or dynamic\n",
-                    o->policy_name);
-            return 2;
-        }
-        from_bank = entmtp_bank_policy_config(g->bank, kind, &pc) == ENTMTP_OK;
-    } else if (entmtp_bank_default_policy(g->bank, &kind) == ENTMTP_OK) { /* the bank search's best */
-        from_bank = entmtp_bank_policy_config(g->bank, kind, &pc) == ENTMTP_OK;
+    if (o->policy_name &&
+        ((st = entmtp_policy_kind_from_name(o->policy_name, &kind)) || kind == ENTMTP_POLICY_CUSTOM)) {
+        fprintf(stderr, "entmtp generate: --policy: '%s' is not static, ladder, hysteresis, ucb, throughput or dynamic\n",
+                o->policy_name);
+        return 2;
     }
-    if (!from_bank) pc = entmtp_policy_default_config(kind);
+    /* no --policy: the bank search's best */
+    int from_bank = cli_bank_policy_config(g->bank, !o->policy_name, &kind, &pc);
     int32_t n_trees = entmtp_bank_size(g->bank);
     if (kind == ENTMTP_POLICY_STATIC && (o->static_tree || !from_bank)) pc.static_tree = (int32_t)o->static_tree;
     if (kind == ENTMTP_POLICY_HYSTERESIS) {

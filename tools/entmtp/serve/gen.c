@@ -2,6 +2,7 @@
  * its own policy, one step at a time, and the text that is final after each
  * step (stop strings cut, incomplete UTF-8 and a possible stop-string prefix
  * held back until the next step decides them). */
+#include "../cli.h"
 #include "serve.h"
 
 #include <stdarg.h>
@@ -44,10 +45,8 @@ void serve_job_free(serve_job *j) {
 
 entmtp_policy_config serve_policy_config(const entmtp_bank *bank, entmtp_policy_kind kind) {
     entmtp_policy_config pc = { sizeof pc }; /* the library writes struct_size bytes */
-    if (entmtp_bank_policy_config(bank, kind, &pc) != ENTMTP_OK) {
-        pc = entmtp_policy_default_config(kind);
-        if (kind == ENTMTP_POLICY_HYSTERESIS) pc.aggressive_tree = entmtp_bank_size(bank) - 1;
-    }
+    if (!cli_bank_policy_config(bank, 0, &kind, &pc) && kind == ENTMTP_POLICY_HYSTERESIS)
+        pc.aggressive_tree = entmtp_bank_size(bank) - 1;
     return pc;
 }
 

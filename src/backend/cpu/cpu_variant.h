@@ -21,15 +21,6 @@
 #include <cblas.h>
 #endif
 
-/* One block of a quantized activation row, arranged for the AVX-512 packed
- * Q4_0 tiles of 2..4 rows (packed_q4_0_pairs): 32-bit lane 2l + c (c = 0, 1:
- * the two outputs of a pair) holds codes 2l, 2l+1 (lo) and 16+2l, 17+2l
- * (hi), and bias the lane's integer term of Q4_0's offset, -8 times the sum
- * of those four codes. Built once per product (prepare_all). */
-typedef struct {
-    int32_t lo[16], hi[16], bias[16];
-} emt_xq_pairs;
-
 struct emt_exec {
     emt_backend *be;
     emt_pool *pool;
@@ -39,9 +30,6 @@ struct emt_exec {
     size_t xqk_cap;
     float *xsc; /* per 8-row group and block: the rows' scales d[8], then s[8] */
     size_t xsc_cap;
-    emt_xq_pairs *xpairs; /* the last 8-row group's rows when it has 2..4 (packed Q4_0 tiles read them so) */
-    size_t xpairs_cap;
-    int xpairs_ready; /* xpairs holds the rows that prepare_all prepared last */
     emt_xq8 *xq8; /* the same rows with 8-bit codes (prompt mode, quant8.h) */
     size_t xq8_cap;
     int act8; /* set_activation_bits(8): products of emt_act8_type weights take xq8 */
@@ -107,7 +95,6 @@ static void cpu_exec_destroy(emt_exec *ex) {
     free(ex->xq);
     free(ex->xqk);
     free(ex->xsc);
-    free(ex->xpairs);
     free(ex->xq8);
     free(ex->attn_partial);
     free(ex);
@@ -868,8 +855,11 @@ static void quantize_row(const float *x, int32_t n, int32_t span, emt_xq *out) {
             __m256i p1 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q[2], q[3]), 0xD8);
             _mm256_storeu_si256((__m256i *)out[b].q, p0);
             _mm256_storeu_si256((__m256i *)(out[b].q + 16), p1);
+            int32_t isum = hsum_epi32(sum);
             out[b].d = d;
-            out[b].s = d * (float)hsum_epi32(sum);
+            out[b].s = d * (float)isum;
+            out[b].bias8[0] = -8 * isum;
+            out[b].bias8[1] = 0;
         }
 #else
         emt_quantize_span_ref(x, span, out);
@@ -902,6 +892,25 @@ static inline __attribute__((always_inline)) void prefetch_part(const uint8_t *p
 
 #define EMT_QROWS 8 /* activation rows that share each decoded weight block */
 
+#ifdef __AVX2__
+/* emt_dot_q_ref with SIMD integer block sums: per block the exact sum,
+ * fma(dw * dx, isum, acc); the minimum terms by fma into a second sum,
+ * added at the end. */
+static inline float qdot_one_sum(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb) {
+    const size_t bb = emt_qblock_bytes(t);
+    float acc = 0.0f, acc_min = 0.0f;
+    for (int32_t b = 0; b < nb; b++, w += bb) {
+        __m256i wlo, whi;
+        weight_codes(t, w, &wlo, &whi);
+        __m256i isum = dot_i16(_mm256_madd_epi16(wlo, _mm256_loadu_si256((const __m256i *)x[b].q)), whi,
+                               _mm256_loadu_si256((const __m256i *)(x[b].q + 16)));
+        acc = fmaf(_cvtsh_ss(emt_rd16(w)) * x[b].d, (float)hsum_epi32(isum), acc);
+        if (t == EMT_Q4_1) acc_min = fmaf(_cvtsh_ss(emt_rd16(w + 2)), x[b].s, acc_min);
+    }
+    return acc + acc_min;
+}
+#endif
+
 /* One quantized weight row against nr (<= EMT_QROWS) activation rows of nb
  * blocks each: out[r] = the row's dot product. Per block and row: the exact
  * integer dot product of the codes, converted to float and accumulated
@@ -914,7 +923,13 @@ static inline __attribute__((always_inline)) void prefetch_part(const uint8_t *p
  * result is batch invariant. t is a constant after inlining. */
 static inline __attribute__((always_inline)) void
 qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32_t nb, int nr, float *out) {
-#ifdef __AVX2__
+#if defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__AVX512DQ__)
+    /* the AVX-512 variant's packed kernels take emt_dot_q_ref's float steps
+     * (one sum per output); so does this kernel for the rows it computes in
+     * the file's layout (a matrix that is not packed), with the same bits */
+    (void)sc;
+    for (int r = 0; r < nr; r++) out[r] = qdot_one_sum(t, w, x + (size_t)r * nb, nb);
+#elif defined(__AVX2__)
     const size_t bb = emt_qblock_bytes(t);
     if (nr == 1) {
         /* one row (every AR step): the same operations as lane 0 of the
@@ -976,60 +991,109 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32
 }
 
 
-/* Packed Q4_0 / Q4_1 / Q8_0 (quant.h: 8 rows interleaved block by block), AVX-512
- * variant only (the others run qdot_rows on the file's layout). A tile of nr
- * activation rows x the group's 8 outputs: one zmm holds two outputs' 8
- * lanes, so a block costs per output pair two VNNI instructions, one
- * conversion, one multiply and one FMA for all 32 values, and each
- * activation block is loaded once for 8 outputs. Every output is computed by
- * qdot_rows' own sequence, lane for lane: per block the 8 integer sums of
- * elements {2l, 2l+1, 16+2l, 17+2l} (exact, in any order), converted, times
- * (dw * dx) by FMA into lane l; then hsum_ps plus the minimum term (Q4_1:
- * fma(mw, s_x, .) over the blocks in order; 0.0f for the others).
- * So packed and file-layout kernels, and any tile height, give the same bits
- * (tests/unit/test_quant_kernels.c checks it). */
+/* Packed weights (quant.h: 8 rows interleaved block by block), AVX-512
+ * variant only (the others run qdot_rows on the file's layout).
+ *
+ * Q4_0, Q4_1, Q8_0: one zmm of 32-bit lanes holds the group's 8 outputs,
+ * two lanes each (lane 2c + h: output c, the code pairs 2k + h of each
+ * 4-code group k). A block costs per row eight VNNI instructions (the 8
+ * outputs' codes 4k..4k+3 against one broadcast quadword of activation
+ * codes), two to add each output's lane pair, and one conversion, one
+ * multiply and one FMA for the 8 outputs; the weight decode is shared by
+ * the tile's rows. Each output's exact integer block sum is converted once
+ * and taken in by fma(dw * dx, isum, acc): emt_dot_q_ref's sequence, so
+ * these products equal the scalar reference bit for bit whatever the tile
+ * height (tests/unit/test_quant_kernels.c checks it). Against one lane
+ * block per output pair (two VNNI, one conversion, one multiply and one FMA
+ * per pair) that is 13 instructions per row and block instead of 20.
+ *
+ * Q5_0 keeps 8 lanes per output (its fifth bits are laid out for them):
+ * one zmm holds two outputs' 8 lanes, per output pair two VNNI
+ * instructions, one conversion, one multiply and one FMA, lane l summing
+ * elements {2l, 2l+1, 16+2l, 17+2l}; then hsum_ps: qdot_rows' sequence,
+ * lane for lane. */
 #if defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__AVX512DQ__)
 #define EMT_CPU_PACKED 1
-/* Up to 4 rows take the group's 4 output pairs in one pass (16
- * accumulators of the 32 registers); 5..8 rows two passes of 2 pairs over
- * the group (again 16 accumulators; the second pass reads the group's
- * bytes from cache), which decodes each block once per 8 rows instead of
- * once per 4. Q4_1 keeps tiles of 4: its 8 rows' minimum vectors would not
- * fit beside them. */
+/* Tiles of up to 8 rows. Q5_0 takes up to 4 rows' 4 output pairs in one
+ * pass (16 accumulators of the 32 registers) and 5..8 rows in two passes
+ * of 2 pairs. Q4_1 keeps tiles of 4: its minimum vectors beside 8 rows'
+ * accumulators and the 8 code vectors would not fit the registers. */
 #define EMT_TILE_ROWS 8
 static inline int packed_tile_rows(emt_dtype t) { return t == EMT_Q4_1 ? 4 : EMT_TILE_ROWS; }
 
-/* Codes of outputs 2p and 2p+1 in one packed block: lo = elements 0..15 of
- * both (2p in the low half), hi = elements 16..31. Q4_0's codes come
- * without their bias of 8 when the caller subtracts it (unbiased). */
+/* Q4_0 / Q4_1 / Q8_0: nr activation rows (x, nb blocks each) x the 8
+ * outputs of packed group g: out[r * 8 + c]. t and nr are constants after
+ * inlining. */
 static inline __attribute__((always_inline)) void
-packed_codes_b(emt_dtype t, const uint8_t *blk, int p, int unbiased, __m512i *lo, __m512i *hi) {
-    const uint8_t *codes = blk + emt_qblock_head(t) * EMT_PACK_ROWS;
-    if (t == EMT_Q8_0) {
-        *lo = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(codes + 32 * p)));
-        *hi = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(codes + 16 * EMT_PACK_ROWS + 32 * p)));
-    } else {
-        __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(codes + 32 * p)));
-        *lo = _mm512_and_si512(v, _mm512_set1_epi16(0x0F));
-        *hi = _mm512_srli_epi16(v, 4);
-        if (t == EMT_Q4_0 && !unbiased) {
-            *lo = _mm512_sub_epi16(*lo, _mm512_set1_epi16(8));
-            *hi = _mm512_sub_epi16(*hi, _mm512_set1_epi16(8));
+packed_lanes_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, float *out) {
+    const size_t gb = EMT_PACK_ROWS * emt_qblock_bytes(t);
+    const uint8_t *codes_at = g + emt_qblock_head(t) * EMT_PACK_ROWS;
+    /* output c's scale into lanes 2c, 2c + 1 */
+    const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+    const __m512i nib = _mm512_set1_epi16(0x0F);
+    __m512 acc[EMT_TILE_ROWS];
+    __m256 acc_min[EMT_TILE_ROWS]; /* Q4_1: lane c = output c's minimum term */
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) {
+        acc[r] = _mm512_setzero_ps();
+        acc_min[r] = _mm256_setzero_ps();
+    }
+    for (int32_t b = 0; b < nb; b++, g += gb, codes_at += gb) {
+        prefetch_ahead(g, gb);
+        __m512 dw = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g))));
+        __m256 mw = t == EMT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 2 * EMT_PACK_ROWS)))
+                                  : _mm256_setzero_ps();
+        /* w[k]: 16-bit word 4c + j = output c's code 4k + j */
+        __m512i w[8];
+        if (t == EMT_Q8_0) {
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) w[k] = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)(codes_at + 32 * k)));
+        } else {
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) { /* a byte: code 4k + j (low nibble), 16 + 4k + j (high) */
+                __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(codes_at + 32 * k)));
+                w[k] = _mm512_and_si512(v, nib);
+                w[4 + k] = _mm512_srli_epi16(v, 4);
+            }
         }
-        if (t == EMT_Q5_0) { /* the fifth bits (quant.h's masks), then the bias */
-            uint32_t mlo, mhi;
-            memcpy(&mlo, blk + EMT_Q50_QH + 8 * p, 4);
-            memcpy(&mhi, blk + EMT_Q50_QH + 8 * p + 4, 4);
-            const __m512i sixteen = _mm512_set1_epi16(16);
-            *lo = _mm512_sub_epi16(_mm512_mask_add_epi16(*lo, (__mmask32)mlo, *lo, sixteen), sixteen);
-            *hi = _mm512_sub_epi16(_mm512_mask_add_epi16(*hi, (__mmask32)mhi, *hi, sixteen), sixteen);
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; r++) {
+            const emt_xq *xb = x + (size_t)r * nb + b;
+            long long q4[8];
+            memcpy(q4, xb->q, sizeof q4);
+            long long bias;
+            memcpy(&bias, xb->bias8, sizeof bias);
+            /* Q4_0's offset: the low lane of each pair starts at -8 * sum(q) */
+            __m512i isum = t == EMT_Q4_0 ? _mm512_set1_epi64(bias) : _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) isum = _mm512_dpwssd_epi32(isum, w[k], _mm512_set1_epi64(q4[k]));
+            isum = _mm512_add_epi32(isum, _mm512_srli_epi64(isum, 32)); /* lane 2c: output c's block sum */
+            acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), _mm512_cvtepi32_ps(isum), acc[r]);
+            if (t == EMT_Q4_1) acc_min[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), acc_min[r]);
         }
+    }
+    const __m512i evens = _mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) {
+        __m256 sum = _mm512_castps512_ps256(_mm512_permutexvar_ps(evens, acc[r]));
+        _mm256_storeu_ps(out + 8 * r, _mm256_add_ps(sum, acc_min[r]));
     }
 }
 
-static inline __attribute__((always_inline)) void
-packed_codes(emt_dtype t, const uint8_t *blk, int p, __m512i *lo, __m512i *hi) {
-    packed_codes_b(t, blk, p, 0, lo, hi);
+/* Q5_0's codes of outputs 2p and 2p+1 in one packed block: lo = elements
+ * 0..15 of both (2p in the low half), hi = elements 16..31; the fifth bits
+ * (quant.h's masks) and the bias of 16 applied. */
+static inline __attribute__((always_inline)) void packed_q5_0_codes(const uint8_t *blk, int p, __m512i *lo, __m512i *hi) {
+    const uint8_t *codes = blk + emt_qblock_head(EMT_Q5_0) * EMT_PACK_ROWS;
+    __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(codes + 32 * p)));
+    *lo = _mm512_and_si512(v, _mm512_set1_epi16(0x0F));
+    *hi = _mm512_srli_epi16(v, 4);
+    uint32_t mlo, mhi;
+    memcpy(&mlo, blk + EMT_Q50_QH + 8 * p, 4);
+    memcpy(&mhi, blk + EMT_Q50_QH + 8 * p + 4, 4);
+    const __m512i sixteen = _mm512_set1_epi16(16);
+    *lo = _mm512_sub_epi16(_mm512_mask_add_epi16(*lo, (__mmask32)mlo, *lo, sixteen), sixteen);
+    *hi = _mm512_sub_epi16(_mm512_mask_add_epi16(*hi, (__mmask32)mhi, *hi, sixteen), sixteen);
 }
 
 /* A packed tile's sums to out[r * 8 + c] for output pairs p0 .. p0 + np - 1
@@ -1050,14 +1114,14 @@ packed_tile_store(__m512 acc[][4], const __m256 *acc_min, int nr, int p0, int np
     }
 }
 
-/* nr activation rows (x, nb blocks each) x output pairs p0 .. p0 + np - 1
- * of packed group g: out[r * 8 + c] for those outputs c. t, nr, p0 and np
- * are constants after inlining. */
+/* Q5_0: nr activation rows (x, nb blocks each) x output pairs p0 .. p0 +
+ * np - 1 of packed group g: out[r * 8 + c] for those outputs c. nr, p0
+ * and np are constants after inlining. */
 static inline __attribute__((always_inline)) void
-packed_rows_pairs(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int p0, int np, float *out) {
-    const size_t gb = EMT_PACK_ROWS * emt_qblock_bytes(t);
+packed_q5_0_pairs(const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int p0, int np, float *out) {
+    const size_t gb = EMT_PACK_ROWS * emt_qblock_bytes(EMT_Q5_0);
     __m512 acc[EMT_TILE_ROWS][4];
-    __m256 acc_min[EMT_TILE_ROWS]; /* Q4_1: lane c = output c's minimum term */
+    __m256 acc_min[EMT_TILE_ROWS]; /* zero: Q5_0 has no minimum term */
 #pragma GCC unroll 8
     for (int r = 0; r < nr; r++) {
         acc_min[r] = _mm256_setzero_ps();
@@ -1066,24 +1130,17 @@ packed_rows_pairs(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, in
     }
     /* lanes 0..7 take output 2p's scale, 8..15 output 2p+1's */
     const __m512i pair0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    /* Q4_0 with one row: each lane's sum starts at -8 times the lane's
-     * activation codes (two instructions per block) instead of 8 being
-     * taken off every code (eight per block): the same exact integers */
-    const int fold = t == EMT_Q4_0 && nr == 1;
-    const __m512i minus8 = _mm512_set1_epi16(-8);
     for (int32_t b = 0; b < nb; b++, g += gb) {
         if (p0 == 0) prefetch_ahead(g, gb);
         __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)));
         /* one row: the 8 products dw * dx in one multiply, then spread by
          * pair (the same products, so the same bits as a multiply per pair) */
         if (nr == 1) dw = _mm512_mul_ps(dw, _mm512_set1_ps(x[b].d));
-        __m256 mw = t == EMT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 2 * EMT_PACK_ROWS)))
-                                  : _mm256_setzero_ps();
         __m512i lo[4], hi[4];
         __m512 wsc[4];
 #pragma GCC unroll 4
         for (int q = 0; q < np; q++) {
-            packed_codes_b(t, g, p0 + q, fold, &lo[q], &hi[q]);
+            packed_q5_0_codes(g, p0 + q, &lo[q], &hi[q]);
             wsc[q] = _mm512_permutexvar_ps(_mm512_add_epi32(pair0, _mm512_set1_epi32(2 * (p0 + q))), dw);
         }
 #pragma GCC unroll 8
@@ -1092,13 +1149,9 @@ packed_rows_pairs(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, in
             __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
             __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb->q + 16)));
             __m512 dx = _mm512_set1_ps(xb->d);
-            if (t == EMT_Q4_1) acc_min[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), acc_min[r]);
-            const __m512i xbias = fold ? _mm512_dpwssd_epi32(_mm512_madd_epi16(xlo, minus8), xhi, minus8)
-                                       : _mm512_setzero_si512();
 #pragma GCC unroll 4
             for (int q = 0; q < np; q++) {
-                __m512i isum = fold ? _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(xbias, lo[q], xlo), hi[q], xhi)
-                                    : _mm512_dpwssd_epi32(_mm512_madd_epi16(lo[q], xlo), hi[q], xhi);
+                __m512i isum = _mm512_dpwssd_epi32(_mm512_madd_epi16(lo[q], xlo), hi[q], xhi);
                 acc[r][q] = _mm512_fmadd_ps(nr == 1 ? wsc[q] : _mm512_mul_ps(wsc[q], dx), _mm512_cvtepi32_ps(isum),
                                             acc[r][q]);
             }
@@ -1108,111 +1161,18 @@ packed_rows_pairs(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, in
 }
 
 /* nr activation rows (x, nb blocks each) x the 8 outputs of packed group g:
- * out[r * 8 + c]; one pass of 4 output pairs up to 4 rows, two of 2 pairs
- * above (EMT_TILE_ROWS). Each output's sequence is the same either way.
- * t and nr are constants after inlining. */
+ * out[r * 8 + c]. Q5_0: one pass of 4 output pairs up to 4 rows, two of 2
+ * pairs above (each output's sequence is the same either way). t and nr
+ * are constants after inlining. */
 static inline __attribute__((always_inline)) void
 packed_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, float *out) {
-    if (nr <= 4) {
-        packed_rows_pairs(t, g, x, nb, nr, 0, 4, out);
+    if (t != EMT_Q5_0) {
+        packed_lanes_rows(t, g, x, nb, nr, out);
+    } else if (nr <= 4) {
+        packed_q5_0_pairs(g, x, nb, nr, 0, 4, out);
     } else {
-        packed_rows_pairs(t, g, x, nb, nr, 0, 2, out);
-        packed_rows_pairs(t, g, x, nb, nr, 2, 2, out);
-    }
-}
-
-/* Packed Q4_0, 2..4 rows (output pairs p0 .. p0 + np - 1), from the rows arranged as emt_xq_pairs: per row,
- * block and output pair two VNNI instructions (the first starting at the
- * row's offset term, so the nibbles need no "- 8"), one conversion and one
- * FMA, whose scale dw * dx comes in by one broadcast load: per block the
- * tile's nr x 8 scales are multiplied once (8 lanes a row) and stored, and
- * a pair's two scales are read as one 64-bit element, so the accumulator
- * lanes alternate between the pair's outputs (lane 2l + c: output 2p + c,
- * lane l). The weight codes are spread to that order by one 16-bit
- * permutation. Per lane the same integers, products and FMAs as
- * packed_rows_pairs; the lanes go back in order before packed_tile_store. */
-#define EMT_PAIRS_ROWS 4 /* the tiles that take arranged rows: 2..4 rows, all 4 output pairs in one pass */
-
-static inline __attribute__((always_inline)) void
-packed_q4_0_pairs(const uint8_t *g, const float *xsc, const emt_xq_pairs *xp, int32_t nb, int nr, int p0, int np,
-                  float *out) {
-    const size_t gb = EMT_PACK_ROWS * emt_qblock_bytes(EMT_Q4_0);
-    __m512 acc[EMT_TILE_ROWS][4];
-    __m256 acc_min[EMT_TILE_ROWS];
-#pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) {
-        acc_min[r] = _mm256_setzero_ps();
-#pragma GCC unroll 4
-        for (int q = 0; q < np; q++) acc[r][q] = _mm512_setzero_ps();
-    }
-    /* 16-bit lane 4l + 2c + e takes code byte 16c + 2l + e */
-    const __m512i spread = _mm512_set_epi16(31, 30, 15, 14, 29, 28, 13, 12, 27, 26, 11, 10, 25, 24, 9, 8, 23, 22, 7, 6, 21,
-                                            20, 5, 4, 19, 18, 3, 2, 17, 16, 1, 0);
-    const __m512i nib = _mm512_set1_epi16(0x0F);
-    /* [b % 2][r][p]: the floats dw * dx of outputs 2p, 2p + 1 in block b,
-     * stored a block ahead of their loads (no wait on store forwarding) */
-    double scale[2][EMT_TILE_ROWS][4];
-#pragma GCC unroll 8
-    for (int r = 0; r < nr; r++)
-        _mm256_storeu_ps((float *)scale[0][r],
-                         _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)), _mm256_set1_ps(xsc[r])));
-    for (int32_t b = 0; b < nb; b++, g += gb, xp += EMT_PAIRS_ROWS, xsc += 2 * EMT_QROWS) {
-        if (p0 == 0) prefetch_ahead(g, gb);
-        if (b + 1 < nb) {
-            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + gb)));
-#pragma GCC unroll 8
-            for (int r = 0; r < nr; r++)
-                _mm256_storeu_ps((float *)scale[(b + 1) & 1][r], _mm256_mul_ps(dw, _mm256_set1_ps(xsc[2 * EMT_QROWS + r])));
-        }
-        __m512i lo[4], hi[4];
-#pragma GCC unroll 4
-        for (int q = 0; q < np; q++) {
-            const uint8_t *codes = g + emt_qblock_head(EMT_Q4_0) * EMT_PACK_ROWS + 32 * (p0 + q);
-            __m512i v = _mm512_permutexvar_epi16(spread, _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)codes)));
-            lo[q] = _mm512_and_si512(v, nib);
-            hi[q] = _mm512_srli_epi16(v, 4);
-        }
-#pragma GCC unroll 8
-        for (int r = 0; r < nr; r++) {
-#pragma GCC unroll 4
-            for (int q = 0; q < np; q++) {
-                __m512i isum = _mm512_dpwssd_epi32(_mm512_loadu_si512((const void *)xp[r].bias), lo[q],
-                                                   _mm512_loadu_si512((const void *)xp[r].lo));
-                isum = _mm512_dpwssd_epi32(isum, hi[q], _mm512_loadu_si512((const void *)xp[r].hi));
-                __m512 sc = _mm512_castpd_ps(_mm512_set1_pd(scale[b & 1][r][p0 + q]));
-                acc[r][q] = _mm512_fmadd_ps(sc, _mm512_cvtepi32_ps(isum), acc[r][q]);
-            }
-        }
-    }
-    /* lanes 2l + c back to c's 8 lanes in order: output 2p low, 2p + 1 high */
-    const __m512i unzip = _mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0);
-#pragma GCC unroll 8
-    for (int r = 0; r < nr; r++)
-#pragma GCC unroll 4
-        for (int q = 0; q < np; q++) acc[r][q] = _mm512_permutexvar_ps(unzip, acc[r][q]);
-    packed_tile_store(acc, acc_min, nr, p0, np, out);
-}
-
-/* xsc: the tile's scales (prepare_rows' xsc at its 8-row group), xp: its
- * arranged blocks (block b's rows at xp[EMT_PAIRS_ROWS * b ..]), nr 2..4 */
-static inline __attribute__((always_inline)) void
-packed_q4_0_rows(const uint8_t *g, const float *xsc, const emt_xq_pairs *xp, int32_t nb, int nr, float *out) {
-    packed_q4_0_pairs(g, xsc, xp, nb, nr, 0, 4, out);
-}
-
-/* One row's blocks as emt_xq_pairs, block b at out[b * stride] */
-static void arrange_pairs(const emt_xq *x, int32_t nb, emt_xq_pairs *out, size_t stride) {
-    const __m512i twice = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    const __m512i ones = _mm512_set1_epi16(1);
-    for (int32_t b = 0; b < nb; b++) {
-        __m512i lo = _mm512_permutexvar_epi32(twice, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x[b].q)));
-        __m512i hi =
-            _mm512_permutexvar_epi32(twice, _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(x[b].q + 16))));
-        __m512i sum = _mm512_add_epi32(_mm512_madd_epi16(lo, ones), _mm512_madd_epi16(hi, ones));
-        emt_xq_pairs *o = out + (size_t)b * stride;
-        _mm512_storeu_si512((void *)o->lo, lo);
-        _mm512_storeu_si512((void *)o->hi, hi);
-        _mm512_storeu_si512((void *)o->bias, _mm512_mullo_epi32(sum, _mm512_set1_epi32(-8)));
+        packed_q5_0_pairs(g, x, nb, nr, 0, 2, out);
+        packed_q5_0_pairs(g, x, nb, nr, 2, 2, out);
     }
 }
 
@@ -1410,6 +1370,14 @@ static inline __attribute__((always_inline)) void gather_halves(const uint8_t *p
     out[1] = _mm512_permutex2var_epi64(a, odd, b);
 }
 
+/* gather_halves for Q4_0 / Q4_1 / Q8_0 (quant.h: each row's codes by
+ * 4-byte groups): the same two vectors out of the 4 groups at p (128 bytes) */
+static inline __attribute__((always_inline)) void gather_groups(const uint8_t *p, __m512i out[2]) {
+    const __m512i zip = _mm512_set_epi32(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+    out[0] = _mm512_permutexvar_epi32(zip, _mm512_loadu_si512((const void *)p));
+    out[1] = _mm512_permutexvar_epi32(zip, _mm512_loadu_si512((const void *)(p + 64)));
+}
+
 /* lanes (2e, 2e + 1 of every output) start at -bias * the activation sums */
 static inline __m512i lane_init(int bias, int32_t s0, int32_t s1) {
     if (!bias) return _mm512_setzero_si512();
@@ -1472,12 +1440,13 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
                                       : _mm256_setzero_ps();
             const uint8_t *codes = g + emt_qblock_head(t) * EMT_PACK_ROWS;
             __m512i v[4], h[2];
-            gather_halves(codes, h);
+            if (t == EMT_Q5_0) gather_halves(codes, h);
+            else gather_groups(codes, h);
             if (t == EMT_Q8_0) { /* codes 0..7, 8..15 | 16..23, 24..31, as unsigned + 128 */
                 const __m512i flip = _mm512_set1_epi8((char)0x80);
                 v[0] = _mm512_xor_si512(h[0], flip);
                 v[1] = _mm512_xor_si512(h[1], flip);
-                gather_halves(codes + 16 * EMT_PACK_ROWS, h);
+                gather_groups(codes + 16 * EMT_PACK_ROWS, h);
                 v[2] = _mm512_xor_si512(h[0], flip);
                 v[3] = _mm512_xor_si512(h[1], flip);
             } else { /* low nibbles: codes 0..7, 8..15; high: 16..23, 24..31 */
@@ -1615,7 +1584,6 @@ typedef struct qmatmul_job {
     const emt_xq *xq; /* quantized rows (integer types) */
     const emt_xq8 *xq8; /* 8-bit rows: used for emt_act8_type weights when set */
     const float *xsc; /* their scales by 8-row group (prepare_rows) */
-    const emt_xq_pairs *xpairs; /* the last tile's rows arranged (2..4 of them, packed Q4_0), or NULL */
     const float *x, *bias;
     float *y;
     int32_t n_rows, n_in, n_out, chunk;
@@ -1696,14 +1664,6 @@ packed_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
                     case 6: packed_krows(t, g, xq, nb, 6, v); break;
                     case 7: packed_krows(t, g, xq, nb, 7, v); break;
                     default: packed_krows(t, g, xq, nb, 8, v); break;
-                    }
-                } else if (t == EMT_Q4_0 && j->xpairs && nr >= 2 && nr <= EMT_PAIRS_ROWS) {
-                    /* the last tile (every other has 8 rows), r0 a multiple of 8 */
-                    const float *xsc = j->xsc + (size_t)(r0 / EMT_QROWS) * nb * 2 * EMT_QROWS;
-                    switch (nr) {
-                    case 2: packed_q4_0_rows(g, xsc, j->xpairs, nb, 2, v); break;
-                    case 3: packed_q4_0_rows(g, xsc, j->xpairs, nb, 3, v); break;
-                    default: packed_q4_0_rows(g, xsc, j->xpairs, nb, 4, v); break;
                     }
                 } else {
                     switch (nr) {
@@ -2177,7 +2137,7 @@ static const emt_xq8 *prepare_rows8(emt_exec *ex, const float *x, int32_t n_rows
         ex->xq8 = p;
         ex->xq8_cap = need;
     }
-    qmatmul_job job = { NULL, 0, NULL, ex->xq8, NULL, NULL, x, NULL, NULL, n_rows, n_in, 0, 0 };
+    qmatmul_job job = { NULL, 0, NULL, ex->xq8, NULL, x, NULL, NULL, n_rows, n_in, 0, 0 };
     if (n_rows == 1) quantize8_task(&job, 0);
     else emt_pool_run(ex->pool, n_rows, quantize8_task, &job);
     return ex->xq8;
@@ -2197,26 +2157,7 @@ static int prepare_all(emt_exec *ex, const emt_wmat *const *W, int32_t n, const 
         need[ex->act8 && emt_act8_type(t) ? 2 : act_span(t) != EMT_QK] = 1;
     }
     xq[0] = xq[1] = NULL;
-    ex->xpairs_ready = 0;
     if (need[0] && !(xq[0] = prepare_rows(ex, x, n_rows, n_in, EMT_QK))) return 0;
-#ifdef EMT_CPU_PACKED
-    /* a tile of 2..4 rows (the last 8-row group, the only short tile) reads
-     * its rows arranged; 5..8 rows keep packed_rows, whose activations stay
-     * in L1 better */
-    int pairs = 0;
-    for (int32_t m = 0; m < n; m++)
-        pairs |= W[m]->packed && W[m]->dtype == EMT_Q4_0 && !(ex->act8 && emt_act8_type(EMT_Q4_0));
-    const int32_t last = (n_rows - 1) / EMT_QROWS * EMT_QROWS, short_rows = n_rows - last;
-    if (pairs && short_rows >= 2 && short_rows <= EMT_PAIRS_ROWS) {
-        int32_t nb = n_in / EMT_QK;
-        if (!grow(ex, (void **)&ex->xpairs, &ex->xpairs_cap, (size_t)nb * EMT_PAIRS_ROWS, sizeof(emt_xq_pairs),
-                  "cpu matmul: out of memory for the arranged activation rows"))
-            return 0;
-        for (int32_t r = 0; r < short_rows; r++)
-            arrange_pairs(xq[0] + (size_t)(last + r) * nb, nb, ex->xpairs + r, EMT_PAIRS_ROWS);
-        ex->xpairs_ready = 1;
-    }
-#endif
     if (need[1] && !(xq[1] = prepare_rows(ex, x, n_rows, n_in, EMT_XQ_KSPAN))) return 0;
     if (need[2] && !prepare_rows8(ex, x, n_rows, n_in)) return 0;
     return 1;
@@ -2287,9 +2228,8 @@ static int32_t output_chunk(const emt_exec *ex, int32_t n_rows, int32_t n_out) {
 static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bias, const emt_xq *const xq[2],
                                const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
     const emt_xq *q = is_half_type(W->dtype) ? NULL : xq[act_span(W->dtype) != EMT_QK];
-    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), q, NULL, q ? ex->xsc : NULL, NULL, x, bias, y, n_rows, n_in, n_out, 0 };
+    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), q, NULL, q ? ex->xsc : NULL, x, bias, y, n_rows, n_in, n_out, 0 };
     if (ex->act8 && emt_act8_type(W->dtype)) j.xq8 = ex->xq8;
-    if (ex->xpairs_ready && q && W->packed && W->dtype == EMT_Q4_0 && !j.xq8) j.xpairs = ex->xpairs;
     j.chunk = output_chunk(ex, n_rows, n_out);
     return j;
 }

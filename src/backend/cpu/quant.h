@@ -134,14 +134,16 @@ static inline float emt_dot_q_ref(emt_dtype t, const uint8_t *w, const emt_xq *x
  * the 256-value super-block for the K-quants). The same bytes as the file's 8
  * rows, rearranged, so the memory cost is the matrix's size (it replaces the
  * file's pages), and a group's bytes start where the file's row 8g did. A
- * SIMD kernel reads the 8 rows' codes 4k..4k+3 of a 32-value block with one
- * load, and the 8 rows' scales with another.
+ * SIMD kernel reads the 8 rows' codes 4k..4k+3 of a 32-value block (Q4_0,
+ * Q4_1, Q8_0; two rows' codes for Q5_0 and the K-quants) with one load, and
+ * the 8 rows' scales with another.
  *   Q4_0, Q4_1: the 8 scales (f16; Q4_1: then the 8 minimums), then the 8
  *     rows' 16 nibble bytes by groups of 4: bytes 4k..4k+3 of row 0, of row
  *     1, .., of row 7, for k = 0..3 (byte j holds code j and code j + 16).
  *   Q8_0: the 8 scales, then the 8 rows' 32 codes by groups of 4 as Q4_0's
  *     bytes (codes 4k..4k+3 of rows 0..7, k = 0..7).
- *   Q5_0 (176 bytes): as Q4_0 (the fifth bits left out of the nibbles),
+ *   Q5_0 (176 bytes): the 8 scales, then the 8 rows' 16 nibble bytes one
+ *     after the other (the fifth bits left out of the nibbles),
  *     then per row pair (2p, 2p+1) the fifth bits as two 32-bit masks, one
  *     bit per 16-bit lane of a register holding both rows' codes: codes
  *     0..15 of row 2p then of row 2p+1, then codes 16..31 likewise.

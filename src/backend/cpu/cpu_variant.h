@@ -892,6 +892,19 @@ static inline __attribute__((always_inline)) void prefetch_part(const uint8_t *p
 
 #define EMT_QROWS 8 /* activation rows that share each decoded weight block */
 
+/* The AVX-512 variant packs matrices (EMT_CPU_PACKED: quant.h's layout)
+ * and takes emt_dot_q_ref's float steps for Q4_0, Q4_1 and Q8_0; only the
+ * AVX2 variant's file-layout kernel keeps 8 lanes per output, which read
+ * the rows' scales by 8-row group (prepare_rows' xsc: EMT_QDOT_XSC). */
+#if defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__AVX512DQ__)
+#define EMT_CPU_PACKED 1
+#define EMT_QDOT_XSC 0
+#elif defined(__AVX2__)
+#define EMT_QDOT_XSC 1
+#else
+#define EMT_QDOT_XSC 0
+#endif
+
 #ifdef __AVX2__
 /* emt_dot_q_ref with SIMD integer block sums: per block the exact sum,
  * fma(dw * dx, isum, acc); the minimum terms by fma into a second sum,
@@ -923,7 +936,7 @@ static inline float qdot_one_sum(emt_dtype t, const uint8_t *w, const emt_xq *x,
  * result is batch invariant. t is a constant after inlining. */
 static inline __attribute__((always_inline)) void
 qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32_t nb, int nr, float *out) {
-#if defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__AVX512DQ__)
+#ifdef EMT_CPU_PACKED
     /* the AVX-512 variant's packed kernels take emt_dot_q_ref's float steps
      * (one sum per output); so does this kernel for the rows it computes in
      * the file's layout (a matrix that is not packed), with the same bits */
@@ -1012,8 +1025,7 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32
  * instructions, one conversion, one multiply and one FMA, lane l summing
  * elements {2l, 2l+1, 16+2l, 17+2l}; then hsum_ps: the sequence of its
  * file-layout kernel (kdot_rows, cpu_kquant.h), lane for lane. */
-#if defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__AVX512DQ__)
-#define EMT_CPU_PACKED 1
+#ifdef EMT_CPU_PACKED
 /* Tiles of up to 8 rows. Q5_0 takes up to 4 rows' 4 output pairs in one
  * pass (16 accumulators of the 32 registers) and 5..8 rows in two passes
  * of 2 pairs. Q4_1 keeps tiles of 4: with its 8 minimum vectors beside 8
@@ -2047,10 +2059,10 @@ static int grow(emt_exec *ex, void **buf, size_t *cap, size_t n, size_t size, co
 }
 
 /* The input rows as the integer kernels read them (16-bit codes per
- * 32-value block, one scale per `span` values; span 32 also fills the
- * scales by 8-row group of qdot_rows), in the context's buffer for that
- * span; NULL with ex->error set when it cannot grow. One preparation
- * serves every product of that span over these rows. */
+ * 32-value block, one scale per `span` values; span 32 also fills, in the
+ * AVX2 variant, the scales by 8-row group of qdot_rows), in the context's
+ * buffer for that span; NULL with ex->error set when it cannot grow. One
+ * preparation serves every product of that span over these rows. */
 static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, int32_t n_in, int32_t span) {
     size_t need = (size_t)n_rows * (size_t)(n_in / EMT_QK);
     emt_xq **buf = span == EMT_QK ? &ex->xq : &ex->xqk;
@@ -2060,7 +2072,7 @@ static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, 
     quantize_job job = { x, *buf, n_in, span };
     if (n_rows == 1) quantize_task(&job, 0);
     else emt_pool_run(ex->pool, n_rows, quantize_task, &job);
-    if (span != EMT_QK) return *buf;
+    if (span != EMT_QK || !EMT_QDOT_XSC) return *buf;
     int32_t nb = n_in / EMT_QK, groups = (n_rows + EMT_QROWS - 1) / EMT_QROWS;
     if (!grow(ex, (void **)&ex->xsc, &ex->xsc_cap, (size_t)groups * nb * 2 * EMT_QROWS, sizeof(float),
               "cpu matmul: out of memory for the activation scales"))
@@ -2229,7 +2241,7 @@ static int32_t output_chunk(const emt_exec *ex, int32_t n_rows, int32_t n_out) {
 static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bias, const emt_xq *const xq[2],
                                const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
     const emt_xq *q = is_half_type(W->dtype) ? NULL : xq[act_span(W->dtype) != EMT_QK];
-    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), q, NULL, q ? ex->xsc : NULL, x, bias, y, n_rows, n_in, n_out, 0 };
+    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), q, NULL, q && EMT_QDOT_XSC ? ex->xsc : NULL, x, bias, y, n_rows, n_in, n_out, 0 };
     if (ex->act8 && emt_act8_type(W->dtype)) j.xq8 = ex->xq8;
     j.chunk = output_chunk(ex, n_rows, n_out);
     return j;

@@ -6,7 +6,9 @@
  * "pack8": the same at 8-bit activations (quant8.h) for the types that have them. Prints microseconds per
  * call, the cost of n rows in one-row calls (what a verify of n nodes costs
  * in AR steps, for this product) and integer multiply-adds per nanosecond.
- * Not a test (no timing assertions):
+ * With BENCH_BIG=1 in the environment, one 8192 x 16384 matrix instead,
+ * larger than the last-level cache, so its weights stream from memory as
+ * in a model's step. Not a test (no timing assertions):
  *   build/.../tests/bench_qkernels [REPS [VARIANT [TYPE [MAX_ROWS [LAYOUT]]]]] */
 #include "backend/backend.h"
 #include "backend/cpu/cpu_variants.h"
@@ -54,6 +56,11 @@ int main(int argc, char **argv) {
             for (int si = 0; si < 2; si++) {
                 emt_dtype t = types[ti];
                 int32_t n_in = shapes[si][0], n_out = shapes[si][1];
+                if (getenv("BENCH_BIG")) { /* one shape, past the cache */
+                    if (si) break;
+                    n_in = 8192;
+                    n_out = 16384;
+                }
                 size_t bytes = emt_dtype_nbytes(t, n_in) * (size_t)n_out;
                 float *wf = malloc(sizeof(float) * (size_t)n_in), *x = malloc(sizeof(float) * 512 * (size_t)n_in);
                 float *y = malloc(sizeof(float) * 512 * (size_t)n_out);

@@ -28,8 +28,9 @@ static void quantize_ref(emt_dtype t, const float *x, int32_t n_in, emt_xq *xq) 
 }
 
 /* bit_exact: the variant takes the reference's float steps for this type
- * (quant.h: baseline, and AVX-512 for Q4_0, Q4_1, Q8_0), so every output
- * must equal the reference plus the bias bit for bit. */
+ * (quant.h: baseline, and AVX-512 for Q4_0, Q4_1, Q8_0; kquant.h: every
+ * variant), so every output must equal the reference plus the bias bit
+ * for bit. */
 static void check_type(const emt_backend_ops *op, emt_exec *ex, emt_dtype t, int32_t n_in, int32_t n_out, int bit_exact) {
     const int32_t R = 9;
     float *wf = malloc(sizeof(float) * (size_t)n_out * n_in), *deq = malloc(sizeof(float) * (size_t)n_out * n_in);
@@ -274,6 +275,69 @@ static void check_tiny_blocks(const emt_backend_ops *op, emt_exec *ex, emt_dtype
     free(wq);
 }
 
+/* The K-quants' largest codes and scales against activations at the
+ * largest code: each output's super-block sum (Q6_K: each half's) is
+ * about 2^33, far past what a 32-bit lane holds. Every variant's products
+ * (file layout, and packed where the variant packs) equal the exact-integer
+ * reference bit for bit, for 1..R rows, and stay within float rounding of
+ * a double product: an integer overflow in a kernel fails both. */
+static void check_kquant_extremes(const emt_backend_ops *op, emt_backend *be, emt_exec *ex, emt_dtype t) {
+    const int32_t n_in = 512, n_out = 16, R = 9, nb = n_in / EMT_QK;
+    size_t bb = emt_dtype_block_bytes(t), rb = emt_dtype_nbytes(t, n_in);
+    uint8_t *wq = op->alloc(be, rb * (size_t)n_out);
+    CHECK(wq != NULL);
+    const uint16_t d = 0x1400; /* f16 2^-10 */
+    for (int32_t blk = 0; blk < n_out * (n_in / 256); blk++) {
+        uint8_t *b = wq + (size_t)blk * bb;
+        if (t == EMT_Q6_K) { /* codes 0 - 32 and scales -128: every scaled code is +4096 */
+            memset(b, 0, 192);
+            memset(b + 192, 0x80, 16);
+            memcpy(b + 208, &d, 2);
+        } else { /* nibbles (and fifth bits) all set, scales and minimums 63 */
+            memset(b, 0xFF, bb);
+            memcpy(b, &d, 2);
+            memcpy(b + 2, &d, 2);
+        }
+    }
+    float *x = malloc(sizeof(float) * (size_t)R * n_in), *y = malloc(sizeof(float) * (size_t)R * n_out);
+    for (int64_t i = 0; i < (int64_t)R * n_in; i++) x[i] = (i / n_in) % 2 ? -3.0f : 1.0f; /* every code +-32767 */
+    emt_xq *xq = malloc(sizeof(emt_xq) * (size_t)nb);
+    float *deq = malloc(sizeof(float) * (size_t)n_in);
+    emt_tensor tt = { "w", t, 1, { n_in }, wq, rb, "test" };
+    CHECK_OK(emt_tensor_to_f32(&tt, 0, n_in, deq));
+    emt_wmat W[2] = { { t, wq, NULL, 0 }, { t, NULL, NULL, 0 } };
+    int layouts = 1;
+    if (op->pack) {
+        uint8_t *copy = op->alloc(be, rb * (size_t)n_out);
+        CHECK(copy != NULL);
+        memcpy(copy, wq, rb * (size_t)n_out);
+        W[1] = (emt_wmat){ t, copy, copy, 0 };
+        CHECK_OK(op->pack(be, &W[1], n_out, n_in));
+        layouts = 2;
+    }
+    for (int l = 0; l < layouts; l++)
+        for (int32_t n = 1; n <= R; n++) {
+            op->matmul_q(ex, &W[l], NULL, x, n, n_in, n_out, y);
+            CHECK_OK(op->sync(ex));
+            for (int32_t r = 0; r < n; r++) {
+                quantize_ref(t, x + (size_t)r * n_in, n_in, xq);
+                double exact = 0;
+                for (int32_t i = 0; i < n_in; i++) exact += (double)deq[i] * x[(size_t)r * n_in + i];
+                for (int32_t o = 0; o < n_out; o++) {
+                    float want = emt_dot_k_ref(t, wq + (size_t)o * rb, xq, nb), got = y[(size_t)r * n_out + o];
+                    if (memcmp(&want, &got, sizeof got) || !(fabs(got - exact) <= 1e-5 * fabs(exact))) {
+                        fprintf(stderr, "%s extremes, %s layout, %d rows: row %d output %d is %.9g, reference %.9g, "
+                                "double %.9g\n", emt_dtype_name(t), l ? "packed" : "file", n, r, o, got, want, exact);
+                        CHECK(0);
+                    }
+                }
+            }
+        }
+    if (layouts == 2) op->release(be, W[1].owned);
+    op->release(be, wq);
+    free(x); free(y); free(xq); free(deq);
+}
+
 /* The 8-bit prompt mode (quant8.h, set_activation_bits(8)): for the types
  * it covers, every variant's products equal the scalar reference
  * emt_dot8_ref bit for bit, for every row count, in the file layout and
@@ -409,11 +473,13 @@ int main(void) {
         emt_exec *ex = op->exec_create(be, 2);
         for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
             int k = emt_dtype_block_elems(types[i]) == 256; /* K-quant rows: whole 256-value blocks */
-            int exact = (v == EMT_CPU_BASELINE || v == EMT_CPU_AVX512) &&
-                        (types[i] == EMT_Q4_0 || types[i] == EMT_Q4_1 || types[i] == EMT_Q8_0);
+            int exact = ((v == EMT_CPU_BASELINE || v == EMT_CPU_AVX512) &&
+                         (types[i] == EMT_Q4_0 || types[i] == EMT_Q4_1 || types[i] == EMT_Q8_0)) ||
+                        emt_is_kblock_type(types[i]); /* kquant.h's types: every variant */
             check_type(op, ex, types[i], k ? 768 : 576, 37, exact);
             check_type(op, ex, types[i], k ? 256 : 64, 130, exact);
             if (types[i] != EMT_F16 && types[i] != EMT_BF16) check_tiny_blocks(op, ex, types[i]);
+            if (k) check_kquant_extremes(op, be, ex, types[i]);
         }
         check_embed(op, ex);
         check_fused(op, ex);

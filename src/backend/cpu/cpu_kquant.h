@@ -4,8 +4,10 @@
  * 16-bit codes of kquant.h (emt_kblock_decode_ref is the scalar twin) and
  * then shared by up to EMT_QROWS activation rows. Per output the sequence
  * of operations does not depend on the number of rows (batch invariant);
- * AVX2 and AVX-512 compute the same integers and the same float order
- * (VNNI only fuses the multiply-add), the baseline runs the reference. */
+ * AVX2 and AVX-512 compute the same integers and the same float order,
+ * emt_dot_k_ref's (VNNI only fuses the integer multiply-add), so every
+ * variant's products equal the reference bit for bit; the baseline runs
+ * the reference. */
 #ifndef EMT_CPU_KQUANT_H
 #define EMT_CPU_KQUANT_H
 
@@ -105,7 +107,7 @@ static inline void decode_q6_k(const uint8_t *w, __m256i lo[8], __m256i hi[8], f
  * order per output: per sum group (kquant.h: a K-quant super-block, half of
  * one for Q6_K, a block for Q5_0/Q5_1) one fused multiply-add of the 8
  * lanes' exact integer sums by dw * dx, per block mw * s into a scalar,
- * lanes summed at the end, as packed_krows. */
+ * lanes summed at the end: emt_dot_k_ref's order, and packed_krows'. */
 static inline __attribute__((always_inline)) void
 kdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, float *out) {
 #ifdef __AVX2__

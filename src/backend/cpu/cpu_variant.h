@@ -1030,9 +1030,13 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32
  * pass (16 accumulators of the 32 registers) and 5..8 rows in two passes
  * of 2 pairs. Q4_1 keeps tiles of 4: with its 8 minimum vectors beside 8
  * rows' accumulators and the 8 code vectors, tiles of 8 measured no
- * faster (bench_qkernels, 8 rows: 1752 against 1776 us). */
+ * faster (bench_qkernels, 8 rows: 1752 against 1776 us). The K-quants
+ * take tiles of 4 (packed_krows). */
 #define EMT_TILE_ROWS 8
-static inline int packed_tile_rows(emt_dtype t) { return t == EMT_Q4_1 ? 4 : EMT_TILE_ROWS; }
+#define EMT_KPAIR_ROWS 4
+static inline int packed_tile_rows(emt_dtype t) {
+    return t == EMT_Q4_1 || emt_is_kpacked_type(t) ? EMT_KPAIR_ROWS : EMT_TILE_ROWS;
+}
 
 /* Q4_0 / Q4_1 / Q8_0: nr activation rows (x, nb blocks each) x the 8
  * outputs of packed group g: out[r * 8 + c]. t and nr are constants after
@@ -1189,20 +1193,6 @@ packed_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, 
     }
 }
 
-/* Packed Q4_K / Q5_K / Q6_K (quant.h): a tile of up to EMT_KTILE_ROWS
- * activation rows x the group's 8 outputs, in two passes of two output
- * pairs. Per 32-value sub-block the codes of an output pair are widened to
- * 16 bits and multiplied by the pair's integer sub-block scales (Q6_K: one
- * per 16-value half), which gives kdot_rows' scaled codes; each row's
- * activations share one scale per super-block (quant.h), so the lanes'
- * exact integer sums run over the whole sum group (kquant.h: the
- * super-block, Q6_K half of it) before one conversion and one
- * fma(dw * dx, isum) per lane. Per row and sub-block that leaves two VNNI
- * instructions per output pair; the decode is shared by the tile's rows.
- * Q4_K's minimum term mw * s is added (not fused) per block in order,
- * hsum_ps plus that sum at the end: kdot_rows' sequence, lane for lane. */
-#define EMT_KTILE_ROWS 8
-
 /* Scaled 16-bit codes of output pair p of sub-block s of packed group
  * super-block g: lo = elements 0..15 of both outputs, hi = 16..31. */
 static inline __attribute__((always_inline)) void
@@ -1275,88 +1265,109 @@ packed_q6_codes2(const uint8_t *g, int s, int p, __m512i lo[2], __m512i hi[2]) {
     }
 }
 
+/* -(dmin * m) of the 8 outputs of packed Q4_K / Q5_K group super-block g
+ * (the minimums that multiply the blocks' activation sums), two sub-blocks
+ * a register: mins[t] holds sub-block 2t in floats 0..7, 2t + 1 in 8..15. */
+static inline void packed_kmins(const uint8_t *g, __m512 mins[4]) {
+    const __m512 dmin = _mm512_broadcast_f32x8(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN))));
+    const __m512i nibble_at = _mm512_set_epi32(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0);
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; t++) {
+        __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_SCM + 16 * t)));
+        long long lo4;
+        memcpy(&lo4, g + EMT_PK4_MLO + 8 * t, sizeof lo4);
+        __m512i ml = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm_set1_epi64x(lo4)), nibble_at);
+        __m512i m = _mm512_or_si512(_mm512_slli_epi32(_mm512_srli_epi32(a, 6), 4), _mm512_and_si512(ml, _mm512_set1_epi32(15)));
+        mins[t] = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dmin, _mm512_cvtepi32_ps(m))),
+                                                       _mm512_set1_epi32((int)0x80000000u)));
+    }
+}
+
+/* sub-block s's 8 minimums out of packed_kmins' registers */
+static inline __m256 kmins_of(const __m512 mins[4], int s) {
+    return s % 2 ? _mm512_extractf32x8_ps(mins[s / 2], 1) : _mm512_castps512_ps256(mins[s / 2]);
+}
+
+/* Packed Q4_K / Q5_K / Q6_K (quant.h): a tile of up to EMT_KPAIR_ROWS
+ * activation rows x the group's 8 outputs: out[r * 8 + c]. Per 32-value
+ * sub-block the codes of an output pair are widened to 16 bits and
+ * multiplied by their integer sub-block scale (Q6_K: their half's), which
+ * gives kquant.h's scaled codes, and one broadcast of a row's 16 codes
+ * serves all four pairs. The float steps are emt_dot_k_ref's, so the
+ * products equal the scalar reference bit for bit: 8 lanes per output (a
+ * pair's register holds output 2p in lanes 0..7, 2p + 1 in 8..15), each
+ * lane's exact integer sum per sum group converted and fused in with
+ * dw * dx; per sub-block mw * s into the minimum sum; packed_tile_store
+ * adds the lanes as hsum_ps does.
+ * Tiles of 4 rows (16 integer sums beside the decoded codes), not 8: per
+ * tile of 8 rows two passes of two pairs, or any arrangement of one
+ * output per lane pair (the Q4_0 kernel's), measured slower
+ * (docs/performance.md, "K-quant products in tiles of 4 rows"). */
 static inline __attribute__((always_inline)) void
 packed_krows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, float *out) {
     const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(t);
-    const int group = emt_kblock_sum_group(t);
-    /* lane pair p of row r: outputs 2p (lanes 0..7) and 2p+1; in memory,
-     * the registers hold the sum group's integer sums */
-    __m512 acc[EMT_KTILE_ROWS][4];
-    __m256 acc_min[EMT_KTILE_ROWS];
-#pragma GCC unroll 8
+    const int group = emt_kblock_sum_group(t), step = t == EMT_Q6_K ? 2 : 1;
+    /* up to 2 rows sum codes 0..15 and 16..31 in separate chains, so that enough hide their latency */
+    const int split = nr <= 2;
+    __m512 acc[EMT_KPAIR_ROWS][4]; /* per output pair: 8 float lanes each */
+    __m256 acc_min[EMT_KPAIR_ROWS];
+#pragma GCC unroll 4
     for (int r = 0; r < nr; r++) {
         acc_min[r] = _mm256_setzero_ps();
 #pragma GCC unroll 4
-        for (int p = 0; p < 4; p++) acc[r][p] = _mm512_setzero_ps();
+        for (int q = 0; q < 4; q++) acc[r][q] = _mm512_setzero_ps();
     }
     const __m512i pair0 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
-    /* up to 4 rows take all 4 output pairs in one pass, more rows two
-     * passes of 2 pairs (the integer sums: at most 16 registers); up to 2
-     * rows sum the codes' two halves in separate registers, so that enough
-     * independent VNNI chains hide their latency */
-    const int pp = nr <= 4 ? 4 : 2, split = nr <= 2;
     for (int32_t b0 = 0; b0 < nb; b0 += 8, g += gb) {
-        __m512 dw = _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)));
-        for (int p0 = 0; p0 < 4; p0 += pp)
-            for (int s0 = 0; s0 < 8; s0 += group) {
-                __m512i isum[EMT_KTILE_ROWS][4], isum_hi[2][4];
-#pragma GCC unroll 8
-                for (int r = 0; r < nr; r++)
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        __m512 mins[4];
+        if (t != EMT_Q6_K) packed_kmins(g, mins);
+        for (int s0 = 0; s0 < 8; s0 += group) {
+            __m512i isum[EMT_KPAIR_ROWS][4], isum_hi[2][4];
 #pragma GCC unroll 4
-                    for (int q = 0; q < pp; q++) {
-                        isum[r][q] = _mm512_setzero_si512();
-                        if (split) isum_hi[r][q] = _mm512_setzero_si512();
-                    }
-                /* one pair's codes live at a time (Q6_K: two, decoded together) */
-                const int step = t == EMT_Q6_K ? 2 : 1;
-                for (int s = s0; s < s0 + group; s++) {
-                    if (p0 == 0) prefetch_part(g, gb, s, 8); /* the first pass asks for the block 4 KiB ahead */
+            for (int r = 0; r < nr; r++)
 #pragma GCC unroll 4
-                    for (int q = 0; q < pp; q += step) {
-                        __m512i lo[2], hi[2];
-                        if (t == EMT_Q6_K) packed_q6_codes2(g, s, p0 + q, lo, hi);
-                        else packed_kcodes(t, g, s, p0 + q, &lo[0], &hi[0]);
-#pragma GCC unroll 8
-                        for (int r = 0; r < nr; r++) {
-                            const emt_xq *xb = x + (size_t)r * nb + b0 + s;
-                            __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
-                            __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb->q + 16)));
+                for (int q = 0; q < 4; q++) {
+                    isum[r][q] = _mm512_setzero_si512();
+                    if (split) isum_hi[r][q] = _mm512_setzero_si512();
+                }
+            for (int s = s0; s < s0 + group; s++) {
+                prefetch_part(g, gb, s, 8); /* the block 4 KiB ahead, an eighth per sub-block */
+#pragma GCC unroll 4
+                for (int q = 0; q < 4; q += step) {
+                    __m512i lo[2], hi[2];
+                    if (t == EMT_Q6_K) packed_q6_codes2(g, s, q, lo, hi);
+                    else packed_kcodes(t, g, s, q, &lo[0], &hi[0]);
+#pragma GCC unroll 4
+                    for (int r = 0; r < nr; r++) {
+                        const emt_xq *xb = x + (size_t)r * nb + b0 + s;
+                        __m512i xlo = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)xb->q));
+                        __m512i xhi = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(xb->q + 16)));
 #pragma GCC unroll 2
-                            for (int u = 0; u < step; u++) {
-                                if (split) {
-                                    isum[r][q + u] = _mm512_dpwssd_epi32(isum[r][q + u], lo[u], xlo);
-                                    isum_hi[r][q + u] = _mm512_dpwssd_epi32(isum_hi[r][q + u], hi[u], xhi);
-                                } else {
-                                    isum[r][q + u] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[r][q + u], lo[u], xlo), hi[u], xhi);
-                                }
+                        for (int u = 0; u < step; u++) {
+                            if (split) {
+                                isum[r][q + u] = _mm512_dpwssd_epi32(isum[r][q + u], lo[u], xlo);
+                                isum_hi[r][q + u] = _mm512_dpwssd_epi32(isum_hi[r][q + u], hi[u], xhi);
+                            } else {
+                                isum[r][q + u] = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(isum[r][q + u], lo[u], xlo), hi[u], xhi);
                             }
                         }
                     }
                 }
+                if (t != EMT_Q6_K)
 #pragma GCC unroll 4
-                for (int q = 0; q < pp; q++) {
-                    const int p = p0 + q;
-                    __m512 wsc = _mm512_permutexvar_ps(_mm512_add_epi32(pair0, _mm512_set1_epi32(2 * p)), dw);
-#pragma GCC unroll 8
-                    for (int r = 0; r < nr; r++) {
-                        __m512i sum = split ? _mm512_add_epi32(isum[r][q], isum_hi[r][q]) : isum[r][q];
-                        acc[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(wsc, _mm512_set1_ps(x[(size_t)r * nb + b0 + s0].d)),
-                                                    _mm512_cvtepi32_ps(sum), acc[r][p]);
-                    }
-                }
+                    for (int r = 0; r < nr; r++)
+                        acc_min[r] = _mm256_add_ps(acc_min[r], _mm256_mul_ps(kmins_of(mins, s), _mm256_set1_ps(x[(size_t)r * nb + b0 + s].s)));
             }
-        if (t != EMT_Q6_K) { /* the minimum terms, -(dmin * m) * s per block in order */
-            __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)));
-            for (int s = 0; s < 8; s++) {
-                __m128i a = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_SCM + 8 * s)));
-                __m128i ml = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_MLO + 8 * (s / 2))));
-                __m128i m = _mm_or_si128(_mm_slli_epi16(_mm_srli_epi16(a, 6), 4),
-                                         _mm_and_si128(_mm_srli_epi16(ml, 4 * (s % 2)), _mm_set1_epi16(15)));
-                __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(m));
-                __m256 mw = _mm256_xor_ps(_mm256_mul_ps(dmin, mf), _mm256_set1_ps(-0.0f));
-#pragma GCC unroll 8
-                for (int r = 0; r < nr; r++)
-                    acc_min[r] = _mm256_add_ps(acc_min[r], _mm256_mul_ps(mw, _mm256_set1_ps(x[(size_t)r * nb + b0 + s].s)));
+#pragma GCC unroll 4
+            for (int q = 0; q < 4; q++) {
+                __m512 wsc = _mm512_permutexvar_ps(_mm512_add_epi32(pair0, _mm512_set1_epi32(2 * q)), _mm512_castps256_ps512(dw));
+#pragma GCC unroll 4
+                for (int r = 0; r < nr; r++) {
+                    __m512i sum = split ? _mm512_add_epi32(isum[r][q], isum_hi[r][q]) : isum[r][q];
+                    acc[r][q] = _mm512_fmadd_ps(_mm512_mul_ps(wsc, _mm512_set1_ps(x[(size_t)r * nb + b0 + s0 + group - 1].d)),
+                                                _mm512_cvtepi32_ps(sum), acc[r][q]);
+                }
             }
         }
     }
@@ -1656,8 +1667,8 @@ qmatmul_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
 static inline __attribute__((always_inline)) void
 packed_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
     int32_t nb = j->n_in / EMT_QK;
-    const int tile = emt_is_kpacked_type(t) ? EMT_KTILE_ROWS : packed_tile_rows(t);
-    float v[EMT_KTILE_ROWS * EMT_PACK_ROWS];
+    const int tile = packed_tile_rows(t);
+    float v[EMT_TILE_ROWS * EMT_PACK_ROWS];
     for (int32_t rb0 = 0; rb0 < j->n_rows; rb0 += EMT_ROW_BLOCK) {
         int32_t rb1 = rb0 + EMT_ROW_BLOCK < j->n_rows ? rb0 + EMT_ROW_BLOCK : j->n_rows;
         for (int32_t o = o0; o < o1; o += EMT_PACK_ROWS) {
@@ -1672,11 +1683,7 @@ packed_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
                     case 1: packed_krows(t, g, xq, nb, 1, v); break;
                     case 2: packed_krows(t, g, xq, nb, 2, v); break;
                     case 3: packed_krows(t, g, xq, nb, 3, v); break;
-                    case 4: packed_krows(t, g, xq, nb, 4, v); break;
-                    case 5: packed_krows(t, g, xq, nb, 5, v); break;
-                    case 6: packed_krows(t, g, xq, nb, 6, v); break;
-                    case 7: packed_krows(t, g, xq, nb, 7, v); break;
-                    default: packed_krows(t, g, xq, nb, 8, v); break;
+                    default: packed_krows(t, g, xq, nb, 4, v); break;
                     }
                 } else {
                     switch (nr) {

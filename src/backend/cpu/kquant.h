@@ -10,8 +10,9 @@
  * sc * q, at most 63 * 31; Q6_K: sc * (q - 32), at most 128 * 32) and dw is
  * the super-block's d. With the activations quantized per 256 values (one
  * dx per super-block) a whole super-block's dot product (Q6_K: each half
- * of it) is one exact integer sum times dw * dx, plus mw * s per block
- * (quant.h's Q4_1 term): the sub-blocks cost integer work only. Q6_K's
+ * of it) is exact integer sums (8 lanes, emt_dot_k_ref) times dw * dx,
+ * plus mw * s per block (quant.h's Q4_1 term): the sub-blocks cost integer
+ * work only. Q6_K's
  * 16-value sub-blocks become the two halves of a block, each with its own
  * integer scale. */
 #ifndef EMT_KQUANT_H
@@ -82,27 +83,33 @@ static inline int emt_kblock_sum_group(emt_dtype t) {
 }
 
 /* Reference dot product of one weight row (nb 32-value blocks) with one
- * quantized activation row (K-quants: quantized per 256 values): per sum
- * group (above) (dw * dx) * isum into one float sum, and per block mw * s
- * into another, added at the end (quant.h's emt_dot_q_ref order). The
- * integer sum is 64-bit here; the SIMD kernels keep 8 partial sums per
- * output, each below 2^31. */
+ * quantized activation row (K-quants: quantized per 256 values), in the
+ * order every SIMD kernel of these types takes (cpu_kquant.h, and the
+ * packed AVX-512 kernels), which is how one 256-bit vpmaddwd pair lays the
+ * products out: 8 lanes per output, lane d holding codes 2d, 2d + 1,
+ * 16 + 2d and 17 + 2d of every block. Per sum group (above) each lane's
+ * exact integer sum (below 2^31) is converted and added by one fused
+ * multiply-add with dw * dx into the lane's float sum; per block mw * s
+ * goes into a separate sum (multiplied, then added); at the end the lanes
+ * are added as hsum_ps adds them, ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)),
+ * then the minimum sum. */
 static inline float emt_dot_k_ref(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb) {
-    float acc = 0.0f, acc_min = 0.0f;
+    float lane[8] = { 0 }, acc_min = 0.0f;
+    int64_t isum[8] = { 0 };
     int per = emt_kblock_per_block(t), group = emt_kblock_sum_group(t);
     size_t bb = emt_dtype_block_bytes(t);
-    int64_t isum = 0;
     for (int32_t b = 0; b < nb; b++) {
         emt_kblock k;
         emt_kblock_decode_ref(t, w + (size_t)(b / per) * bb, b % per, &k);
-        for (int j = 0; j < EMT_QK; j++) isum += (int32_t)k.c[j] * x[b].q[j];
+        for (int j = 0; j < EMT_QK; j++) isum[(j % 16) / 2] += (int32_t)k.c[j] * x[b].q[j];
         acc_min += k.mw * x[b].s;
-        if ((b + 1) % group == 0) {
-            acc += (k.dw * x[b].d) * (float)isum;
-            isum = 0;
-        }
+        if ((b + 1) % group == 0)
+            for (int d = 0; d < 8; d++) {
+                lane[d] = fmaf(k.dw * x[b].d, (float)isum[d], lane[d]);
+                isum[d] = 0;
+            }
     }
-    return acc + acc_min;
+    return (((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]))) + acc_min;
 }
 
 #endif

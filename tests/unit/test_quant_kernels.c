@@ -276,11 +276,13 @@ static void check_tiny_blocks(const emt_backend_ops *op, emt_exec *ex, emt_dtype
 }
 
 /* The K-quants' largest codes and scales against activations at the
- * largest code: each output's super-block sum (Q6_K: each half's) is
- * about 2^33, far past what a 32-bit lane holds. Every variant's products
- * (file layout, and packed where the variant packs) equal the exact-integer
- * reference bit for bit, for 1..R rows, and stay within float rounding of
- * a double product: an integer overflow in a kernel fails both. */
+ * largest code: each output's sum group adds up to about 2^33, and each of
+ * its 8 lanes (kquant.h) to its bound, just under 2^31 for Q5_K and Q6_K.
+ * Every variant's products (file layout, and packed where the variant
+ * packs) equal the reference (64-bit lane sums) bit for bit, for 1..R
+ * rows, and stay within float rounding of a double product: a kernel whose
+ * 32-bit sums overflow fails both. The first differing output of each
+ * call is printed. */
 static void check_kquant_extremes(const emt_backend_ops *op, emt_backend *be, emt_exec *ex, emt_dtype t) {
     const int32_t n_in = 512, n_out = 16, R = 9, nb = n_in / EMT_QK;
     size_t bb = emt_dtype_block_bytes(t), rb = emt_dtype_nbytes(t, n_in);
@@ -323,14 +325,15 @@ static void check_kquant_extremes(const emt_backend_ops *op, emt_backend *be, em
                 quantize_ref(t, x + (size_t)r * n_in, n_in, xq);
                 double exact = 0;
                 for (int32_t i = 0; i < n_in; i++) exact += (double)deq[i] * x[(size_t)r * n_in + i];
-                for (int32_t o = 0; o < n_out; o++) {
+                int bad = 0;
+                for (int32_t o = 0; o < n_out && !bad; o++) {
                     float want = emt_dot_k_ref(t, wq + (size_t)o * rb, xq, nb), got = y[(size_t)r * n_out + o];
-                    if (memcmp(&want, &got, sizeof got) || !(fabs(got - exact) <= 1e-5 * fabs(exact))) {
+                    bad = memcmp(&want, &got, sizeof got) || !(fabs(got - exact) <= 1e-5 * fabs(exact));
+                    if (bad)
                         fprintf(stderr, "%s extremes, %s layout, %d rows: row %d output %d is %.9g, reference %.9g, "
                                 "double %.9g\n", emt_dtype_name(t), l ? "packed" : "file", n, r, o, got, want, exact);
-                        CHECK(0);
-                    }
                 }
+                CHECK(!bad);
             }
         }
     if (layouts == 2) op->release(be, W[1].owned);

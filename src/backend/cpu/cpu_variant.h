@@ -1497,8 +1497,8 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
             }
             continue;
         }
-        __m256 dmin = t != EMT_Q6_K ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)))
-                                    : _mm256_setzero_ps();
+        __m512 kmin[4];
+        if (t != EMT_Q6_K) packed_kmins(g, kmin);
         for (int s = 0; s < 8; s++) {
             if (prefetch) prefetch_part(g, gb, s, 8); /* as packed_krows: the block 4 KiB ahead, an eighth per sub-block */
             __m512i v[4], h[2];
@@ -1506,12 +1506,9 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
             __m256 mw = _mm256_setzero_ps();
             if (t != EMT_Q6_K) {
                 __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_SCM + 8 * s)));
-                __m256i ml = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_MLO + 8 * (s / 2))));
-                __m256i m = _mm256_or_si256(_mm256_slli_epi32(_mm256_srli_epi32(a, 6), 4),
-                                            _mm256_and_si256(_mm256_srli_epi32(ml, 4 * (s % 2)), _mm256_set1_epi32(15)));
                 __m256 scf = _mm256_cvtepi32_ps(_mm256_and_si256(a, _mm256_set1_epi32(63)));
                 sc0 = _mm512_mul_ps(dw, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(scf)));
-                mw = _mm256_xor_ps(_mm256_mul_ps(dmin, _mm256_cvtepi32_ps(m)), _mm256_set1_ps(-0.0f));
+                mw = kmins_of(kmin, s);
                 gather_halves(g + EMT_PK4_QS + 128 * s, h);
                 v[0] = _mm512_and_si512(h[0], nib);
                 v[1] = _mm512_and_si512(h[1], nib);

@@ -1035,7 +1035,7 @@ qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32
 #define EMT_TILE_ROWS 8
 #define EMT_KPAIR_ROWS 4
 static inline int packed_tile_rows(emt_dtype t) {
-    return t == EMT_Q4_1 || emt_is_kpacked_type(t) ? EMT_KPAIR_ROWS : EMT_TILE_ROWS;
+    return t == EMT_Q4_1 ? 4 : emt_is_kpacked_type(t) ? EMT_KPAIR_ROWS : EMT_TILE_ROWS;
 }
 
 /* Q4_0 / Q4_1 / Q8_0: nr activation rows (x, nb blocks each) x the 8

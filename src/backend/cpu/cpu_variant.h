@@ -797,6 +797,37 @@ static inline int32_t hsum_epi32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
+/* Several products' integer lanes reduced together (qtile_rows): exact
+ * 32-bit sums (none can overflow), so any order gives the same.
+ * EMT_MERGE_LANES(a, b) adds lane pairs (lo, hi: the
+ * blend masks, swap: the shuffle that brings a pair together) of two
+ * vectors into one, with one shuffle, two blends (more ports than
+ * shuffles) and one add: EMT_MERGE_LANES(v0, v1, 0x55, 0xAA, 0xB1) holds v0's
+ * sums of lanes 01, v1's 01, then 23, 45, 67 alike. (A macro: the masks
+ * must be constants at every optimisation level.) */
+#define EMT_MERGE_LANES(a, b, lo, hi, swap) \
+    _mm256_add_epi32(_mm256_blend_epi32(a, b, hi), _mm256_shuffle_epi32(_mm256_blend_epi32(a, b, lo), swap))
+
+/* Products l = 0..7 pushed in order (s_l: 8 lane sums each), merged as
+ * soon as two, then four, are in: s_prev holds an even product, m_prev a
+ * merged pair of the first half of a four, h[l / 4] lanes: the four's sums
+ * of lanes 0..3, then of 4..7. Few registers stay live. */
+#define EMT_PUSH_LANES(l, s1)                                                                  \
+    do {                                                                                       \
+        if ((l) % 2 == 0) {                                                                    \
+            s_prev = (s1);                                                                     \
+        } else {                                                                               \
+            __m256i pair_ = EMT_MERGE_LANES(s_prev, s1, 0x55, 0xAA, 0xB1);                         \
+            if ((l) % 4 == 1) m_prev = pair_;                                                  \
+            else h[(l) / 4] = EMT_MERGE_LANES(m_prev, pair_, 0x33, 0xCC, 0x4E);                     \
+        }                                                                                      \
+    } while (0)
+
+/* Lane l = product l's sum of all 8 lanes, from h[0] (products 0..3) and h[1] (4..7). */
+static inline __m256i lane_totals(__m256i h0, __m256i h1) {
+    return _mm256_add_epi32(_mm256_blend_epi32(h0, h1, 0xF0), _mm256_permute2x128_si256(h0, h1, 0x21));
+}
+
 /* Lane i = a[2i]*b[2i] + a[2i+1]*b[2i+1] (16-bit signed, 32-bit sums),
  * added to acc. VNNI does it in one instruction; madd + add give the same
  * integers (no sum here can overflow 32 bits). */
@@ -892,115 +923,26 @@ static inline __attribute__((always_inline)) void prefetch_part(const uint8_t *p
 
 #define EMT_QROWS 8 /* activation rows that share each decoded weight block */
 
-/* The AVX-512 variant packs matrices (EMT_CPU_PACKED: quant.h's layout)
- * and takes emt_dot_q_ref's float steps for Q4_0, Q4_1 and Q8_0; only the
- * AVX2 variant's file-layout kernel keeps 8 lanes per output, which read
- * the rows' scales by 8-row group (prepare_rows' xsc: EMT_QDOT_XSC). */
+/* The AVX-512 variant packs matrices (EMT_CPU_PACKED: quant.h's layout).
+ * The SIMD file-layout kernel of Q4_0, Q4_1 and Q8_0 (qtile_rows: the
+ * AVX2 variant, and matrices the AVX-512 one leaves unpacked) reads the
+ * rows' scales by 8-row group (prepare_rows' xsc: EMT_QDOT_XSC). */
 #if defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__AVX512DQ__)
 #define EMT_CPU_PACKED 1
-#define EMT_QDOT_XSC 0
-#elif defined(__AVX2__)
+#endif
+#ifdef __AVX2__
 #define EMT_QDOT_XSC 1
 #else
 #define EMT_QDOT_XSC 0
 #endif
 
-#ifdef __AVX2__
-/* emt_dot_q_ref with SIMD integer block sums: per block the exact sum,
- * fma(dw * dx, isum, acc); the minimum terms by fma into a second sum,
- * added at the end. */
-static inline float qdot_one_sum(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb) {
-    const size_t bb = emt_qblock_bytes(t);
-    float acc = 0.0f, acc_min = 0.0f;
-    for (int32_t b = 0; b < nb; b++, w += bb) {
-        __m256i wlo, whi;
-        weight_codes(t, w, &wlo, &whi);
-        __m256i isum = dot_i16(_mm256_madd_epi16(wlo, _mm256_loadu_si256((const __m256i *)x[b].q)), whi,
-                               _mm256_loadu_si256((const __m256i *)(x[b].q + 16)));
-        acc = fmaf(_cvtsh_ss(emt_rd16(w)) * x[b].d, (float)hsum_epi32(isum), acc);
-        if (t == EMT_Q4_1) acc_min = fmaf(_cvtsh_ss(emt_rd16(w + 2)), x[b].s, acc_min);
-    }
-    return acc + acc_min;
-}
-#endif
-
-/* One quantized weight row against nr (<= EMT_QROWS) activation rows of nb
- * blocks each: out[r] = the row's dot product. Per block and row: the exact
- * integer dot product of the codes, converted to float and accumulated
- * with one FMA by dw * d_x in 8 lanes; Q4_1's minimum term mw * s_x goes
- * into an 8-lane vector whose lane r is row r. `sc` holds, per block, the
- * rows' d_x[8] then s_x[8] (a group's scales side by side, so one multiply
- * gives every row's dw * d_x and one FMA every row's minimum term). Each
- * output is computed by the same sequence whatever nr is (rows share the
- * weight decode and the lanes of those vectors, nothing else), so the
- * result is batch invariant. t is a constant after inlining. */
+/* One quantized weight row (Q4_0, Q4_1, Q8_0) against nr activation rows
+ * of nb blocks each, in the variant without SIMD: emt_dot_q_ref per row
+ * (the AVX2 and AVX-512 variants run qtile_rows below, or the packed
+ * kernels). */
 static inline __attribute__((always_inline)) void
-qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, const float *sc, int32_t nb, int nr, float *out) {
-#ifdef EMT_CPU_PACKED
-    /* the AVX-512 variant's packed kernels take emt_dot_q_ref's float steps
-     * (one sum per output); so does this kernel for the rows it computes in
-     * the file's layout (a matrix that is not packed), with the same bits */
-    (void)sc;
-    for (int r = 0; r < nr; r++) out[r] = qdot_one_sum(t, w, x + (size_t)r * nb, nb);
-#elif defined(__AVX2__)
-    const size_t bb = emt_qblock_bytes(t);
-    if (nr == 1) {
-        /* one row (every AR step): the same operations as lane 0 of the
-         * group path below (IEEE products and FMAs are exact per lane),
-         * without the 8-lane scale vectors; Q4_1 reads d and m in one
-         * conversion */
-        __m256 acc1 = _mm256_setzero_ps();
-        float min1 = 0.0f;
-        for (int32_t b = 0; b < nb; b++, w += bb, sc += 2 * EMT_QROWS) {
-            float dw, mw = 0.0f;
-            if (t == EMT_Q4_1) {
-                uint32_t dm;
-                memcpy(&dm, w, 4);
-                __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)dm));
-                dw = _mm_cvtss_f32(f);
-                mw = _mm_cvtss_f32(_mm_movehdup_ps(f));
-            } else {
-                dw = _cvtsh_ss(emt_rd16(w));
-            }
-            __m256i wlo, whi;
-            weight_codes(t, w, &wlo, &whi);
-            __m256i xlo = _mm256_loadu_si256((const __m256i *)x[b].q);
-            __m256i xhi = _mm256_loadu_si256((const __m256i *)(x[b].q + 16));
-            __m256i isum = dot_i16(_mm256_madd_epi16(wlo, xlo), whi, xhi);
-            acc1 = _mm256_fmadd_ps(_mm256_set1_ps(dw * sc[0]), _mm256_cvtepi32_ps(isum), acc1);
-            if (t == EMT_Q4_1) min1 = fmaf(mw, sc[EMT_QROWS], min1);
-        }
-        out[0] = hsum_ps(acc1) + min1;
-        return;
-    }
-    __m256 acc[EMT_QROWS];
-    __m256 acc_min = _mm256_setzero_ps();
-#pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
-    for (int32_t b = 0; b < nb; b++, w += bb, sc += 2 * EMT_QROWS) {
-        float dw = _cvtsh_ss(emt_rd16(w));
-        float scale[EMT_QROWS];
-        _mm256_storeu_ps(scale, _mm256_mul_ps(_mm256_set1_ps(dw), _mm256_loadu_ps(sc)));
-        if (t == EMT_Q4_1)
-            acc_min = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(emt_rd16(w + 2))), _mm256_loadu_ps(sc + EMT_QROWS), acc_min);
-        __m256i wlo, whi;
-        weight_codes(t, w, &wlo, &whi);
-#pragma GCC unroll 8
-        for (int r = 0; r < nr; r++) {
-            const emt_xq *xb = x + (size_t)r * nb + b;
-            __m256i xlo = _mm256_loadu_si256((const __m256i *)xb->q);
-            __m256i xhi = _mm256_loadu_si256((const __m256i *)(xb->q + 16));
-            __m256i isum = dot_i16(_mm256_madd_epi16(wlo, xlo), whi, xhi);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(scale[r]), _mm256_cvtepi32_ps(isum), acc[r]);
-        }
-    }
-    float mins[EMT_QROWS];
-    _mm256_storeu_ps(mins, acc_min);
-    for (int r = 0; r < nr; r++) out[r] = hsum_ps(acc[r]) + mins[r];
-#else
-    (void)sc;
+qdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, float *out) {
     for (int r = 0; r < nr; r++) out[r] = emt_dot_q_ref(t, w, x + (size_t)r * nb, nb);
-#endif
 }
 
 
@@ -1632,12 +1574,11 @@ qmatmul_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
             int nr = j->n_rows - r0 < EMT_QROWS ? j->n_rows - r0 : EMT_QROWS;
             const float *x = j->x + (size_t)r0 * j->n_in;
             const emt_xq *xq = j->xq + (size_t)r0 * nb;
-            const float *sc = j->xsc ? j->xsc + (size_t)(r0 / EMT_QROWS) * nb * 2 * EMT_QROWS : NULL;
             /* nr constant in each call, so the row loops unroll into registers */
 #define EMT_ROWS_CALL(k)                                                                           \
     ((t == EMT_F16 || t == EMT_BF16) ? hdot_rows(t, (const uint16_t *)w, x, j->n_in, k, v)         \
      : emt_is_kblock_type(t)         ? kdot_rows(t, w, xq, nb, k, v)                               \
-                                     : qdot_rows(t, w, xq, sc, nb, k, v))
+                                     : qdot_rows(t, w, xq, nb, k, v))
             switch (nr) {
             case 1: EMT_ROWS_CALL(1); break;
             case 2: EMT_ROWS_CALL(2); break;
@@ -1654,6 +1595,149 @@ qmatmul_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
         }
     }
 }
+
+#ifdef __AVX2__
+/* Q4_0, Q4_1 and Q8_0 on the file's layout with AVX2: a tile of R rows x
+ * C = 8 / R outputs (R = 1, 2, 4 or 8), whose 8 products (output c, row r)
+ * sit in lane c * R + r. Per block, each product's 32 codes give 8 exact
+ * integer lane sums (vpmaddwd), the 8 products' lanes are reduced together
+ * (EMT_PUSH_LANES, lane_totals) so lane l holds product l's exact block sum,
+ * and one conversion, one multiply dw * dx and one FMA take in all 8:
+ * emt_dot_q_ref's steps per output, the minimum terms in a second sum
+ * added at the end. Nothing of an output's sequence depends on R or C, so
+ * every row count gives the reference's bits (tests/unit/test_quant_kernels.c).
+ * One row (every AR step) runs 8 outputs against one activation block in
+ * registers; 8 rows share each decoded weight block. w[c]: output c's row
+ * (c < C); sc: the rows' scales in prepare_rows' xsc for this group, at
+ * the tile's first row (R >= 2). out[r * 8 + c]. */
+static inline __attribute__((always_inline)) void
+qtile_rows(emt_dtype t, const uint8_t *const w[8], const emt_xq *x, const float *sc, int32_t nb, int R,
+           const uint8_t *pf, size_t pf_bytes, float *out) {
+    const int C = 8 / R;
+    const size_t pf_lines = (pf_bytes + 63) / 64;
+    /* R = 8: the output's codes decoded first, then each row read once
+     * (lane l = r); else one output's codes at a time against the R rows
+     * (lane l = c * R + r). Either way few registers stay live. */
+    const int rows_outer = R >= 8;
+    const size_t bb = emt_qblock_bytes(t);
+    /* lane l's output (dw) and row (dx) from C scales or R rows' scales */
+    const __m256i by_out = R == 2 ? _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3) : _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
+    for (int32_t b = 0; b < nb; b++, sc += 2 * EMT_QROWS) {
+        /* pf: the next bytes to stream, asked for in nb even parts (a burst
+         * would fill the line-fill buffers and stall, then leave them idle) */
+        for (size_t i = pf_lines * (size_t)b / (size_t)nb; i < pf_lines * (size_t)(b + 1) / (size_t)nb; i++)
+            __builtin_prefetch(pf + 64 * i, 0, 3);
+        __m256i s_prev = _mm256_setzero_si256(), m_prev = _mm256_setzero_si256(), h[2], wlo[8], whi[8];
+        uint16_t dh[8] = { 0 }, mh[8] = { 0 };
+#pragma GCC unroll 8
+        for (int c = 0; c < C; c++) {
+            const uint8_t *blk = w[c] + (size_t)b * bb;
+            dh[c] = emt_rd16(blk);
+            if (t == EMT_Q4_1) mh[c] = emt_rd16(blk + 2);
+            weight_codes(t, blk, &wlo[c], &whi[c]);
+            if (rows_outer) continue;
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) {
+                const emt_xq *xb = x + (size_t)r * nb + b;
+                __m256i s1 = dot_i16(_mm256_madd_epi16(wlo[c], _mm256_loadu_si256((const __m256i *)xb->q)), whi[c],
+                                     _mm256_loadu_si256((const __m256i *)(xb->q + 16)));
+                EMT_PUSH_LANES(c * R + r, s1);
+            }
+        }
+        if (rows_outer)
+#pragma GCC unroll 8
+            for (int r = 0; r < R; r++) {
+                const emt_xq *xb = x + (size_t)r * nb + b;
+                const __m256i xlo = _mm256_loadu_si256((const __m256i *)xb->q);
+                const __m256i xhi = _mm256_loadu_si256((const __m256i *)(xb->q + 16));
+#pragma GCC unroll 2
+                for (int c = 0; c < C; c++) {
+                    __m256i s1 = dot_i16(_mm256_madd_epi16(wlo[c], xlo), whi[c], xhi);
+                    EMT_PUSH_LANES(r * C + c, s1);
+                }
+            }
+        __m256 dw, dx, mw = _mm256_setzero_ps(), sx = _mm256_setzero_ps();
+        if (C == 1) {
+            dw = _mm256_set1_ps(_cvtsh_ss(dh[0]));
+            if (t == EMT_Q4_1) mw = _mm256_set1_ps(_cvtsh_ss(mh[0]));
+        } else {
+            dw = _mm256_cvtph_ps(_mm_setr_epi16((short)dh[0], (short)dh[1], (short)dh[2], (short)dh[3], (short)dh[4],
+                                                (short)dh[5], (short)dh[6], (short)dh[7]));
+            if (t == EMT_Q4_1)
+                mw = _mm256_cvtph_ps(_mm_setr_epi16((short)mh[0], (short)mh[1], (short)mh[2], (short)mh[3], (short)mh[4],
+                                                    (short)mh[5], (short)mh[6], (short)mh[7]));
+            if (C < 8) {
+                dw = _mm256_permutevar8x32_ps(dw, by_out);
+                mw = _mm256_permutevar8x32_ps(mw, by_out);
+            }
+        }
+        if (R == 1) {
+            dx = _mm256_set1_ps(x[b].d);
+            sx = _mm256_set1_ps(x[b].s);
+        } else if (R == 2) { /* rows 0, 1 alternate */
+            dx = _mm256_castpd_ps(_mm256_broadcast_sd((const double *)sc));
+            sx = _mm256_castpd_ps(_mm256_broadcast_sd((const double *)(sc + EMT_QROWS)));
+        } else if (R == 4) { /* rows 0..3 twice */
+            dx = _mm256_broadcast_ps((const __m128 *)sc);
+            sx = _mm256_broadcast_ps((const __m128 *)(sc + EMT_QROWS));
+        } else {
+            dx = _mm256_loadu_ps(sc);
+            sx = _mm256_loadu_ps(sc + EMT_QROWS);
+        }
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(lane_totals(h[0], h[1])), acc);
+        if (t == EMT_Q4_1) acc_min = _mm256_fmadd_ps(mw, sx, acc_min);
+    }
+    float a[8];
+    _mm256_storeu_ps(a, _mm256_add_ps(acc, acc_min));
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; l++) {
+        int r = rows_outer ? l / C : l % R, c = rows_outer ? l % C : l / R;
+        out[r * 8 + c] = a[l];
+    }
+}
+
+/* Outputs [o0, o1) of a Q4_0, Q4_1 or Q8_0 matrix in the file's layout for
+ * every row: rows in blocks of 32 that stay in cache while the outputs pass
+ * in groups of 8, each group in qtile_rows tiles of 8 rows x 1 output, then
+ * 4 x 2, 2 x 4 and 1 x 8 for the block's last rows. */
+static inline __attribute__((always_inline)) void qtile_range(const qmatmul_job *j, emt_dtype t, int32_t o0,
+                                                              int32_t o1) {
+    int32_t nb = j->n_in / EMT_QK;
+    float v[8 * 8];
+    for (int32_t rb0 = 0; rb0 < j->n_rows; rb0 += 32) {
+        int32_t rb1 = rb0 + 32 < j->n_rows ? rb0 + 32 : j->n_rows;
+        for (int32_t o = o0; o < o1; o += 8) {
+            int nc = o1 - o < 8 ? o1 - o : 8;
+            const uint8_t *row0 = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
+            for (int32_t r0 = rb0; r0 < rb1;) {
+                int32_t left = rb1 - r0;
+                int R = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1, C = 8 / R;
+                const emt_xq *xq = j->xq + (size_t)r0 * nb;
+                const float *sc = j->xsc + (size_t)(r0 / EMT_QROWS) * nb * 2 * EMT_QROWS + r0 % EMT_QROWS;
+                for (int c0 = 0; c0 < nc; c0 += C) {
+                    const uint8_t *w[8];
+                    for (int c = 0; c < 8; c++) /* a short tile repeats its last row, stored once */
+                        w[c] = row0 + (size_t)(c0 + c < nc ? c0 + c : nc - 1) * j->row_bytes;
+                    /* the first row tile streams the group: it asks for the next group's
+                     * rows (contiguous in the file) while it reads its own */
+                    size_t pf_bytes = r0 == rb0 ? (size_t)C * j->row_bytes : 0;
+                    const uint8_t *pf = row0 + (size_t)(nc + c0) * j->row_bytes;
+                    switch (R) { /* R constant in each call: the tile stays in registers */
+                    case 1: qtile_rows(t, w, xq, sc, nb, 1, pf, pf_bytes, v); break;
+                    case 2: qtile_rows(t, w, xq, sc, nb, 2, pf, pf_bytes, v); break;
+                    case 4: qtile_rows(t, w, xq, sc, nb, 4, pf, pf_bytes, v); break;
+                    default: qtile_rows(t, w, xq, sc, nb, 8, pf, pf_bytes, v); break;
+                    }
+                    int n = nc - c0 < C ? nc - c0 : C;
+                    store_tile(j, r0, R, o + c0, n, v, 8);
+                }
+                r0 += R;
+            }
+        }
+    }
+}
+#endif
 
 #ifdef EMT_CPU_PACKED
 #define EMT_ROW_BLOCK 32 /* activation rows that stay in cache while a task's weight groups pass */
@@ -2020,9 +2104,15 @@ static void qmatmul_task(void *ctx, int32_t task) {
     }
 #endif
     switch (j->W->dtype) { /* one specialised loop per dtype */
+#ifdef __AVX2__
+    case EMT_Q4_0: qtile_range(j, EMT_Q4_0, o0, o1); break;
+    case EMT_Q4_1: qtile_range(j, EMT_Q4_1, o0, o1); break;
+    case EMT_Q8_0: qtile_range(j, EMT_Q8_0, o0, o1); break;
+#else
     case EMT_Q4_0: qmatmul_range(j, EMT_Q4_0, o0, o1); break;
     case EMT_Q4_1: qmatmul_range(j, EMT_Q4_1, o0, o1); break;
     case EMT_Q8_0: qmatmul_range(j, EMT_Q8_0, o0, o1); break;
+#endif
     case EMT_Q5_0: qmatmul_range(j, EMT_Q5_0, o0, o1); break;
     case EMT_Q5_1: qmatmul_range(j, EMT_Q5_1, o0, o1); break;
     case EMT_Q4_K: qmatmul_range(j, EMT_Q4_K, o0, o1); break;

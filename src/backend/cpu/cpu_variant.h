@@ -1615,6 +1615,7 @@ qtile_rows(emt_dtype t, const uint8_t *const w[8], const emt_xq *x, const float 
            const uint8_t *pf, size_t pf_bytes, float *out) {
     const int C = 8 / R;
     const size_t pf_lines = (pf_bytes + 63) / 64;
+    size_t pf_next = 0, pf_due = 0; /* lines asked for; pf_due / nb: lines due */
     /* R = 8: the output's codes decoded first, then each row read once
      * (lane l = r); else one output's codes at a time against the R rows
      * (lane l = c * R + r). Either way few registers stay live. */
@@ -1625,9 +1626,9 @@ qtile_rows(emt_dtype t, const uint8_t *const w[8], const emt_xq *x, const float 
     __m256 acc = _mm256_setzero_ps(), acc_min = _mm256_setzero_ps();
     for (int32_t b = 0; b < nb; b++, sc += 2 * EMT_QROWS) {
         /* pf: the next bytes to stream, asked for in nb even parts (a burst
-         * would fill the line-fill buffers and stall, then leave them idle) */
-        for (size_t i = pf_lines * (size_t)b / (size_t)nb; i < pf_lines * (size_t)(b + 1) / (size_t)nb; i++)
-            __builtin_prefetch(pf + 64 * i, 0, 3);
+         * would fill the line-fill buffers and stall, then leave them idle);
+         * counted without a division per block */
+        for (pf_due += pf_lines; pf_due >= (size_t)nb; pf_due -= (size_t)nb) __builtin_prefetch(pf + 64 * pf_next++, 0, 3);
         __m256i s_prev = _mm256_setzero_si256(), m_prev = _mm256_setzero_si256(), h[2], wlo[8], whi[8];
         uint16_t dh[8] = { 0 }, mh[8] = { 0 };
 #pragma GCC unroll 8
@@ -1637,9 +1638,14 @@ qtile_rows(emt_dtype t, const uint8_t *const w[8], const emt_xq *x, const float 
             if (t == EMT_Q4_1) mh[c] = emt_rd16(blk + 2);
             weight_codes(t, blk, &wlo[c], &whi[c]);
             if (rows_outer) continue;
+            /* each output reads the rows' codes from L1 again: kept from one
+             * output to the next they would be spilled (the empty asm keeps
+             * GCC from reusing the loads) */
+            const emt_xq *xr = x;
+            if (R > 1) __asm__("" : "+r"(xr));
 #pragma GCC unroll 4
             for (int r = 0; r < R; r++) {
-                const emt_xq *xb = x + (size_t)r * nb + b;
+                const emt_xq *xb = xr + (size_t)r * nb + b;
                 __m256i s1 = dot_i16(_mm256_madd_epi16(wlo[c], _mm256_loadu_si256((const __m256i *)xb->q)), whi[c],
                                      _mm256_loadu_si256((const __m256i *)(xb->q + 16)));
                 EMT_PUSH_LANES(c * R + r, s1);

@@ -840,18 +840,21 @@ static inline __m256i dot_i16(__m256i acc, __m256i a, __m256i b) {
 }
 
 /* A weight block's 32 codes as two vectors of 16-bit integers (elements
- * 0..15, 16..31): Q4 nibbles (minus 8 for Q4_0), or Q8_0 bytes. */
-static inline void weight_codes(emt_dtype t, const uint8_t *w, __m256i *lo, __m256i *hi) {
+ * 0..15, 16..31): Q4 nibbles (minus 8 for Q4_0 when `offset`; without it
+ * the caller adds the activations' bias8[0] = -8 * sum(q) to the exact
+ * sum), or Q8_0 bytes. */
+static inline void weight_codes(emt_dtype t, const uint8_t *w, int offset, __m256i *lo, __m256i *hi) {
     if (t == EMT_Q8_0) {
         *lo = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 2)));
         *hi = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 18)));
         return;
     }
-    __m128i q = _mm_loadu_si128((const __m128i *)(w + (t == EMT_Q4_1 ? 4 : 2)));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    *lo = _mm256_cvtepu8_epi16(_mm_and_si128(q, mask));
-    *hi = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(q, 4), mask));
-    if (t == EMT_Q4_0) {
+    /* byte j holds code j (low nibble) and code 16 + j (high): widened to
+     * 16 bits, a mask gives the first and a shift the second */
+    __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(w + (t == EMT_Q4_1 ? 4 : 2))));
+    *lo = _mm256_and_si256(v, _mm256_set1_epi16(0x0F));
+    *hi = _mm256_srli_epi16(v, 4);
+    if (t == EMT_Q4_0 && offset) {
         *lo = _mm256_sub_epi16(*lo, _mm256_set1_epi16(8));
         *hi = _mm256_sub_epi16(*hi, _mm256_set1_epi16(8));
     }
@@ -1620,6 +1623,9 @@ qtile_rows(emt_dtype t, const uint8_t *const w[8], const emt_xq *x, const float 
      * (lane l = r); else one output's codes at a time against the R rows
      * (lane l = c * R + r). Either way few registers stay live. */
     const int rows_outer = R >= 8;
+    /* one row: Q4_0's offset added once to the 8 exact sums (the block's
+     * bias8[0]) instead of subtracted from every output's codes */
+    const int q4_bias = t == EMT_Q4_0 && R == 1;
     const size_t bb = emt_qblock_bytes(t);
     /* lane l's output (dw) and row (dx) from C scales or R rows' scales */
     const __m256i by_out = R == 2 ? _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3) : _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
@@ -1636,7 +1642,7 @@ qtile_rows(emt_dtype t, const uint8_t *const w[8], const emt_xq *x, const float 
             const uint8_t *blk = w[c] + (size_t)b * bb;
             dh[c] = emt_rd16(blk);
             if (t == EMT_Q4_1) mh[c] = emt_rd16(blk + 2);
-            weight_codes(t, blk, &wlo[c], &whi[c]);
+            weight_codes(t, blk, !q4_bias, &wlo[c], &whi[c]);
             if (rows_outer) continue;
             /* each output reads the rows' codes from L1 again: kept from one
              * output to the next they would be spilled (the empty asm keeps
@@ -1691,7 +1697,9 @@ qtile_rows(emt_dtype t, const uint8_t *const w[8], const emt_xq *x, const float 
             dx = _mm256_loadu_ps(sc);
             sx = _mm256_loadu_ps(sc + EMT_QROWS);
         }
-        acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(lane_totals(h[0], h[1])), acc);
+        __m256i isum = lane_totals(h[0], h[1]);
+        if (q4_bias) isum = _mm256_add_epi32(isum, _mm256_set1_epi32(x[b].bias8[0]));
+        acc = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), acc);
         if (t == EMT_Q4_1) acc_min = _mm256_fmadd_ps(mw, sx, acc_min);
     }
     float a[8];

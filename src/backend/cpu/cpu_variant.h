@@ -1619,10 +1619,10 @@ qtile_rows(emt_dtype t, const uint8_t *const w[8], const emt_xq *x, const float 
     const int C = 8 / R;
     const size_t pf_lines = (pf_bytes + 63) / 64;
     size_t pf_next = 0, pf_due = 0; /* lines asked for; pf_due / nb: lines due */
-    /* R = 8: the output's codes decoded first, then each row read once
-     * (lane l = r); else one output's codes at a time against the R rows
-     * (lane l = c * R + r). Either way few registers stay live. */
-    const int rows_outer = R >= 8;
+    /* R = 8: the output's codes decoded first, then each row read once;
+     * else one output's codes at a time against the R rows. Either way few
+     * registers stay live, and lane l = c * R + r. */
+    const int rows_outer = R == 8;
     /* one row: Q4_0's offset added once to the 8 exact sums (the block's
      * bias8[0]) instead of subtracted from every output's codes */
     const int q4_bias = t == EMT_Q4_0 && R == 1;
@@ -1666,7 +1666,7 @@ qtile_rows(emt_dtype t, const uint8_t *const w[8], const emt_xq *x, const float 
 #pragma GCC unroll 2
                 for (int c = 0; c < C; c++) {
                     __m256i s1 = dot_i16(_mm256_madd_epi16(wlo[c], xlo), whi[c], xhi);
-                    EMT_PUSH_LANES(r * C + c, s1);
+                    EMT_PUSH_LANES(c * R + r, s1);
                 }
             }
         __m256 dw, dx, mw = _mm256_setzero_ps(), sx = _mm256_setzero_ps();
@@ -1705,10 +1705,7 @@ qtile_rows(emt_dtype t, const uint8_t *const w[8], const emt_xq *x, const float 
     float a[8];
     _mm256_storeu_ps(a, _mm256_add_ps(acc, acc_min));
 #pragma GCC unroll 8
-    for (int l = 0; l < 8; l++) {
-        int r = rows_outer ? l / C : l % R, c = rows_outer ? l % C : l / R;
-        out[r * 8 + c] = a[l];
-    }
+    for (int l = 0; l < 8; l++) out[(l % R) * 8 + l / R] = a[l];
 }
 
 /* Outputs [o0, o1) of a Q4_0, Q4_1 or Q8_0 matrix in the file's layout for

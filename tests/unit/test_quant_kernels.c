@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static uint64_t rng = 7;
 static float urand(void) {
@@ -155,14 +156,15 @@ static void check_fused(const emt_backend_ops *op, emt_exec *ex) {
     free(x);
 }
 
-/* The packed layout (quant.h; the variants with a pack op): a packed
+/* The packed layout (quant.h; the variants with a pack op, for the types
+ * each packs; returns whether it packed t): a packed
  * matrix's products are the bits of the same variant's file-layout kernel
  * for every row count 1..R (each row alone and inside any batch, tiles of
  * every height and the row blocks), with bias and without, on the whole
  * matrix, on a view at a row group and over a partial last group; rows read
  * back through emt_packed_row and the embedding equal the file's rows. */
-static void check_packed(const emt_backend_ops *op, emt_backend *be, emt_exec *ex, emt_dtype t, int32_t n_in,
-                         int32_t n_out) {
+static int check_packed(const emt_backend_ops *op, emt_backend *be, emt_exec *ex, emt_dtype t, int32_t n_in,
+                        int32_t n_out) {
     const int32_t R = 37; /* more than one row block (32) and every tile height */
     size_t rb = emt_dtype_nbytes(t, n_in);
     uint8_t *wq = random_matrix(t, n_in, n_out);
@@ -171,10 +173,10 @@ static void check_packed(const emt_backend_ops *op, emt_backend *be, emt_exec *e
     memcpy(copy, wq, rb * (size_t)n_out);
     emt_wmat P = { t, copy, copy, 0 };
     CHECK_OK(op->pack(be, &P, n_out, n_in));
-    if (!P.packed) { /* ENTMTP_CPU_PACK=0: nothing to compare */
+    if (!P.packed) { /* a type the variant does not pack, or ENTMTP_CPU_PACK=0: nothing to compare */
         op->release(be, P.owned);
         free(wq);
-        return;
+        return 0;
     }
     CHECK_EQ_INT(P.packed, EMT_PACK_ROWS);
     CHECK(memcmp(P.data, wq, rb * (size_t)n_out) != 0); /* the bytes did move */
@@ -226,6 +228,7 @@ static void check_packed(const emt_backend_ops *op, emt_backend *be, emt_exec *e
     CHECK_OK(op->sync(ex));
     op->release(be, P.owned);
     free(wq); free(row); free(x); free(bias); free(ref); free(got);
+    return 1;
 }
 
 /* Blocks far below any real activation (quant.h's EMT_XQ_TINY, 2^-87)
@@ -495,10 +498,15 @@ int main(void) {
                emt_cpu_variant_name((emt_cpu_variant)v));
         if (op->pack) {
             const emt_dtype packable[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q8_0, EMT_Q5_0, EMT_Q4_K, EMT_Q5_K, EMT_Q6_K };
+            char packed_names[64] = "";
             for (int i = 0; i < 7; i++) {
                 int k = emt_dtype_block_elems(packable[i]) == 256;
-                check_packed(op, be, ex, packable[i], k ? 512 : 576, 40);
-                check_packed(op, be, ex, packable[i], 2048, 72);
+                int packed = check_packed(op, be, ex, packable[i], k ? 512 : 576, 40);
+                CHECK_EQ_INT(check_packed(op, be, ex, packable[i], 2048, 72), packed);
+                if (packed) {
+                    strcat(packed_names, " ");
+                    strcat(packed_names, emt_dtype_name(packable[i]));
+                }
                 emt_wmat odd = { packable[i], NULL, NULL, 0 }; /* 37 rows: not whole groups, left alone */
                 int32_t odd_in = k ? 256 : 64;
                 uint8_t *m = random_matrix(packable[i], odd_in, 37);
@@ -507,8 +515,11 @@ int main(void) {
                 CHECK(odd.packed == 0 && odd.data == m);
                 free(m);
             }
-            printf("variant %s: packed Q4_0, Q4_1, Q8_0, Q5_0, Q4_K, Q5_K and Q6_K equal the file layout bit for bit\n",
-                   emt_cpu_variant_name((emt_cpu_variant)v));
+            /* every variant that packs packs Q4_0, Q4_1 and Q8_0 (the AVX2 one only those) */
+            const char *env = getenv("ENTMTP_CPU_PACK");
+            if (!env || strcmp(env, "0") != 0) CHECK(strncmp(packed_names, " Q4_0 Q4_1 Q8_0", 15) == 0);
+            printf("variant %s: packed%s equal the file layout bit for bit\n", emt_cpu_variant_name((emt_cpu_variant)v),
+                   packed_names[0] ? packed_names : " (none: ENTMTP_CPU_PACK=0)");
         }
         printf("variant %s: Q4_0 Q4_1 Q8_0 F16 BF16 Q5_0 Q5_1 Q4_K Q5_K Q6_K checked, fused products equal\n", emt_cpu_variant_name((emt_cpu_variant)v));
         op->exec_destroy(ex);

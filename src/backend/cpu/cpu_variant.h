@@ -932,6 +932,10 @@ static inline __attribute__((always_inline)) void prefetch_part(const uint8_t *p
  * rows' scales by 8-row group (prepare_rows' xsc: EMT_QDOT_XSC). */
 #if defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__AVX512DQ__)
 #define EMT_CPU_PACKED 1
+#elif defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
+/* The AVX2 variant packs Q4_0, Q4_1 and Q8_0 only (lanes_range); its
+ * other types keep the file's layout. */
+#define EMT_CPU_PACKS_LANES 1
 #endif
 #ifdef __AVX2__
 #define EMT_QDOT_XSC 1
@@ -2036,6 +2040,202 @@ static inline __attribute__((always_inline)) void file8_range(const qmatmul_job 
 }
 #endif
 
+#ifdef EMT_CPU_PACKS_LANES
+/* The AVX2 variant's packed Q4_0, Q4_1 and Q8_0 kernels (quant.h's layout:
+ * one 32-byte load holds codes 4k..4k+3 of the group's 8 outputs). Each
+ * output keeps two 32-bit lanes in a pair of registers (outputs 0..3 and
+ * 4..7), fed by vpmaddwd against one broadcast quadword of activation codes,
+ * so no lanes are merged across outputs: per block one horizontal add
+ * joins each output's lane pair into its exact integer sum, then one
+ * conversion, one multiply dw * dx and one FMA take in all 8 outputs.
+ * That is emt_dot_q_ref's sequence per output, bit for bit, for any tile
+ * height (tests/unit/test_quant_kernels.c). Against qtile_rows (8 rows'
+ * codes decoded one output at a time, then reduced across outputs) a
+ * one-row block costs about 60 instructions instead of 90, and the 8
+ * scales come in one load. Tiles of up to 4 rows: 8 integer accumulators
+ * beside the 4 decoded code vectors fill the 16 registers. */
+#define EMT_LANES_ROWS 4
+
+static inline __attribute__((always_inline)) void
+lanes_rows_avx2(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int prefetch, float *out) {
+    const size_t gb = EMT_PACK_ROWS * emt_qblock_bytes(t);
+    const uint8_t *codes = g + emt_qblock_head(t) * EMT_PACK_ROWS;
+    /* _mm256_hadd_epi32(outputs 0..3, 4..7) holds outputs 0, 1, 4, 5, 2, 3,
+     * 6, 7: the scales are put in that order, the sums back at the end (the
+     * permutation is its own inverse) */
+    const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    const __m256i nib = _mm256_set1_epi16(0x0F);
+    const int ks = t == EMT_Q8_0 ? 8 : 4; /* 32-byte code groups per block */
+    __m256 acc[EMT_LANES_ROWS], acc_min[EMT_LANES_ROWS];
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) acc[r] = acc_min[r] = _mm256_setzero_ps();
+    for (int32_t b = 0; b < nb; b++, g += gb, codes += gb) {
+        if (prefetch) prefetch_ahead(g, gb);
+        __m256i s03[EMT_LANES_ROWS], s47[EMT_LANES_ROWS];
+#pragma GCC unroll 4
+        for (int r = 0; r < nr; r++) { /* Q4_0's offset: lane 2c of each output starts at -8 * sum(q) */
+            long long bias;
+            memcpy(&bias, x[(size_t)r * nb + b].bias8, sizeof bias);
+            s03[r] = s47[r] = t == EMT_Q4_0 ? _mm256_set1_epi64x(bias) : _mm256_setzero_si256();
+        }
+#pragma GCC unroll 8
+        for (int k = 0; k < ks; k++) {
+            /* 16-bit word 4c + j: output c's code 4k + j (Q4: and 16 + 4k + j) */
+            __m256i lo03, lo47, hi03 = _mm256_setzero_si256(), hi47 = _mm256_setzero_si256();
+            if (t == EMT_Q8_0) {
+                lo03 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(codes + 32 * k)));
+                lo47 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(codes + 32 * k + 16)));
+            } else {
+                __m256i v03 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(codes + 32 * k)));
+                __m256i v47 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(codes + 32 * k + 16)));
+                lo03 = _mm256_and_si256(v03, nib);
+                lo47 = _mm256_and_si256(v47, nib);
+                hi03 = _mm256_srli_epi16(v03, 4);
+                hi47 = _mm256_srli_epi16(v47, 4);
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < nr; r++) {
+                const int16_t *q = x[(size_t)r * nb + b].q;
+                long long ql, qh;
+                memcpy(&ql, q + 4 * k, sizeof ql);
+                const __m256i xl = _mm256_set1_epi64x(ql);
+                s03[r] = dot_i16(s03[r], lo03, xl);
+                s47[r] = dot_i16(s47[r], lo47, xl);
+                if (t == EMT_Q8_0) continue;
+                memcpy(&qh, q + 16 + 4 * k, sizeof qh);
+                const __m256i xh = _mm256_set1_epi64x(qh);
+                s03[r] = dot_i16(s03[r], hi03, xh);
+                s47[r] = dot_i16(s47[r], hi47, xh);
+            }
+        }
+        const __m256 dw = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)), order);
+        const __m256 mw = t == EMT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 2 * EMT_PACK_ROWS)))
+                                        : _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int r = 0; r < nr; r++) {
+            const emt_xq *xb = x + (size_t)r * nb + b;
+            __m256i isum = _mm256_hadd_epi32(s03[r], s47[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xb->d)), _mm256_cvtepi32_ps(isum), acc[r]);
+            if (t == EMT_Q4_1) acc_min[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), acc_min[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++)
+        _mm256_storeu_ps(out + 8 * r, _mm256_add_ps(_mm256_permutevar8x32_ps(acc[r], order), acc_min[r]));
+}
+
+/* The same at 8-bit activations (quant8.h's order): per block and row, the
+ * codes 4k..4k+3 and 16 + 4k.. of the 8 outputs against two broadcast
+ * dwords of activation codes (vpmaddubsw, the weight codes unsigned: Q4
+ * nibbles, |Q8_0 code| with its sign moved onto the activations), summed in
+ * 16 bits by quant8.h's lane (bit 2 of the code index: k's parity) and
+ * widened once per lane; Q4_0's offset comes out of the lane's activation
+ * sums (emt_xq8.lsum). The 8 outputs' lanes come out in order, so the
+ * scales need no permutation. */
+static inline __attribute__((always_inline)) void
+lanes8_rows_avx2(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int prefetch, float *out) {
+    const size_t gb = EMT_PACK_ROWS * emt_qblock_bytes(t);
+    const uint8_t *codes = g + emt_qblock_head(t) * EMT_PACK_ROWS;
+    const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc0[EMT_LANES_ROWS], acc1[EMT_LANES_ROWS], mins[EMT_LANES_ROWS];
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = mins[r] = _mm256_setzero_ps();
+    for (int32_t b = 0; b < nb; b++, g += gb, codes += gb) {
+        if (prefetch) prefetch_ahead(g, gb);
+        __m256i lane[EMT_LANES_ROWS][2];
+        if (t == EMT_Q8_0) {
+            /* |pair| <= 2 * 128 * 127 < 2^15: each code group widened on its own */
+#pragma GCC unroll 4
+            for (int r = 0; r < nr; r++) lane[r][0] = lane[r][1] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++) {
+                const __m256i w = _mm256_loadu_si256((const __m256i *)(codes + 32 * k)), aw = _mm256_abs_epi8(w);
+#pragma GCC unroll 4
+                for (int r = 0; r < nr; r++) {
+                    int32_t q4;
+                    memcpy(&q4, x[(size_t)r * nb + b].q + 4 * k, sizeof q4);
+                    __m256i m = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(q4), w));
+                    lane[r][k & 1] = _mm256_add_epi32(lane[r][k & 1], _mm256_madd_epi16(m, ones));
+                }
+            }
+        } else {
+            /* codes < 16: a lane's four code pairs per 16-bit sum, |sum| <= 8 * 15 * 127 < 2^15 */
+            __m256i m16[EMT_LANES_ROWS][2];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(codes + 32 * k));
+                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+#pragma GCC unroll 4
+                for (int r = 0; r < nr; r++) {
+                    const int8_t *q = x[(size_t)r * nb + b].q;
+                    int32_t ql, qh;
+                    memcpy(&ql, q + 4 * k, sizeof ql);
+                    memcpy(&qh, q + 16 + 4 * k, sizeof qh);
+                    __m256i m = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(ql)),
+                                                 _mm256_maddubs_epi16(hi, _mm256_set1_epi32(qh)));
+                    m16[r][k & 1] = k < 2 ? m : _mm256_add_epi16(m16[r][k & 1], m);
+                }
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < nr; r++) {
+                const emt_xq8 *xb = x + (size_t)r * nb + b;
+                lane[r][0] = _mm256_madd_epi16(m16[r][0], ones);
+                lane[r][1] = _mm256_madd_epi16(m16[r][1], ones);
+                if (t == EMT_Q4_0) { /* codes are q - 8: lane e loses 8 * its activation sum */
+                    lane[r][0] = _mm256_add_epi32(lane[r][0], _mm256_set1_epi32(-8 * (xb->lsum[0] + xb->lsum[2])));
+                    lane[r][1] = _mm256_add_epi32(lane[r][1], _mm256_set1_epi32(-8 * (xb->lsum[1] + xb->lsum[3])));
+                }
+            }
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        const __m256 mw = t == EMT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 2 * EMT_PACK_ROWS)))
+                                        : _mm256_setzero_ps();
+#pragma GCC unroll 4
+        for (int r = 0; r < nr; r++) {
+            const emt_xq8 *xb = x + (size_t)r * nb + b;
+            const __m256 s = _mm256_mul_ps(dw, _mm256_set1_ps(xb->d));
+            acc0[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(lane[r][0]), acc0[r]);
+            acc1[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(lane[r][1]), acc1[r]);
+            if (t == EMT_Q4_1) mins[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), mins[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) _mm256_storeu_ps(out + 8 * r, _mm256_add_ps(_mm256_add_ps(acc0[r], acc1[r]), mins[r]));
+}
+
+/* Outputs [o0, o1) (o0 a multiple of 8) of a packed Q4_0 / Q4_1 / Q8_0
+ * matrix for every row, 16- or 8-bit: tiles of EMT_LANES_ROWS rows x one
+ * group's 8 outputs, the rows in blocks of 32 that stay in cache while the
+ * groups pass; a block's first tile asks for the weights ahead. */
+static inline __attribute__((always_inline)) void lanes_range(const qmatmul_job *j, emt_dtype t, int32_t o0,
+                                                              int32_t o1) {
+    int32_t nb = j->n_in / EMT_QK;
+    float v[EMT_LANES_ROWS * EMT_PACK_ROWS];
+    for (int32_t rb0 = 0; rb0 < j->n_rows; rb0 += 32) {
+        int32_t rb1 = rb0 + 32 < j->n_rows ? rb0 + 32 : j->n_rows;
+        for (int32_t o = o0; o < o1; o += EMT_PACK_ROWS) {
+            const uint8_t *g = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
+            int nc = o1 - o < EMT_PACK_ROWS ? o1 - o : EMT_PACK_ROWS;
+            for (int32_t r0 = rb0; r0 < rb1; r0 += EMT_LANES_ROWS) {
+                int nr = rb1 - r0 < EMT_LANES_ROWS ? rb1 - r0 : EMT_LANES_ROWS;
+                const int first = r0 == rb0;
+#define EMT_LANES_CALL(n)                                                                  \
+    (j->xq8 ? lanes8_rows_avx2(t, g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)          \
+            : lanes_rows_avx2(t, g, j->xq + (size_t)r0 * nb, nb, n, first, v))
+                switch (nr) { /* nr constant in each call: the tile stays in registers */
+                case 1: EMT_LANES_CALL(1); break;
+                case 2: EMT_LANES_CALL(2); break;
+                case 3: EMT_LANES_CALL(3); break;
+                default: EMT_LANES_CALL(4); break;
+                }
+#undef EMT_LANES_CALL
+                store_tile(j, r0, nr, o, nc, v, EMT_PACK_ROWS);
+            }
+        }
+    }
+}
+#endif
+
 #ifdef EMT_CPU_PACKED
 /* Outputs [o0, o1) of a packed matrix for every 8-bit row: tiles of
  * EMT_TILE8_ROWS rows x one group's 8 outputs. */
@@ -2073,6 +2273,15 @@ static void qmatmul_task(void *ctx, int32_t task) {
     const qmatmul_job *j = ctx;
     int32_t o0 = task * j->chunk;
     int32_t o1 = o0 + j->chunk < j->n_out ? o0 + j->chunk : j->n_out;
+#ifdef EMT_CPU_PACKS_LANES
+    if (j->W->packed) { /* 16- or 8-bit rows */
+        switch (j->W->dtype) {
+        case EMT_Q4_0: lanes_range(j, EMT_Q4_0, o0, o1); return;
+        case EMT_Q4_1: lanes_range(j, EMT_Q4_1, o0, o1); return;
+        default: lanes_range(j, EMT_Q8_0, o0, o1); return;
+        }
+    }
+#endif
     if (j->xq8) {
 #ifdef EMT_CPU_PACKED
         if (j->W->packed) {
@@ -2500,7 +2709,7 @@ static void cpu_sample_root(emt_exec *ex, const float *logits, int32_t vocab, fl
     *token = emt_cpu_sample_root(logits, vocab, temperature, epsilon, delta, uniform);
 }
 
-#ifdef EMT_CPU_PACKED
+#if defined(EMT_CPU_PACKED) || defined(EMT_CPU_PACKS_LANES)
 #include <sys/mman.h>
 /* A buffer for packed weights. From 2 MB up it starts on a 2 MB boundary
  * and its whole 2 MB pages are offered to transparent huge pages (the
@@ -2522,13 +2731,17 @@ static void *packed_alloc(emt_backend *be, size_t bytes) {
     return p;
 }
 
-/* Q4_0, Q4_1, Q8_0, Q5_0, Q4_K, Q5_K and Q6_K matrices into the packed layout (quant.h), unless
+/* Q4_0, Q4_1, Q8_0, Q5_0, Q4_K, Q5_K and Q6_K matrices (AVX2: Q4_0, Q4_1
+ * and Q8_0) into the packed layout (quant.h), unless
  * ENTMTP_CPU_PACK=0 (the file layout's kernels, for comparison): a buffer of
  * the same size replaces the data (an owned copy is released; the loader
  * drops the file pages of a mapped one). */
 static entmtp_status cpu_pack(emt_backend *be, emt_wmat *w, int64_t n_out, int64_t n_in) {
     const char *env = getenv("ENTMTP_CPU_PACK");
     if ((env && strcmp(env, "0") == 0) || w->packed || !emt_packable(w->dtype, n_out, n_in)) return ENTMTP_OK;
+#ifdef EMT_CPU_PACKS_LANES
+    if (w->dtype != EMT_Q4_0 && w->dtype != EMT_Q4_1 && w->dtype != EMT_Q8_0) return ENTMTP_OK;
+#endif
     size_t bytes = (size_t)n_out * emt_dtype_nbytes(w->dtype, n_in);
     uint8_t *dst = packed_alloc(be, bytes);
     if (!dst) return ENTMTP_ERR_OUT_OF_MEMORY;
@@ -2582,7 +2795,7 @@ const emt_backend_ops EMT_CPU_OPS = {
     .write_i32 = cpu_write_i32,
     .sample_root = cpu_sample_root,
     .set_activation_bits = cpu_set_activation_bits,
-#ifdef EMT_CPU_PACKED
+#if defined(EMT_CPU_PACKED) || defined(EMT_CPU_PACKS_LANES)
     .pack = cpu_pack,
 #endif
     .set_kv_dtype = cpu_set_kv_dtype,

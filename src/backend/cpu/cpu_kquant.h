@@ -102,6 +102,66 @@ static inline void decode_q6_k(const uint8_t *w, __m256i lo[8], __m256i hi[8], f
 }
 #endif
 
+#ifdef __AVX2__
+/* kdot_rows for one activation row (the AR step) of Q4_K, Q5_K or Q6_K:
+ * each 32-value block decoded and multiplied at once, so the 16 decoded
+ * vectors that several rows share never go through memory; the same
+ * integers and float steps as kdot_rows. */
+static inline __attribute__((always_inline)) float kdot_one(emt_dtype t, const uint8_t *w, const emt_xq *x,
+                                                            int32_t nb) {
+    const size_t bb = emt_dtype_block_bytes(t);
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    __m256 acc = _mm256_setzero_ps();
+    float acc_min = 0.0f;
+    for (int32_t b0 = 0; b0 < nb; b0 += 8, w += bb, x += 8) {
+        /* the weights stream from memory: each super-block asks for its
+         * lines EMT_KPREFETCH_AHEAD bytes on (the caller leaves one-row
+         * products to this, not to a burst at the row's start) */
+        for (size_t i = 0; i < bb; i += 64) __builtin_prefetch(w + EMT_KPREFETCH_AHEAD + i, 0, 3);
+        __m256i isum = _mm256_setzero_si256(), lo, hi;
+        if (t == EMT_Q6_K) {
+            const float dw = _cvtsh_ss(emt_rd16(w + 208));
+            for (int h = 0; h < 2; h++) { /* a sum group: half of the super-block */
+                const __m256i qla = _mm256_loadu_si256((const __m256i *)(w + 64 * h));
+                const __m256i qlb = _mm256_loadu_si256((const __m256i *)(w + 64 * h + 32));
+                const __m256i qh = _mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h));
+                const int8_t *sc = (const int8_t *)(w + 192 + 8 * h);
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const __m256i ql = k % 2 ? qlb : qla;
+                    const __m256i low = k < 2 ? _mm256_and_si256(ql, nib) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), nib);
+                    const emt_xq *xb = x + 4 * h + k;
+                    widen_codes(_mm256_or_si256(low, high_bits(qh, 2 * k, 2)), 32, sc[2 * k], sc[2 * k + 1], &lo, &hi);
+                    isum = dot_i16(dot_i16(isum, lo, _mm256_loadu_si256((const __m256i *)xb->q)), hi,
+                                   _mm256_loadu_si256((const __m256i *)(xb->q + 16)));
+                }
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * x[4 * h].d), _mm256_cvtepi32_ps(isum), acc);
+                isum = _mm256_setzero_si256();
+            }
+            continue;
+        }
+        const float dmin = _cvtsh_ss(emt_rd16(w + 2));
+        const uint8_t *qs = w + (t == EMT_Q5_K ? 48 : 16);
+        const __m256i qh = t == EMT_Q5_K ? _mm256_loadu_si256((const __m256i *)(w + 16)) : _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; s++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * (s / 2)));
+            __m256i c = s % 2 ? _mm256_and_si256(_mm256_srli_epi16(q, 4), nib) : _mm256_and_si256(q, nib);
+            if (t == EMT_Q5_K) c = _mm256_or_si256(c, high_bits(qh, s, 1));
+            uint8_t sc, m;
+            emt_kquant_scale_min(w + 4, s, &sc, &m);
+            widen_codes(c, 0, sc, sc, &lo, &hi);
+            isum = dot_i16(dot_i16(isum, lo, _mm256_loadu_si256((const __m256i *)x[s].q)), hi,
+                           _mm256_loadu_si256((const __m256i *)(x[s].q + 16)));
+            const float mw = -(dmin * (float)m);
+            acc_min += mw * x[s].s;
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(emt_rd16(w)) * x[0].d), _mm256_cvtepi32_ps(isum), acc);
+    }
+    return hsum_ps(acc) + acc_min;
+}
+#endif
+
 /* One weight row of a 5-bit or K-quant type against nr (<= EMT_QROWS)
  * activation rows of nb blocks: out[r] = the row's dot product. The float
  * order per output: per sum group (kquant.h: a K-quant super-block, half of
@@ -111,6 +171,10 @@ static inline void decode_q6_k(const uint8_t *w, __m256i lo[8], __m256i hi[8], f
 static inline __attribute__((always_inline)) void
 kdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, float *out) {
 #ifdef __AVX2__
+    if (nr == 1 && t != EMT_Q5_0 && t != EMT_Q5_1) {
+        out[0] = kdot_one(t, w, x, nb);
+        return;
+    }
     const int per = emt_kblock_per_block(t), group = emt_kblock_sum_group(t);
     const size_t bb = emt_dtype_block_bytes(t);
     const int has_min = t != EMT_Q5_0 && t != EMT_Q6_K;

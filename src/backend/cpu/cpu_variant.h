@@ -2206,6 +2206,152 @@ lanes8_rows_avx2(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, in
     for (int r = 0; r < nr; r++) _mm256_storeu_ps(out + 8 * r, _mm256_add_ps(_mm256_add_ps(acc0[r], acc1[r]), mins[r]));
 }
 
+/* Packed Q4_K (quant.h's layout) on AVX2: a tile of up to EMT_LANES_ROWS
+ * rows x a group's 8 outputs, one output at a time. Per 32-value sub-block
+ * an output's 16 code bytes are widened once for the tile's rows; per row
+ * two vpmaddwd give kquant.h's 8 lanes (lane d: codes 2d, 2d+1, 16+2d,
+ * 17+2d) of the unscaled codes, and one vpmulld by the sub-block's 6-bit
+ * scale gives the scaled codes' exact sums (the same integers as scaling
+ * the codes first, kdot_rows' way). The float steps are emt_dot_k_ref's:
+ * per super-block one FMA of the 8 lanes by dw * dx, per sub-block
+ * mw * s into the minimum sum (8 outputs a register), the lanes added by
+ * hsum_ps at the end; so the products equal the reference bit for bit.
+ * The scales and minimums of the group's 8 rows come in one load each. */
+static inline __attribute__((always_inline)) void
+klanes_rows_avx2(const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int prefetch, float *out) {
+    const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(EMT_Q4_K);
+    const __m256i nib = _mm256_set1_epi16(0x0F);
+    __m256 acc[EMT_LANES_ROWS][EMT_PACK_ROWS], acc_min[EMT_LANES_ROWS];
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        acc_min[r] = _mm256_setzero_ps();
+        for (int c = 0; c < EMT_PACK_ROWS; c++) acc[r][c] = _mm256_setzero_ps();
+    }
+    for (int32_t b0 = 0; b0 < nb; b0 += 8, g += gb) {
+        /* the minimums: -(dmin * m) for the 8 outputs, sub-block by sub-block */
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)));
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; s++) {
+            if (prefetch) prefetch_part(g, gb, s, 8); /* the block 4 KiB ahead, an eighth per sub-block */
+            long long scm, mlo;
+            memcpy(&scm, g + EMT_PK4_SCM + 8 * s, sizeof scm);
+            memcpy(&mlo, g + EMT_PK4_MLO + 8 * (s / 2), sizeof mlo);
+            __m256i hi2 = _mm256_slli_epi32(_mm256_srli_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(scm)), 6), 4);
+            __m256i lo4 = _mm256_and_si256(_mm256_srli_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mlo)), 4 * (s % 2)),
+                                           _mm256_set1_epi32(15));
+            __m256 mw = _mm256_castsi256_ps(_mm256_xor_si256(
+                _mm256_castps_si256(_mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_or_si256(hi2, lo4)))),
+                _mm256_set1_epi32((int)0x80000000u)));
+#pragma GCC unroll 4
+            for (int r = 0; r < nr; r++)
+                acc_min[r] = _mm256_add_ps(acc_min[r], _mm256_mul_ps(mw, _mm256_set1_ps(x[(size_t)r * nb + b0 + s].s)));
+        }
+        /* dw * dx of the 8 outputs for each row (the rows' one scale per 256 values) */
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        __m256 wx[EMT_LANES_ROWS];
+#pragma GCC unroll 4
+        for (int r = 0; r < nr; r++) wx[r] = _mm256_mul_ps(dw, _mm256_set1_ps(x[(size_t)r * nb + b0].d));
+        for (int c = 0; c < EMT_PACK_ROWS; c++) {
+            __m256i isum[EMT_LANES_ROWS];
+#pragma GCC unroll 4
+            for (int r = 0; r < nr; r++) isum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+            for (int s = 0; s < 8; s++) {
+                const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_QS + 128 * s + 16 * c)));
+                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_srli_epi16(v, 4);
+                const __m256i sc = _mm256_set1_epi32(g[EMT_PK4_SCM + 8 * s + c] & 63);
+#pragma GCC unroll 4
+                for (int r = 0; r < nr; r++) {
+                    const emt_xq *xb = x + (size_t)r * nb + b0 + s;
+                    __m256i p = _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_loadu_si256((const __m256i *)xb->q)),
+                                                 _mm256_madd_epi16(hi, _mm256_loadu_si256((const __m256i *)(xb->q + 16))));
+                    isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(p, sc));
+                }
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < nr; r++)
+                acc[r][c] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(wx[r], _mm256_set1_epi32(c)), _mm256_cvtepi32_ps(isum[r]),
+                                            acc[r][c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        float mins[8];
+        _mm256_storeu_ps(mins, acc_min[r]);
+        for (int c = 0; c < EMT_PACK_ROWS; c++) out[r * 8 + c] = hsum_ps(acc[r][c]) + mins[c];
+    }
+}
+
+/* The same at 8-bit activations (quant8.h: per 32-value block two lanes
+ * per output, lane e holding the codes j with bit 2 of j equal to e, fused
+ * in with the block's float scale d * sc times dx; the minimums by FMA).
+ * Per sub-block and output the 32 codes go in as unsigned bytes against the
+ * row's 32 activation codes (vpmaddubsw, vpmaddwd: 8 sums of 4 codes), and
+ * the 8 outputs' sums are reduced together to their two lanes (blends and
+ * one shuffle per merge), outputs 0..3 in one register and 4..7 in
+ * another. */
+static inline __attribute__((always_inline)) void
+klanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int prefetch, float *out) {
+    const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(EMT_Q4_K);
+    const __m128i nib = _mm_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i dup_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+    __m256 acc[EMT_LANES_ROWS][2], mins[EMT_LANES_ROWS];
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) acc[r][0] = acc[r][1] = mins[r] = _mm256_setzero_ps();
+    for (int32_t b0 = 0; b0 < nb; b0 += 8, g += gb) {
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)));
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        for (int s = 0; s < 8; s++) {
+            if (prefetch) prefetch_part(g, gb, s, 8);
+            long long scm, mlo;
+            memcpy(&scm, g + EMT_PK4_SCM + 8 * s, sizeof scm);
+            memcpy(&mlo, g + EMT_PK4_MLO + 8 * (s / 2), sizeof mlo);
+            const __m256i scm32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(scm));
+            const __m256i m = _mm256_or_si256(
+                _mm256_slli_epi32(_mm256_srli_epi32(scm32, 6), 4),
+                _mm256_and_si256(_mm256_srli_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mlo)), 4 * (s % 2)),
+                                 _mm256_set1_epi32(15)));
+            const __m256 mw = _mm256_castsi256_ps(_mm256_xor_si256(
+                _mm256_castps_si256(_mm256_mul_ps(dmin, _mm256_cvtepi32_ps(m))), _mm256_set1_epi32((int)0x80000000u)));
+            /* d * sc of the 8 outputs, each twice (its two lanes) */
+            const __m256 dsc = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(scm32, _mm256_set1_epi32(63))));
+            const __m256 dsc_lo = _mm256_permutevar8x32_ps(dsc, dup_lo), dsc_hi = _mm256_permutevar8x32_ps(dsc, dup_hi);
+            __m256i w[EMT_PACK_ROWS]; /* output c's 32 codes in order, unsigned */
+#pragma GCC unroll 8
+            for (int c = 0; c < EMT_PACK_ROWS; c++) {
+                const __m128i v = _mm_loadu_si128((const __m128i *)(g + EMT_PK4_QS + 128 * s + 16 * c));
+                w[c] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), nib), _mm_and_si128(v, nib));
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < nr; r++) {
+                const emt_xq8 *xb = x + (size_t)r * nb + b0 + s;
+                const __m256i q = _mm256_loadu_si256((const __m256i *)xb->q);
+                __m256i t[EMT_PACK_ROWS]; /* dword i: output c's codes 4i..4i+3 (lane i & 1) */
+#pragma GCC unroll 8
+                for (int c = 0; c < EMT_PACK_ROWS; c++) t[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(w[c], q), ones);
+                /* pairs of outputs: [a lanes 0, 1, b lanes 0, 1] in each half, then the halves added */
+                __m256i p01 = EMT_MERGE_LANES(t[0], t[1], 0x33, 0xCC, 0x4E), p23 = EMT_MERGE_LANES(t[2], t[3], 0x33, 0xCC, 0x4E);
+                __m256i p45 = EMT_MERGE_LANES(t[4], t[5], 0x33, 0xCC, 0x4E), p67 = EMT_MERGE_LANES(t[6], t[7], 0x33, 0xCC, 0x4E);
+                __m256i l0 = _mm256_add_epi32(_mm256_permute2x128_si256(p01, p23, 0x20), _mm256_permute2x128_si256(p01, p23, 0x31));
+                __m256i l1 = _mm256_add_epi32(_mm256_permute2x128_si256(p45, p67, 0x20), _mm256_permute2x128_si256(p45, p67, 0x31));
+                const __m256 dx = _mm256_set1_ps(xb->d);
+                acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(dsc_lo, dx), _mm256_cvtepi32_ps(l0), acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(dsc_hi, dx), _mm256_cvtepi32_ps(l1), acc[r][1]);
+                mins[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), mins[r]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        float a[16], mn[8];
+        _mm256_storeu_ps(a, acc[r][0]);
+        _mm256_storeu_ps(a + 8, acc[r][1]);
+        _mm256_storeu_ps(mn, mins[r]);
+        for (int c = 0; c < EMT_PACK_ROWS; c++) out[r * 8 + c] = (a[2 * c] + a[2 * c + 1]) + mn[c];
+    }
+}
+
 /* Outputs [o0, o1) (o0 a multiple of 8) of a packed Q4_0 / Q4_1 / Q8_0
  * matrix for every row, 16- or 8-bit: tiles of EMT_LANES_ROWS rows x one
  * group's 8 outputs, the rows in blocks of 32 that stay in cache while the
@@ -2222,9 +2368,11 @@ static inline __attribute__((always_inline)) void lanes_range(const qmatmul_job 
             for (int32_t r0 = rb0; r0 < rb1; r0 += EMT_LANES_ROWS) {
                 int nr = rb1 - r0 < EMT_LANES_ROWS ? rb1 - r0 : EMT_LANES_ROWS;
                 const int first = r0 == rb0;
-#define EMT_LANES_CALL(n)                                                                  \
-    (j->xq8 ? lanes8_rows_avx2(t, g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)          \
-            : lanes_rows_avx2(t, g, j->xq + (size_t)r0 * nb, nb, n, first, v))
+#define EMT_LANES_CALL(n)                                                                              \
+    (t == EMT_Q4_K ? (j->xq8 ? klanes8_rows_avx2(g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)           \
+                             : klanes_rows_avx2(g, j->xq + (size_t)r0 * nb, nb, n, first, v))           \
+     : j->xq8      ? lanes8_rows_avx2(t, g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)                  \
+                   : lanes_rows_avx2(t, g, j->xq + (size_t)r0 * nb, nb, n, first, v))
                 switch (nr) { /* nr constant in each call: the tile stays in registers */
                 case 1: EMT_LANES_CALL(1); break;
                 case 2: EMT_LANES_CALL(2); break;
@@ -2281,6 +2429,7 @@ static void qmatmul_task(void *ctx, int32_t task) {
         switch (j->W->dtype) {
         case EMT_Q4_0: lanes_range(j, EMT_Q4_0, o0, o1); return;
         case EMT_Q4_1: lanes_range(j, EMT_Q4_1, o0, o1); return;
+        case EMT_Q4_K: lanes_range(j, EMT_Q4_K, o0, o1); return;
         default: lanes_range(j, EMT_Q8_0, o0, o1); return;
         }
     }
@@ -2743,7 +2892,7 @@ static entmtp_status cpu_pack(emt_backend *be, emt_wmat *w, int64_t n_out, int64
     const char *env = getenv("ENTMTP_CPU_PACK");
     if ((env && strcmp(env, "0") == 0) || w->packed || !emt_packable(w->dtype, n_out, n_in)) return ENTMTP_OK;
 #ifdef EMT_CPU_PACKS_LANES
-    if (w->dtype != EMT_Q4_0 && w->dtype != EMT_Q4_1 && w->dtype != EMT_Q8_0) return ENTMTP_OK;
+    if (w->dtype != EMT_Q4_0 && w->dtype != EMT_Q4_1 && w->dtype != EMT_Q8_0 && w->dtype != EMT_Q4_K) return ENTMTP_OK;
 #endif
     size_t bytes = (size_t)n_out * emt_dtype_nbytes(w->dtype, n_in);
     uint8_t *dst = packed_alloc(be, bytes);

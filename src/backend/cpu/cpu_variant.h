@@ -2352,6 +2352,144 @@ klanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int pr
     }
 }
 
+/* Packed Q6_K on AVX2: output c of a group, sub-block s as 16-bit codes
+ * q - 32 (lo: codes 0..15, hi: 16..31), from the 4 low bits (QL) and the
+ * 2 top bits (QH, four sub-block halves to a byte). */
+static inline __attribute__((always_inline)) void q6_codes_avx2(const uint8_t *g, int s, int c, __m256i *lo, __m256i *hi) {
+    const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(g + EMT_PK6_QL + 128 * s + 16 * c)));
+    const __m256i h = _mm256_srli_epi16(
+        _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(g + EMT_PK6_QH + 128 * (s / 2) + 16 * c))), 4 * (s % 2));
+    const __m256i bias = _mm256_set1_epi16(32);
+    *lo = _mm256_sub_epi16(_mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi16(15)),
+                                           _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi16(3)), 4)),
+                           bias);
+    *hi = _mm256_sub_epi16(_mm256_or_si256(_mm256_srli_epi16(v, 4),
+                                           _mm256_slli_epi16(_mm256_and_si256(h, _mm256_set1_epi16(12)), 2)),
+                           bias);
+}
+
+/* Packed Q6_K, 16-bit activations: as klanes_rows_avx2, but the codes
+ * scaled first (each 16-value half by its int8 scale, as kdot_rows does),
+ * one FMA per sum group (half a super-block), no minimum term. */
+static inline __attribute__((always_inline)) void
+k6lanes_rows_avx2(const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int prefetch, float *out) {
+    const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(EMT_Q6_K);
+    const int group = emt_kblock_sum_group(EMT_Q6_K);
+    __m256 acc[EMT_LANES_ROWS][EMT_PACK_ROWS];
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < EMT_PACK_ROWS; c++) acc[r][c] = _mm256_setzero_ps();
+    for (int32_t b0 = 0; b0 < nb; b0 += 8, g += gb) {
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        if (prefetch)
+            for (int s = 0; s < 8; s++) prefetch_part(g, gb, s, 8);
+        for (int s0 = 0; s0 < 8; s0 += group) {
+            __m256 wx[EMT_LANES_ROWS];
+#pragma GCC unroll 4
+            for (int r = 0; r < nr; r++) wx[r] = _mm256_mul_ps(dw, _mm256_set1_ps(x[(size_t)r * nb + b0 + s0 + group - 1].d));
+            for (int c = 0; c < EMT_PACK_ROWS; c++) {
+                __m256i isum[EMT_LANES_ROWS];
+#pragma GCC unroll 4
+                for (int r = 0; r < nr; r++) isum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+                for (int s = s0; s < s0 + group; s++) {
+                    __m256i lo, hi;
+                    q6_codes_avx2(g, s, c, &lo, &hi);
+                    /* kquant.h's scaled codes: |scale * (q - 32)| <= 4096 */
+                    const int8_t *sc = (const int8_t *)(g + EMT_PK6_SC + 16 * s + 2 * c);
+                    lo = _mm256_mullo_epi16(lo, _mm256_set1_epi16(sc[0]));
+                    hi = _mm256_mullo_epi16(hi, _mm256_set1_epi16(sc[1]));
+#pragma GCC unroll 4
+                    for (int r = 0; r < nr; r++) {
+                        const emt_xq *xb = x + (size_t)r * nb + b0 + s;
+                        isum[r] = dot_i16(dot_i16(isum[r], lo, _mm256_loadu_si256((const __m256i *)xb->q)), hi,
+                                          _mm256_loadu_si256((const __m256i *)(xb->q + 16)));
+                    }
+                }
+#pragma GCC unroll 4
+                for (int r = 0; r < nr; r++)
+                    acc[r][c] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(wx[r], _mm256_set1_epi32(c)),
+                                                _mm256_cvtepi32_ps(isum[r]), acc[r][c]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++)
+        for (int c = 0; c < EMT_PACK_ROWS; c++) out[r * 8 + c] = hsum_ps(acc[r][c]) + 0.0f; /* the reference's zero minimum sum */
+}
+
+/* Packed Q6_K, 8-bit activations (quant8.h: per block and half h, each
+ * lane's exact sum fused in with d * scale_h * dx, half 0 first): the codes
+ * q unsigned through vpmaddubsw, 32 times the lane's activation sum
+ * (emt_xq8.lsum) taken off; the 8 outputs' sums merged to (half, lane). */
+static inline __attribute__((always_inline)) void
+k6lanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int prefetch, float *out) {
+    const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(EMT_Q6_K);
+    const __m128i nib = _mm_set1_epi8(0x0F), three = _mm_set1_epi8(3);
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i dup_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+    __m256 acc[EMT_LANES_ROWS][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int32_t b0 = 0; b0 < nb; b0 += 8, g += gb) {
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
+        const __m256 d_lo = _mm256_permutevar8x32_ps(d, dup_lo), d_hi = _mm256_permutevar8x32_ps(d, dup_hi);
+        for (int s = 0; s < 8; s++) {
+            if (prefetch) prefetch_part(g, gb, s, 8);
+            /* d * scale of outputs 0..3 (4..7) by (output, half): the half-0 and half-1 scales each twice */
+            const __m128i sc = _mm_loadu_si128((const __m128i *)(g + EMT_PK6_SC + 16 * s));
+            const __m256 s03 = _mm256_mul_ps(d_lo, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
+            const __m256 s47 = _mm256_mul_ps(d_hi, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))));
+            const __m256 h0_03 = _mm256_moveldup_ps(s03), h1_03 = _mm256_movehdup_ps(s03);
+            const __m256 h0_47 = _mm256_moveldup_ps(s47), h1_47 = _mm256_movehdup_ps(s47);
+            __m256i w[EMT_PACK_ROWS]; /* output c's 32 codes q (0..63) in order */
+            const int sh = 4 * (s % 2);
+#pragma GCC unroll 8
+            for (int c = 0; c < EMT_PACK_ROWS; c++) {
+                const __m128i v = _mm_loadu_si128((const __m128i *)(g + EMT_PK6_QL + 128 * s + 16 * c));
+                const __m128i h = _mm_srl_epi16(_mm_loadu_si128((const __m128i *)(g + EMT_PK6_QH + 128 * (s / 2) + 16 * c)),
+                                                _mm_cvtsi32_si128(sh));
+                const __m128i lo = _mm_or_si128(_mm_and_si128(v, nib), _mm_slli_epi16(_mm_and_si128(h, three), 4));
+                const __m128i hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(v, 4), nib),
+                                                _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h, 2), three), 4));
+                w[c] = _mm256_set_m128i(hi, lo);
+            }
+#pragma GCC unroll 4
+            for (int r = 0; r < nr; r++) {
+                const emt_xq8 *xb = x + (size_t)r * nb + b0 + s;
+                const __m256i q = _mm256_loadu_si256((const __m256i *)xb->q);
+                __m256i t[EMT_PACK_ROWS]; /* dword i: output c's codes 4i..4i+3 (half i / 4, lane i & 1) */
+#pragma GCC unroll 8
+                for (int c = 0; c < EMT_PACK_ROWS; c++) t[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(w[c], q), ones);
+                /* [a (h0, e0), a (h0, e1), b (h0, e0), b (h0, e1) | the same for h1] */
+                __m256i p01 = EMT_MERGE_LANES(t[0], t[1], 0x33, 0xCC, 0x4E), p23 = EMT_MERGE_LANES(t[2], t[3], 0x33, 0xCC, 0x4E);
+                __m256i p45 = EMT_MERGE_LANES(t[4], t[5], 0x33, 0xCC, 0x4E), p67 = EMT_MERGE_LANES(t[6], t[7], 0x33, 0xCC, 0x4E);
+                /* the codes' offset: -32 times the lane's activation sum, per half */
+                const __m256i b0v = _mm256_set1_epi64x((long long)((uint64_t)(uint32_t)(-32 * xb->lsum[0]) |
+                                                                   (uint64_t)(uint32_t)(-32 * xb->lsum[1]) << 32));
+                const __m256i b1v = _mm256_set1_epi64x((long long)((uint64_t)(uint32_t)(-32 * xb->lsum[2]) |
+                                                                   (uint64_t)(uint32_t)(-32 * xb->lsum[3]) << 32));
+                __m256i h0a = _mm256_add_epi32(_mm256_permute2x128_si256(p01, p23, 0x20), b0v);
+                __m256i h1a = _mm256_add_epi32(_mm256_permute2x128_si256(p01, p23, 0x31), b1v);
+                __m256i h0b = _mm256_add_epi32(_mm256_permute2x128_si256(p45, p67, 0x20), b0v);
+                __m256i h1b = _mm256_add_epi32(_mm256_permute2x128_si256(p45, p67, 0x31), b1v);
+                const __m256 dx = _mm256_set1_ps(xb->d);
+                acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(h0_03, dx), _mm256_cvtepi32_ps(h0a), acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(h0_47, dx), _mm256_cvtepi32_ps(h0b), acc[r][1]);
+                acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(h1_03, dx), _mm256_cvtepi32_ps(h1a), acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(h1_47, dx), _mm256_cvtepi32_ps(h1b), acc[r][1]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < nr; r++) {
+        float a[16];
+        _mm256_storeu_ps(a, acc[r][0]);
+        _mm256_storeu_ps(a + 8, acc[r][1]);
+        for (int c = 0; c < EMT_PACK_ROWS; c++) out[r * 8 + c] = (a[2 * c] + a[2 * c + 1]) + 0.0f; /* + the zero minimum sum */
+    }
+}
+
 /* Outputs [o0, o1) (o0 a multiple of 8) of a packed Q4_0 / Q4_1 / Q8_0
  * matrix for every row, 16- or 8-bit: tiles of EMT_LANES_ROWS rows x one
  * group's 8 outputs, the rows in blocks of 32 that stay in cache while the
@@ -2371,6 +2509,8 @@ static inline __attribute__((always_inline)) void lanes_range(const qmatmul_job 
 #define EMT_LANES_CALL(n)                                                                              \
     (t == EMT_Q4_K ? (j->xq8 ? klanes8_rows_avx2(g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)           \
                              : klanes_rows_avx2(g, j->xq + (size_t)r0 * nb, nb, n, first, v))           \
+     : t == EMT_Q6_K ? (j->xq8 ? k6lanes8_rows_avx2(g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)        \
+                               : k6lanes_rows_avx2(g, j->xq + (size_t)r0 * nb, nb, n, first, v))        \
      : j->xq8      ? lanes8_rows_avx2(t, g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)                  \
                    : lanes_rows_avx2(t, g, j->xq + (size_t)r0 * nb, nb, n, first, v))
                 switch (nr) { /* nr constant in each call: the tile stays in registers */
@@ -2430,6 +2570,7 @@ static void qmatmul_task(void *ctx, int32_t task) {
         case EMT_Q4_0: lanes_range(j, EMT_Q4_0, o0, o1); return;
         case EMT_Q4_1: lanes_range(j, EMT_Q4_1, o0, o1); return;
         case EMT_Q4_K: lanes_range(j, EMT_Q4_K, o0, o1); return;
+        case EMT_Q6_K: lanes_range(j, EMT_Q6_K, o0, o1); return;
         default: lanes_range(j, EMT_Q8_0, o0, o1); return;
         }
     }
@@ -2892,7 +3033,7 @@ static entmtp_status cpu_pack(emt_backend *be, emt_wmat *w, int64_t n_out, int64
     const char *env = getenv("ENTMTP_CPU_PACK");
     if ((env && strcmp(env, "0") == 0) || w->packed || !emt_packable(w->dtype, n_out, n_in)) return ENTMTP_OK;
 #ifdef EMT_CPU_PACKS_LANES
-    if (w->dtype != EMT_Q4_0 && w->dtype != EMT_Q4_1 && w->dtype != EMT_Q8_0 && w->dtype != EMT_Q4_K) return ENTMTP_OK;
+    if (w->dtype == EMT_Q5_0 || w->dtype == EMT_Q5_K) return ENTMTP_OK;
 #endif
     size_t bytes = (size_t)n_out * emt_dtype_nbytes(w->dtype, n_in);
     uint8_t *dst = packed_alloc(be, bytes);

@@ -933,8 +933,8 @@ static inline __attribute__((always_inline)) void prefetch_part(const uint8_t *p
 #if defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__AVX512DQ__)
 #define EMT_CPU_PACKED 1
 #elif defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
-/* The AVX2 variant packs Q4_0, Q4_1 and Q8_0 only (lanes_range); its
- * other types keep the file's layout. */
+/* The AVX2 variant packs Q4_0, Q4_1, Q8_0, Q4_K and Q6_K (lanes_range);
+ * Q5_0 and Q5_K keep the file's layout. */
 #define EMT_CPU_PACKS_LANES 1
 #endif
 #ifdef __AVX2__
@@ -2490,8 +2490,8 @@ k6lanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int p
     }
 }
 
-/* Outputs [o0, o1) (o0 a multiple of 8) of a packed Q4_0 / Q4_1 / Q8_0
- * matrix for every row, 16- or 8-bit: tiles of EMT_LANES_ROWS rows x one
+/* Outputs [o0, o1) (o0 a multiple of 8) of a packed Q4_0 / Q4_1 / Q8_0 /
+ * Q4_K / Q6_K matrix for every row, 16- or 8-bit: tiles of EMT_LANES_ROWS rows x one
  * group's 8 outputs, the rows in blocks of 32 that stay in cache while the
  * groups pass; a block's first tile asks for the weights ahead. */
 static inline __attribute__((always_inline)) void lanes_range(const qmatmul_job *j, emt_dtype t, int32_t o0,
@@ -3024,8 +3024,8 @@ static void *packed_alloc(emt_backend *be, size_t bytes) {
     return p;
 }
 
-/* Q4_0, Q4_1, Q8_0, Q5_0, Q4_K, Q5_K and Q6_K matrices (AVX2: Q4_0, Q4_1
- * and Q8_0) into the packed layout (quant.h), unless
+/* Q4_0, Q4_1, Q8_0, Q5_0, Q4_K, Q5_K and Q6_K matrices (AVX2: all but
+ * Q5_0 and Q5_K) into the packed layout (quant.h), unless
  * ENTMTP_CPU_PACK=0 (the file layout's kernels, for comparison): a buffer of
  * the same size replaces the data (an owned copy is released; the loader
  * drops the file pages of a mapped one). */

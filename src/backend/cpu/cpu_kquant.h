@@ -60,42 +60,50 @@ static inline void decode_q5(emt_dtype t, const uint8_t *w, __m256i *lo, __m256i
     *mw = t == EMT_Q5_1 ? _cvtsh_ss(emt_rd16(w + 2)) : 0.0f;
 }
 
+/* Q4_K / Q5_K sub-block s of super-block w (q: the 32 bytes of qs that
+ * hold it, qh: Q5_K's fifth bits): its codes times its scale, and its
+ * minimum m. */
+static inline void q45_k_sub(emt_dtype t, const uint8_t *w, __m256i q, __m256i qh, int s, __m256i *lo, __m256i *hi,
+                             uint8_t *m) {
+    const __m256i nib = _mm256_set1_epi8(0x0F);
+    __m256i c = s % 2 ? _mm256_and_si256(_mm256_srli_epi16(q, 4), nib) : _mm256_and_si256(q, nib);
+    if (t == EMT_Q5_K) c = _mm256_or_si256(c, high_bits(qh, s, 1));
+    uint8_t sc;
+    emt_kquant_scale_min(w + 4, s, &sc, m);
+    widen_codes(c, 0, sc, sc, lo, hi);
+}
+
+/* Q6_K sub-block 4h + k of a super-block (ql: its half h's 64 bytes of
+ * low bits, qh: the half's 32 bytes of top bits, sc: the half's 8 int8
+ * scales): (q - 32) times each 16-value part's scale. */
+static inline void q6_k_sub(__m256i qla, __m256i qlb, __m256i qh, const int8_t *sc, int k, __m256i *lo, __m256i *hi) {
+    const __m256i nib = _mm256_set1_epi8(0x0F), ql = k % 2 ? qlb : qla;
+    const __m256i low = k < 2 ? _mm256_and_si256(ql, nib) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), nib);
+    widen_codes(_mm256_or_si256(low, high_bits(qh, 2 * k, 2)), 32, sc[2 * k], sc[2 * k + 1], lo, hi);
+}
+
 /* Q4_K / Q5_K: 8 blocks of 32, sub-block scales folded into the codes. */
 static inline void decode_q45_k(emt_dtype t, const uint8_t *w, __m256i lo[8], __m256i hi[8], float *dw, float mw[8]) {
     float dmin = _cvtsh_ss(emt_rd16(w + 2));
     const uint8_t *qs = w + (t == EMT_Q5_K ? 48 : 16);
     __m256i qh = t == EMT_Q5_K ? _mm256_loadu_si256((const __m256i *)(w + 16)) : _mm256_setzero_si256();
-    const __m256i nib = _mm256_set1_epi8(0x0F);
-    for (int k = 0; k < 4; k++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * k));
-        __m256i codes[2] = { _mm256_and_si256(q, nib), _mm256_and_si256(_mm256_srli_epi16(q, 4), nib) };
-        for (int half = 0; half < 2; half++) {
-            int s = 2 * k + half;
-            uint8_t sc, m;
-            emt_kquant_scale_min(w + 4, s, &sc, &m);
-            __m256i c = t == EMT_Q5_K ? _mm256_or_si256(codes[half], high_bits(qh, s, 1)) : codes[half];
-            widen_codes(c, 0, sc, sc, &lo[s], &hi[s]);
-            mw[s] = -(dmin * (float)m);
-        }
+    for (int s = 0; s < 8; s++) {
+        uint8_t m;
+        q45_k_sub(t, w, _mm256_loadu_si256((const __m256i *)(qs + 32 * (s / 2))), qh, s, &lo[s], &hi[s], &m);
+        mw[s] = -(dmin * (float)m);
     }
     *dw = _cvtsh_ss(emt_rd16(w));
 }
 
 /* Q6_K: 8 blocks of 32, each two 16-value sub-blocks with int8 scales. */
 static inline void decode_q6_k(const uint8_t *w, __m256i lo[8], __m256i hi[8], float *dw, float mw[8]) {
-    const __m256i nib = _mm256_set1_epi8(0x0F);
     for (int h = 0; h < 2; h++) {
         __m256i qla = _mm256_loadu_si256((const __m256i *)(w + 64 * h));
         __m256i qlb = _mm256_loadu_si256((const __m256i *)(w + 64 * h + 32));
         __m256i qh = _mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h));
-        const int8_t *sc = (const int8_t *)(w + 192 + 8 * h);
-        __m256i low[4] = { _mm256_and_si256(qla, nib), _mm256_and_si256(qlb, nib),
-                           _mm256_and_si256(_mm256_srli_epi16(qla, 4), nib),
-                           _mm256_and_si256(_mm256_srli_epi16(qlb, 4), nib) };
         for (int k = 0; k < 4; k++) {
-            int s = 4 * h + k;
-            widen_codes(_mm256_or_si256(low[k], high_bits(qh, 2 * k, 2)), 32, sc[2 * k], sc[2 * k + 1], &lo[s], &hi[s]);
-            mw[s] = 0.0f;
+            q6_k_sub(qla, qlb, qh, (const int8_t *)(w + 192 + 8 * h), k, &lo[4 * h + k], &hi[4 * h + k]);
+            mw[4 * h + k] = 0.0f;
         }
     }
     *dw = _cvtsh_ss(emt_rd16(w + 208));
@@ -110,7 +118,6 @@ static inline void decode_q6_k(const uint8_t *w, __m256i lo[8], __m256i hi[8], f
 static inline __attribute__((always_inline)) float kdot_one(emt_dtype t, const uint8_t *w, const emt_xq *x,
                                                             int32_t nb) {
     const size_t bb = emt_dtype_block_bytes(t);
-    const __m256i nib = _mm256_set1_epi8(0x0F);
     __m256 acc = _mm256_setzero_ps();
     float acc_min = 0.0f;
     for (int32_t b0 = 0; b0 < nb; b0 += 8, w += bb, x += 8) {
@@ -125,13 +132,10 @@ static inline __attribute__((always_inline)) float kdot_one(emt_dtype t, const u
                 const __m256i qla = _mm256_loadu_si256((const __m256i *)(w + 64 * h));
                 const __m256i qlb = _mm256_loadu_si256((const __m256i *)(w + 64 * h + 32));
                 const __m256i qh = _mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h));
-                const int8_t *sc = (const int8_t *)(w + 192 + 8 * h);
 #pragma GCC unroll 4
                 for (int k = 0; k < 4; k++) {
-                    const __m256i ql = k % 2 ? qlb : qla;
-                    const __m256i low = k < 2 ? _mm256_and_si256(ql, nib) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), nib);
                     const emt_xq *xb = x + 4 * h + k;
-                    widen_codes(_mm256_or_si256(low, high_bits(qh, 2 * k, 2)), 32, sc[2 * k], sc[2 * k + 1], &lo, &hi);
+                    q6_k_sub(qla, qlb, qh, (const int8_t *)(w + 192 + 8 * h), k, &lo, &hi);
                     isum = dot_i16(dot_i16(isum, lo, _mm256_loadu_si256((const __m256i *)xb->q)), hi,
                                    _mm256_loadu_si256((const __m256i *)(xb->q + 16)));
                 }
@@ -145,12 +149,8 @@ static inline __attribute__((always_inline)) float kdot_one(emt_dtype t, const u
         const __m256i qh = t == EMT_Q5_K ? _mm256_loadu_si256((const __m256i *)(w + 16)) : _mm256_setzero_si256();
 #pragma GCC unroll 8
         for (int s = 0; s < 8; s++) {
-            const __m256i q = _mm256_loadu_si256((const __m256i *)(qs + 32 * (s / 2)));
-            __m256i c = s % 2 ? _mm256_and_si256(_mm256_srli_epi16(q, 4), nib) : _mm256_and_si256(q, nib);
-            if (t == EMT_Q5_K) c = _mm256_or_si256(c, high_bits(qh, s, 1));
-            uint8_t sc, m;
-            emt_kquant_scale_min(w + 4, s, &sc, &m);
-            widen_codes(c, 0, sc, sc, &lo, &hi);
+            uint8_t m;
+            q45_k_sub(t, w, _mm256_loadu_si256((const __m256i *)(qs + 32 * (s / 2))), qh, s, &lo, &hi, &m);
             isum = dot_i16(dot_i16(isum, lo, _mm256_loadu_si256((const __m256i *)x[s].q)), hi,
                            _mm256_loadu_si256((const __m256i *)(x[s].q + 16)));
             const float mw = -(dmin * (float)m);

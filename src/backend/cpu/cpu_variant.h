@@ -2206,6 +2206,41 @@ lanes8_rows_avx2(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, in
     for (int r = 0; r < nr; r++) _mm256_storeu_ps(out + 8 * r, _mm256_add_ps(_mm256_add_ps(acc0[r], acc1[r]), mins[r]));
 }
 
+/* -(dmin * m) of the 8 outputs of a packed Q4_K group super-block's
+ * sub-block s (the minimum that multiplies the block's activation sum). */
+static inline __m256 kmins_avx2(const uint8_t *g, int s, __m256 dmin) {
+    long long scm, mlo;
+    memcpy(&scm, g + EMT_PK4_SCM + 8 * s, sizeof scm);
+    memcpy(&mlo, g + EMT_PK4_MLO + 8 * (s / 2), sizeof mlo);
+    __m256i hi2 = _mm256_slli_epi32(_mm256_srli_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(scm)), 6), 4);
+    __m256i lo4 = _mm256_and_si256(_mm256_srli_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mlo)), 4 * (s % 2)),
+                                   _mm256_set1_epi32(15));
+    __m256 p = _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_or_si256(hi2, lo4)));
+    return _mm256_castsi256_ps(_mm256_xor_si256(_mm256_castps_si256(p), _mm256_set1_epi32((int)0x80000000u)));
+}
+
+/* 8 outputs' 32 unsigned codes w[c] (in order) against one row's 32
+ * activation codes q, as quant8.h's lanes per half: h[0] = [output 0 lane
+ * 0, output 0 lane 1, output 1 lane 0, .., output 3 lane 1] over codes
+ * 0..15, h[1] the same over codes 16..31, h[2] and h[3] outputs 4..7. Per
+ * output 8 sums of 4 codes (vpmaddubsw, vpmaddwd; no 16-bit sum of codes
+ * below 64 can saturate), merged two outputs at a time (blends and one
+ * shuffle), then by 128-bit halves. */
+static inline __attribute__((always_inline)) void lanes8_by_half(const __m256i w[EMT_PACK_ROWS], __m256i q,
+                                                                  __m256i h[4]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i t[EMT_PACK_ROWS]; /* dword i: output c's codes 4i..4i+3 (half i / 4, lane i & 1) */
+#pragma GCC unroll 8
+    for (int c = 0; c < EMT_PACK_ROWS; c++) t[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(w[c], q), ones);
+    /* [a (h0, e0), a (h0, e1), b (h0, e0), b (h0, e1) | the same for h1] */
+    __m256i p01 = EMT_MERGE_LANES(t[0], t[1], 0x33, 0xCC, 0x4E), p23 = EMT_MERGE_LANES(t[2], t[3], 0x33, 0xCC, 0x4E);
+    __m256i p45 = EMT_MERGE_LANES(t[4], t[5], 0x33, 0xCC, 0x4E), p67 = EMT_MERGE_LANES(t[6], t[7], 0x33, 0xCC, 0x4E);
+    h[0] = _mm256_permute2x128_si256(p01, p23, 0x20);
+    h[1] = _mm256_permute2x128_si256(p01, p23, 0x31);
+    h[2] = _mm256_permute2x128_si256(p45, p67, 0x20);
+    h[3] = _mm256_permute2x128_si256(p45, p67, 0x31);
+}
+
 /* Packed Q4_K (quant.h's layout) on AVX2: a tile of up to EMT_LANES_ROWS
  * rows x a group's 8 outputs, one output at a time. Per 32-value sub-block
  * an output's 16 code bytes are widened once for the tile's rows; per row
@@ -2233,15 +2268,7 @@ klanes_rows_avx2(const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int pref
 #pragma GCC unroll 8
         for (int s = 0; s < 8; s++) {
             if (prefetch) prefetch_part(g, gb, s, 8); /* the block 4 KiB ahead, an eighth per sub-block */
-            long long scm, mlo;
-            memcpy(&scm, g + EMT_PK4_SCM + 8 * s, sizeof scm);
-            memcpy(&mlo, g + EMT_PK4_MLO + 8 * (s / 2), sizeof mlo);
-            __m256i hi2 = _mm256_slli_epi32(_mm256_srli_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(scm)), 6), 4);
-            __m256i lo4 = _mm256_and_si256(_mm256_srli_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mlo)), 4 * (s % 2)),
-                                           _mm256_set1_epi32(15));
-            __m256 mw = _mm256_castsi256_ps(_mm256_xor_si256(
-                _mm256_castps_si256(_mm256_mul_ps(dmin, _mm256_cvtepi32_ps(_mm256_or_si256(hi2, lo4)))),
-                _mm256_set1_epi32((int)0x80000000u)));
+            const __m256 mw = kmins_avx2(g, s, dmin);
 #pragma GCC unroll 4
             for (int r = 0; r < nr; r++)
                 acc_min[r] = _mm256_add_ps(acc_min[r], _mm256_mul_ps(mw, _mm256_set1_ps(x[(size_t)r * nb + b0 + s].s)));
@@ -2294,7 +2321,6 @@ static inline __attribute__((always_inline)) void
 klanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int prefetch, float *out) {
     const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(EMT_Q4_K);
     const __m128i nib = _mm_set1_epi8(0x0F);
-    const __m256i ones = _mm256_set1_epi16(1);
     const __m256i dup_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
     __m256 acc[EMT_LANES_ROWS][2], mins[EMT_LANES_ROWS];
 #pragma GCC unroll 4
@@ -2304,18 +2330,12 @@ klanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int pr
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
         for (int s = 0; s < 8; s++) {
             if (prefetch) prefetch_part(g, gb, s, 8);
-            long long scm, mlo;
+            const __m256 mw = kmins_avx2(g, s, dmin);
+            long long scm;
             memcpy(&scm, g + EMT_PK4_SCM + 8 * s, sizeof scm);
-            memcpy(&mlo, g + EMT_PK4_MLO + 8 * (s / 2), sizeof mlo);
-            const __m256i scm32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(scm));
-            const __m256i m = _mm256_or_si256(
-                _mm256_slli_epi32(_mm256_srli_epi32(scm32, 6), 4),
-                _mm256_and_si256(_mm256_srli_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mlo)), 4 * (s % 2)),
-                                 _mm256_set1_epi32(15)));
-            const __m256 mw = _mm256_castsi256_ps(_mm256_xor_si256(
-                _mm256_castps_si256(_mm256_mul_ps(dmin, _mm256_cvtepi32_ps(m))), _mm256_set1_epi32((int)0x80000000u)));
             /* d * sc of the 8 outputs, each twice (its two lanes) */
-            const __m256 dsc = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_and_si256(scm32, _mm256_set1_epi32(63))));
+            const __m256i sc = _mm256_and_si256(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(scm)), _mm256_set1_epi32(63));
+            const __m256 dsc = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
             const __m256 dsc_lo = _mm256_permutevar8x32_ps(dsc, dup_lo), dsc_hi = _mm256_permutevar8x32_ps(dsc, dup_hi);
             __m256i w[EMT_PACK_ROWS]; /* output c's 32 codes in order, unsigned */
 #pragma GCC unroll 8
@@ -2327,14 +2347,9 @@ klanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int pr
             for (int r = 0; r < nr; r++) {
                 const emt_xq8 *xb = x + (size_t)r * nb + b0 + s;
                 const __m256i q = _mm256_loadu_si256((const __m256i *)xb->q);
-                __m256i t[EMT_PACK_ROWS]; /* dword i: output c's codes 4i..4i+3 (lane i & 1) */
-#pragma GCC unroll 8
-                for (int c = 0; c < EMT_PACK_ROWS; c++) t[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(w[c], q), ones);
-                /* pairs of outputs: [a lanes 0, 1, b lanes 0, 1] in each half, then the halves added */
-                __m256i p01 = EMT_MERGE_LANES(t[0], t[1], 0x33, 0xCC, 0x4E), p23 = EMT_MERGE_LANES(t[2], t[3], 0x33, 0xCC, 0x4E);
-                __m256i p45 = EMT_MERGE_LANES(t[4], t[5], 0x33, 0xCC, 0x4E), p67 = EMT_MERGE_LANES(t[6], t[7], 0x33, 0xCC, 0x4E);
-                __m256i l0 = _mm256_add_epi32(_mm256_permute2x128_si256(p01, p23, 0x20), _mm256_permute2x128_si256(p01, p23, 0x31));
-                __m256i l1 = _mm256_add_epi32(_mm256_permute2x128_si256(p45, p67, 0x20), _mm256_permute2x128_si256(p45, p67, 0x31));
+                __m256i h[4]; /* [output, lane] of codes 0..15 (h[0]: outputs 0..3) and 16..31 (h[1]) */
+                lanes8_by_half(w, q, h);
+                const __m256i l0 = _mm256_add_epi32(h[0], h[1]), l1 = _mm256_add_epi32(h[2], h[3]);
                 const __m256 dx = _mm256_set1_ps(xb->d);
                 acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(dsc_lo, dx), _mm256_cvtepi32_ps(l0), acc[r][0]);
                 acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(dsc_hi, dx), _mm256_cvtepi32_ps(l1), acc[r][1]);
@@ -2426,7 +2441,6 @@ static inline __attribute__((always_inline)) void
 k6lanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int prefetch, float *out) {
     const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(EMT_Q6_K);
     const __m128i nib = _mm_set1_epi8(0x0F), three = _mm_set1_epi8(3);
-    const __m256i ones = _mm256_set1_epi16(1);
     const __m256i dup_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
     __m256 acc[EMT_LANES_ROWS][2];
 #pragma GCC unroll 4
@@ -2458,21 +2472,15 @@ k6lanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int p
             for (int r = 0; r < nr; r++) {
                 const emt_xq8 *xb = x + (size_t)r * nb + b0 + s;
                 const __m256i q = _mm256_loadu_si256((const __m256i *)xb->q);
-                __m256i t[EMT_PACK_ROWS]; /* dword i: output c's codes 4i..4i+3 (half i / 4, lane i & 1) */
-#pragma GCC unroll 8
-                for (int c = 0; c < EMT_PACK_ROWS; c++) t[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(w[c], q), ones);
-                /* [a (h0, e0), a (h0, e1), b (h0, e0), b (h0, e1) | the same for h1] */
-                __m256i p01 = EMT_MERGE_LANES(t[0], t[1], 0x33, 0xCC, 0x4E), p23 = EMT_MERGE_LANES(t[2], t[3], 0x33, 0xCC, 0x4E);
-                __m256i p45 = EMT_MERGE_LANES(t[4], t[5], 0x33, 0xCC, 0x4E), p67 = EMT_MERGE_LANES(t[6], t[7], 0x33, 0xCC, 0x4E);
+                __m256i h[4];
+                lanes8_by_half(w, q, h);
                 /* the codes' offset: -32 times the lane's activation sum, per half */
                 const __m256i b0v = _mm256_set1_epi64x((long long)((uint64_t)(uint32_t)(-32 * xb->lsum[0]) |
                                                                    (uint64_t)(uint32_t)(-32 * xb->lsum[1]) << 32));
                 const __m256i b1v = _mm256_set1_epi64x((long long)((uint64_t)(uint32_t)(-32 * xb->lsum[2]) |
                                                                    (uint64_t)(uint32_t)(-32 * xb->lsum[3]) << 32));
-                __m256i h0a = _mm256_add_epi32(_mm256_permute2x128_si256(p01, p23, 0x20), b0v);
-                __m256i h1a = _mm256_add_epi32(_mm256_permute2x128_si256(p01, p23, 0x31), b1v);
-                __m256i h0b = _mm256_add_epi32(_mm256_permute2x128_si256(p45, p67, 0x20), b0v);
-                __m256i h1b = _mm256_add_epi32(_mm256_permute2x128_si256(p45, p67, 0x31), b1v);
+                const __m256i h0a = _mm256_add_epi32(h[0], b0v), h1a = _mm256_add_epi32(h[1], b1v);
+                const __m256i h0b = _mm256_add_epi32(h[2], b0v), h1b = _mm256_add_epi32(h[3], b1v);
                 const __m256 dx = _mm256_set1_ps(xb->d);
                 acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(h0_03, dx), _mm256_cvtepi32_ps(h0a), acc[r][0]);
                 acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(h0_47, dx), _mm256_cvtepi32_ps(h0b), acc[r][1]);

@@ -110,6 +110,17 @@ static inline void decode_q6_k(const uint8_t *w, __m256i lo[8], __m256i hi[8], f
 }
 #endif
 
+/* Whether kdot_rows streams this product's weights itself (kdot_one: one
+ * row of a K-quant), so the caller asks for none ahead. */
+static inline int kdot_streams(emt_dtype t, int32_t n_rows) {
+#ifdef __AVX2__
+    return n_rows == 1 && emt_is_kpacked_type(t);
+#else
+    (void)t, (void)n_rows;
+    return 0;
+#endif
+}
+
 #ifdef __AVX2__
 /* kdot_rows for one activation row (the AR step) of Q4_K, Q5_K or Q6_K:
  * each 32-value block decoded and multiplied at once, so the 16 decoded
@@ -171,7 +182,7 @@ static inline __attribute__((always_inline)) float kdot_one(emt_dtype t, const u
 static inline __attribute__((always_inline)) void
 kdot_rows(emt_dtype t, const uint8_t *w, const emt_xq *x, int32_t nb, int nr, float *out) {
 #ifdef __AVX2__
-    if (nr == 1 && t != EMT_Q5_0 && t != EMT_Q5_1) {
+    if (kdot_streams(t, nr)) {
         out[0] = kdot_one(t, w, x, nb);
         return;
     }

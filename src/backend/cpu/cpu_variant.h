@@ -1576,10 +1576,7 @@ qmatmul_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
     float v[EMT_QROWS];
     for (int32_t o = o0; o < o1; o++) {
         const uint8_t *w = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
-#ifdef __AVX2__
-        if (j->n_rows > 1 || !emt_is_kblock_type(t) || t == EMT_Q5_0 || t == EMT_Q5_1) /* kdot_one streams its own */
-#endif
-            prefetch_ahead(w, j->row_bytes);
+        if (!kdot_streams(t, j->n_rows)) prefetch_ahead(w, j->row_bytes);
         for (int32_t r0 = 0; r0 < j->n_rows; r0 += EMT_QROWS) {
             int nr = j->n_rows - r0 < EMT_QROWS ? j->n_rows - r0 : EMT_QROWS;
             const float *x = j->x + (size_t)r0 * j->n_in;

@@ -2317,7 +2317,7 @@ klanes_rows_avx2(const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int pref
 static inline __attribute__((always_inline)) void
 klanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int prefetch, float *out) {
     const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(EMT_Q4_K);
-    const __m128i nib = _mm_set1_epi8(0x0F);
+    const __m256i nib = _mm256_set1_epi8(0x0F);
     const __m256i dup_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
     __m256 acc[EMT_LANES_ROWS][2], mins[EMT_LANES_ROWS];
 #pragma GCC unroll 4
@@ -2335,10 +2335,12 @@ klanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int pr
             const __m256 dsc = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
             const __m256 dsc_lo = _mm256_permutevar8x32_ps(dsc, dup_lo), dsc_hi = _mm256_permutevar8x32_ps(dsc, dup_hi);
             __m256i w[EMT_PACK_ROWS]; /* output c's 32 codes in order, unsigned */
-#pragma GCC unroll 8
-            for (int c = 0; c < EMT_PACK_ROWS; c++) {
-                const __m128i v = _mm_loadu_si128((const __m128i *)(g + EMT_PK4_QS + 128 * s + 16 * c));
-                w[c] = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), nib), _mm_and_si128(v, nib));
+#pragma GCC unroll 4
+            for (int c = 0; c < EMT_PACK_ROWS; c += 2) { /* two outputs' 32 bytes at a time */
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(g + EMT_PK4_QS + 128 * s + 16 * c));
+                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
+                w[c] = _mm256_permute2x128_si256(lo, hi, 0x20);
+                w[c + 1] = _mm256_permute2x128_si256(lo, hi, 0x31);
             }
 #pragma GCC unroll 4
             for (int r = 0; r < nr; r++) {
@@ -2380,6 +2382,29 @@ static inline __attribute__((always_inline)) void q6_codes_avx2(const uint8_t *g
                            bias);
 }
 
+/* Packed Q6_K on AVX2: outputs c and c + 1 of a group, sub-block s, as
+ * unsigned bytes q (0..63): lo holds codes 0..15 of output c (low 128
+ * bits) and of c + 1 (high), hi codes 16..31. Decoded 32 bytes at a time:
+ * half the instructions per output of a 16-byte decode. The qh fields of
+ * sub-block s sit at bits 0..3 of each byte after the shift (a 16-bit
+ * shift's carry from the next byte lands at bits 4..7 and is masked). */
+static inline __attribute__((always_inline)) void q6_bytes2_avx2(const uint8_t *g, int s, int c, __m256i *lo, __m256i *hi) {
+    const __m256i nib = _mm256_set1_epi8(0x0F), top = _mm256_set1_epi8(0x30);
+    const __m256i ql = _mm256_loadu_si256((const __m256i *)(g + EMT_PK6_QL + 128 * s + 16 * c));
+    const __m256i qh = _mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(g + EMT_PK6_QH + 128 * (s / 2) + 16 * c)),
+                                         4 * (s % 2));
+    *lo = _mm256_or_si256(_mm256_and_si256(ql, nib), _mm256_and_si256(_mm256_slli_epi16(qh, 4), top));
+    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql, 4), nib), _mm256_and_si256(_mm256_slli_epi16(qh, 2), top));
+}
+
+/* The Q6_K kernels below take tiles of up to 8 rows where the other AVX2
+ * kernels take 4: Q6_K's decode (about twice Q4_K's per sub-block) is what
+ * the tile's rows share, and 8 rows' accumulators, partly spilled, cost
+ * less than decoding twice (bench_qkernels: 8 rows and more 33 -> 37-39
+ * multiply-adds per ns at 8 bits, 27-28 -> 29-32 at 16; Q4_K measured no
+ * faster at 8). */
+#define EMT_K6_LANES_ROWS 8
+
 /* Packed Q6_K, 16-bit activations: as klanes_rows_avx2, but the codes
  * scaled first (each 16-value half by its int8 scale, as kdot_rows does),
  * one FMA per sum group (half a super-block), no minimum term. */
@@ -2387,8 +2412,8 @@ static inline __attribute__((always_inline)) void
 k6lanes_rows_avx2(const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int prefetch, float *out) {
     const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(EMT_Q6_K);
     const int group = emt_kblock_sum_group(EMT_Q6_K);
-    __m256 acc[EMT_LANES_ROWS][EMT_PACK_ROWS];
-#pragma GCC unroll 4
+    __m256 acc[EMT_K6_LANES_ROWS][EMT_PACK_ROWS];
+#pragma GCC unroll 8
     for (int r = 0; r < nr; r++)
         for (int c = 0; c < EMT_PACK_ROWS; c++) acc[r][c] = _mm256_setzero_ps();
     for (int32_t b0 = 0; b0 < nb; b0 += 8, g += gb) {
@@ -2396,14 +2421,14 @@ k6lanes_rows_avx2(const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int pre
         if (prefetch)
             for (int s = 0; s < 8; s++) prefetch_part(g, gb, s, 8);
         for (int s0 = 0; s0 < 8; s0 += group) {
-            __m256 wx[EMT_LANES_ROWS];
-#pragma GCC unroll 4
+            __m256 wx[EMT_K6_LANES_ROWS];
+#pragma GCC unroll 8
             for (int r = 0; r < nr; r++) wx[r] = _mm256_mul_ps(dw, _mm256_set1_ps(x[(size_t)r * nb + b0 + s0 + group - 1].d));
             for (int c = 0; c < EMT_PACK_ROWS; c++) {
-                __m256i isum[EMT_LANES_ROWS];
-#pragma GCC unroll 4
+                __m256i isum[EMT_K6_LANES_ROWS];
+#pragma GCC unroll 8
                 for (int r = 0; r < nr; r++) isum[r] = _mm256_setzero_si256();
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int s = s0; s < s0 + group; s++) {
                     __m256i lo, hi;
                     q6_codes_avx2(g, s, c, &lo, &hi);
@@ -2411,21 +2436,21 @@ k6lanes_rows_avx2(const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int pre
                     const int8_t *sc = (const int8_t *)(g + EMT_PK6_SC + 16 * s + 2 * c);
                     lo = _mm256_mullo_epi16(lo, _mm256_set1_epi16(sc[0]));
                     hi = _mm256_mullo_epi16(hi, _mm256_set1_epi16(sc[1]));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                     for (int r = 0; r < nr; r++) {
                         const emt_xq *xb = x + (size_t)r * nb + b0 + s;
                         isum[r] = dot_i16(dot_i16(isum[r], lo, _mm256_loadu_si256((const __m256i *)xb->q)), hi,
                                           _mm256_loadu_si256((const __m256i *)(xb->q + 16)));
                     }
                 }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
                 for (int r = 0; r < nr; r++)
                     acc[r][c] = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(wx[r], _mm256_set1_epi32(c)),
                                                 _mm256_cvtepi32_ps(isum[r]), acc[r][c]);
             }
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < nr; r++)
         for (int c = 0; c < EMT_PACK_ROWS; c++) out[r * 8 + c] = hsum_ps(acc[r][c]) + 0.0f; /* the reference's zero minimum sum */
 }
@@ -2437,10 +2462,9 @@ k6lanes_rows_avx2(const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int pre
 static inline __attribute__((always_inline)) void
 k6lanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int prefetch, float *out) {
     const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(EMT_Q6_K);
-    const __m128i nib = _mm_set1_epi8(0x0F), three = _mm_set1_epi8(3);
     const __m256i dup_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
-    __m256 acc[EMT_LANES_ROWS][2];
-#pragma GCC unroll 4
+    __m256 acc[EMT_K6_LANES_ROWS][2];
+#pragma GCC unroll 8
     for (int r = 0; r < nr; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     for (int32_t b0 = 0; b0 < nb; b0 += 8, g += gb) {
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
@@ -2454,18 +2478,14 @@ k6lanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int p
             const __m256 h0_03 = _mm256_moveldup_ps(s03), h1_03 = _mm256_movehdup_ps(s03);
             const __m256 h0_47 = _mm256_moveldup_ps(s47), h1_47 = _mm256_movehdup_ps(s47);
             __m256i w[EMT_PACK_ROWS]; /* output c's 32 codes q (0..63) in order */
-            const int sh = 4 * (s % 2);
-#pragma GCC unroll 8
-            for (int c = 0; c < EMT_PACK_ROWS; c++) {
-                const __m128i v = _mm_loadu_si128((const __m128i *)(g + EMT_PK6_QL + 128 * s + 16 * c));
-                const __m128i h = _mm_srl_epi16(_mm_loadu_si128((const __m128i *)(g + EMT_PK6_QH + 128 * (s / 2) + 16 * c)),
-                                                _mm_cvtsi32_si128(sh));
-                const __m128i lo = _mm_or_si128(_mm_and_si128(v, nib), _mm_slli_epi16(_mm_and_si128(h, three), 4));
-                const __m128i hi = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(v, 4), nib),
-                                                _mm_slli_epi16(_mm_and_si128(_mm_srli_epi16(h, 2), three), 4));
-                w[c] = _mm256_set_m128i(hi, lo);
-            }
 #pragma GCC unroll 4
+            for (int c = 0; c < EMT_PACK_ROWS; c += 2) {
+                __m256i lo, hi;
+                q6_bytes2_avx2(g, s, c, &lo, &hi);
+                w[c] = _mm256_permute2x128_si256(lo, hi, 0x20);
+                w[c + 1] = _mm256_permute2x128_si256(lo, hi, 0x31);
+            }
+#pragma GCC unroll 8
             for (int r = 0; r < nr; r++) {
                 const emt_xq8 *xb = x + (size_t)r * nb + b0 + s;
                 const __m256i q = _mm256_loadu_si256((const __m256i *)xb->q);
@@ -2486,7 +2506,7 @@ k6lanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int p
             }
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < nr; r++) {
         float a[16];
         _mm256_storeu_ps(a, acc[r][0]);
@@ -2496,20 +2516,23 @@ k6lanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int p
 }
 
 /* Outputs [o0, o1) (o0 a multiple of 8) of a packed Q4_0 / Q4_1 / Q8_0 /
- * Q4_K / Q6_K matrix for every row, 16- or 8-bit: tiles of EMT_LANES_ROWS rows x one
- * group's 8 outputs, the rows in blocks of 32 that stay in cache while the
- * groups pass; a block's first tile asks for the weights ahead. */
+ * Q4_K / Q6_K matrix for every row, 16- or 8-bit: tiles of EMT_LANES_ROWS
+ * rows (Q6_K: EMT_K6_LANES_ROWS) x one group's 8 outputs, the rows in
+ * blocks of 32 that stay in cache while the groups pass; a block's first
+ * tile asks for the weights ahead. */
 static inline __attribute__((always_inline)) void lanes_range(const qmatmul_job *j, emt_dtype t, int32_t o0,
                                                               int32_t o1) {
     int32_t nb = j->n_in / EMT_QK;
-    float v[EMT_LANES_ROWS * EMT_PACK_ROWS];
+    /* the tile: 8 rows for the Q6_K kernels, 4 for the others */
+    const int tile = t == EMT_Q6_K ? EMT_K6_LANES_ROWS : EMT_LANES_ROWS;
+    float v[EMT_K6_LANES_ROWS * EMT_PACK_ROWS];
     for (int32_t rb0 = 0; rb0 < j->n_rows; rb0 += 32) {
         int32_t rb1 = rb0 + 32 < j->n_rows ? rb0 + 32 : j->n_rows;
         for (int32_t o = o0; o < o1; o += EMT_PACK_ROWS) {
             const uint8_t *g = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
             int nc = o1 - o < EMT_PACK_ROWS ? o1 - o : EMT_PACK_ROWS;
-            for (int32_t r0 = rb0; r0 < rb1; r0 += EMT_LANES_ROWS) {
-                int nr = rb1 - r0 < EMT_LANES_ROWS ? rb1 - r0 : EMT_LANES_ROWS;
+            for (int32_t r0 = rb0; r0 < rb1; r0 += tile) {
+                int nr = rb1 - r0 < tile ? rb1 - r0 : tile;
                 const int first = r0 == rb0;
 #define EMT_LANES_CALL(n)                                                                              \
     (t == EMT_Q4_K ? (j->xq8 ? klanes8_rows_avx2(g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)           \
@@ -2518,12 +2541,19 @@ static inline __attribute__((always_inline)) void lanes_range(const qmatmul_job 
                                : k6lanes_rows_avx2(g, j->xq + (size_t)r0 * nb, nb, n, first, v))        \
      : j->xq8      ? lanes8_rows_avx2(t, g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)                  \
                    : lanes_rows_avx2(t, g, j->xq + (size_t)r0 * nb, nb, n, first, v))
+#define EMT_K6_CALL(n) (j->xq8 ? k6lanes8_rows_avx2(g, j->xq8 + (size_t)r0 * nb, nb, n, first, v) \
+                              : k6lanes_rows_avx2(g, j->xq + (size_t)r0 * nb, nb, n, first, v))
                 switch (nr) { /* nr constant in each call: the tile stays in registers */
                 case 1: EMT_LANES_CALL(1); break;
                 case 2: EMT_LANES_CALL(2); break;
                 case 3: EMT_LANES_CALL(3); break;
-                default: EMT_LANES_CALL(4); break;
+                case 4: EMT_LANES_CALL(4); break;
+                case 5: EMT_K6_CALL(5); break; /* 5..8: Q6_K's tiles only */
+                case 6: EMT_K6_CALL(6); break;
+                case 7: EMT_K6_CALL(7); break;
+                default: EMT_K6_CALL(8); break;
                 }
+#undef EMT_K6_CALL
 #undef EMT_LANES_CALL
                 store_tile(j, r0, nr, o, nc, v, EMT_PACK_ROWS);
             }

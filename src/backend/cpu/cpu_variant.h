@@ -2216,26 +2216,40 @@ static inline __m256 kmins_avx2(const uint8_t *g, int s, __m256 dmin) {
     return _mm256_castsi256_ps(_mm256_xor_si256(_mm256_castps_si256(p), _mm256_set1_epi32((int)0x80000000u)));
 }
 
-/* 8 outputs' 32 unsigned codes w[c] (in order) against one row's 32
- * activation codes q, as quant8.h's lanes per half: h[0] = [output 0 lane
- * 0, output 0 lane 1, output 1 lane 0, .., output 3 lane 1] over codes
- * 0..15, h[1] the same over codes 16..31, h[2] and h[3] outputs 4..7. Per
- * output 8 sums of 4 codes (vpmaddubsw, vpmaddwd; no 16-bit sum of codes
- * below 64 can saturate), merged two outputs at a time (blends and one
- * shuffle), then by 128-bit halves. */
-static inline __attribute__((always_inline)) void lanes8_by_half(const __m256i w[EMT_PACK_ROWS], __m256i q,
-                                                                  __m256i h[4]) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    __m256i t[EMT_PACK_ROWS]; /* dword i: output c's codes 4i..4i+3 (half i / 4, lane i & 1) */
-#pragma GCC unroll 8
-    for (int c = 0; c < EMT_PACK_ROWS; c++) t[c] = _mm256_madd_epi16(_mm256_maddubs_epi16(w[c], q), ones);
-    /* [a (h0, e0), a (h0, e1), b (h0, e0), b (h0, e1) | the same for h1] */
-    __m256i p01 = EMT_MERGE_LANES(t[0], t[1], 0x33, 0xCC, 0x4E), p23 = EMT_MERGE_LANES(t[2], t[3], 0x33, 0xCC, 0x4E);
-    __m256i p45 = EMT_MERGE_LANES(t[4], t[5], 0x33, 0xCC, 0x4E), p67 = EMT_MERGE_LANES(t[6], t[7], 0x33, 0xCC, 0x4E);
-    h[0] = _mm256_permute2x128_si256(p01, p23, 0x20);
-    h[1] = _mm256_permute2x128_si256(p01, p23, 0x31);
-    h[2] = _mm256_permute2x128_si256(p45, p67, 0x20);
-    h[3] = _mm256_permute2x128_si256(p45, p67, 0x31);
+/* The 8-bit K kernels' sums (quant8.h's lanes: per 32-value block,
+ * half h = codes 16h..16h+15, lane e = bit 2 of the code index). Two
+ * outputs' codes (c in the low 128 bits, c + 1 in the high; lo = codes
+ * 0..15, hi = 16..31, unsigned bytes) are reordered by dwords into
+ * w[0] = {0-3, 16-19, 4-7, 20-23} and w[1] = {8-11, 24-27, 12-15, 28-31},
+ * a row's activation codes the same way in both halves (pair8_x), and one
+ * vpmaddubsw each, a 16-bit add (|sum| <= 4 * 63 * 127, no saturation)
+ * and one vpmaddwd give per output the four exact sums [(h0, e0), (h1,
+ * e0), (h0, e1), (h1, e1)]: 4 instructions per row and output pair, where
+ * summing each output's 8 dwords and merging 8 outputs to their lanes took
+ * about 38 per row and 8 outputs. */
+static inline __attribute__((always_inline)) void pair8_codes(__m256i lo, __m256i hi, __m256i w[2]) {
+    w[0] = _mm256_unpacklo_epi32(lo, hi);
+    w[1] = _mm256_unpackhi_epi32(lo, hi);
+}
+static inline __attribute__((always_inline)) void pair8_x(const emt_xq8 *xb, __m256i q[2]) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)xb->q);
+    q[0] = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
+    q[1] = _mm256_permutevar8x32_epi32(v, _mm256_setr_epi32(2, 6, 3, 7, 2, 6, 3, 7));
+}
+static inline __m256i pair8_sums(const __m256i w[2], const __m256i q[2]) {
+    return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w[0], q[0]), _mm256_maddubs_epi16(w[1], q[1])),
+                             _mm256_set1_epi16(1));
+}
+/* out[c] = (lane 0 + lane 1) + mins[c] from a row's two accumulators in
+ * the sums' order (acc[0]: outputs 0..3 as [0 e0, 0 e1, 2 e0, 2 e1 | 1 e0,
+ * 1 e1, 3 e0, 3 e1], acc[1]: 4..7) */
+static inline void pair8_store(const __m256 acc[2], __m256 mins, float *out) {
+    float a[16], mn[8];
+    _mm256_storeu_ps(a, acc[0]);
+    _mm256_storeu_ps(a + 8, acc[1]);
+    _mm256_storeu_ps(mn, mins);
+    static const int at[EMT_PACK_ROWS] = { 0, 4, 2, 6, 8, 12, 10, 14 }; /* output c's lane 0 */
+    for (int c = 0; c < EMT_PACK_ROWS; c++) out[c] = (a[at[c]] + a[at[c] + 1]) + mn[c];
 }
 
 /* Packed Q4_K (quant.h's layout) on AVX2: a tile of up to EMT_LANES_ROWS
@@ -2309,16 +2323,15 @@ klanes_rows_avx2(const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int pref
 /* The same at 8-bit activations (quant8.h: per 32-value block two lanes
  * per output, lane e holding the codes j with bit 2 of j equal to e, fused
  * in with the block's float scale d * sc times dx; the minimums by FMA).
- * Per sub-block and output the 32 codes go in as unsigned bytes against the
- * row's 32 activation codes (vpmaddubsw, vpmaddwd: 8 sums of 4 codes), and
- * the 8 outputs' sums are reduced together to their two lanes (blends and
- * one shuffle per merge), outputs 0..3 in one register and 4..7 in
- * another. */
+ * Per sub-block and output pair pair8_sums gives the four (half, lane)
+ * sums, and one vphaddd per two pairs adds the halves: outputs 0..3 come
+ * out as [0 e0, 0 e1, 2 e0, 2 e1 | 1 e0, 1 e1, 3 e0, 3 e1], 4..7 in the
+ * same order in a second register, and the scales are put in that order. */
 static inline __attribute__((always_inline)) void
 klanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int prefetch, float *out) {
     const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(EMT_Q4_K);
     const __m256i nib = _mm256_set1_epi8(0x0F);
-    const __m256i dup_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+    const __m256i ord_lo = _mm256_setr_epi32(0, 0, 2, 2, 1, 1, 3, 3), ord_hi = _mm256_setr_epi32(4, 4, 6, 6, 5, 5, 7, 7);
     __m256 acc[EMT_LANES_ROWS][2], mins[EMT_LANES_ROWS];
 #pragma GCC unroll 4
     for (int r = 0; r < nr; r++) acc[r][0] = acc[r][1] = mins[r] = _mm256_setzero_ps();
@@ -2330,25 +2343,23 @@ klanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int pr
             const __m256 mw = kmins_avx2(g, s, dmin);
             long long scm;
             memcpy(&scm, g + EMT_PK4_SCM + 8 * s, sizeof scm);
-            /* d * sc of the 8 outputs, each twice (its two lanes) */
+            /* d * sc of the 8 outputs in the sums' order, each twice (its two lanes) */
             const __m256i sc = _mm256_and_si256(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(scm)), _mm256_set1_epi32(63));
             const __m256 dsc = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
-            const __m256 dsc_lo = _mm256_permutevar8x32_ps(dsc, dup_lo), dsc_hi = _mm256_permutevar8x32_ps(dsc, dup_hi);
-            __m256i w[EMT_PACK_ROWS]; /* output c's 32 codes in order, unsigned */
+            const __m256 dsc_lo = _mm256_permutevar8x32_ps(dsc, ord_lo), dsc_hi = _mm256_permutevar8x32_ps(dsc, ord_hi);
+            __m256i w[4][2]; /* output pair p (outputs 2p, 2p + 1): pair8_codes */
 #pragma GCC unroll 4
-            for (int c = 0; c < EMT_PACK_ROWS; c += 2) { /* two outputs' 32 bytes at a time */
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(g + EMT_PK4_QS + 128 * s + 16 * c));
-                const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), nib);
-                w[c] = _mm256_permute2x128_si256(lo, hi, 0x20);
-                w[c + 1] = _mm256_permute2x128_si256(lo, hi, 0x31);
+            for (int p = 0; p < 4; p++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(g + EMT_PK4_QS + 128 * s + 32 * p));
+                pair8_codes(_mm256_and_si256(v, nib), _mm256_and_si256(_mm256_srli_epi16(v, 4), nib), w[p]);
             }
 #pragma GCC unroll 4
             for (int r = 0; r < nr; r++) {
                 const emt_xq8 *xb = x + (size_t)r * nb + b0 + s;
-                const __m256i q = _mm256_loadu_si256((const __m256i *)xb->q);
-                __m256i h[4]; /* [output, lane] of codes 0..15 (h[0]: outputs 0..3) and 16..31 (h[1]) */
-                lanes8_by_half(w, q, h);
-                const __m256i l0 = _mm256_add_epi32(h[0], h[1]), l1 = _mm256_add_epi32(h[2], h[3]);
+                __m256i q[2];
+                pair8_x(xb, q);
+                const __m256i l0 = _mm256_hadd_epi32(pair8_sums(w[0], q), pair8_sums(w[1], q));
+                const __m256i l1 = _mm256_hadd_epi32(pair8_sums(w[2], q), pair8_sums(w[3], q));
                 const __m256 dx = _mm256_set1_ps(xb->d);
                 acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(dsc_lo, dx), _mm256_cvtepi32_ps(l0), acc[r][0]);
                 acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(dsc_hi, dx), _mm256_cvtepi32_ps(l1), acc[r][1]);
@@ -2357,13 +2368,7 @@ klanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int pr
         }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < nr; r++) {
-        float a[16], mn[8];
-        _mm256_storeu_ps(a, acc[r][0]);
-        _mm256_storeu_ps(a + 8, acc[r][1]);
-        _mm256_storeu_ps(mn, mins[r]);
-        for (int c = 0; c < EMT_PACK_ROWS; c++) out[r * 8 + c] = (a[2 * c] + a[2 * c + 1]) + mn[c];
-    }
+    for (int r = 0; r < nr; r++) pair8_store(acc[r], mins[r], out + 8 * r);
 }
 
 /* Packed Q6_K on AVX2: output c of a group, sub-block s as 16-bit codes
@@ -2457,12 +2462,15 @@ k6lanes_rows_avx2(const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int pre
 
 /* Packed Q6_K, 8-bit activations (quant8.h: per block and half h, each
  * lane's exact sum fused in with d * scale_h * dx, half 0 first): the codes
- * q unsigned through vpmaddubsw, 32 times the lane's activation sum
- * (emt_xq8.lsum) taken off; the 8 outputs' sums merged to (half, lane). */
+ * q unsigned through pair8_sums, 32 times the (half, lane)'s activation sum
+ * (emt_xq8.lsum) taken off; two output pairs' sums regrouped by half
+ * (outputs 0..3 as [0 e0, 0 e1, 2 e0, 2 e1 | 1 e0, 1 e1, 3 e0, 3 e1]). */
 static inline __attribute__((always_inline)) void
 k6lanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int prefetch, float *out) {
     const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(EMT_Q6_K);
     const __m256i dup_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
+    /* (output, half) scales [0h0 0h1 1h0 1h1 2h0 2h1 3h0 3h1] -> the sums' order, of half 0 and of half 1 */
+    const __m256i half0 = _mm256_setr_epi32(0, 0, 4, 4, 2, 2, 6, 6), half1 = _mm256_setr_epi32(1, 1, 5, 5, 3, 3, 7, 7);
     __m256 acc[EMT_K6_LANES_ROWS][2];
 #pragma GCC unroll 8
     for (int r = 0; r < nr; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
@@ -2471,48 +2479,45 @@ k6lanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int p
         const __m256 d_lo = _mm256_permutevar8x32_ps(d, dup_lo), d_hi = _mm256_permutevar8x32_ps(d, dup_hi);
         for (int s = 0; s < 8; s++) {
             if (prefetch) prefetch_part(g, gb, s, 8);
-            /* d * scale of outputs 0..3 (4..7) by (output, half): the half-0 and half-1 scales each twice */
+            /* d * scale of outputs 0..3 (4..7) by (output, half), then in the sums' order per half */
             const __m128i sc = _mm_loadu_si128((const __m128i *)(g + EMT_PK6_SC + 16 * s));
             const __m256 s03 = _mm256_mul_ps(d_lo, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
             const __m256 s47 = _mm256_mul_ps(d_hi, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))));
-            const __m256 h0_03 = _mm256_moveldup_ps(s03), h1_03 = _mm256_movehdup_ps(s03);
-            const __m256 h0_47 = _mm256_moveldup_ps(s47), h1_47 = _mm256_movehdup_ps(s47);
-            __m256i w[EMT_PACK_ROWS]; /* output c's 32 codes q (0..63) in order */
+            const __m256 h0_03 = _mm256_permutevar8x32_ps(s03, half0), h1_03 = _mm256_permutevar8x32_ps(s03, half1);
+            const __m256 h0_47 = _mm256_permutevar8x32_ps(s47, half0), h1_47 = _mm256_permutevar8x32_ps(s47, half1);
+            __m256i w[4][2]; /* output pair p: pair8_codes of the codes q (0..63) */
 #pragma GCC unroll 4
-            for (int c = 0; c < EMT_PACK_ROWS; c += 2) {
+            for (int p = 0; p < 4; p++) {
                 __m256i lo, hi;
-                q6_bytes2_avx2(g, s, c, &lo, &hi);
-                w[c] = _mm256_permute2x128_si256(lo, hi, 0x20);
-                w[c + 1] = _mm256_permute2x128_si256(lo, hi, 0x31);
+                q6_bytes2_avx2(g, s, 2 * p, &lo, &hi);
+                pair8_codes(lo, hi, w[p]);
             }
 #pragma GCC unroll 8
             for (int r = 0; r < nr; r++) {
                 const emt_xq8 *xb = x + (size_t)r * nb + b0 + s;
-                const __m256i q = _mm256_loadu_si256((const __m256i *)xb->q);
-                __m256i h[4];
-                lanes8_by_half(w, q, h);
-                /* the codes' offset: -32 times the lane's activation sum, per half */
-                const __m256i b0v = _mm256_set1_epi64x((long long)((uint64_t)(uint32_t)(-32 * xb->lsum[0]) |
-                                                                   (uint64_t)(uint32_t)(-32 * xb->lsum[1]) << 32));
-                const __m256i b1v = _mm256_set1_epi64x((long long)((uint64_t)(uint32_t)(-32 * xb->lsum[2]) |
-                                                                   (uint64_t)(uint32_t)(-32 * xb->lsum[3]) << 32));
-                const __m256i h0a = _mm256_add_epi32(h[0], b0v), h1a = _mm256_add_epi32(h[1], b1v);
-                const __m256i h0b = _mm256_add_epi32(h[2], b0v), h1b = _mm256_add_epi32(h[3], b1v);
+                __m256i q[2];
+                pair8_x(xb, q);
+                /* the codes' offset: -32 times the activation sum of each (half, lane), in pair8_sums' order */
+                const int32_t o0 = -32 * xb->lsum[0], o1 = -32 * xb->lsum[1], o2 = -32 * xb->lsum[2], o3 = -32 * xb->lsum[3];
+                const __m256i bias = _mm256_setr_epi32(o0, o2, o1, o3, o0, o2, o1, o3);
+                __m256i t[4]; /* per pair, by output: [h0 e0, h0 e1, h1 e0, h1 e1] */
+#pragma GCC unroll 4
+                for (int p = 0; p < 4; p++) t[p] = _mm256_shuffle_epi32(_mm256_add_epi32(pair8_sums(w[p], q), bias), 0xD8);
                 const __m256 dx = _mm256_set1_ps(xb->d);
-                acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(h0_03, dx), _mm256_cvtepi32_ps(h0a), acc[r][0]);
-                acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(h0_47, dx), _mm256_cvtepi32_ps(h0b), acc[r][1]);
-                acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(h1_03, dx), _mm256_cvtepi32_ps(h1a), acc[r][0]);
-                acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(h1_47, dx), _mm256_cvtepi32_ps(h1b), acc[r][1]);
+                /* outputs 0..3 (pairs 0, 1) and 4..7 (pairs 2, 3): half 0's lanes, then half 1's */
+                acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(h0_03, dx), _mm256_cvtepi32_ps(_mm256_unpacklo_epi64(t[0], t[1])),
+                                            acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(h0_47, dx), _mm256_cvtepi32_ps(_mm256_unpacklo_epi64(t[2], t[3])),
+                                            acc[r][1]);
+                acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(h1_03, dx), _mm256_cvtepi32_ps(_mm256_unpackhi_epi64(t[0], t[1])),
+                                            acc[r][0]);
+                acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(h1_47, dx), _mm256_cvtepi32_ps(_mm256_unpackhi_epi64(t[2], t[3])),
+                                            acc[r][1]);
             }
         }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) {
-        float a[16];
-        _mm256_storeu_ps(a, acc[r][0]);
-        _mm256_storeu_ps(a + 8, acc[r][1]);
-        for (int c = 0; c < EMT_PACK_ROWS; c++) out[r * 8 + c] = (a[2 * c] + a[2 * c + 1]) + 0.0f; /* + the zero minimum sum */
-    }
+    for (int r = 0; r < nr; r++) pair8_store(acc[r], _mm256_setzero_ps(), out + 8 * r); /* + the zero minimum sum */
 }
 
 /* Outputs [o0, o1) (o0 a multiple of 8) of a packed Q4_0 / Q4_1 / Q8_0 /

@@ -2525,8 +2525,8 @@ k6lanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int p
  * rows (Q6_K: EMT_K6_LANES_ROWS) x one group's 8 outputs, the rows in
  * blocks of 32 that stay in cache while the groups pass; a block's first
  * tile asks for the weights ahead. */
-static inline __attribute__((always_inline)) void lanes_range(const qmatmul_job *j, emt_dtype t, int32_t o0,
-                                                              int32_t o1) {
+static inline __attribute__((always_inline)) void lanes_range(const qmatmul_job *j, emt_dtype t, int bits8,
+                                                              int32_t o0, int32_t o1) {
     int32_t nb = j->n_in / EMT_QK;
     /* the tile: 8 rows for the Q6_K kernels, 4 for the others */
     const int tile = t == EMT_Q6_K ? EMT_K6_LANES_ROWS : EMT_LANES_ROWS;
@@ -2540,20 +2540,24 @@ static inline __attribute__((always_inline)) void lanes_range(const qmatmul_job 
                 int nr = rb1 - r0 < tile ? rb1 - r0 : tile;
                 const int first = r0 == rb0;
 #define EMT_LANES_CALL(n)                                                                              \
-    (t == EMT_Q4_K ? (j->xq8 ? klanes8_rows_avx2(g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)           \
+    (t == EMT_Q4_K ? (bits8 ? klanes8_rows_avx2(g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)           \
                              : klanes_rows_avx2(g, j->xq + (size_t)r0 * nb, nb, n, first, v))           \
-     : t == EMT_Q6_K ? (j->xq8 ? k6lanes8_rows_avx2(g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)        \
+     : t == EMT_Q6_K ? (bits8 ? k6lanes8_rows_avx2(g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)        \
                                : k6lanes_rows_avx2(g, j->xq + (size_t)r0 * nb, nb, n, first, v))        \
-     : j->xq8      ? lanes8_rows_avx2(t, g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)                  \
+     : bits8        ? lanes8_rows_avx2(t, g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)                  \
                    : lanes_rows_avx2(t, g, j->xq + (size_t)r0 * nb, nb, n, first, v))
-#define EMT_K6_CALL(n) (j->xq8 ? k6lanes8_rows_avx2(g, j->xq8 + (size_t)r0 * nb, nb, n, first, v) \
-                              : k6lanes_rows_avx2(g, j->xq + (size_t)r0 * nb, nb, n, first, v))
+/* 5..8 rows: Q6_K's tiles only (for the other types t rules the calls out
+ * at compile time, so their code stays as with tiles of 4) */
+#define EMT_K6_CALL(n)                                                                                 \
+    if (t == EMT_Q6_K)                                                                                 \
+        (bits8 ? k6lanes8_rows_avx2(g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)                     \
+                : k6lanes_rows_avx2(g, j->xq + (size_t)r0 * nb, nb, n, first, v))
                 switch (nr) { /* nr constant in each call: the tile stays in registers */
                 case 1: EMT_LANES_CALL(1); break;
                 case 2: EMT_LANES_CALL(2); break;
                 case 3: EMT_LANES_CALL(3); break;
                 case 4: EMT_LANES_CALL(4); break;
-                case 5: EMT_K6_CALL(5); break; /* 5..8: Q6_K's tiles only */
+                case 5: EMT_K6_CALL(5); break;
                 case 6: EMT_K6_CALL(6); break;
                 case 7: EMT_K6_CALL(7); break;
                 default: EMT_K6_CALL(8); break;
@@ -2565,6 +2569,26 @@ static inline __attribute__((always_inline)) void lanes_range(const qmatmul_job 
         }
     }
 }
+
+/* One function per type and activation width: each kernel family gets
+ * its own registers and code (inlined together into qmatmul_task, adding
+ * the 8-bit K kernels and the Q6_K tiles of 8 made the unchanged 16-bit
+ * Q4_K kernel 5-8% slower at 2-8 rows). */
+#define EMT_LANES_FN(name, T, B)                                                                        \
+    static __attribute__((noinline)) void name(const qmatmul_job *j, int32_t o0, int32_t o1) {          \
+        lanes_range(j, T, B, o0, o1);                                                                   \
+    }
+EMT_LANES_FN(lanes_q4_0_16, EMT_Q4_0, 0)
+EMT_LANES_FN(lanes_q4_0_8, EMT_Q4_0, 1)
+EMT_LANES_FN(lanes_q4_1_16, EMT_Q4_1, 0)
+EMT_LANES_FN(lanes_q4_1_8, EMT_Q4_1, 1)
+EMT_LANES_FN(lanes_q8_0_16, EMT_Q8_0, 0)
+EMT_LANES_FN(lanes_q8_0_8, EMT_Q8_0, 1)
+EMT_LANES_FN(lanes_q4_k_16, EMT_Q4_K, 0)
+EMT_LANES_FN(lanes_q4_k_8, EMT_Q4_K, 1)
+EMT_LANES_FN(lanes_q6_k_16, EMT_Q6_K, 0)
+EMT_LANES_FN(lanes_q6_k_8, EMT_Q6_K, 1)
+#undef EMT_LANES_FN
 #endif
 
 #ifdef EMT_CPU_PACKED
@@ -2606,12 +2630,13 @@ static void qmatmul_task(void *ctx, int32_t task) {
     int32_t o1 = o0 + j->chunk < j->n_out ? o0 + j->chunk : j->n_out;
 #ifdef EMT_CPU_PACKS_LANES
     if (j->W->packed) { /* 16- or 8-bit rows */
+        const int b8 = j->xq8 != NULL;
         switch (j->W->dtype) {
-        case EMT_Q4_0: lanes_range(j, EMT_Q4_0, o0, o1); return;
-        case EMT_Q4_1: lanes_range(j, EMT_Q4_1, o0, o1); return;
-        case EMT_Q4_K: lanes_range(j, EMT_Q4_K, o0, o1); return;
-        case EMT_Q6_K: lanes_range(j, EMT_Q6_K, o0, o1); return;
-        default: lanes_range(j, EMT_Q8_0, o0, o1); return;
+        case EMT_Q4_0: (b8 ? lanes_q4_0_8 : lanes_q4_0_16)(j, o0, o1); return;
+        case EMT_Q4_1: (b8 ? lanes_q4_1_8 : lanes_q4_1_16)(j, o0, o1); return;
+        case EMT_Q4_K: (b8 ? lanes_q4_k_8 : lanes_q4_k_16)(j, o0, o1); return;
+        case EMT_Q6_K: (b8 ? lanes_q6_k_8 : lanes_q6_k_16)(j, o0, o1); return;
+        default: (b8 ? lanes_q8_0_8 : lanes_q8_0_16)(j, o0, o1); return;
         }
     }
 #endif

@@ -2624,6 +2624,31 @@ packed8_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
 }
 #endif
 
+#ifdef EMT_CPU_PACKED
+/* As the AVX2 variant's lanes_* functions: one non-inlined function per
+ * packed type and activation width, so that each kernel family gets its
+ * own register allocation. */
+#define EMT_PACKED_FN(name, range, T)                                                                   \
+    static __attribute__((noinline)) void name(const qmatmul_job *j, int32_t o0, int32_t o1) {          \
+        range(j, T, o0, o1);                                                                            \
+    }
+EMT_PACKED_FN(packed_q4_0_16, packed_range, EMT_Q4_0)
+EMT_PACKED_FN(packed_q4_1_16, packed_range, EMT_Q4_1)
+EMT_PACKED_FN(packed_q8_0_16, packed_range, EMT_Q8_0)
+EMT_PACKED_FN(packed_q5_0_16, packed_range, EMT_Q5_0)
+EMT_PACKED_FN(packed_q4_k_16, packed_range, EMT_Q4_K)
+EMT_PACKED_FN(packed_q5_k_16, packed_range, EMT_Q5_K)
+EMT_PACKED_FN(packed_q6_k_16, packed_range, EMT_Q6_K)
+EMT_PACKED_FN(packed_q4_0_8, packed8_range, EMT_Q4_0)
+EMT_PACKED_FN(packed_q4_1_8, packed8_range, EMT_Q4_1)
+EMT_PACKED_FN(packed_q8_0_8, packed8_range, EMT_Q8_0)
+EMT_PACKED_FN(packed_q5_0_8, packed8_range, EMT_Q5_0)
+EMT_PACKED_FN(packed_q4_k_8, packed8_range, EMT_Q4_K)
+EMT_PACKED_FN(packed_q5_k_8, packed8_range, EMT_Q5_K)
+EMT_PACKED_FN(packed_q6_k_8, packed8_range, EMT_Q6_K)
+#undef EMT_PACKED_FN
+#endif
+
 static void qmatmul_task(void *ctx, int32_t task) {
     const qmatmul_job *j = ctx;
     int32_t o0 = task * j->chunk;
@@ -2644,13 +2669,13 @@ static void qmatmul_task(void *ctx, int32_t task) {
 #ifdef EMT_CPU_PACKED
         if (j->W->packed) {
             switch (j->W->dtype) {
-            case EMT_Q4_0: packed8_range(j, EMT_Q4_0, o0, o1); return;
-            case EMT_Q4_1: packed8_range(j, EMT_Q4_1, o0, o1); return;
-            case EMT_Q8_0: packed8_range(j, EMT_Q8_0, o0, o1); return;
-            case EMT_Q5_0: packed8_range(j, EMT_Q5_0, o0, o1); return;
-            case EMT_Q4_K: packed8_range(j, EMT_Q4_K, o0, o1); return;
-            case EMT_Q5_K: packed8_range(j, EMT_Q5_K, o0, o1); return;
-            default: packed8_range(j, EMT_Q6_K, o0, o1); return;
+            case EMT_Q4_0: packed_q4_0_8(j, o0, o1); return;
+            case EMT_Q4_1: packed_q4_1_8(j, o0, o1); return;
+            case EMT_Q8_0: packed_q8_0_8(j, o0, o1); return;
+            case EMT_Q5_0: packed_q5_0_8(j, o0, o1); return;
+            case EMT_Q4_K: packed_q4_k_8(j, o0, o1); return;
+            case EMT_Q5_K: packed_q5_k_8(j, o0, o1); return;
+            default: packed_q6_k_8(j, o0, o1); return;
             }
         }
 #endif
@@ -2671,14 +2696,15 @@ static void qmatmul_task(void *ctx, int32_t task) {
     }
 #ifdef EMT_CPU_PACKED
     if (j->W->packed) {
-        if (j->W->dtype == EMT_Q4_0) packed_range(j, EMT_Q4_0, o0, o1);
-        else if (j->W->dtype == EMT_Q4_1) packed_range(j, EMT_Q4_1, o0, o1);
-        else if (j->W->dtype == EMT_Q5_0) packed_range(j, EMT_Q5_0, o0, o1);
-        else if (j->W->dtype == EMT_Q4_K) packed_range(j, EMT_Q4_K, o0, o1);
-        else if (j->W->dtype == EMT_Q5_K) packed_range(j, EMT_Q5_K, o0, o1);
-        else if (j->W->dtype == EMT_Q6_K) packed_range(j, EMT_Q6_K, o0, o1);
-        else packed_range(j, EMT_Q8_0, o0, o1);
-        return;
+        switch (j->W->dtype) {
+        case EMT_Q4_0: packed_q4_0_16(j, o0, o1); return;
+        case EMT_Q4_1: packed_q4_1_16(j, o0, o1); return;
+        case EMT_Q5_0: packed_q5_0_16(j, o0, o1); return;
+        case EMT_Q4_K: packed_q4_k_16(j, o0, o1); return;
+        case EMT_Q5_K: packed_q5_k_16(j, o0, o1); return;
+        case EMT_Q6_K: packed_q6_k_16(j, o0, o1); return;
+        default: packed_q8_0_16(j, o0, o1); return;
+        }
     }
 #endif
     switch (j->W->dtype) { /* one specialised loop per dtype */

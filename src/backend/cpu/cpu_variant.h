@@ -2256,9 +2256,10 @@ static inline void pair8_store(const __m256 acc[2], __m256 mins, float *out) {
  * rows x a group's 8 outputs, one output at a time. Per 32-value sub-block
  * an output's 16 code bytes are widened once for the tile's rows; per row
  * two vpmaddwd give kquant.h's 8 lanes (lane d: codes 2d, 2d+1, 16+2d,
- * 17+2d) of the unscaled codes, and one vpmulld by the sub-block's 6-bit
- * scale gives the scaled codes' exact sums (the same integers as scaling
- * the codes first, kdot_rows' way). The float steps are emt_dot_k_ref's:
+ * 17+2d). One row: the unscaled codes' sums times the sub-block's 6-bit
+ * scale by one vpmulld; 2-4 rows: the codes scaled once by two vpmullw
+ * for all the tile's rows (kdot_rows' way). Both are the same exact
+ * integers. The float steps are emt_dot_k_ref's:
  * per super-block one FMA of the 8 lanes by dw * dx, per sub-block
  * mw * s into the minimum sum (8 outputs a register), the lanes added by
  * hsum_ps at the end; so the products equal the reference bit for bit.
@@ -2297,13 +2298,21 @@ klanes_rows_avx2(const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int pref
             for (int s = 0; s < 8; s++) {
                 const __m256i v = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_QS + 128 * s + 16 * c)));
                 const __m256i lo = _mm256_and_si256(v, nib), hi = _mm256_srli_epi16(v, 4);
-                const __m256i sc = _mm256_set1_epi32(g[EMT_PK4_SCM + 8 * s + c] & 63);
-#pragma GCC unroll 4
-                for (int r = 0; r < nr; r++) {
-                    const emt_xq *xb = x + (size_t)r * nb + b0 + s;
+                const int scale = g[EMT_PK4_SCM + 8 * s + c] & 63;
+                if (nr == 1) { /* one vpmulld on the row's lane sums */
+                    const emt_xq *xb = x + b0 + s;
                     __m256i p = _mm256_add_epi32(_mm256_madd_epi16(lo, _mm256_loadu_si256((const __m256i *)xb->q)),
                                                  _mm256_madd_epi16(hi, _mm256_loadu_si256((const __m256i *)(xb->q + 16))));
-                    isum[r] = _mm256_add_epi32(isum[r], _mm256_mullo_epi32(p, sc));
+                    isum[0] = _mm256_add_epi32(isum[0], _mm256_mullo_epi32(p, _mm256_set1_epi32(scale)));
+                } else { /* the codes scaled once for the tile's rows (|scale * q| <= 945) */
+                    const __m256i sc = _mm256_set1_epi16((short)scale);
+                    const __m256i ls = _mm256_mullo_epi16(lo, sc), hs = _mm256_mullo_epi16(hi, sc);
+#pragma GCC unroll 4
+                    for (int r = 0; r < nr; r++) {
+                        const emt_xq *xb = x + (size_t)r * nb + b0 + s;
+                        isum[r] = dot_i16(dot_i16(isum[r], ls, _mm256_loadu_si256((const __m256i *)xb->q)), hs,
+                                          _mm256_loadu_si256((const __m256i *)(xb->q + 16)));
+                    }
                 }
             }
 #pragma GCC unroll 4

@@ -207,6 +207,43 @@ static void attention_blocks_bf16(emt_exec *ex, const emt_backend_ops *op) {
     }
 }
 
+/* The softmax's weights against exp in double: a query row that sees two
+ * keys, scores 0 and s (s from 0 down to -87, 3000 values, and a few below),
+ * with V rows (1, 0, ...) and (0, 1, ...), gives out[1] = e^s / (1 + e^s).
+ * The attention's own exp is good to about 2 ulp, and the steps after it
+ * (the sum 1 + e^s, the fold's 1 / l) add about 2 more: 6e-7 relative. Below
+ * -87 the weight is 0 or below 2^-125. */
+static void attention_softmax_precision(emt_exec *ex, const emt_backend_ops *op) {
+    const int32_t hd = 8;
+    const float scale = 1.0f / sqrtf((float)hd); /* the op's own */
+    float q[8] = { 0 }, k[2 * 8] = { 0 }, v[2 * 8] = { 0 }, out[8];
+    k[8] = 1.0f; /* the row's own key: score q[0] * scale */
+    v[0] = 1.0f;
+    v[8 + 1] = 1.0f;
+    double worst = 0, worst_s = 0;
+    for (int i = 0; i <= 3005; i++) {
+        float want_s = i <= 3000 ? -87.0f * (float)i / 3000.0f : -87.0f - 10.0f * (float)(i - 3000);
+        q[0] = want_s / scale;
+        float s = q[0] * scale;
+        op->attention(ex, q, k, v, 1, 1, NULL, 1, 1, hd, out);
+        double p = exp((double)s), ref = p / (1.0 + p);
+        if (s >= -87.0f) {
+            double rel = fabs(out[1] - ref) / ref;
+            if (rel > worst) {
+                worst = rel;
+                worst_s = s;
+            }
+        } else if (!(out[1] >= 0.0f && out[1] < 0x1p-125f)) {
+            fprintf(stderr, "attention softmax: score %.9g gives weight %.9g\n", s, out[1]);
+            emt_test_failures++;
+        }
+    }
+    if (worst > 6e-7) {
+        fprintf(stderr, "attention softmax: relative error %.3g at score %.9g\n", worst, worst_s);
+        emt_test_failures++;
+    }
+}
+
 /* Tree attention over several key blocks (prefix of 150, head_dim 64 and an
  * odd one): each tree row equals the same query computed alone as an AR row
  * whose cache holds the prefix and the row's ancestors in order. */
@@ -359,6 +396,7 @@ static void check_variant(emt_cpu_variant variant) {
     rope_q_round_kv_matches(ex, op);
     matmul_q_add_matches(ex, op);
     attention_rows(ex, op);
+    attention_softmax_precision(ex, op);
 
     /* attention: 3 prefix keys + a 4-node tree (root, two children, a grandchild) */
     const int32_t H = 4, KV = 2, hd = 16, P = 3, N = 4;

@@ -480,7 +480,6 @@ static void cpu_matmul(emt_exec *ex, const float *W, const float *bias, const fl
 /* ------------------------------------------------------------- attention */
 
 #define EMT_ATTN_BLOCK 64
-#define EMT_MAX_HEAD_DIM 512
 
 typedef struct attn_job {
     const float *q, *k, *v;
@@ -496,52 +495,139 @@ typedef struct attn_job {
     int32_t pos_base;         /* attention_dyn: L (positions are then the tree's depths) */
     int32_t window;           /* 0: none; else keys >= window positions back are hidden */
     int kv_bf16;              /* k and v point to BF16 caches */
+    int32_t kv_run;           /* KV heads per chunk task (a divisor of n_kv_heads) */
 } attn_job;
 
-/* Scores of nb keys (a row of K each) against q: s[t] = dot1(q, k_t) * scale.
- * With head_dim a multiple of 8, eight keys at a time run as eight
- * independent chains (dot1's sequence per key) summed by hsum8. */
-static void attn_scores(const float *q, const float *k, size_t stride, const int32_t *keys,
-                        int32_t nb, int32_t hd, float scale, float *s) {
-    int32_t t = 0;
-    if (hd % 8 == 0) {
-        for (; t + 8 <= nb; t += 8) {
-            const float *kt[8];
-            emt_v8 a[8];
-            for (int u = 0; u < 8; u++) {
-                kt[u] = k + (size_t)keys[t + u] * stride;
-                a[u] = (emt_v8){ 0 };
-            }
-            for (int32_t i = 0; i < hd; i += 8) {
-                emt_v8 qv = load8(q + i);
-                for (int u = 0; u < 8; u++) a[u] = madd(qv, load8(kt[u] + i), a[u]);
-            }
-            emt_v8 v = hsum8(a) * scale;
-            memcpy(s + t, &v, sizeof v);
-        }
-    }
-    for (; t < nb; t++) s[t] = dot1(q, k + (size_t)keys[t] * stride, hd) * scale;
+/* Eight K or V elements of a cache (F32, or BF16 widened exactly: a BF16
+ * value is the top half of its float). */
+static inline emt_v8 load8_kv(const void *cache, size_t at, int bf16) {
+    if (!bf16) return load8((const float *)cache + at);
+#ifdef __AVX2__
+    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)cache + at));
+    return (emt_v8)_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+#else
+    emt_v8 v;
+    for (int u = 0; u < 8; u++) v[u] = emt_bf16_to_f32(((const uint16_t *)cache)[at + u]);
+    return v;
+#endif
 }
 
-/* acc = acc * corr, then acc += p[t] * v_t for t in order: per element the
- * scalar sequence, with 64 dims at a time held in registers across keys. */
-static void attn_accumulate(float *acc, float corr, const float *p, const float *v, size_t stride,
-                            const int32_t *keys, int32_t nb, int32_t hd) {
+/* One cache element as a float (F32, or BF16 widened). */
+static inline float kv_at(const void *cache, size_t at, int bf16) {
+    return bf16 ? emt_bf16_to_f32(((const uint16_t *)cache)[at]) : ((const float *)cache)[at];
+}
+
+/* madd() on one float: fused where madd is. */
+#if defined(__FMA__) && defined(__AVX__)
+static inline float madd1(float a, float b, float c) { return fmaf(a, b, c); }
+#else
+static inline float madd1(float a, float b, float c) { return a * b + c; }
+#endif
+
+/* Scores of keys keys[0..nb) (a cache row each, `stride` elements apart)
+ * against q: s[t] = dot1(q, k_t) * scale, eight keys at a time as eight
+ * independent chains summed by hsum8 (dot1's sequence per key, its tail
+ * where hd is not a multiple of 8 included). A last partial group repeats
+ * its last key, so every key takes this one path; s must hold nb rounded up
+ * to 8. */
+static inline __attribute__((always_inline)) void
+attn_scores(const float *q, const void *k, int bf16, size_t stride, const int32_t *keys, int32_t nb, int32_t hd,
+            float scale, float *s) {
+    const int32_t hd8 = hd & ~7;
+    for (int32_t t = 0; t < nb; t += 8) {
+        size_t at[8];
+        emt_v8 a[8];
+        for (int u = 0; u < 8; u++) {
+            at[u] = (size_t)keys[t + u < nb ? t + u : nb - 1] * stride;
+            a[u] = (emt_v8){ 0 };
+        }
+        for (int32_t i = 0; i < hd8; i += 8) {
+            emt_v8 qv = in_reg(load8(q + i));
+            for (int u = 0; u < 8; u++) a[u] = madd(qv, load8_kv(k, at[u] + (size_t)i, bf16), a[u]);
+        }
+        emt_v8 v = hsum8(a);
+        for (int u = 0; u < 8 && hd8 < hd; u++)
+            for (int32_t i = hd8; i < hd; i++) v[u] += q[i] * kv_at(k, at[u] + (size_t)i, bf16);
+        v = v * scale;
+        memcpy(s + t, &v, sizeof v);
+    }
+}
+
+/* e^x for x <= 0 in eight lanes (x = -inf gives 0): x = n ln2 + r with
+ * |r| <= ln2 / 2 (Cody-Waite, ln2 in two parts), e^r by its Taylor series
+ * to r^7 (truncation below 6e-9 relative), times 2^n built in the exponent
+ * bits. Below -87 (e^x < 2^-125) it gives 0. Relative error about 1e-7
+ * (2 ulp); plain multiplies and adds, so every variant and every path gives
+ * the same bits for the same x: a tree row's softmax is its AR row's. */
+typedef int32_t emt_i8 __attribute__((vector_size(32)));
+static inline emt_v8 exp_neg8(emt_v8 x) {
+    const emt_i8 dead = x < -87.0f;
+    x = (emt_v8)(((emt_i8)x & ~dead) | ((emt_i8)((emt_v8){ 0 } - 87.0f) & dead));
+    emt_v8 t = x * 1.44269504f + 12582912.0f; /* 1.5 * 2^23: rounds x / ln2 to an integer */
+    emt_v8 n = t - 12582912.0f;
+    emt_v8 r = x - n * 0.693359375f;     /* exact: n has at most 8 bits, 0.693359375 = 355 / 512 */
+    r = r - n * -2.12194440e-4f;         /* ln2 - 0.693359375 */
+    emt_v8 p = r * (1.0f / 5040.0f) + (1.0f / 720.0f);
+    p = p * r + (1.0f / 120.0f);
+    p = p * r + (1.0f / 24.0f);
+    p = p * r + (1.0f / 6.0f);
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    emt_i8 two_n = ((emt_i8)t - 0x4B400000 + 127) << 23; /* t's low bits hold n */
+    return (emt_v8)((emt_i8)(p * (emt_v8)two_n) & ~dead);
+}
+
+/* One block of nb keys into a (row, head)'s online softmax state: m (the
+ * running maximum), l (the running sum of e^(s - m)) and acc[hd] (the
+ * running sum of e^(s - m) v): s is rescaled to e^(s - m_new) in place (s
+ * holds nb rounded up to 8; the padding becomes 0), l and acc are rescaled
+ * by e^(m - m_new), then acc += p_t v_t key by key, madd per element, 64
+ * dims at a time in registers. */
+static inline __attribute__((always_inline)) void
+attn_softmax_accumulate(float *m, float *l, float *acc, float *s, const void *v, int bf16, size_t stride,
+                        const int32_t *keys, int32_t nb, int32_t hd) {
+    int32_t nb8 = (nb + 7) & ~7;
+    for (int32_t t = nb; t < nb8; t++) s[t] = -INFINITY;
+    emt_v8 mx = load8(s);
+    for (int32_t t = 8; t < nb8; t += 8) {
+        emt_v8 st = load8(s + t);
+        mx = (emt_v8)(((emt_i8)st & (st > mx)) | ((emt_i8)mx & ~(st > mx)));
+    }
+    float mb = mx[0];
+    for (int u = 1; u < 8; u++) mb = mx[u] > mb ? mx[u] : mb;
+    float m_new = *m > mb ? *m : mb;
+    /* the rescale of the earlier blocks, by the same exp: 0 on the first block (m = -inf) */
+    float corr = exp_neg8((emt_v8){ 0 } + (*m - m_new))[0];
+    emt_v8 lsum = { 0 };
+    for (int32_t t = 0; t < nb8; t += 8) {
+        emt_v8 p = exp_neg8(load8(s + t) - m_new);
+        memcpy(s + t, &p, sizeof p);
+        lsum = lsum + p;
+    }
+    *l = *l * corr + finish(lsum, NULL, NULL, 0, 0);
+    *m = m_new;
+    const int32_t hd8 = hd & ~7;
     int32_t d0 = 0;
-    for (; d0 + 64 <= hd; d0 += 64) {
+    for (; d0 + 64 <= hd8; d0 += 64) {
         emt_v8 a[8];
         for (int u = 0; u < 8; u++) a[u] = load8(acc + d0 + 8 * u) * corr;
         for (int32_t t = 0; t < nb; t++) {
-            const float *vt = v + (size_t)keys[t] * stride + d0;
-            emt_v8 pv = (emt_v8){ 0 } + p[t];
-            for (int u = 0; u < 8; u++) a[u] = a[u] + pv * load8(vt + 8 * u);
+            size_t at = (size_t)keys[t] * stride + (size_t)d0;
+            emt_v8 pv = (emt_v8){ 0 } + s[t];
+            for (int u = 0; u < 8; u++) a[u] = madd(pv, load8_kv(v, at + 8 * (size_t)u, bf16), a[u]);
         }
         memcpy(acc + d0, a, sizeof a);
     }
-    for (int32_t d = d0; d < hd; d++) acc[d] *= corr;
-    for (int32_t t = 0; t < nb && d0 < hd; t++) {
-        const float *vt = v + (size_t)keys[t] * stride;
-        for (int32_t d = d0; d < hd; d++) acc[d] += p[t] * vt[d];
+    for (; d0 < hd8; d0 += 8) { /* the same steps, 8 dims at a time */
+        emt_v8 a = load8(acc + d0) * corr;
+        for (int32_t t = 0; t < nb; t++) a = madd((emt_v8){ 0 } + s[t], load8_kv(v, (size_t)keys[t] * stride + (size_t)d0, bf16), a);
+        memcpy(acc + d0, &a, sizeof a);
+    }
+    for (int32_t d = hd8; d < hd; d++) { /* and one at a time */
+        float a = acc[d] * corr;
+        for (int32_t t = 0; t < nb; t++) a = madd1(s[t], kv_at(v, (size_t)keys[t] * stride + (size_t)d, bf16), a);
+        acc[d] = a;
     }
 }
 
@@ -550,10 +636,10 @@ static void attn_accumulate(float *acc, float corr, const float *p, const float 
  * positions [c*CHUNK, (c+1)*CHUNK) whether the row is an AR token or a tree
  * node, and the chunks are folded in order; a node's result therefore has
  * the bits AR computes at its position. Chunks let a decode step spread one
- * long context over the threads; a task takes every query head of one KV
- * head (GQA), so each K/V block is read once for all of them. */
+ * long context over the threads; a task takes every query head of its KV
+ * heads (GQA) and every row of its row block, so each K/V block is read
+ * once for all of them (attn_chunk_task). */
 #define EMT_ATTN_CHUNK 128
-#define EMT_ATTN_MAX_GROUP 16
 
 /* The visible keys of `row` with visible index in [v0, v0 + want): cache
  * rows in order, then the row's visible new rows by index. With a sliding
@@ -580,92 +666,85 @@ static int32_t chunk_keys(const attn_job *j, int32_t row, int32_t v0, int32_t wa
     return nb;
 }
 
-/* A BF16 cache's keys keys[0..nb) (nb <= 8) of one KV head widened to F32
- * rows of hd in out (exact), and the indices 0..nb-1 to read them by. */
-#define EMT_ATTN_WIDE 8
-static void widen_bf16_rows(const uint16_t *cache, size_t stride, const int32_t *keys, int32_t nb, int32_t hd,
-                            float *out, int32_t *idx) {
-    for (int32_t u = 0; u < nb; u++) {
-        const uint16_t *row = cache + (size_t)keys[u] * stride;
-        for (int32_t d = 0; d < hd; d++) out[(size_t)u * hd + d] = emt_bf16_to_f32(row[d]);
-        idx[u] = u;
+/* Rows of one attention task: a tree's rows (and a prompt's, by blocks)
+ * share their prefix keys, so a task reads each K/V block once for all of
+ * its rows instead of once per row. */
+#define EMT_ATTN_ROWS 16
+
+/* Asks for the cache rows keys[0..nb) of KV heads [h0, h1) ahead of their
+ * use, one request per cache line (cache rows hold every KV head side by
+ * side, so these are contiguous runs). */
+static void attn_prefetch(const void *cache, size_t elem, size_t stride, const int32_t *keys, int32_t nb,
+                          int32_t h0, int32_t h1, int32_t hd) {
+    for (int32_t t = 0; t < nb; t++) {
+        const char *r = (const char *)cache + ((size_t)keys[t] * stride + (size_t)h0 * hd) * elem;
+        for (size_t o = 0; o < (size_t)(h1 - h0) * hd * elem; o += 64) __builtin_prefetch(r + o);
     }
 }
 
-/* attn_scores and attn_accumulate over a BF16 cache: the keys in groups of
- * EMT_ATTN_WIDE widened to F32, which are attn_scores' own groups of eight
- * (and its tail), and accumulate's corr applied by the first group only
- * (acc * 1.0f is acc): the bits an F32 cache of the same values gives. */
-static void attn_scores_bf16(const float *q, const uint16_t *k, size_t stride, const int32_t *keys, int32_t nb,
-                             int32_t hd, float scale, float *s) {
-    float wide[EMT_ATTN_WIDE * EMT_MAX_HEAD_DIM];
-    int32_t idx[EMT_ATTN_WIDE];
-    for (int32_t t = 0; t < nb; t += EMT_ATTN_WIDE) {
-        int32_t n = nb - t < EMT_ATTN_WIDE ? nb - t : EMT_ATTN_WIDE;
-        widen_bf16_rows(k, stride, keys + t, n, hd, wide, idx);
-        attn_scores(q, wide, (size_t)hd, idx, n, hd, scale, s + t);
-    }
-}
-
-static void attn_accumulate_bf16(float *acc, float corr, const float *p, const uint16_t *v, size_t stride,
-                                 const int32_t *keys, int32_t nb, int32_t hd) {
-    float wide[EMT_ATTN_WIDE * EMT_MAX_HEAD_DIM];
-    int32_t idx[EMT_ATTN_WIDE];
-    for (int32_t t = 0; t < nb; t += EMT_ATTN_WIDE) {
-        int32_t n = nb - t < EMT_ATTN_WIDE ? nb - t : EMT_ATTN_WIDE;
-        widen_bf16_rows(v, stride, keys + t, n, hd, wide, idx);
-        attn_accumulate(acc, t == 0 ? corr : 1.0f, p + t, wide, (size_t)hd, idx, n, hd);
-    }
-}
-
-/* One (row, KV head, chunk): for each query head of the group, the online
- * softmax over the chunk's keys in blocks of EMT_ATTN_BLOCK, left in the
- * partial record [m, l, acc[hd]] (m = -inf when the chunk is empty). */
+/* One (block of rows, chunk, run of KV heads): for each row and each query
+ * head of those KV heads, the online softmax over the row's keys of the
+ * chunk in blocks of EMT_ATTN_BLOCK, left in the partial record [m, l,
+ * acc[hd]] (m = -inf when the chunk is empty for the row). Key blocks are
+ * the outer loop, so a task streams the cache rows of its block (all its
+ * KV heads, side by side in a row) instead of one head's slice of each
+ * row, and the next block's rows are asked for while this one is worked
+ * on. Each (row, head) takes the same steps as it would alone, so how rows
+ * and heads are grouped into tasks does not change a bit. */
 static void attn_chunk_task(void *ctx, int32_t task) {
     const attn_job *j = ctx;
     int32_t chunk = task % j->n_chunks, rest = task / j->n_chunks;
-    int32_t kv_head = rest % j->n_kv_heads, row = rest / j->n_kv_heads;
+    int32_t runs = j->n_kv_heads / j->kv_run;
+    int32_t h0 = rest % runs * j->kv_run, h1 = h0 + j->kv_run, r0 = rest / runs * EMT_ATTN_ROWS;
+    int32_t r1 = r0 + EMT_ATTN_ROWS < j->n_rows ? r0 + EMT_ATTN_ROWS : j->n_rows;
     int32_t hd = j->head_dim, group = j->n_heads / j->n_kv_heads;
-    size_t kv_stride = (size_t)j->n_kv_heads * hd, rec = (size_t)hd + 2;
-    const float *k = j->k + (size_t)kv_head * hd, *v = j->v + (size_t)kv_head * hd;
-    const uint16_t *k16 = (const uint16_t *)(const void *)j->k + (size_t)kv_head * hd;
-    const uint16_t *v16 = (const uint16_t *)(const void *)j->v + (size_t)kv_head * hd;
-    float *part[EMT_ATTN_MAX_GROUP];
-    for (int32_t g = 0; g < group; g++) {
-        int32_t head = kv_head * group + g;
-        part[g] = j->partial + (((size_t)row * j->n_heads + head) * j->n_chunks + chunk) * rec;
-        part[g][0] = -INFINITY;
-        part[g][1] = 0.0f;
-        for (int32_t d = 0; d < hd; d++) part[g][2 + d] = 0.0f;
-    }
-    int32_t keys[EMT_ATTN_BLOCK];
-    float s[EMT_ATTN_BLOCK];
-    for (int32_t v0 = chunk * EMT_ATTN_CHUNK; v0 < (chunk + 1) * EMT_ATTN_CHUNK; v0 += EMT_ATTN_BLOCK) {
-        int32_t nb = chunk_keys(j, row, v0, EMT_ATTN_BLOCK, keys);
-        if (nb == 0) break;
-        for (int32_t g = 0; g < group; g++) { /* the block's K and V rows stay in L1 across the group */
-            int32_t head = kv_head * group + g;
-            const float *q = j->q + ((size_t)row * j->n_heads + head) * hd;
-            float *m = &part[g][0], *l = &part[g][1], *acc = part[g] + 2;
-            if (j->kv_bf16) attn_scores_bf16(q, k16, kv_stride, keys, nb, hd, j->scale, s);
-            else attn_scores(q, k, kv_stride, keys, nb, hd, j->scale, s);
-            if (j->softcap > 0.0f)
-                for (int32_t t = 0; t < nb; t++) s[t] = j->softcap * tanhf(s[t] / j->softcap);
-            float mb = -INFINITY;
-            for (int32_t t = 0; t < nb; t++)
-                if (s[t] > mb) mb = s[t];
-            float m_new = *m > mb ? *m : mb;
-            float corr = exp_ends(*m - m_new); /* exp(-inf) = 0 on the first block */
-            *l *= corr;
-            for (int32_t t = 0; t < nb; t++) {
-                s[t] = exp_ends(s[t] - m_new);
-                *l += s[t];
-            }
-            if (j->kv_bf16) attn_accumulate_bf16(acc, corr, s, v16, kv_stride, keys, nb, hd);
-            else attn_accumulate(acc, corr, s, v, kv_stride, keys, nb, hd);
-            *m = m_new;
+    size_t kv_stride = (size_t)j->n_kv_heads * hd, rec = (size_t)hd + 2, elem = j->kv_bf16 ? 2 : 4;
+    for (int32_t row = r0; row < r1; row++)
+        for (int32_t head = h0 * group; head < h1 * group; head++) {
+            float *part = j->partial + (((size_t)row * j->n_heads + head) * j->n_chunks + chunk) * rec;
+            part[0] = -INFINITY;
+            part[1] = 0.0f;
+            for (int32_t d = 0; d < hd; d++) part[2 + d] = 0.0f;
         }
-        if (nb < EMT_ATTN_BLOCK) break;
+    int32_t keys[EMT_ATTN_ROWS][EMT_ATTN_BLOCK], nbs[EMT_ATTN_ROWS], next[EMT_ATTN_BLOCK];
+    float s[EMT_ATTN_BLOCK];
+    const int32_t c0 = chunk * EMT_ATTN_CHUNK, c1 = c0 + EMT_ATTN_CHUNK;
+    for (int32_t v0 = c0; v0 < c1; v0 += EMT_ATTN_BLOCK) {
+        int any = 0;
+        for (int32_t row = r0; row < r1; row++) {
+            nbs[row - r0] = chunk_keys(j, row, v0, EMT_ATTN_BLOCK, keys[row - r0]);
+            any |= nbs[row - r0] > 0;
+        }
+        if (!any) break;
+        if (v0 == c0) {
+            attn_prefetch(j->k, elem, kv_stride, keys[0], nbs[0], h0, h1, hd);
+            attn_prefetch(j->v, elem, kv_stride, keys[0], nbs[0], h0, h1, hd);
+        }
+        if (v0 + EMT_ATTN_BLOCK < c1) { /* the first row's next block: for a tree, the prefix every row sees */
+            int32_t nn = chunk_keys(j, r0, v0 + EMT_ATTN_BLOCK, EMT_ATTN_BLOCK, next);
+            attn_prefetch(j->k, elem, kv_stride, next, nn, h0, h1, hd);
+            attn_prefetch(j->v, elem, kv_stride, next, nn, h0, h1, hd);
+        }
+        for (int32_t kv_head = h0; kv_head < h1; kv_head++) {
+            const void *kc = (const char *)j->k + (size_t)kv_head * hd * elem;
+            const void *vc = (const char *)j->v + (size_t)kv_head * hd * elem;
+            for (int32_t row = r0; row < r1; row++) { /* the block's K and V rows stay in cache across rows and heads */
+                int32_t nb = nbs[row - r0];
+                if (nb == 0) continue; /* this row's keys of the chunk ended */
+                for (int32_t head = kv_head * group; head < (kv_head + 1) * group; head++) {
+                    const float *q = j->q + ((size_t)row * j->n_heads + head) * hd;
+                    float *part = j->partial + (((size_t)row * j->n_heads + head) * j->n_chunks + chunk) * rec;
+                    if (j->kv_bf16) attn_scores(q, kc, 1, kv_stride, keys[row - r0], nb, hd, j->scale, s);
+                    else attn_scores(q, kc, 0, kv_stride, keys[row - r0], nb, hd, j->scale, s);
+                    if (j->softcap > 0.0f)
+                        for (int32_t t = 0; t < nb; t++) s[t] = j->softcap * tanhf(s[t] / j->softcap);
+                    if (j->kv_bf16)
+                        attn_softmax_accumulate(&part[0], &part[1], part + 2, s, vc, 1, kv_stride, keys[row - r0], nb, hd);
+                    else
+                        attn_softmax_accumulate(&part[0], &part[1], part + 2, s, vc, 0, kv_stride, keys[row - r0], nb, hd);
+                }
+            }
+        }
     }
 }
 
@@ -698,10 +777,6 @@ static void run_attention(emt_exec *ex, const float *q, const float *k_cache, co
                           float *out) {
     int32_t n_chunks = (n_prefix + n_rows + EMT_ATTN_CHUNK - 1) / EMT_ATTN_CHUNK;
     size_t need = (size_t)n_rows * n_heads * n_chunks * ((size_t)head_dim + 2);
-    if (n_heads / n_kv_heads > EMT_ATTN_MAX_GROUP || head_dim > EMT_MAX_HEAD_DIM) {
-        ex->error = "cpu attention: more than 16 query heads per KV head or a head wider than 512";
-        return;
-    }
     if (need > ex->attn_cap) {
         float *p = realloc(ex->attn_partial, need * sizeof *p);
         if (!p) {
@@ -714,7 +789,13 @@ static void run_attention(emt_exec *ex, const float *q, const float *k_cache, co
     attn_job job = { q, k_cache, v_cache, mask, out, n_prefix, n_rows, n_heads, n_kv_heads,
                      head_dim, row0, 1.0f / sqrtf((float)head_dim), cap, ex->attn_partial, n_chunks, positions,
                      pos_base, window, ex->kv_bf16 };
-    emt_pool_run(ex->pool, n_rows * n_kv_heads * n_chunks, attn_chunk_task, &job);
+    /* KV heads per task: all of them (whole cache rows), halved while that
+     * leaves fewer than 4 tasks a thread */
+    int32_t row_blocks = (n_rows + EMT_ATTN_ROWS - 1) / EMT_ATTN_ROWS;
+    job.kv_run = n_kv_heads;
+    while (job.kv_run % 2 == 0 && row_blocks * n_chunks * (n_kv_heads / job.kv_run) < 4 * emt_pool_size(ex->pool))
+        job.kv_run /= 2;
+    emt_pool_run(ex->pool, row_blocks * n_chunks * (n_kv_heads / job.kv_run), attn_chunk_task, &job);
     emt_pool_run(ex->pool, n_rows * n_heads, attn_fold_task, &job);
 }
 

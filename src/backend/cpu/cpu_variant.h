@@ -678,7 +678,7 @@ static void attn_prefetch(const void *cache, size_t elem, size_t stride, const i
                           int32_t h0, int32_t h1, int32_t hd) {
     for (int32_t t = 0; t < nb; t++) {
         const char *r = (const char *)cache + ((size_t)keys[t] * stride + (size_t)h0 * hd) * elem;
-        for (size_t o = 0; o < (size_t)(h1 - h0) * hd * elem; o += 64) __builtin_prefetch(r + o);
+        for (size_t o = 0; o < (size_t)(h1 - h0) * hd * elem; o += 64) __builtin_prefetch(r + o, 0, 2); /* to L2: a block is 16-256 KB */
     }
 }
 

@@ -529,11 +529,14 @@ static inline float madd1(float a, float b, float c) { return a * b + c; }
  * independent chains summed by hsum8 (dot1's sequence per key, its tail
  * where hd is not a multiple of 8 included). A last partial group repeats
  * its last key, so every key takes this one path; s must hold nb rounded up
- * to 8. */
+ * to 8. With `ahead` (bytes; 0: none) each key's row that far on is asked
+ * for into L2 as the key is read: the next block's row, for a prefix read
+ * in order (its loads alone keep too few misses in flight to stream). */
 static inline __attribute__((always_inline)) void
 attn_scores(const float *q, const void *k, int bf16, size_t stride, const int32_t *keys, int32_t nb, int32_t hd,
-            float scale, float *s) {
+            float scale, float *s, size_t ahead) {
     const int32_t hd8 = hd & ~7;
+    const size_t elem = bf16 ? 2 : 4;
     for (int32_t t = 0; t < nb; t += 8) {
         size_t at[8];
         emt_v8 a[8];
@@ -541,6 +544,10 @@ attn_scores(const float *q, const void *k, int bf16, size_t stride, const int32_
             at[u] = (size_t)keys[t + u < nb ? t + u : nb - 1] * stride;
             a[u] = (emt_v8){ 0 };
         }
+        if (ahead)
+            for (int u = 0; u < 8 && t + u < nb; u++)
+                for (size_t o = 0; o < (size_t)hd * elem; o += 64)
+                    __builtin_prefetch((const char *)k + at[u] * elem + ahead + o, 0, 2);
         for (int32_t i = 0; i < hd8; i += 8) {
             emt_v8 qv = in_reg(load8(q + i));
             for (int u = 0; u < 8; u++) a[u] = madd(qv, load8_kv(k, at[u] + (size_t)i, bf16), a[u]);
@@ -583,10 +590,10 @@ static inline emt_v8 exp_neg8(emt_v8 x) {
  * running sum of e^(s - m) v): s is rescaled to e^(s - m_new) in place (s
  * holds nb rounded up to 8; the padding becomes 0), l and acc are rescaled
  * by e^(m - m_new), then acc += p_t v_t key by key, madd per element, 64
- * dims at a time in registers. */
+ * dims at a time in registers; `ahead` as attn_scores' for the V rows. */
 static inline __attribute__((always_inline)) void
 attn_softmax_accumulate(float *m, float *l, float *acc, float *s, const void *v, int bf16, size_t stride,
-                        const int32_t *keys, int32_t nb, int32_t hd) {
+                        const int32_t *keys, int32_t nb, int32_t hd, size_t ahead) {
     int32_t nb8 = (nb + 7) & ~7;
     for (int32_t t = nb; t < nb8; t++) s[t] = -INFINITY;
     emt_v8 mx = load8(s);
@@ -614,6 +621,9 @@ attn_softmax_accumulate(float *m, float *l, float *acc, float *s, const void *v,
         for (int u = 0; u < 8; u++) a[u] = load8(acc + d0 + 8 * u) * corr;
         for (int32_t t = 0; t < nb; t++) {
             size_t at = (size_t)keys[t] * stride + (size_t)d0;
+            if (ahead)
+                for (size_t o = 0; o < 64 * (size_t)(bf16 ? 2 : 4); o += 64)
+                    __builtin_prefetch((const char *)v + at * (bf16 ? 2 : 4) + ahead + o, 0, 2);
             emt_v8 pv = (emt_v8){ 0 } + s[t];
             for (int u = 0; u < 8; u++) a[u] = madd(pv, load8_kv(v, at + 8 * (size_t)u, bf16), a[u]);
         }
@@ -706,7 +716,7 @@ static void attn_chunk_task(void *ctx, int32_t task) {
             part[1] = 0.0f;
             for (int32_t d = 0; d < hd; d++) part[2 + d] = 0.0f;
         }
-    int32_t keys[EMT_ATTN_ROWS][EMT_ATTN_BLOCK], nbs[EMT_ATTN_ROWS], next[EMT_ATTN_BLOCK];
+    int32_t keys[EMT_ATTN_ROWS][EMT_ATTN_BLOCK], nbs[EMT_ATTN_ROWS];
     float s[EMT_ATTN_BLOCK];
     const int32_t c0 = chunk * EMT_ATTN_CHUNK, c1 = c0 + EMT_ATTN_CHUNK;
     for (int32_t v0 = c0; v0 < c1; v0 += EMT_ATTN_BLOCK) {
@@ -720,11 +730,9 @@ static void attn_chunk_task(void *ctx, int32_t task) {
             attn_prefetch(j->k, elem, kv_stride, keys[0], nbs[0], h0, h1, hd);
             attn_prefetch(j->v, elem, kv_stride, keys[0], nbs[0], h0, h1, hd);
         }
-        if (v0 + EMT_ATTN_BLOCK < c1) { /* the first row's next block: for a tree, the prefix every row sees */
-            int32_t nn = chunk_keys(j, r0, v0 + EMT_ATTN_BLOCK, EMT_ATTN_BLOCK, next);
-            attn_prefetch(j->k, elem, kv_stride, next, nn, h0, h1, hd);
-            attn_prefetch(j->v, elem, kv_stride, next, nn, h0, h1, hd);
-        }
+        /* the next block's rows (the prefix's: cache rows in order), asked
+         * for by the first row's first head as it reads this block's */
+        const size_t ahead = v0 + EMT_ATTN_BLOCK < c1 ? (size_t)EMT_ATTN_BLOCK * kv_stride * elem : 0;
         for (int32_t kv_head = h0; kv_head < h1; kv_head++) {
             const void *kc = (const char *)j->k + (size_t)kv_head * hd * elem;
             const void *vc = (const char *)j->v + (size_t)kv_head * hd * elem;
@@ -734,14 +742,15 @@ static void attn_chunk_task(void *ctx, int32_t task) {
                 for (int32_t head = kv_head * group; head < (kv_head + 1) * group; head++) {
                     const float *q = j->q + ((size_t)row * j->n_heads + head) * hd;
                     float *part = j->partial + (((size_t)row * j->n_heads + head) * j->n_chunks + chunk) * rec;
-                    if (j->kv_bf16) attn_scores(q, kc, 1, kv_stride, keys[row - r0], nb, hd, j->scale, s);
-                    else attn_scores(q, kc, 0, kv_stride, keys[row - r0], nb, hd, j->scale, s);
+                    size_t pf = row == r0 && head == kv_head * group ? ahead : 0;
+                    if (j->kv_bf16) attn_scores(q, kc, 1, kv_stride, keys[row - r0], nb, hd, j->scale, s, pf);
+                    else attn_scores(q, kc, 0, kv_stride, keys[row - r0], nb, hd, j->scale, s, pf);
                     if (j->softcap > 0.0f)
                         for (int32_t t = 0; t < nb; t++) s[t] = j->softcap * tanhf(s[t] / j->softcap);
                     if (j->kv_bf16)
-                        attn_softmax_accumulate(&part[0], &part[1], part + 2, s, vc, 1, kv_stride, keys[row - r0], nb, hd);
+                        attn_softmax_accumulate(&part[0], &part[1], part + 2, s, vc, 1, kv_stride, keys[row - r0], nb, hd, pf);
                     else
-                        attn_softmax_accumulate(&part[0], &part[1], part + 2, s, vc, 0, kv_stride, keys[row - r0], nb, hd);
+                        attn_softmax_accumulate(&part[0], &part[1], part + 2, s, vc, 0, kv_stride, keys[row - r0], nb, hd, pf);
                 }
             }
         }

@@ -2624,11 +2624,13 @@ k6lanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int p
  * rows (Q6_K: EMT_K6_LANES_ROWS) x one group's 8 outputs, the rows in
  * blocks of 32 that stay in cache while the groups pass; a block's first
  * tile asks for the weights ahead. */
+/* Rows per tile: 8 for the Q6_K kernels, 4 for the others. */
+static inline int lanes_tile(emt_dtype t) { return t == EMT_Q6_K ? EMT_K6_LANES_ROWS : EMT_LANES_ROWS; }
+
 static inline __attribute__((always_inline)) void lanes_range(const qmatmul_job *j, emt_dtype t, int bits8,
                                                               int32_t o0, int32_t o1) {
     int32_t nb = j->n_in / EMT_QK;
-    /* the tile: 8 rows for the Q6_K kernels, 4 for the others */
-    const int tile = t == EMT_Q6_K ? EMT_K6_LANES_ROWS : EMT_LANES_ROWS;
+    const int tile = lanes_tile(t);
     float v[EMT_K6_LANES_ROWS * EMT_PACK_ROWS];
     for (int32_t rb0 = 0; rb0 < j->n_rows; rb0 += 32) {
         int32_t rb1 = rb0 + 32 < j->n_rows ? rb0 + 32 : j->n_rows;
@@ -2645,10 +2647,11 @@ static inline __attribute__((always_inline)) void lanes_range(const qmatmul_job 
                                : k6lanes_rows_avx2(g, j->xq + (size_t)r0 * nb, nb, n, first, v))        \
      : bits8        ? lanes8_rows_avx2(t, g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)                  \
                    : lanes_rows_avx2(t, g, j->xq + (size_t)r0 * nb, nb, n, first, v))
-/* 5..8 rows: Q6_K's tiles only (for the other types t rules the calls out
- * at compile time, so their code stays as with tiles of 4) */
+/* 5..8 rows: the tiles of 8 only, Q6_K's (for the other types lanes_tile
+ * rules the calls out at compile time, so their code stays as with tiles
+ * of 4) */
 #define EMT_K6_CALL(n)                                                                                 \
-    if (t == EMT_Q6_K)                                                                                 \
+    if (lanes_tile(t) >= (n))                                                                          \
         (bits8 ? k6lanes8_rows_avx2(g, j->xq8 + (size_t)r0 * nb, nb, n, first, v)                     \
                 : k6lanes_rows_avx2(g, j->xq + (size_t)r0 * nb, nb, n, first, v))
                 switch (nr) { /* nr constant in each call: the tile stays in registers */
@@ -2669,25 +2672,27 @@ static inline __attribute__((always_inline)) void lanes_range(const qmatmul_job 
     }
 }
 
-/* One function per type and activation width: each kernel family gets
- * its own registers and code (inlined together into qmatmul_task, adding
- * the 8-bit K kernels and the Q6_K tiles of 8 made the unchanged 16-bit
- * Q4_K kernel 5-8% slower at 2-8 rows). */
-#define EMT_LANES_FN(name, T, B)                                                                        \
-    static __attribute__((noinline)) void name(const qmatmul_job *j, int32_t o0, int32_t o1) {          \
-        lanes_range(j, T, B, o0, o1);                                                                   \
-    }
-EMT_LANES_FN(lanes_q4_0_16, EMT_Q4_0, 0)
-EMT_LANES_FN(lanes_q4_0_8, EMT_Q4_0, 1)
-EMT_LANES_FN(lanes_q4_1_16, EMT_Q4_1, 0)
-EMT_LANES_FN(lanes_q4_1_8, EMT_Q4_1, 1)
-EMT_LANES_FN(lanes_q8_0_16, EMT_Q8_0, 0)
-EMT_LANES_FN(lanes_q8_0_8, EMT_Q8_0, 1)
-EMT_LANES_FN(lanes_q4_k_16, EMT_Q4_K, 0)
-EMT_LANES_FN(lanes_q4_k_8, EMT_Q4_K, 1)
-EMT_LANES_FN(lanes_q6_k_16, EMT_Q6_K, 0)
-EMT_LANES_FN(lanes_q6_k_8, EMT_Q6_K, 1)
-#undef EMT_LANES_FN
+#endif
+
+/* One non-inlined function per packed type and activation width, around
+ * one call of its range function with constant arguments: each kernel
+ * family gets its own registers and code (inlined together into
+ * qmatmul_task, adding the AVX2 8-bit K kernels and the Q6_K tiles of 8
+ * made the unchanged 16-bit Q4_K kernel 5-8% slower at 2-8 rows). */
+#define EMT_RANGE_FN(name, call)                                                                        \
+    static __attribute__((noinline)) void name(const qmatmul_job *j, int32_t o0, int32_t o1) { call; }
+
+#ifdef EMT_CPU_PACKS_LANES
+EMT_RANGE_FN(lanes_q4_0_16, lanes_range(j, EMT_Q4_0, 0, o0, o1))
+EMT_RANGE_FN(lanes_q4_0_8, lanes_range(j, EMT_Q4_0, 1, o0, o1))
+EMT_RANGE_FN(lanes_q4_1_16, lanes_range(j, EMT_Q4_1, 0, o0, o1))
+EMT_RANGE_FN(lanes_q4_1_8, lanes_range(j, EMT_Q4_1, 1, o0, o1))
+EMT_RANGE_FN(lanes_q8_0_16, lanes_range(j, EMT_Q8_0, 0, o0, o1))
+EMT_RANGE_FN(lanes_q8_0_8, lanes_range(j, EMT_Q8_0, 1, o0, o1))
+EMT_RANGE_FN(lanes_q4_k_16, lanes_range(j, EMT_Q4_K, 0, o0, o1))
+EMT_RANGE_FN(lanes_q4_k_8, lanes_range(j, EMT_Q4_K, 1, o0, o1))
+EMT_RANGE_FN(lanes_q6_k_16, lanes_range(j, EMT_Q6_K, 0, o0, o1))
+EMT_RANGE_FN(lanes_q6_k_8, lanes_range(j, EMT_Q6_K, 1, o0, o1))
 #endif
 
 #ifdef EMT_CPU_PACKED
@@ -2724,29 +2729,22 @@ packed8_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
 #endif
 
 #ifdef EMT_CPU_PACKED
-/* As the AVX2 variant's lanes_* functions: one non-inlined function per
- * packed type and activation width, so that each kernel family gets its
- * own register allocation. */
-#define EMT_PACKED_FN(name, range, T)                                                                   \
-    static __attribute__((noinline)) void name(const qmatmul_job *j, int32_t o0, int32_t o1) {          \
-        range(j, T, o0, o1);                                                                            \
-    }
-EMT_PACKED_FN(packed_q4_0_16, packed_range, EMT_Q4_0)
-EMT_PACKED_FN(packed_q4_1_16, packed_range, EMT_Q4_1)
-EMT_PACKED_FN(packed_q8_0_16, packed_range, EMT_Q8_0)
-EMT_PACKED_FN(packed_q5_0_16, packed_range, EMT_Q5_0)
-EMT_PACKED_FN(packed_q4_k_16, packed_range, EMT_Q4_K)
-EMT_PACKED_FN(packed_q5_k_16, packed_range, EMT_Q5_K)
-EMT_PACKED_FN(packed_q6_k_16, packed_range, EMT_Q6_K)
-EMT_PACKED_FN(packed_q4_0_8, packed8_range, EMT_Q4_0)
-EMT_PACKED_FN(packed_q4_1_8, packed8_range, EMT_Q4_1)
-EMT_PACKED_FN(packed_q8_0_8, packed8_range, EMT_Q8_0)
-EMT_PACKED_FN(packed_q5_0_8, packed8_range, EMT_Q5_0)
-EMT_PACKED_FN(packed_q4_k_8, packed8_range, EMT_Q4_K)
-EMT_PACKED_FN(packed_q5_k_8, packed8_range, EMT_Q5_K)
-EMT_PACKED_FN(packed_q6_k_8, packed8_range, EMT_Q6_K)
-#undef EMT_PACKED_FN
+EMT_RANGE_FN(packed_q4_0_16, packed_range(j, EMT_Q4_0, o0, o1))
+EMT_RANGE_FN(packed_q4_1_16, packed_range(j, EMT_Q4_1, o0, o1))
+EMT_RANGE_FN(packed_q8_0_16, packed_range(j, EMT_Q8_0, o0, o1))
+EMT_RANGE_FN(packed_q5_0_16, packed_range(j, EMT_Q5_0, o0, o1))
+EMT_RANGE_FN(packed_q4_k_16, packed_range(j, EMT_Q4_K, o0, o1))
+EMT_RANGE_FN(packed_q5_k_16, packed_range(j, EMT_Q5_K, o0, o1))
+EMT_RANGE_FN(packed_q6_k_16, packed_range(j, EMT_Q6_K, o0, o1))
+EMT_RANGE_FN(packed_q4_0_8, packed8_range(j, EMT_Q4_0, o0, o1))
+EMT_RANGE_FN(packed_q4_1_8, packed8_range(j, EMT_Q4_1, o0, o1))
+EMT_RANGE_FN(packed_q8_0_8, packed8_range(j, EMT_Q8_0, o0, o1))
+EMT_RANGE_FN(packed_q5_0_8, packed8_range(j, EMT_Q5_0, o0, o1))
+EMT_RANGE_FN(packed_q4_k_8, packed8_range(j, EMT_Q4_K, o0, o1))
+EMT_RANGE_FN(packed_q5_k_8, packed8_range(j, EMT_Q5_K, o0, o1))
+EMT_RANGE_FN(packed_q6_k_8, packed8_range(j, EMT_Q6_K, o0, o1))
 #endif
+#undef EMT_RANGE_FN
 
 static void qmatmul_task(void *ctx, int32_t task) {
     const qmatmul_job *j = ctx;

@@ -524,39 +524,60 @@ static inline float madd1(float a, float b, float c) { return fmaf(a, b, c); }
 static inline float madd1(float a, float b, float c) { return a * b + c; }
 #endif
 
+/* Query heads of one KV head worked at once by the attention's kernels,
+ * so that each K or V load serves all of them: as many as the accumulators
+ * (8 keys or 64 dims per head) leave registers for. */
+#if defined(__AVX512F__)
+#define EMT_ATTN_HEADS 2
+#else
+#define EMT_ATTN_HEADS 1
+#endif
+
 /* Scores of keys keys[0..nb) (a cache row each, `stride` elements apart)
- * against q: s[t] = dot1(q, k_t) * scale, eight keys at a time as eight
- * independent chains summed by hsum8 (dot1's sequence per key, its tail
- * where hd is not a multiple of 8 included). A last partial group repeats
- * its last key, so every key takes this one path; s must hold nb rounded up
- * to 8. With `ahead` (bytes; 0: none) each key's row that far on is asked
- * for into L2 as the key is read: the next block's row, for a prefix read
- * in order (its loads alone keep too few misses in flight to stream). */
+ * against the nh queries q[h]: s[h][t] = dot1(q[h], k_t) * scale. Eight
+ * keys at a time as eight independent chains per query, summed by hsum8
+ * (dot1's sequence per key, its tail where hd is not a multiple of 8
+ * included), each K load serving the nh queries. A last partial group
+ * repeats its last key, so every key takes this one path; each s[h] must
+ * hold nb rounded up to 8. With `ahead` (bytes; 0: none) each key's row
+ * that far on is asked for into L2 as the key is read: the next block's
+ * row, for a prefix read in order (the loads alone keep too few misses in
+ * flight to stream). nh is a constant after inlining. */
 static inline __attribute__((always_inline)) void
-attn_scores(const float *q, const void *k, int bf16, size_t stride, const int32_t *keys, int32_t nb, int32_t hd,
-            float scale, float *s, size_t ahead) {
+attn_scores(const float *const *q, int nh, const void *k, int bf16, size_t stride, const int32_t *keys, int32_t nb,
+            int32_t hd, float scale, float *const *s, size_t ahead) {
     const int32_t hd8 = hd & ~7;
     const size_t elem = bf16 ? 2 : 4;
     for (int32_t t = 0; t < nb; t += 8) {
         size_t at[8];
-        emt_v8 a[8];
-        for (int u = 0; u < 8; u++) {
-            at[u] = (size_t)keys[t + u < nb ? t + u : nb - 1] * stride;
-            a[u] = (emt_v8){ 0 };
-        }
+        emt_v8 a[EMT_ATTN_HEADS][8];
+        for (int u = 0; u < 8; u++) at[u] = (size_t)keys[t + u < nb ? t + u : nb - 1] * stride;
+        for (int h = 0; h < nh; h++)
+            for (int u = 0; u < 8; u++) a[h][u] = (emt_v8){ 0 };
         if (ahead)
             for (int u = 0; u < 8 && t + u < nb; u++)
                 for (size_t o = 0; o < (size_t)hd * elem; o += 64)
                     __builtin_prefetch((const char *)k + at[u] * elem + ahead + o, 0, 2);
         for (int32_t i = 0; i < hd8; i += 8) {
-            emt_v8 qv = in_reg(load8(q + i));
-            for (int u = 0; u < 8; u++) a[u] = madd(qv, load8_kv(k, at[u] + (size_t)i, bf16), a[u]);
+            if (nh == 1) { /* each K load straight into its FMA: 8 sums and the query fill 16 registers */
+                emt_v8 qv = in_reg(load8(q[0] + i));
+                for (int u = 0; u < 8; u++) a[0][u] = madd(qv, load8_kv(k, at[u] + (size_t)i, bf16), a[0][u]);
+                continue;
+            }
+            emt_v8 kv[8];
+            for (int u = 0; u < 8; u++) kv[u] = in_reg(load8_kv(k, at[u] + (size_t)i, bf16));
+            for (int h = 0; h < nh; h++) {
+                emt_v8 qv = in_reg(load8(q[h] + i));
+                for (int u = 0; u < 8; u++) a[h][u] = madd(qv, kv[u], a[h][u]);
+            }
         }
-        emt_v8 v = hsum8(a);
-        for (int u = 0; u < 8 && hd8 < hd; u++)
-            for (int32_t i = hd8; i < hd; i++) v[u] += q[i] * kv_at(k, at[u] + (size_t)i, bf16);
-        v = v * scale;
-        memcpy(s + t, &v, sizeof v);
+        for (int h = 0; h < nh; h++) {
+            emt_v8 v = hsum8(a[h]);
+            for (int u = 0; u < 8 && hd8 < hd; u++)
+                for (int32_t i = hd8; i < hd; i++) v[u] += q[h][i] * kv_at(k, at[u] + (size_t)i, bf16);
+            v = v * scale;
+            memcpy(s[h] + t, &v, sizeof v);
+        }
     }
 }
 
@@ -585,15 +606,12 @@ static inline emt_v8 exp_neg8(emt_v8 x) {
     return (emt_v8)((emt_i8)(p * (emt_v8)two_n) & ~dead);
 }
 
-/* One block of nb keys into a (row, head)'s online softmax state: m (the
- * running maximum), l (the running sum of e^(s - m)) and acc[hd] (the
- * running sum of e^(s - m) v): s is rescaled to e^(s - m_new) in place (s
- * holds nb rounded up to 8; the padding becomes 0), l and acc are rescaled
- * by e^(m - m_new), then acc += p_t v_t key by key, madd per element, 64
- * dims at a time in registers; `ahead` as attn_scores' for the V rows. */
-static inline __attribute__((always_inline)) void
-attn_softmax_accumulate(float *m, float *l, float *acc, float *s, const void *v, int bf16, size_t stride,
-                        const int32_t *keys, int32_t nb, int32_t hd, size_t ahead) {
+/* One block of nb keys into a (row, head)'s online softmax state, first
+ * half: m (the running maximum) and l (the running sum of e^(s - m)). s is
+ * rescaled to e^(s - m_new) in place (s holds nb rounded up to 8; the
+ * padding becomes 0); returns e^(m - m_new), by which the caller rescales
+ * the running sum of e^(s - m) v (attn_accumulate). */
+static inline float attn_softmax(float *m, float *l, float *s, int32_t nb) {
     int32_t nb8 = (nb + 7) & ~7;
     for (int32_t t = nb; t < nb8; t++) s[t] = -INFINITY;
     emt_v8 mx = load8(s);
@@ -614,30 +632,53 @@ attn_softmax_accumulate(float *m, float *l, float *acc, float *s, const void *v,
     }
     *l = *l * corr + finish(lsum, NULL, NULL, 0, 0);
     *m = m_new;
+    return corr;
+}
+
+/* The second half, for nh heads at once: acc[h] = acc[h] * corr[h], then
+ * acc[h] += p[h][t] v_t key by key, madd per element (64 dims of every
+ * head in registers, each V load serving the nh heads); `ahead` as
+ * attn_scores' for the V rows. nh is a constant after inlining. */
+static inline __attribute__((always_inline)) void
+attn_accumulate(float *const *acc, const float *corr, const float *const *p, int nh, const void *v, int bf16,
+                size_t stride, const int32_t *keys, int32_t nb, int32_t hd, size_t ahead) {
     const int32_t hd8 = hd & ~7;
+    const size_t elem = bf16 ? 2 : 4;
     int32_t d0 = 0;
     for (; d0 + 64 <= hd8; d0 += 64) {
-        emt_v8 a[8];
-        for (int u = 0; u < 8; u++) a[u] = load8(acc + d0 + 8 * u) * corr;
+        emt_v8 a[EMT_ATTN_HEADS][8];
+        for (int h = 0; h < nh; h++)
+            for (int u = 0; u < 8; u++) a[h][u] = load8(acc[h] + d0 + 8 * u) * corr[h];
         for (int32_t t = 0; t < nb; t++) {
             size_t at = (size_t)keys[t] * stride + (size_t)d0;
             if (ahead)
-                for (size_t o = 0; o < 64 * (size_t)(bf16 ? 2 : 4); o += 64)
-                    __builtin_prefetch((const char *)v + at * (bf16 ? 2 : 4) + ahead + o, 0, 2);
-            emt_v8 pv = (emt_v8){ 0 } + s[t];
-            for (int u = 0; u < 8; u++) a[u] = madd(pv, load8_kv(v, at + 8 * (size_t)u, bf16), a[u]);
+                for (size_t o = 0; o < 64 * elem; o += 64) __builtin_prefetch((const char *)v + at * elem + ahead + o, 0, 2);
+            if (nh == 1) { /* as in attn_scores: each V load straight into its FMA */
+                emt_v8 pv = (emt_v8){ 0 } + p[0][t];
+                for (int u = 0; u < 8; u++) a[0][u] = madd(pv, load8_kv(v, at + 8 * (size_t)u, bf16), a[0][u]);
+                continue;
+            }
+            emt_v8 vv[8];
+            for (int u = 0; u < 8; u++) vv[u] = in_reg(load8_kv(v, at + 8 * (size_t)u, bf16));
+            for (int h = 0; h < nh; h++) {
+                emt_v8 pv = (emt_v8){ 0 } + p[h][t];
+                for (int u = 0; u < 8; u++) a[h][u] = madd(pv, vv[u], a[h][u]);
+            }
         }
-        memcpy(acc + d0, a, sizeof a);
+        for (int h = 0; h < nh; h++) memcpy(acc[h] + d0, a[h], sizeof a[h]);
     }
-    for (; d0 < hd8; d0 += 8) { /* the same steps, 8 dims at a time */
-        emt_v8 a = load8(acc + d0) * corr;
-        for (int32_t t = 0; t < nb; t++) a = madd((emt_v8){ 0 } + s[t], load8_kv(v, (size_t)keys[t] * stride + (size_t)d0, bf16), a);
-        memcpy(acc + d0, &a, sizeof a);
-    }
-    for (int32_t d = hd8; d < hd; d++) { /* and one at a time */
-        float a = acc[d] * corr;
-        for (int32_t t = 0; t < nb; t++) a = madd1(s[t], kv_at(v, (size_t)keys[t] * stride + (size_t)d, bf16), a);
-        acc[d] = a;
+    for (int h = 0; h < nh; h++) {
+        for (int32_t d = d0; d < hd8; d += 8) { /* the same steps, 8 dims at a time */
+            emt_v8 a = load8(acc[h] + d) * corr[h];
+            for (int32_t t = 0; t < nb; t++)
+                a = madd((emt_v8){ 0 } + p[h][t], load8_kv(v, (size_t)keys[t] * stride + (size_t)d, bf16), a);
+            memcpy(acc[h] + d, &a, sizeof a);
+        }
+        for (int32_t d = hd8; d < hd; d++) { /* and one at a time */
+            float a = acc[h][d] * corr[h];
+            for (int32_t t = 0; t < nb; t++) a = madd1(p[h][t], kv_at(v, (size_t)keys[t] * stride + (size_t)d, bf16), a);
+            acc[h][d] = a;
+        }
     }
 }
 
@@ -692,6 +733,32 @@ static void attn_prefetch(const void *cache, size_t elem, size_t stride, const i
     }
 }
 
+/* Query heads hq .. hq + nh - 1 (of one KV head) of one row over one key
+ * block: scores, softmax, accumulate into their partial records. nh and
+ * bf16 (the cache's type) are constants after inlining. */
+static inline __attribute__((always_inline)) void
+attn_heads(const attn_job *j, int32_t row, int32_t hq, int nh, int bf16, int32_t chunk, const void *kc,
+           const void *vc, const int32_t *keys, int32_t nb, size_t pf) {
+    const int32_t hd = j->head_dim;
+    const size_t kv_stride = (size_t)j->n_kv_heads * hd, rec = (size_t)hd + 2;
+    const float *q[EMT_ATTN_HEADS];
+    float *part[EMT_ATTN_HEADS], *acc[EMT_ATTN_HEADS], *p[EMT_ATTN_HEADS], corr[EMT_ATTN_HEADS];
+    float s[EMT_ATTN_HEADS][EMT_ATTN_BLOCK] = { { 0 } }; /* all written before read; GCC cannot tell through p */
+    for (int h = 0; h < nh; h++) {
+        q[h] = j->q + ((size_t)row * j->n_heads + hq + h) * hd;
+        part[h] = j->partial + (((size_t)row * j->n_heads + hq + h) * j->n_chunks + chunk) * rec;
+        acc[h] = part[h] + 2;
+        p[h] = s[h];
+    }
+    attn_scores(q, nh, kc, bf16, kv_stride, keys, nb, hd, j->scale, p, pf);
+    for (int h = 0; h < nh; h++) {
+        if (j->softcap > 0.0f)
+            for (int32_t t = 0; t < nb; t++) s[h][t] = j->softcap * tanhf(s[h][t] / j->softcap);
+        corr[h] = attn_softmax(&part[h][0], &part[h][1], s[h], nb);
+    }
+    attn_accumulate(acc, corr, (const float *const *)p, nh, vc, bf16, kv_stride, keys, nb, hd, pf);
+}
+
 /* One (block of rows, chunk, run of KV heads): for each row and each query
  * head of those KV heads, the online softmax over the row's keys of the
  * chunk in blocks of EMT_ATTN_BLOCK, left in the partial record [m, l,
@@ -717,7 +784,6 @@ static void attn_chunk_task(void *ctx, int32_t task) {
             for (int32_t d = 0; d < hd; d++) part[2 + d] = 0.0f;
         }
     int32_t keys[EMT_ATTN_ROWS][EMT_ATTN_BLOCK], nbs[EMT_ATTN_ROWS];
-    float s[EMT_ATTN_BLOCK];
     const int32_t c0 = chunk * EMT_ATTN_CHUNK, c1 = c0 + EMT_ATTN_CHUNK;
     for (int32_t v0 = c0; v0 < c1; v0 += EMT_ATTN_BLOCK) {
         int any = 0;
@@ -739,18 +805,22 @@ static void attn_chunk_task(void *ctx, int32_t task) {
             for (int32_t row = r0; row < r1; row++) { /* the block's K and V rows stay in cache across rows and heads */
                 int32_t nb = nbs[row - r0];
                 if (nb == 0) continue; /* this row's keys of the chunk ended */
-                for (int32_t head = kv_head * group; head < (kv_head + 1) * group; head++) {
-                    const float *q = j->q + ((size_t)row * j->n_heads + head) * hd;
-                    float *part = j->partial + (((size_t)row * j->n_heads + head) * j->n_chunks + chunk) * rec;
-                    size_t pf = row == r0 && head == kv_head * group ? ahead : 0;
-                    if (j->kv_bf16) attn_scores(q, kc, 1, kv_stride, keys[row - r0], nb, hd, j->scale, s, pf);
-                    else attn_scores(q, kc, 0, kv_stride, keys[row - r0], nb, hd, j->scale, s, pf);
-                    if (j->softcap > 0.0f)
-                        for (int32_t t = 0; t < nb; t++) s[t] = j->softcap * tanhf(s[t] / j->softcap);
-                    if (j->kv_bf16)
-                        attn_softmax_accumulate(&part[0], &part[1], part + 2, s, vc, 1, kv_stride, keys[row - r0], nb, hd, pf);
-                    else
-                        attn_softmax_accumulate(&part[0], &part[1], part + 2, s, vc, 0, kv_stride, keys[row - r0], nb, hd, pf);
+                for (int32_t hq = kv_head * group; hq < (kv_head + 1) * group; hq += EMT_ATTN_HEADS) {
+                    int nh = (kv_head + 1) * group - hq < EMT_ATTN_HEADS ? (kv_head + 1) * group - hq : EMT_ATTN_HEADS;
+                    size_t pf = row == r0 && hq == kv_head * group ? ahead : 0;
+                    const int32_t *kr = keys[row - r0];
+/* nh and the cache type constant in each call: the heads' sums stay in registers */
+#define EMT_ATTN_HEADS_CALL(n)                                                                          \
+    (j->kv_bf16 ? attn_heads(j, row, hq, n, 1, chunk, kc, vc, kr, nb, pf)                               \
+                : attn_heads(j, row, hq, n, 0, chunk, kc, vc, kr, nb, pf))
+                    switch (nh) {
+                    case 1: EMT_ATTN_HEADS_CALL(1); break;
+#if EMT_ATTN_HEADS >= 2
+                    case 2: EMT_ATTN_HEADS_CALL(2); break;
+#endif
+                    default: break;
+                    }
+#undef EMT_ATTN_HEADS_CALL
                 }
             }
         }

@@ -264,6 +264,19 @@ static inline emt_v8 load8(const float *p) {
     return v;
 }
 
+/* 8 half-precision weights -> floats. */
+static inline emt_v8 load8_half(emt_dtype t, const uint16_t *p) {
+#if defined(__AVX2__) && defined(__F16C__)
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (t == EMT_F16) return (emt_v8)_mm256_cvtph_ps(h);
+    return (emt_v8)_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+#else
+    emt_v8 v;
+    for (int k = 0; k < 8; k++) v[k] = t == EMT_F16 ? emt_f16_to_f32(p[k]) : emt_bf16_to_f32(p[k]);
+    return v;
+#endif
+}
+
 static inline float finish(emt_v8 a, const float *w, const float *x, int32_t i, int32_t n) {
     float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
     for (; i < n; i++) s += w[i] * x[i];
@@ -501,15 +514,7 @@ typedef struct attn_job {
 /* Eight K or V elements of a cache (F32, or BF16 widened exactly: a BF16
  * value is the top half of its float). */
 static inline emt_v8 load8_kv(const void *cache, size_t at, int bf16) {
-    if (!bf16) return load8((const float *)cache + at);
-#ifdef __AVX2__
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)cache + at));
-    return (emt_v8)_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-#else
-    emt_v8 v;
-    for (int u = 0; u < 8; u++) v[u] = emt_bf16_to_f32(((const uint16_t *)cache)[at + u]);
-    return v;
-#endif
+    return bf16 ? load8_half(EMT_BF16, (const uint16_t *)cache + at) : load8((const float *)cache + at);
 }
 
 /* One cache element as a float (F32, or BF16 widened). */
@@ -1674,19 +1679,6 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
 
 #include "backend/cpu/cpu_kquant.h" /* kdot_rows: Q5_0, Q5_1, Q4_K, Q5_K, Q6_K */
 
-/* 8 half-precision weights -> floats. */
-static inline emt_v8 load8_half(emt_dtype t, const uint16_t *p) {
-#if defined(__AVX2__) && defined(__F16C__)
-    __m128i h = _mm_loadu_si128((const __m128i *)p);
-    if (t == EMT_F16) return (emt_v8)_mm256_cvtph_ps(h);
-    return (emt_v8)_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-#else
-    emt_v8 v;
-    for (int k = 0; k < 8; k++) v[k] = t == EMT_F16 ? emt_f16_to_f32(p[k]) : emt_bf16_to_f32(p[k]);
-    return v;
-#endif
-}
-
 /* One F16/BF16 weight row against nr float rows: dot1's sequence per output
  * on the converted weights. */
 static inline __attribute__((always_inline)) void
@@ -2832,20 +2824,21 @@ static void qmatmul_task(void *ctx, int32_t task) {
         }
     }
 #endif
-    if (j->xq8) {
 #ifdef EMT_CPU_PACKED
-        if (j->W->packed) {
-            switch (j->W->dtype) {
-            case EMT_Q4_0: packed_q4_0_8(j, o0, o1); return;
-            case EMT_Q4_1: packed_q4_1_8(j, o0, o1); return;
-            case EMT_Q8_0: packed_q8_0_8(j, o0, o1); return;
-            case EMT_Q5_0: packed_q5_0_8(j, o0, o1); return;
-            case EMT_Q4_K: packed_q4_k_8(j, o0, o1); return;
-            case EMT_Q5_K: packed_q5_k_8(j, o0, o1); return;
-            default: packed_q6_k_8(j, o0, o1); return;
-            }
+    if (j->W->packed) { /* 16- or 8-bit rows */
+        const int b8 = j->xq8 != NULL;
+        switch (j->W->dtype) {
+        case EMT_Q4_0: (b8 ? packed_q4_0_8 : packed_q4_0_16)(j, o0, o1); return;
+        case EMT_Q4_1: (b8 ? packed_q4_1_8 : packed_q4_1_16)(j, o0, o1); return;
+        case EMT_Q5_0: (b8 ? packed_q5_0_8 : packed_q5_0_16)(j, o0, o1); return;
+        case EMT_Q4_K: (b8 ? packed_q4_k_8 : packed_q4_k_16)(j, o0, o1); return;
+        case EMT_Q5_K: (b8 ? packed_q5_k_8 : packed_q5_k_16)(j, o0, o1); return;
+        case EMT_Q6_K: (b8 ? packed_q6_k_8 : packed_q6_k_16)(j, o0, o1); return;
+        default: (b8 ? packed_q8_0_8 : packed_q8_0_16)(j, o0, o1); return;
         }
+    }
 #endif
+    if (j->xq8) {
 #ifdef __AVX2__
         switch (j->W->dtype) {
         case EMT_Q4_0: file8_range(j, EMT_Q4_0, o0, o1); return;
@@ -2861,19 +2854,6 @@ static void qmatmul_task(void *ctx, int32_t task) {
         return;
 #endif
     }
-#ifdef EMT_CPU_PACKED
-    if (j->W->packed) {
-        switch (j->W->dtype) {
-        case EMT_Q4_0: packed_q4_0_16(j, o0, o1); return;
-        case EMT_Q4_1: packed_q4_1_16(j, o0, o1); return;
-        case EMT_Q5_0: packed_q5_0_16(j, o0, o1); return;
-        case EMT_Q4_K: packed_q4_k_16(j, o0, o1); return;
-        case EMT_Q5_K: packed_q5_k_16(j, o0, o1); return;
-        case EMT_Q6_K: packed_q6_k_16(j, o0, o1); return;
-        default: packed_q8_0_16(j, o0, o1); return;
-        }
-    }
-#endif
     switch (j->W->dtype) { /* one specialised loop per dtype */
 #ifdef __AVX2__
     case EMT_Q4_0: qtile_range(j, EMT_Q4_0, o0, o1); break;

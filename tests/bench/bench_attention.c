@@ -59,7 +59,14 @@ int main(int argc, char **argv) {
     if (argc > 4) {
         n_depths = 0;
         for (char *s = argv[4]; *s && n_depths < 16; s++) {
-            depths[n_depths++] = (int32_t)strtol(s, &s, 10);
+            char *end;
+            long d = strtol(s, &end, 10);
+            if (end == s || d < 0 || d > 1 << 20 || (*end && *end != ',')) {
+                fprintf(stderr, "bench_attention: DEPTHS '%s': want a comma list of depths in [0, %d]\n", argv[4], 1 << 20);
+                return 2;
+            }
+            depths[n_depths++] = (int32_t)d;
+            s = end;
             if (*s != ',') break;
         }
     }

@@ -455,7 +455,28 @@ static void check_variant(emt_cpu_variant variant) {
     be->ops->destroy(be);
 }
 
+/* ENTMTP_CPU_PREFETCH: a bad value is an error naming it; a good one, set
+ * before the first CPU backend, is the kernels' prefetch distance. Run
+ * first: the distance is fixed by the process's first backend. */
+static void check_prefetch_setting(void) {
+    const char *bad[] = { "100", "-64", "65600", "4k", " 64" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("ENTMTP_CPU_PREFETCH", bad[i], 1);
+        emt_backend *be = NULL;
+        CHECK(emt_backend_cpu_create_variant(EMT_CPU_BASELINE, &be) == ENTMTP_ERR_INVALID_ARGUMENT);
+        CHECK(be == NULL);
+        CHECK(strstr(entmtp_last_error(), "ENTMTP_CPU_PREFETCH") != NULL && strstr(entmtp_last_error(), bad[i]) != NULL);
+    }
+    setenv("ENTMTP_CPU_PREFETCH", "4096", 1);
+    emt_backend *be = NULL;
+    CHECK_OK(emt_backend_cpu_create_variant(EMT_CPU_BASELINE, &be));
+    CHECK(emt_cpu_prefetch_bytes == 4096);
+    be->ops->destroy(be);
+    unsetenv("ENTMTP_CPU_PREFETCH");
+}
+
 int main(void) {
+    check_prefetch_setting();
     for (int v = 0; v < EMT_CPU_VARIANT_COUNT; v++)
         if (emt_cpu_variant_supported((emt_cpu_variant)v)) check_variant((emt_cpu_variant)v);
     return emt_test_finish("test_cpu_backend");

@@ -3,6 +3,7 @@
  * per-file target flags (CMakeLists.txt) and chosen here from cpuid. */
 #include "backend/cpu/cpu_variants.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 static const char *const g_names[EMT_CPU_VARIANT_COUNT] = { "baseline", "avx2", "avx512" };
@@ -80,7 +81,44 @@ const emt_backend_ops *emt_cpu_variant_ops(emt_cpu_variant v) {
     return NULL;
 }
 
+size_t emt_cpu_prefetch_bytes = 2048;
+
+/* 1 with the distance in *out when s is a valid ENTMTP_CPU_PREFETCH value */
+static int parse_prefetch(const char *s, size_t *out) {
+    if (*s < '0' || *s > '9') return 0; /* strtol would take spaces and signs */
+    char *end = NULL;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < 0 || v > 65536 || v % 64) return 0;
+    *out = (size_t)v;
+    return 1;
+}
+
+/* AMX tiles (cpuid leaf 7, edx bit 24), as a sign of a Sapphire Rapids or
+ * later core, whatever the OS allows or this build uses */
+static int cpu_has_amx_tiles(void) {
+#ifdef EMT_CPU_HAVE_X86_VARIANTS
+    unsigned a, b, c, d;
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && ((d >> 24) & 1);
+#else
+    return 0;
+#endif
+}
+
+static void prefetch_once(void) {
+    const char *env = getenv("ENTMTP_CPU_PREFETCH");
+    size_t v;
+    if (env && *env && parse_prefetch(env, &v)) emt_cpu_prefetch_bytes = v;
+    else emt_cpu_prefetch_bytes = cpu_has_amx_tiles() ? 8192 : 2048;
+}
+
 entmtp_status emt_backend_cpu_create_variant(emt_cpu_variant v, emt_backend **out) {
+    static pthread_once_t prefetch_set = PTHREAD_ONCE_INIT;
+    const char *env = getenv("ENTMTP_CPU_PREFETCH");
+    size_t ahead;
+    if (env && *env && !parse_prefetch(env, &ahead))
+        return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT,
+                        "ENTMTP_CPU_PREFETCH=%s: not a byte distance from 0 to 65536 in steps of 64", env);
+    pthread_once(&prefetch_set, prefetch_once);
     if (!emt_cpu_variant_supported(v))
         return emt_fail(ENTMTP_ERR_INVALID_ARGUMENT, "cpu backend: kernel variant '%s' cannot run here",
                         emt_cpu_variant_name(v));

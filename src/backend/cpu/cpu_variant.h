@@ -1067,13 +1067,16 @@ static void quantize_row(const float *x, int32_t n, int32_t span, emt_xq *out) {
 }
 
 /* A product's weights stream from memory once (an AR step's matrices do
- * not fit in the cache): the kernels ask for the bytes EMT_PREFETCH_AHEAD
+ * not fit in the cache): the kernels ask for the bytes emt_cpu_prefetch_bytes
  * ahead of the block they decode, so that more lines are in flight than
  * the hardware prefetcher keeps. Past a matrix's end this only touches
- * the cache. The file-layout loop does the same per weight row. */
-#define EMT_PREFETCH_AHEAD 2048 /* 1-8 KiB measured on 1B Q4_K_M: 2 KiB the fastest */
+ * the cache. The file-layout loop does the same per weight row. The
+ * distance depends on the machine's memory latency (cpu_variants.h): 2 KiB
+ * was the fastest of 1-8 KiB on a Xeon without AMX (1B Q4_K_M), 8 KiB
+ * 7-11% faster than 2 KiB on a Xeon with AMX (1B Q4_0 and Q8_0 AR steps). */
 static inline __attribute__((always_inline)) void prefetch_ahead(const uint8_t *p, size_t bytes) {
-    for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + EMT_PREFETCH_AHEAD + i, 0, 3);
+    const uint8_t *ahead = p + emt_cpu_prefetch_bytes;
+    for (size_t i = 0; i < bytes; i += 64) __builtin_prefetch(ahead + i, 0, 3);
 }
 
 /* The packed K-quant kernels' prefetch: a group block (1152-1680 bytes,
@@ -1573,7 +1576,7 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
     for (int32_t b0 = 0; b0 < nb; b0 += per, g += gb) {
         __m512 dw = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g))));
         if (!kq) {
-            if (prefetch) prefetch_ahead(g, gb); /* as the 16-bit packed kernels: EMT_PREFETCH_AHEAD bytes ahead */
+            if (prefetch) prefetch_ahead(g, gb); /* as the 16-bit packed kernels: emt_cpu_prefetch_bytes ahead */
             __m256 mw = t == EMT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 2 * EMT_PACK_ROWS)))
                                       : _mm256_setzero_ps();
             const uint8_t *codes = g + emt_qblock_head(t) * EMT_PACK_ROWS;

@@ -34,6 +34,13 @@ int emt_cpu_variant_supported(emt_cpu_variant v);
 entmtp_status emt_cpu_variant_selected(emt_cpu_variant *out);
 /* The ops table of variant v; NULL when this build lacks it. */
 const emt_backend_ops *emt_cpu_variant_ops(emt_cpu_variant v);
+/* How far ahead of the block it decodes a product kernel asks for the
+ * weights (prefetch_ahead, cpu_variant.h), in bytes: ENTMTP_CPU_PREFETCH
+ * when set (0 to 65536, a multiple of 64), else 8192 on processors with AMX
+ * tiles (Sapphire Rapids and later, whose longer memory latency needs the
+ * longer lead: docs/performance.md) and 2048 elsewhere. Set once, by the
+ * first CPU backend created; read by every kernel variant. */
+extern size_t emt_cpu_prefetch_bytes;
 /* A CPU backend running variant v (tests compare the variants). */
 entmtp_status emt_backend_cpu_create_variant(emt_cpu_variant v, emt_backend **out);
 

@@ -501,8 +501,12 @@ int main(void) {
             char packed_names[64] = "";
             for (int i = 0; i < 7; i++) {
                 int k = emt_dtype_block_elems(packable[i]) == 256;
+                long tile_ranges = emt_cpu_amx_tile_ranges();
                 int packed = check_packed(op, be, ex, packable[i], k ? 512 : 576, 40);
                 CHECK_EQ_INT(check_packed(op, be, ex, packable[i], 2048, 72), packed);
+                /* the amx variant's Q4_0 / Q8_0 products of 16+ rows (1..37 above) took the tile kernels, and only they */
+                int tiles = v == EMT_CPU_AMX && packed && (packable[i] == EMT_Q4_0 || packable[i] == EMT_Q8_0);
+                CHECK_EQ_INT(emt_cpu_amx_tile_ranges() > tile_ranges, tiles);
                 if (packed) {
                     strcat(packed_names, " ");
                     strcat(packed_names, emt_dtype_name(packable[i]));

@@ -36,6 +36,9 @@ struct emt_exec {
     int kv_bf16; /* set_kv_dtype(EMT_BF16): attention's K/V caches hold BF16 */
     float *attn_partial; /* attention's per-chunk partial results */
     size_t attn_cap;
+    uint8_t *amx_x; /* amx variant: xq's rows split for the tile products (amx_split_row) */
+    size_t amx_cap;
+    int32_t amx_rows; /* rows that amx_x holds (0: none, the products read xq) */
     const char *error; /* set by an op that failed; sync reports it */
 };
 
@@ -97,6 +100,7 @@ static void cpu_exec_destroy(emt_exec *ex) {
     free(ex->xsc);
     free(ex->xq8);
     free(ex->attn_partial);
+    free(ex->amx_x);
     free(ex);
 }
 
@@ -1712,6 +1716,7 @@ typedef struct qmatmul_job {
     const float *x, *bias;
     float *y;
     int32_t n_rows, n_in, n_out, chunk;
+    const uint8_t *amx_x; /* amx variant: xq split for the tile products (NULL: not prepared) */
 } qmatmul_job;
 
 /* A tile's outputs v[r * stride + c] (rows r0.., outputs o..o+nc) into y, plus the bias. */
@@ -2793,6 +2798,231 @@ packed8_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
 }
 #endif
 
+#ifdef __AMX_INT8__
+/* AMX tile products (the amx variant): a product of 16 or more rows (a
+ * verify of 16+ nodes, a 16-bit prompt) of a packed Q4_0 or Q8_0 matrix
+ * with the 16-bit activation rows, equal bit for bit to the scalar
+ * reference (emt_dot_q_ref) and so to the one-row kernel. Below 16 rows
+ * the VNNI kernels are faster: each block's sums must leave the tiles
+ * through memory for the reference's float step, and with 8 tiles that
+ * round trip is latency-bound (docs/performance.md).
+ *
+ * A tile multiply sums exactly in 32-bit integers, but only over 8-bit
+ * operands, so each 16-bit activation code is split: q = 256 * hi + lo with
+ * hi = q >> 8 (signed) and lo = q & 255 (unsigned), and a block's integer
+ * sum is 256 * (hi . w) + (lo . w) (at most 2^27 in magnitude), plus Q4_0's
+ * -8 * sum(q). The A tiles are a row tile's high and low bytes of one block
+ * (up to 16 rows x 32 bytes, amx_split_row); a B tile is one packed group's
+ * block: row k holds codes 4k..4k+3 of the 8 outputs, which is the packed
+ * Q8_0 block as stored and the packed Q4_0 block's nibbles unpacked (rows
+ * 0-3 low nibbles: codes 0..15, rows 4-7 high: codes 16..31). A C tile is
+ * rows x 8 outputs. Two groups per pass: tiles 0-1 A, 2-3 B, 4-7 C.
+ * Each block's sums leave the tiles through memory and take the
+ * reference's float steps, fma(dw * dx, isum, acc), in zmm registers that
+ * hold two rows x 8 outputs. */
+#define EMT_AMX_M 16        /* activation rows per tile */
+#define EMT_AMX_MIN_ROWS 16 /* fewer rows keep the VNNI kernels: faster there (docs/performance.md) */
+/* per (row tile, block): 16 rows x (32 high bytes, 32 low bytes), then the rows' d[16] and Q4_0 bias[16] */
+#define EMT_AMX_UNIT (EMT_AMX_M * 64 + 128)
+
+/* GCC's tile load and store intrinsics are asm statements without a memory
+ * clobber: without this fence the compiler may drop or move the vector
+ * stores a tile load reads, and the loads of what a tile store wrote. */
+#define EMT_AMX_FENCE() __asm__ volatile("" ::: "memory")
+
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} emt_amx_config;
+
+/* A and C tiles of m rows, B tiles of 8 rows, all 32 bytes wide */
+static void amx_configure(int m) {
+    emt_amx_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 8; t++) {
+        c.colsb[t] = 32;
+        c.rows[t] = (uint8_t)(t == 2 || t == 3 ? 8 : m);
+    }
+    _tile_loadconfig(&c);
+}
+
+/* Row r of the prepared 16-bit rows (nb blocks) into the split layout;
+ * rows of a last, partial row tile beyond n_rows are left zero by row 0. */
+static void amx_split_row(const emt_xq *xq, int32_t nb, int32_t r, int32_t n_rows, uint8_t *base) {
+    const int32_t rt = r / EMT_AMX_M, m = r % EMT_AMX_M;
+    const int pad = m == 0 && n_rows - r < EMT_AMX_M ? n_rows - r : EMT_AMX_M;
+    const __m512i low = _mm512_set1_epi16(0xFF);
+    for (int32_t b = 0; b < nb; b++) {
+        uint8_t *u = base + ((size_t)rt * nb + b) * EMT_AMX_UNIT;
+        __m512i q = _mm512_loadu_si512((const void *)xq[b].q);
+        _mm256_storeu_si256((__m256i *)(u + 64 * m), _mm512_cvtepi16_epi8(_mm512_srai_epi16(q, 8)));
+        _mm256_storeu_si256((__m256i *)(u + 64 * m + 32), _mm512_cvtepi16_epi8(_mm512_and_si512(q, low)));
+        memcpy(u + EMT_AMX_M * 64 + 4 * m, &xq[b].d, 4);
+        memcpy(u + EMT_AMX_M * 64 + 64 + 4 * m, &xq[b].bias8[0], 4);
+        for (int p = pad; p < EMT_AMX_M; p++) { /* the unused rows: zero codes, scales and biases */
+            memset(u + 64 * p, 0, 64);
+            memset(u + EMT_AMX_M * 64 + 4 * p, 0, 4);
+            memset(u + EMT_AMX_M * 64 + 64 + 4 * p, 0, 4);
+        }
+    }
+}
+
+/* A packed Q4_0 block's codes (128 bytes) as a B tile (256 bytes): rows 0-3
+ * the low nibbles (codes 0..15), rows 4-7 the high ones (codes 16..31). */
+static inline void amx_unpack_q4_0(const uint8_t *codes, uint8_t *bq) {
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    __m512i c01 = _mm512_loadu_si512((const void *)codes), c23 = _mm512_loadu_si512((const void *)(codes + 64));
+    _mm512_store_si512((void *)bq, _mm512_and_si512(c01, nib));
+    _mm512_store_si512((void *)(bq + 64), _mm512_and_si512(c23, nib));
+    _mm512_store_si512((void *)(bq + 128), _mm512_and_si512(_mm512_srli_epi16(c01, 4), nib));
+    _mm512_store_si512((void *)(bq + 192), _mm512_and_si512(_mm512_srli_epi16(c23, 4), nib));
+}
+
+/* Block b's float steps for P row pairs and 1 + two groups, from its
+ * integer sums in cs (C tiles: high, low per group). */
+static inline __attribute__((always_inline)) void
+amx_block_steps(emt_dtype t, const uint8_t *const gs[2], size_t gb, int two, const uint8_t *u,
+                const int32_t (*cs)[EMT_AMX_M * EMT_PACK_ROWS], int P, __m512 acc[2][EMT_AMX_M / 2]) {
+    const __m512 dx = _mm512_loadu_ps((const float *)(u + EMT_AMX_M * 64));
+    const __m512i bias = _mm512_loadu_si512((const void *)(u + EMT_AMX_M * 64 + 64));
+    __m512 dw[2];
+    for (int k = 0; k < 1 + two; k++) {
+        __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)gs[k]));
+        dw[k] = _mm512_insertf32x8(_mm512_castps256_ps512(d8), d8, 1); /* the 8 outputs, for two rows */
+    }
+    (void)gb;
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++) {
+        const __m512i pair = _mm512_set_epi32(2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1, 2 * p + 1,
+                                              2 * p + 1, 2 * p + 1, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p, 2 * p,
+                                              2 * p);
+        const __m512 dxp = _mm512_permutexvar_ps(pair, dx);
+        const __m512i bp = t == EMT_Q4_0 ? _mm512_permutexvar_epi32(pair, bias) : _mm512_setzero_si512();
+        for (int k = 0; k < 1 + two; k++) {
+            __m512i hi = _mm512_load_si512((const void *)(cs[2 * k] + 16 * p));
+            __m512i lo = _mm512_load_si512((const void *)(cs[2 * k + 1] + 16 * p));
+            __m512i isum = _mm512_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi, 8), lo), bp);
+            acc[k][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw[k], dxp), _mm512_cvtepi32_ps(isum), acc[k][p]);
+        }
+    }
+}
+
+/* One row tile (m rows, P = (m + 1) / 2 row pairs) x the 8 outputs of
+ * group g0 and, when two, of the group after it: out[k][r * 8 + c].
+ * Software-pipelined: block b's tile products run while block b - 1's
+ * float steps read the sums stored the iteration before, and Q4_0's next B
+ * tiles are unpacked an iteration ahead, so no load waits on a store that
+ * has just been issued (a tile store read back at once, or vector stores
+ * read at once by a tile load, cost about 100 cycles a block). */
+static inline __attribute__((always_inline)) void
+amx_rows(emt_dtype t, const uint8_t *g0, size_t group_bytes, int two, const uint8_t *units, int32_t nb, int P,
+         int prefetch, float out[2][EMT_AMX_M * EMT_PACK_ROWS]) {
+    const size_t gb = EMT_PACK_ROWS * emt_qblock_bytes(t);
+    const uint8_t *gs[2] = { g0, g0 + group_bytes };
+    __attribute__((aligned(64))) int32_t csum[2][4][EMT_AMX_M * EMT_PACK_ROWS]; /* by block parity */
+    __attribute__((aligned(64))) uint8_t bq[2][2][256];                          /* by block parity, group */
+    __m512 acc[2][EMT_AMX_M / 2];
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++) acc[0][p] = acc[1][p] = _mm512_setzero_ps();
+    if (t == EMT_Q4_0)
+        for (int k = 0; k < 1 + two; k++) amx_unpack_q4_0(gs[k] + 2 * EMT_PACK_ROWS, bq[0][k]);
+    EMT_AMX_FENCE();
+    for (int32_t b = 0; b < nb; b++) {
+        const uint8_t *u = units + (size_t)b * EMT_AMX_UNIT;
+        const int par = b & 1;
+        _tile_loadd(0, u, 64);      /* high bytes */
+        _tile_loadd(1, u + 32, 64); /* low bytes */
+        const uint8_t *b0 = gs[0] + (size_t)b * gb, *b1 = gs[1] + (size_t)b * gb;
+        if (prefetch) {
+            prefetch_ahead(b0, gb);
+            if (two) prefetch_ahead(b1, gb);
+        }
+        if (t == EMT_Q8_0) _tile_loadd(2, b0 + 2 * EMT_PACK_ROWS, 32);
+        else _tile_loadd(2, bq[par][0], 32);
+        _tile_zero(4);
+        _tile_zero(5);
+        _tile_dpbssd(4, 0, 2);
+        _tile_dpbusd(5, 1, 2);
+        _tile_stored(4, csum[par][0], 32);
+        _tile_stored(5, csum[par][1], 32);
+        if (two) {
+            if (t == EMT_Q8_0) _tile_loadd(3, b1 + 2 * EMT_PACK_ROWS, 32);
+            else _tile_loadd(3, bq[par][1], 32);
+            _tile_zero(6);
+            _tile_zero(7);
+            _tile_dpbssd(6, 0, 3);
+            _tile_dpbusd(7, 1, 3);
+            _tile_stored(6, csum[par][2], 32);
+            _tile_stored(7, csum[par][3], 32);
+        }
+        if (t == EMT_Q4_0 && b + 1 < nb)
+            for (int k = 0; k < 1 + two; k++) amx_unpack_q4_0(gs[k] + (size_t)(b + 1) * gb + 2 * EMT_PACK_ROWS, bq[!par][k]);
+        EMT_AMX_FENCE();
+        if (b > 0) {
+            const uint8_t *prev[2] = { b0 - gb, b1 - gb };
+            amx_block_steps(t, prev, gb, two, u - EMT_AMX_UNIT, (const int32_t (*)[EMT_AMX_M * EMT_PACK_ROWS])csum[!par], P, acc);
+        }
+    }
+    {
+        const uint8_t *last[2] = { gs[0] + (size_t)(nb - 1) * gb, gs[1] + (size_t)(nb - 1) * gb };
+        amx_block_steps(t, last, gb, two, units + (size_t)(nb - 1) * EMT_AMX_UNIT,
+                        (const int32_t (*)[EMT_AMX_M * EMT_PACK_ROWS])csum[(nb - 1) & 1], P, acc);
+    }
+    const __m512 zero = _mm512_setzero_ps(); /* the reference's acc + acc_min, acc_min = +0 */
+#pragma GCC unroll 8
+    for (int p = 0; p < P; p++)
+        for (int k = 0; k < 1 + two; k++) _mm512_storeu_ps(out[k] + 16 * p, _mm512_add_ps(acc[k][p], zero));
+}
+
+/* Outputs [o0, o1) of a packed Q4_0 / Q8_0 matrix for every row: row tiles
+ * of up to 16 x two groups' 16 outputs, rows in blocks of EMT_ROW_BLOCK. */
+static inline __attribute__((always_inline)) void
+amx_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
+    const int32_t nb = j->n_in / EMT_QK;
+    const size_t group_bytes = EMT_PACK_ROWS * j->row_bytes;
+    float v[2][EMT_AMX_M * EMT_PACK_ROWS];
+    int configured = 0;
+    for (int32_t rb0 = 0; rb0 < j->n_rows; rb0 += EMT_ROW_BLOCK) {
+        int32_t rb1 = rb0 + EMT_ROW_BLOCK < j->n_rows ? rb0 + EMT_ROW_BLOCK : j->n_rows;
+        for (int32_t o = o0; o < o1; o += 2 * EMT_PACK_ROWS) {
+            const uint8_t *g = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
+            const int two = o + EMT_PACK_ROWS < o1;
+            for (int32_t r0 = rb0; r0 < rb1; r0 += EMT_AMX_M) {
+                const int m = rb1 - r0 < EMT_AMX_M ? rb1 - r0 : EMT_AMX_M;
+                if (m != configured) amx_configure(configured = m);
+                const uint8_t *units = j->amx_x + (size_t)(r0 / EMT_AMX_M) * nb * EMT_AMX_UNIT;
+                const int first = r0 == rb0;
+                switch ((m + 1) / 2) { /* row pairs constant in each call: the accumulators stay in registers */
+                case 1: amx_rows(t, g, group_bytes, two, units, nb, 1, first, v); break;
+                case 2: amx_rows(t, g, group_bytes, two, units, nb, 2, first, v); break;
+                case 3: amx_rows(t, g, group_bytes, two, units, nb, 3, first, v); break;
+                case 4: amx_rows(t, g, group_bytes, two, units, nb, 4, first, v); break;
+                case 5: amx_rows(t, g, group_bytes, two, units, nb, 5, first, v); break;
+                case 6: amx_rows(t, g, group_bytes, two, units, nb, 6, first, v); break;
+                case 7: amx_rows(t, g, group_bytes, two, units, nb, 7, first, v); break;
+                default: amx_rows(t, g, group_bytes, two, units, nb, 8, first, v); break;
+                }
+                int nc = o1 - o < EMT_PACK_ROWS ? o1 - o : EMT_PACK_ROWS;
+                store_tile(j, r0, m, o, nc, v[0], EMT_PACK_ROWS);
+                if (two) {
+                    nc = o1 - o - EMT_PACK_ROWS < EMT_PACK_ROWS ? o1 - o - EMT_PACK_ROWS : EMT_PACK_ROWS;
+                    store_tile(j, r0, m, o + EMT_PACK_ROWS, nc, v[1], EMT_PACK_ROWS);
+                }
+            }
+        }
+    }
+    if (configured) _tile_release();
+    emt_cpu_amx_tile_range_done();
+}
+#endif
+
+#ifdef __AMX_INT8__
+EMT_RANGE_FN(amx_q4_0_16, amx_range(j, EMT_Q4_0, o0, o1))
+EMT_RANGE_FN(amx_q8_0_16, amx_range(j, EMT_Q8_0, o0, o1))
+#endif
+
 #ifdef EMT_CPU_PACKED
 EMT_RANGE_FN(packed_q4_0_16, packed_range(j, EMT_Q4_0, o0, o1))
 EMT_RANGE_FN(packed_q4_1_16, packed_range(j, EMT_Q4_1, o0, o1))
@@ -2825,6 +3055,12 @@ static void qmatmul_task(void *ctx, int32_t task) {
         case EMT_Q6_K: (b8 ? lanes_q6_k_8 : lanes_q6_k_16)(j, o0, o1); return;
         default: (b8 ? lanes_q8_0_8 : lanes_q8_0_16)(j, o0, o1); return;
         }
+    }
+#endif
+#ifdef __AMX_INT8__
+    if (j->W->packed && j->amx_x && !j->xq8 && (j->W->dtype == EMT_Q4_0 || j->W->dtype == EMT_Q8_0)) {
+        (j->W->dtype == EMT_Q4_0 ? amx_q4_0_16 : amx_q8_0_16)(j, o0, o1);
+        return;
     }
 #endif
 #ifdef EMT_CPU_PACKED
@@ -2880,12 +3116,16 @@ static void qmatmul_task(void *ctx, int32_t task) {
 typedef struct quantize_job {
     const float *x;
     emt_xq *xq;
-    int32_t n_in, span;
+    int32_t n_in, span, n_rows;
+    uint8_t *amx_x; /* amx variant: also split each row for the tile products */
 } quantize_job;
 
 static void quantize_task(void *ctx, int32_t r) {
     const quantize_job *j = ctx;
     quantize_row(j->x + (size_t)r * j->n_in, j->n_in, j->span, j->xq + (size_t)r * (j->n_in / EMT_QK));
+#ifdef __AMX_INT8__
+    if (j->amx_x) amx_split_row(j->xq + (size_t)r * (j->n_in / EMT_QK), j->n_in / EMT_QK, r, j->n_rows, j->amx_x);
+#endif
 }
 
 static int is_half_type(emt_dtype t) { return t == EMT_F16 || t == EMT_BF16; }
@@ -2917,7 +3157,20 @@ static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, 
     size_t *cap = span == EMT_QK ? &ex->xq_cap : &ex->xqk_cap;
     if (!grow(ex, (void **)buf, cap, need, sizeof(emt_xq), "cpu matmul: out of memory for the quantized activation rows"))
         return NULL;
-    quantize_job job = { x, *buf, n_in, span };
+    quantize_job job = { x, *buf, n_in, span, n_rows, NULL };
+#ifdef __AMX_INT8__
+    if (span == EMT_QK) {
+        ex->amx_rows = 0;
+        if (n_rows >= EMT_AMX_MIN_ROWS) {
+            size_t tiles = (size_t)(n_rows + EMT_AMX_M - 1) / EMT_AMX_M;
+            if (!grow(ex, (void **)&ex->amx_x, &ex->amx_cap, tiles * (size_t)(n_in / EMT_QK) * EMT_AMX_UNIT, 1,
+                      "cpu matmul: out of memory for the AMX activation tiles"))
+                return NULL;
+            job.amx_x = ex->amx_x;
+            ex->amx_rows = n_rows;
+        }
+    }
+#endif
     if (n_rows == 1) quantize_task(&job, 0);
     else emt_pool_run(ex->pool, n_rows, quantize_task, &job);
     if (span != EMT_QK || !EMT_QDOT_XSC) return *buf;
@@ -2998,7 +3251,7 @@ static const emt_xq8 *prepare_rows8(emt_exec *ex, const float *x, int32_t n_rows
         ex->xq8 = p;
         ex->xq8_cap = need;
     }
-    qmatmul_job job = { NULL, 0, NULL, ex->xq8, NULL, x, NULL, NULL, n_rows, n_in, 0, 0 };
+    qmatmul_job job = { NULL, 0, NULL, ex->xq8, NULL, x, NULL, NULL, n_rows, n_in, 0, 0, NULL };
     if (n_rows == 1) quantize8_task(&job, 0);
     else emt_pool_run(ex->pool, n_rows, quantize8_task, &job);
     return ex->xq8;
@@ -3089,7 +3342,8 @@ static int32_t output_chunk(const emt_exec *ex, int32_t n_rows, int32_t n_out) {
 static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bias, const emt_xq *const xq[2],
                                const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
     const emt_xq *q = is_half_type(W->dtype) ? NULL : xq[act_span(W->dtype) != EMT_QK];
-    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), q, NULL, q && EMT_QDOT_XSC ? ex->xsc : NULL, x, bias, y, n_rows, n_in, n_out, 0 };
+    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), q, NULL, q && EMT_QDOT_XSC ? ex->xsc : NULL, x, bias, y, n_rows, n_in, n_out, 0, NULL };
+    if (q && q == ex->xq && ex->amx_rows == n_rows && n_rows > 0) j.amx_x = ex->amx_x; /* amx variant only */
     if (ex->act8 && emt_act8_type(W->dtype)) j.xq8 = ex->xq8;
     j.chunk = output_chunk(ex, n_rows, n_out);
     return j;

@@ -30,7 +30,7 @@
 #   THREADS (2)  ROUNDS (3)  TOKENS (128)  NODES (2,4,8,16)  FILES (all keys)
 #   SPEC (1: the Hydra measure on the bundled model)  PROMPTS (4)
 #   OUT (.cache/compare)  GGUF_DIR (.cache/random-gguf)  FRESH (0)  ENTMTP (a built entmtp binary to use)
-#   ENTMTP_CPU_KERNELS  passed through (baseline | avx2 | avx512)
+#   ENTMTP_CPU_KERNELS  passed through (baseline | avx2 | avx512 | amx)
 #   LLAMACPP_ISA (native)  avx2: llama.cpp built for AVX2 without AVX-512
 #                 (scripts/build-llamacpp.sh), the peer for ENTMTP_CPU_KERNELS=avx2
 #   PROMPT_BITS (8, the library's default)  entmtp bench --prompt-bits: 16

@@ -21,6 +21,10 @@
 #include <cblas.h>
 #endif
 
+#if defined(__AMX_INT8__) || defined(__AMXINT8__) /* GCC's and clang's names for -mamx-int8 */
+#define EMT_CPU_AMX_TILES 1
+#endif
+
 struct emt_exec {
     emt_backend *be;
     emt_pool *pool;
@@ -2798,7 +2802,7 @@ packed8_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
 }
 #endif
 
-#ifdef __AMX_INT8__
+#ifdef EMT_CPU_AMX_TILES
 /* AMX tile products (the amx variant): a product of 16 or more rows (a
  * verify of 16+ nodes, a 16-bit prompt) of a packed Q4_0 or Q8_0 matrix
  * with the 16-bit activation rows, equal bit for bit to the scalar
@@ -3018,7 +3022,7 @@ amx_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
 }
 #endif
 
-#ifdef __AMX_INT8__
+#ifdef EMT_CPU_AMX_TILES
 EMT_RANGE_FN(amx_q4_0_16, amx_range(j, EMT_Q4_0, o0, o1))
 EMT_RANGE_FN(amx_q8_0_16, amx_range(j, EMT_Q8_0, o0, o1))
 #endif
@@ -3057,7 +3061,7 @@ static void qmatmul_task(void *ctx, int32_t task) {
         }
     }
 #endif
-#ifdef __AMX_INT8__
+#ifdef EMT_CPU_AMX_TILES
     if (j->W->packed && j->amx_x && !j->xq8 && (j->W->dtype == EMT_Q4_0 || j->W->dtype == EMT_Q8_0)) {
         (j->W->dtype == EMT_Q4_0 ? amx_q4_0_16 : amx_q8_0_16)(j, o0, o1);
         return;
@@ -3123,7 +3127,7 @@ typedef struct quantize_job {
 static void quantize_task(void *ctx, int32_t r) {
     const quantize_job *j = ctx;
     quantize_row(j->x + (size_t)r * j->n_in, j->n_in, j->span, j->xq + (size_t)r * (j->n_in / EMT_QK));
-#ifdef __AMX_INT8__
+#ifdef EMT_CPU_AMX_TILES
     if (j->amx_x) amx_split_row(j->xq + (size_t)r * (j->n_in / EMT_QK), j->n_in / EMT_QK, r, j->n_rows, j->amx_x);
 #endif
 }
@@ -3158,7 +3162,7 @@ static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, 
     if (!grow(ex, (void **)buf, cap, need, sizeof(emt_xq), "cpu matmul: out of memory for the quantized activation rows"))
         return NULL;
     quantize_job job = { x, *buf, n_in, span, n_rows, NULL };
-#ifdef __AMX_INT8__
+#ifdef EMT_CPU_AMX_TILES
     if (span == EMT_QK) {
         ex->amx_rows = 0;
         if (n_rows >= EMT_AMX_MIN_ROWS) {

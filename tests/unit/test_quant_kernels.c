@@ -352,7 +352,7 @@ static void check_kquant_extremes(const emt_backend_ops *op, emt_backend *be, em
  * within 8-bit rounding of a double product; rows of blocks below 2^-87
  * give exactly the bias; set_activation_bits(16) restores the 16-bit bits. */
 static void check_act8(const emt_backend_ops *op, emt_backend *be, emt_exec *ex, emt_dtype t, int32_t n_in,
-                       int32_t n_out) {
+                       int32_t n_out, int amx) {
     const int32_t R = 37, nb = n_in / EMT_QK;
     const float level[6] = { 1.0f, 1e-36f, 1e-40f, 0x1p-88f, 1e-3f, 8.0f };
     size_t rb = emt_dtype_nbytes(t, n_in);
@@ -403,6 +403,7 @@ static void check_act8(const emt_backend_ops *op, emt_backend *be, emt_exec *ex,
         CHECK_OK(op->pack(be, &P, n_out, n_in));
     }
     op->set_activation_bits(ex, 8);
+    long tile_ranges = amx ? emt_cpu_amx_tile_ranges() : 0;
     for (int layout = 0; layout < (P.packed ? 2 : 1); layout++) {
         const emt_wmat *M = layout ? &P : &W;
         for (int32_t n = 1; n <= R; n++)
@@ -424,12 +425,67 @@ static void check_act8(const emt_backend_ops *op, emt_backend *be, emt_exec *ex,
         CHECK(!memcmp(got, ref, sizeof(float) * (size_t)R * n_out));
         CHECK(!memcmp(g5, r5, sizeof(float) * (size_t)R * n_out));
     }
+    if (amx) CHECK_EQ_INT(emt_cpu_amx_tile_ranges(), tile_ranges); /* up to 37 rows: the tile kernels start at 48 */
     op->set_activation_bits(ex, 16);
     op->matmul_q(ex, P.packed ? &P : &W, bias, x, R, n_in, n_out, got);
     CHECK(!memcmp(got, y16, sizeof(float) * (size_t)R * n_out));
     CHECK_OK(op->sync(ex));
     if (copy) op->release(be, P.owned);
     free(wq); free(w5); free(x); free(bias); free(ref); free(got); free(y16); free(g5); free(r5); free(deq); free(xq);
+}
+
+/* The 8-bit prompt mode at prompt sizes (48+ rows: the amx variant's tile
+ * kernels for packed Q4_0 / Q8_0): rows in two row blocks with a partial
+ * last row tile, blocks in several chunks with a partial last one, a
+ * partial last output pair; every row equals emt_dot8_ref bit for bit, in
+ * one call and row counts 48..53 at a time; the tile kernels ran where they
+ * should and only there. */
+static void check_act8_rows(const emt_backend_ops *op, emt_backend *be, emt_exec *ex, emt_dtype t, int amx) {
+    const int32_t R = 150, n_in = emt_dtype_block_elems(t) == 256 ? 9 * 256 : 70 * EMT_QK, n_out = 24, nb = n_in / EMT_QK;
+    size_t rb = emt_dtype_nbytes(t, n_in);
+    uint8_t *wq = random_matrix(t, n_in, n_out);
+    float *x = malloc(sizeof(float) * (size_t)R * n_in), *bias = malloc(sizeof(float) * (size_t)n_out);
+    float *ref = malloc(sizeof(float) * (size_t)R * n_out), *got = malloc(sizeof(float) * (size_t)R * n_out);
+    float *plain = malloc(sizeof(float) * (size_t)R * n_out); /* without the bias */
+    emt_xq8 *xq = malloc(sizeof(emt_xq8) * (size_t)nb);
+    for (int64_t i = 0; i < (int64_t)R * n_in; i++) x[i] = urand() * (i % 7 == 0 ? 6.0f : 1.0f);
+    for (int32_t o = 0; o < n_out; o++) bias[o] = urand();
+    for (int32_t r = 0; r < R; r++) {
+        for (int32_t b = 0; b < nb; b++) emt_quantize_block8_ref(x + (size_t)r * n_in + b * EMT_QK, &xq[b]);
+        for (int32_t o = 0; o < n_out; o++) {
+            plain[(size_t)r * n_out + o] = emt_dot8_ref(t, wq + (size_t)o * rb, xq, nb);
+            ref[(size_t)r * n_out + o] = plain[(size_t)r * n_out + o] + bias[o];
+        }
+    }
+    uint8_t *copy = op->alloc(be, rb * (size_t)n_out);
+    memcpy(copy, wq, rb * (size_t)n_out);
+    emt_wmat P = { t, copy, copy, 0 };
+    CHECK_OK(op->pack(be, &P, n_out, n_in));
+    op->set_activation_bits(ex, 8);
+    long tile_ranges = emt_cpu_amx_tile_ranges();
+    for (int32_t n = 48; n <= 53; n++)
+        for (int32_t r0 = 0; r0 < R; r0 += n) {
+            int32_t k = R - r0 < n ? R - r0 : n;
+            op->matmul_q(ex, &P, bias, x + (size_t)r0 * n_in, k, n_in, n_out, got);
+            if (memcmp(got, ref + (size_t)r0 * n_out, sizeof(float) * (size_t)k * n_out)) {
+                fprintf(stderr, "%s 8-bit: rows %d..%d computed %d at a time differ from the reference\n", emt_dtype_name(t),
+                        r0, r0 + k - 1, n);
+                emt_test_failures++;
+            }
+        }
+    /* the output pair over groups 1..2 of a view (one whole pair from its second group) */
+    emt_wmat Pv = { t, (const uint8_t *)P.data + EMT_PACK_ROWS * rb, NULL, P.packed };
+    op->matmul_q(ex, &Pv, NULL, x, R, n_in, n_out - EMT_PACK_ROWS, got);
+    for (int32_t r = 0; r < R; r++)
+        for (int32_t o = 0; o < n_out - EMT_PACK_ROWS; o++)
+            CHECK(got[(size_t)r * (n_out - EMT_PACK_ROWS) + o] == plain[(size_t)r * n_out + EMT_PACK_ROWS + o]);
+    op->matmul_q(ex, &P, bias, x, R, n_in, n_out, got);
+    CHECK(!memcmp(got, ref, sizeof(float) * (size_t)R * n_out));
+    op->set_activation_bits(ex, 16);
+    CHECK_EQ_INT(emt_cpu_amx_tile_ranges() > tile_ranges, amx && P.packed && (t == EMT_Q4_0 || t == EMT_Q8_0));
+    CHECK_OK(op->sync(ex));
+    op->release(be, P.owned);
+    free(wq); free(x); free(bias); free(ref); free(got); free(plain); free(xq);
 }
 
 /* Embedding rows from a typed table equal the table's F32 conversion. */
@@ -490,9 +546,11 @@ int main(void) {
         const emt_dtype act8[] = { EMT_Q4_0, EMT_Q4_1, EMT_Q5_0, EMT_Q8_0, EMT_Q4_K, EMT_Q5_K, EMT_Q6_K };
         for (int i = 0; i < 7; i++) {
             int k = emt_dtype_block_elems(act8[i]) == 256;
-            check_act8(op, be, ex, act8[i], k ? 512 : 576, 40);
-            check_act8(op, be, ex, act8[i], k ? 256 : 64, 16);
-            check_act8(op, be, ex, act8[i], k ? 256 : 96, 13); /* a short output tile */
+            const int amx = v == EMT_CPU_AMX;
+            check_act8(op, be, ex, act8[i], k ? 512 : 576, 40, amx);
+            check_act8(op, be, ex, act8[i], k ? 256 : 64, 16, amx);
+            check_act8(op, be, ex, act8[i], k ? 256 : 96, 13, amx); /* a short output tile */
+            if (op->pack) check_act8_rows(op, be, ex, act8[i], amx);
         }
         printf("variant %s: 8-bit prompt mode (Q4_0 Q4_1 Q5_0 Q8_0 Q4_K Q5_K Q6_K) equals its scalar reference bit for bit\n",
                emt_cpu_variant_name((emt_cpu_variant)v));

@@ -43,6 +43,9 @@ struct emt_exec {
     uint8_t *amx_x; /* amx variant: xq's rows split for the tile products (amx_split_row) */
     size_t amx_cap;
     int32_t amx_rows; /* rows that amx_x holds (0: none, the products read xq) */
+    uint8_t *amx8_x; /* amx variant: xq8's rows split for the tile products (amx8_split_row) */
+    size_t amx8_cap;
+    int32_t amx8_rows; /* rows that amx8_x holds (0: none) */
     const char *error; /* set by an op that failed; sync reports it */
 };
 
@@ -105,6 +108,7 @@ static void cpu_exec_destroy(emt_exec *ex) {
     free(ex->xq8);
     free(ex->attn_partial);
     free(ex->amx_x);
+    free(ex->amx8_x);
     free(ex);
 }
 
@@ -1721,6 +1725,7 @@ typedef struct qmatmul_job {
     float *y;
     int32_t n_rows, n_in, n_out, chunk;
     const uint8_t *amx_x; /* amx variant: xq split for the tile products (NULL: not prepared) */
+    const uint8_t *amx8_x; /* amx variant: xq8 split for the tile products (NULL: not prepared) */
 } qmatmul_job;
 
 /* A tile's outputs v[r * stride + c] (rows r0.., outputs o..o+nc) into y, plus the bias. */
@@ -3020,8 +3025,198 @@ amx_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
 #endif
 
 #ifdef EMT_CPU_AMX_TILES
+/* The 8-bit prompt mode's tile products (quant8.h; the amx variant): a
+ * product of 16 or more 8-bit rows with a packed Q4_0 or Q8_0 matrix,
+ * equal bit for bit to emt_dot8_ref and so to the VNNI kernels. The codes
+ * are 8-bit on both sides, so one signed tile multiply per block gives the
+ * exact integer sums, and the reference's two float lanes per output come
+ * out of that one multiply: the B tile holds each code quad row k (codes
+ * 4k..4k+3 of the group's 8 outputs) in columns 0-7 when k is even (lane 0)
+ * and in columns 8-15 when k is odd (lane 1), zeros in the other half, so
+ * C's column c < 8 is output c's lane-0 sum and column 8 + c its lane-1 sum.
+ * The zeros double the tile's multiply-adds, which the tile unit has to
+ * spare; a block's cost is its float steps, per row one conversion, one
+ * multiply and one FMA over 16 lanes (8 outputs x 2 lanes), where the VNNI
+ * kernel spends four vpdpbusd more.
+ *
+ * A tiles come from the rows split by amx8_split_row: per (row tile,
+ * block) the 16 rows' 32 codes, contiguous, then their scales d. A group's
+ * B tiles are built EMT_AMX8_CHUNK blocks at a time and serve every row
+ * tile of a row block (EMT_AMX8_ROW_BLOCK rows); a row tile's 16 float sums
+ * stay in registers across the chunk. Tiles 0-1 A, 2-3 B, 4-5 C, by block
+ * parity, so each block's multiply runs while the previous block's sums
+ * take their float steps. */
+#define EMT_AMX8_ROW_BLOCK 128
+#define EMT_AMX8_CHUNK 32 /* blocks: 16 KiB of B tiles */
+#define EMT_AMX8_UNIT (EMT_AMX_M * 32 + EMT_AMX_M * 4) /* 16 rows' codes, then their d[16] */
+#define EMT_AMX8_MIN_ROWS 48 /* fewer rows keep the VNNI kernels: faster there (docs/performance.md) */
+
+/* A tiles of 16 rows x 32 bytes, B tiles of 8 x 64, C tiles of 16 x 64 */
+static void amx8_configure(void) {
+    emt_amx_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 6; t++) {
+        c.colsb[t] = (uint16_t)(t < 2 ? 32 : 64);
+        c.rows[t] = (uint8_t)(t == 2 || t == 3 ? 8 : EMT_AMX_M);
+    }
+    _tile_loadconfig(&c);
+}
+
+/* Row r's 8-bit blocks (nb) into the split layout; the rows of a last,
+ * partial row tile beyond n_rows are zeroed by that tile's first row. */
+static void amx8_split_row(const emt_xq8 *xq, int32_t nb, int32_t r, int32_t n_rows, uint8_t *base) {
+    const int32_t rt = r / EMT_AMX_M, m = r % EMT_AMX_M;
+    const int pad = m == 0 && n_rows - r < EMT_AMX_M ? n_rows - r : EMT_AMX_M;
+    for (int32_t b = 0; b < nb; b++) {
+        uint8_t *u = base + ((size_t)rt * nb + b) * EMT_AMX8_UNIT;
+        memcpy(u + 32 * m, xq[b].q, 32);
+        memcpy(u + EMT_AMX_M * 32 + 4 * m, &xq[b].d, 4);
+        for (int p = pad; p < EMT_AMX_M; p++) {
+            memset(u + 32 * p, 0, 32);
+            memset(u + EMT_AMX_M * 32 + 4 * p, 0, 4);
+        }
+    }
+}
+
+/* Block b of a packed Q4_0 / Q8_0 matrix's group g (blocks of gb bytes)
+ * as the B tile above (512 bytes at bt), with quant8.h's signed codes
+ * (Q4_0: nibble - 8), and its scales for both lanes of the 8 outputs. */
+static inline __attribute__((always_inline)) __m512 amx8_block(emt_dtype t, const uint8_t *g, size_t gb, int32_t b,
+                                                                uint8_t *bt) {
+    const uint8_t *blk = g + (size_t)b * gb, *codes = blk + emt_qblock_head(t) * EMT_PACK_ROWS;
+    __m512i v[4]; /* v[i]: code quad rows 2i (bytes 0-31) and 2i + 1 (bytes 32-63) */
+    if (t == EMT_Q8_0) {
+#pragma GCC unroll 4
+        for (int i = 0; i < 4; i++) v[i] = _mm512_loadu_si512((const void *)(codes + 64 * i));
+    } else { /* rows 0-3: the low nibbles (codes 0..15), rows 4-7 the high ones */
+        const __m512i nib = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8);
+        __m512i c01 = _mm512_loadu_si512((const void *)codes), c23 = _mm512_loadu_si512((const void *)(codes + 64));
+        v[0] = _mm512_sub_epi8(_mm512_and_si512(c01, nib), eight);
+        v[1] = _mm512_sub_epi8(_mm512_and_si512(c23, nib), eight);
+        v[2] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(c01, 4), nib), eight);
+        v[3] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(c23, 4), nib), eight);
+    }
+    const __mmask64 lane0 = 0x00000000FFFFFFFFull;
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        _mm512_store_si512((void *)(bt + 128 * i), _mm512_maskz_mov_epi8(lane0, v[i]));
+        _mm512_store_si512((void *)(bt + 128 * i + 64), _mm512_maskz_mov_epi8(~lane0, v[i]));
+    }
+    __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
+    return _mm512_insertf32x8(_mm512_castps256_ps512(d8), d8, 1);
+}
+
+/* One block's float steps for a row tile, from its sums cs (16 rows x 16
+ * columns) and the rows' scales dx: emt_block8_accumulate for 8 outputs x
+ * 2 lanes at once. */
+static inline __attribute__((always_inline)) void
+amx8_block_steps(const int32_t *cs, const float *dx, __m512 dw, __m512 acc[EMT_AMX_M]) {
+#pragma GCC unroll 16
+    for (int r = 0; r < EMT_AMX_M; r++)
+        acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(dx[r])),
+                                 _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(cs + 16 * r))), acc[r]);
+}
+
+/* A row tile's sums over nbc blocks (B tiles bt, scale vectors dw; A units
+ * from u) added to acc. The tile unit runs its instructions in order and a
+ * multiply's sums take about 50 cycles to be ready for the store, so block
+ * b + 1's multiply is issued before block b's sums are stored, and block b -
+ * 1's float steps read sums stored an iteration ago. */
+static inline __attribute__((always_inline)) void
+amx8_tile_blocks(const uint8_t *bt, const __m512 *dw, const uint8_t *u, const uint8_t *u_next, int32_t nbc,
+                 __m512 acc[EMT_AMX_M]) {
+    __attribute__((aligned(64))) int32_t cs[2][16 * 16]; /* by block parity */
+/* block b's multiply into C tile tc (A, B tiles ta, tb); tile numbers must be constants, hence macros */
+#define EMT_AMX8_MUL(b, ta, tb, tc)                               \
+    do {                                                          \
+        _tile_loadd(ta, u + (size_t)(b) * EMT_AMX8_UNIT, 32);     \
+        _tile_loadd(tb, bt + 512 * (size_t)(b), 64);              \
+        _tile_zero(tc);                                           \
+        _tile_dpbssd(tc, ta, tb);                                 \
+    } while (0)
+    EMT_AMX8_MUL(0, 0, 2, 4);
+    for (int32_t b = 0; b < nbc; b++) {
+        /* the A units come from L2 (a row block's rows pass once per group): ask for block b + 3's now, the
+         * next row tile's first ones near the end */
+        const uint8_t *ahead = b + 3 < nbc ? u + (size_t)(b + 3) * EMT_AMX8_UNIT : u_next + (size_t)(b + 3 - nbc) * EMT_AMX8_UNIT;
+        for (int l = 0; l < EMT_AMX8_UNIT / 64; l++) _mm_prefetch((const char *)(ahead + 64 * l), _MM_HINT_T0);
+        if (b & 1) {
+            if (b + 1 < nbc) EMT_AMX8_MUL(b + 1, 0, 2, 4);
+            _tile_stored(5, cs[1], 64);
+        } else {
+            if (b + 1 < nbc) EMT_AMX8_MUL(b + 1, 1, 3, 5);
+            _tile_stored(4, cs[0], 64);
+        }
+        EMT_AMX_FENCE();
+        if (b > 0)
+            amx8_block_steps(cs[(b - 1) & 1], (const float *)(u + (size_t)(b - 1) * EMT_AMX8_UNIT + EMT_AMX_M * 32),
+                             dw[b - 1], acc);
+    }
+#undef EMT_AMX8_MUL
+    amx8_block_steps(cs[(nbc - 1) & 1], (const float *)(u + (size_t)(nbc - 1) * EMT_AMX8_UNIT + EMT_AMX_M * 32),
+                     dw[nbc - 1], acc);
+}
+
+/* Outputs [o0, o1) of a packed Q4_0 / Q8_0 matrix for every 8-bit row. */
+static inline __attribute__((always_inline)) void
+amx8_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
+    const int32_t nb = j->n_in / EMT_QK;
+    const size_t gb = EMT_PACK_ROWS * emt_qblock_bytes(t);
+    __attribute__((aligned(64))) uint8_t bt[EMT_AMX8_CHUNK * 512];
+    __m512 dw[EMT_AMX8_CHUNK];
+    __attribute__((aligned(64))) float saved[EMT_AMX8_ROW_BLOCK][16]; /* row tiles' sums between chunks */
+    amx8_configure();
+    for (int32_t rb0 = 0; rb0 < j->n_rows; rb0 += EMT_AMX8_ROW_BLOCK) {
+        const int32_t rb1 = rb0 + EMT_AMX8_ROW_BLOCK < j->n_rows ? rb0 + EMT_AMX8_ROW_BLOCK : j->n_rows;
+        const int32_t tiles = (rb1 - rb0 + EMT_AMX_M - 1) / EMT_AMX_M;
+        const uint8_t *units = j->amx8_x + (size_t)(rb0 / EMT_AMX_M) * nb * EMT_AMX8_UNIT;
+        for (int32_t o = o0; o < o1; o += EMT_PACK_ROWS) {
+            const uint8_t *g = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
+            const int nc = o1 - o < EMT_PACK_ROWS ? o1 - o : EMT_PACK_ROWS;
+            for (int32_t c0 = 0; c0 < nb; c0 += EMT_AMX8_CHUNK) {
+                const int32_t nbc = nb - c0 < EMT_AMX8_CHUNK ? nb - c0 : EMT_AMX8_CHUNK;
+                for (int32_t b = 0; b < nbc; b++) {
+                    if (rb0 == 0) prefetch_ahead(g + (size_t)(c0 + b) * gb, gb);
+                    dw[b] = amx8_block(t, g, gb, c0 + b, bt + 512 * b);
+                }
+                EMT_AMX_FENCE();
+                for (int32_t rt = 0; rt < tiles; rt++) {
+                    const uint8_t *u = units + ((size_t)rt * nb + c0) * EMT_AMX8_UNIT;
+                    /* the next row tile's units, or the first row tile's (the next group's pass) */
+                    const uint8_t *u_next = rt + 1 < tiles ? u + (size_t)nb * EMT_AMX8_UNIT : units + (size_t)c0 * EMT_AMX8_UNIT;
+                    __m512 acc[EMT_AMX_M];
+#pragma GCC unroll 16
+                    for (int r = 0; r < EMT_AMX_M; r++) acc[r] = c0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(saved[rt * EMT_AMX_M + r]);
+                    amx8_tile_blocks(bt, dw, u, u_next, nbc, acc);
+                    if (c0 + nbc < nb) {
+#pragma GCC unroll 16
+                        for (int r = 0; r < EMT_AMX_M; r++) _mm512_store_ps(saved[rt * EMT_AMX_M + r], acc[r]);
+                        continue;
+                    }
+                    /* output = (lane 0 + lane 1) + the minimum sum (zero here), then the bias (packed8_store, store_tile) */
+                    const int32_t r0 = rb0 + rt * EMT_AMX_M, nr = rb1 - r0 < EMT_AMX_M ? rb1 - r0 : EMT_AMX_M;
+                    __attribute__((aligned(32))) float v[EMT_AMX_M * EMT_PACK_ROWS];
+#pragma GCC unroll 16
+                    for (int r = 0; r < EMT_AMX_M; r++)
+                        _mm256_store_ps(v + 8 * r, _mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(acc[r]),
+                                                                               _mm512_extractf32x8_ps(acc[r], 1)),
+                                                                 _mm256_setzero_ps()));
+                    store_tile(j, r0, nr, o, nc, v, EMT_PACK_ROWS);
+                }
+            }
+        }
+    }
+    _tile_release();
+    emt_cpu_amx_tile_range_done();
+}
+#endif
+
+#ifdef EMT_CPU_AMX_TILES
 EMT_RANGE_FN(amx_q4_0_16, amx_range(j, EMT_Q4_0, o0, o1))
 EMT_RANGE_FN(amx_q8_0_16, amx_range(j, EMT_Q8_0, o0, o1))
+EMT_RANGE_FN(amx_q4_0_8, amx8_range(j, EMT_Q4_0, o0, o1))
+EMT_RANGE_FN(amx_q8_0_8, amx8_range(j, EMT_Q8_0, o0, o1))
 #endif
 
 #ifdef EMT_CPU_PACKED
@@ -3062,6 +3257,13 @@ static void qmatmul_task(void *ctx, int32_t task) {
     if (j->W->packed && j->amx_x && !j->xq8 && (j->W->dtype == EMT_Q4_0 || j->W->dtype == EMT_Q8_0)) {
         (j->W->dtype == EMT_Q4_0 ? amx_q4_0_16 : amx_q8_0_16)(j, o0, o1);
         return;
+    }
+    if (j->W->packed && j->xq8 && j->amx8_x) {
+        switch (j->W->dtype) {
+        case EMT_Q4_0: amx_q4_0_8(j, o0, o1); return;
+        case EMT_Q8_0: amx_q8_0_8(j, o0, o1); return;
+        default: break; /* the VNNI kernels below */
+        }
     }
 #endif
 #ifdef EMT_CPU_PACKED
@@ -3237,6 +3439,9 @@ static void quantize8_task(void *ctx, int32_t r) {
     const float *x = j->x + (size_t)r * j->n_in;
     emt_xq8 *out = (emt_xq8 *)j->xq8 + (size_t)r * (j->n_in / EMT_QK);
     for (int32_t b = 0; b < j->n_in / EMT_QK; b++) quantize_block8(x + (size_t)b * EMT_QK, &out[b]);
+#ifdef EMT_CPU_AMX_TILES
+    if (j->amx8_x) amx8_split_row(out, j->n_in / EMT_QK, r, j->n_rows, (uint8_t *)j->amx8_x);
+#endif
 }
 
 /* The input rows with 8-bit codes (quant8.h) in the context's buffer; NULL
@@ -3252,7 +3457,18 @@ static const emt_xq8 *prepare_rows8(emt_exec *ex, const float *x, int32_t n_rows
         ex->xq8 = p;
         ex->xq8_cap = need;
     }
-    qmatmul_job job = { NULL, 0, NULL, ex->xq8, NULL, x, NULL, NULL, n_rows, n_in, 0, 0, NULL };
+    qmatmul_job job = { NULL, 0, NULL, ex->xq8, NULL, x, NULL, NULL, n_rows, n_in, 0, 0, NULL, NULL };
+#ifdef EMT_CPU_AMX_TILES
+    ex->amx8_rows = 0;
+    if (n_rows >= EMT_AMX8_MIN_ROWS) {
+        size_t tiles = (size_t)(n_rows + EMT_AMX_M - 1) / EMT_AMX_M;
+        if (!grow(ex, (void **)&ex->amx8_x, &ex->amx8_cap, tiles * (size_t)(n_in / EMT_QK) * EMT_AMX8_UNIT, 1,
+                  "cpu matmul: out of memory for the 8-bit AMX activation tiles"))
+            return NULL;
+        job.amx8_x = ex->amx8_x;
+        ex->amx8_rows = n_rows;
+    }
+#endif
     if (n_rows == 1) quantize8_task(&job, 0);
     else emt_pool_run(ex->pool, n_rows, quantize8_task, &job);
     return ex->xq8;
@@ -3343,9 +3559,12 @@ static int32_t output_chunk(const emt_exec *ex, int32_t n_rows, int32_t n_out) {
 static qmatmul_job product_job(emt_exec *ex, const emt_wmat *W, const float *bias, const emt_xq *const xq[2],
                                const float *x, int32_t n_rows, int32_t n_in, int32_t n_out, float *y) {
     const emt_xq *q = is_half_type(W->dtype) ? NULL : xq[act_span(W->dtype) != EMT_QK];
-    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), q, NULL, q && EMT_QDOT_XSC ? ex->xsc : NULL, x, bias, y, n_rows, n_in, n_out, 0, NULL };
+    qmatmul_job j = { W, emt_dtype_nbytes(W->dtype, n_in), q, NULL, q && EMT_QDOT_XSC ? ex->xsc : NULL, x, bias, y, n_rows, n_in, n_out, 0, NULL, NULL };
     if (q && q == ex->xq && ex->amx_rows == n_rows && n_rows > 0) j.amx_x = ex->amx_x; /* amx variant only */
-    if (ex->act8 && emt_act8_type(W->dtype)) j.xq8 = ex->xq8;
+    if (ex->act8 && emt_act8_type(W->dtype)) {
+        j.xq8 = ex->xq8;
+        if (ex->amx8_rows == n_rows && n_rows > 0) j.amx8_x = ex->amx8_x; /* amx variant only */
+    }
     j.chunk = output_chunk(ex, n_rows, n_out);
     return j;
 }

@@ -1176,7 +1176,7 @@ packed_lanes_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, in
     const uint8_t *codes_at = g + emt_qblock_head(t) * EMT_PACK_ROWS;
     /* output c's scale into lanes 2c, 2c + 1 */
     const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
-    const __m512i nib = _mm512_set1_epi16(0x0F);
+    const __m512i nib = _mm512_set1_epi16(0x0F), nib16 = _mm512_set1_epi16(0xF0);
     __m512 acc[EMT_TILE_ROWS];
     __m256 acc_min[EMT_TILE_ROWS]; /* Q4_1: lane c = output c's minimum term */
 #pragma GCC unroll 8
@@ -1189,7 +1189,9 @@ packed_lanes_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, in
         __m512 dw = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g))));
         __m256 mw = t == EMT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 2 * EMT_PACK_ROWS)))
                                   : _mm256_setzero_ps();
-        /* w[k]: 16-bit word 4c + j = output c's code 4k + j */
+        /* w[k]: 16-bit word 4c + j = output c's code 4k + j; Q4_0 / Q4_1 codes 16..31 (w[4..7]) are
+         * kept times 16 (the high nibble masked in place, an AND instead of a shift on the port the
+         * multiply-adds need) and their sums divided by 16 exactly after */
         __m512i w[8];
         if (t == EMT_Q8_0) {
 #pragma GCC unroll 8
@@ -1199,7 +1201,7 @@ packed_lanes_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, in
             for (int k = 0; k < 4; k++) { /* a byte: code 4k + j (low nibble), 16 + 4k + j (high) */
                 __m512i v = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(codes_at + 32 * k)));
                 w[k] = _mm512_and_si512(v, nib);
-                w[4 + k] = _mm512_srli_epi16(v, 4);
+                w[4 + k] = _mm512_and_si512(v, nib16);
             }
         }
 #pragma GCC unroll 8
@@ -1211,9 +1213,20 @@ packed_lanes_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, in
             memcpy(&bias, xb->bias8, sizeof bias);
             /* Q4_0's offset: the low lane of each pair starts at -8 * sum(q) */
             __m512i isum = t == EMT_Q4_0 ? _mm512_set1_epi64(bias) : _mm512_setzero_si512();
+            if (t == EMT_Q8_0) {
 #pragma GCC unroll 8
-            for (int k = 0; k < 8; k++) isum = _mm512_dpwssd_epi32(isum, w[k], _mm512_set1_epi64(q4[k]));
-            isum = _mm512_add_epi32(isum, _mm512_srli_epi64(isum, 32)); /* lane 2c: output c's block sum */
+                for (int k = 0; k < 8; k++) isum = _mm512_dpwssd_epi32(isum, w[k], _mm512_set1_epi64(q4[k]));
+            } else { /* |16 x sum| < 2^31: 16 codes x 240 x 32767 */
+                __m512i hi16 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    isum = _mm512_dpwssd_epi32(isum, w[k], _mm512_set1_epi64(q4[k]));
+                    hi16 = _mm512_dpwssd_epi32(hi16, w[4 + k], _mm512_set1_epi64(q4[4 + k]));
+                }
+                isum = _mm512_add_epi32(isum, _mm512_srai_epi32(hi16, 4));
+            }
+            /* lane 2c: output c's block sum (the pair swapped by a shuffle, off the multiply-add port) */
+            isum = _mm512_add_epi32(isum, _mm512_shuffle_epi32(isum, _MM_PERM_CDAB));
             acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), _mm512_cvtepi32_ps(isum), acc[r]);
             if (t == EMT_Q4_1) acc_min[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), acc_min[r]);
         }

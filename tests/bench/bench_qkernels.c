@@ -8,7 +8,10 @@
  * in AR steps, for this product) and integer multiply-adds per nanosecond.
  * With BENCH_BIG=1 in the environment, one 8192 x 16384 matrix instead,
  * larger than the last-level cache, so its weights stream from memory as
- * in a model's step. Not a test (no timing assertions):
+ * in a model's step. With BENCH_VS=VARIANT in the environment, each call
+ * of the chosen variant alternates with the same call on VARIANT (its own
+ * packed copy), and both are printed: a pair measured in the same moments
+ * of a shared, noisy machine. Not a test (no timing assertions):
  *   build/.../tests/bench_qkernels [REPS [VARIANT [TYPE [MAX_ROWS [LAYOUT]]]]] */
 #include "backend/backend.h"
 #include "backend/cpu/cpu_variants.h"
@@ -44,6 +47,23 @@ int main(int argc, char **argv) {
     const int32_t rows[] = { 1, 2, 4, 8, 16, 64, 512 };
     const int n_rows = (int)(sizeof rows / sizeof rows[0]);
     printf("variant  type  n_in x n_out  layout  rows  us/call  x one-row call  MAC/ns\n");
+    /* BENCH_VS: a second variant whose calls alternate with the first's */
+    const char *vs_name = getenv("BENCH_VS");
+    const emt_backend_ops *op2 = NULL;
+    emt_backend *be2 = NULL;
+    emt_exec *ex2 = NULL;
+    if (vs_name) {
+        int v2 = -1;
+        for (int v = 0; v < EMT_CPU_VARIANT_COUNT; v++)
+            if (!strcmp(vs_name, emt_cpu_variant_name((emt_cpu_variant)v))) v2 = v;
+        if (v2 < 0 || !emt_cpu_variant_supported((emt_cpu_variant)v2)) {
+            fprintf(stderr, "BENCH_VS=%s: not a kernel variant this processor runs\n", vs_name);
+            return 2;
+        }
+        op2 = emt_cpu_variant_ops((emt_cpu_variant)v2);
+        CHECK_OK(emt_backend_cpu_create_variant((emt_cpu_variant)v2, &be2));
+        ex2 = op2->exec_create(be2, 1);
+    }
     for (int v = 1; v < EMT_CPU_VARIANT_COUNT; v++) {
         if (!emt_cpu_variant_supported((emt_cpu_variant)v)) continue;
         if (argc > 2 && strcmp(argv[2], emt_cpu_variant_name((emt_cpu_variant)v)) != 0) continue;
@@ -73,6 +93,14 @@ int main(int argc, char **argv) {
                 memcpy(copy, file, bytes);
                 emt_wmat layouts[2] = { { t, file, NULL, 0 }, { t, copy, copy, 0 } };
                 int have_packed = op->pack && op->pack(be, &layouts[1], n_out, n_in) == ENTMTP_OK && layouts[1].packed;
+                emt_wmat layouts2[2] = { { t, file, NULL, 0 }, { t, NULL, NULL, 0 } };
+                if (op2) { /* the second variant's own packed copy (unpacked: it reads the file's layout) */
+                    uint8_t *copy2 = op2->alloc(be2, bytes);
+                    memcpy(copy2, file, bytes);
+                    layouts2[1] = (emt_wmat){ t, copy2, copy2, 0 };
+                    if (!op2->pack || op2->pack(be2, &layouts2[1], n_out, n_in) != ENTMTP_OK || !layouts2[1].packed)
+                        layouts2[1].data = file;
+                }
                 /* file and packed at 16 bits, then (types with 8-bit kernels) both at 8 */
                 const char *names[4] = { "file", "packed", "file8", "pack8" };
                 double one[4] = { 0, 0, 0, 0 };
@@ -82,14 +110,25 @@ int main(int argc, char **argv) {
                         int32_t n = rows[ri];
                         if ((argc > 4 && n > atoi(argv[4])) || (argc > 5 && strcmp(argv[5], names[l]) != 0)) continue;
                         int r = n >= 64 ? (reps + 2) / 3 : reps;
-                        double best = 1e30;
+                        double best = 1e30, best2 = 1e30;
                         for (int k = 0; k < r; k++) {
                             double t0 = thread_seconds();
                             op->set_activation_bits(ex, l >= 2 ? 8 : 16);
                             op->matmul_q(ex, &layouts[l % 2], NULL, x, n, n_in, n_out, y);
                             double dt = thread_seconds() - t0;
                             if (dt < best) best = dt;
+                            if (op2) {
+                                t0 = thread_seconds();
+                                op2->set_activation_bits(ex2, l >= 2 ? 8 : 16);
+                                op2->matmul_q(ex2, &layouts2[l % 2], NULL, x, n, n_in, n_out, y);
+                                dt = thread_seconds() - t0;
+                                if (dt < best2) best2 = dt;
+                            }
                         }
+                        if (op2)
+                            printf("%-7s  %-4s  %5d x %5d  %-6s  %4d  %8.1f  (alternated)  %6.2f\n", vs_name,
+                                   emt_dtype_name(t), n_in, n_out, names[l], n, best2 * 1e6,
+                                   (double)n * n_in * n_out / best2 * 1e-9);
                         if (n == 1) one[l] = best;
                         printf("%-7s  %-4s  %5d x %5d  %-6s  %4d  %8.1f  %6.2f  %6.2f\n",
                                emt_cpu_variant_name((emt_cpu_variant)v), emt_dtype_name(t), n_in, n_out, names[l], n,
@@ -97,12 +136,17 @@ int main(int argc, char **argv) {
                     }
                 CHECK_OK(op->sync(ex));
                 if (layouts[1].owned) op->release(be, layouts[1].owned);
+                if (layouts2[1].owned) op2->release(be2, layouts2[1].owned);
                 op->release(be, file);
                 free(wf); free(x); free(y);
             }
         }
         op->exec_destroy(ex);
         op->destroy(be);
+    }
+    if (op2) {
+        op2->exec_destroy(ex2);
+        op2->destroy(be2);
     }
     return emt_test_finish("bench_qkernels");
 }

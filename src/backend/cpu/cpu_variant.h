@@ -2961,8 +2961,10 @@ amx_rows(emt_dtype t, const uint8_t *g0, size_t group_bytes, int two, const uint
             if (two) prefetch_ahead(b1, gb);
         }
 /* group k's block (at blk) into B tile tb, its high and low sums into C
- * tiles th, tl, stored; tile numbers must be constants, hence a macro */
-#define EMT_AMX_GROUP(k, blk, tb, th, tl)                                      \
+ * tiles th, tl; then stored, the second group's multiplies first so the
+ * tile unit (in order) does not wait for the first's sums at once; tile
+ * numbers must be constants, hence macros */
+#define EMT_AMX_MUL(k, blk, tb, th, tl)                                        \
     do {                                                                       \
         if (t == EMT_Q8_0) _tile_loadd(tb, (blk) + 2 * EMT_PACK_ROWS, 32);     \
         else _tile_loadd(tb, bq[par][k], 32);                                  \
@@ -2970,12 +2972,18 @@ amx_rows(emt_dtype t, const uint8_t *g0, size_t group_bytes, int two, const uint
         _tile_zero(tl);                                                        \
         _tile_dpbssd(th, 0, tb);                                               \
         _tile_dpbusd(tl, 1, tb);                                               \
+    } while (0)
+#define EMT_AMX_STORE(k, th, tl)                                               \
+    do {                                                                       \
         _tile_stored(th, csum[par][2 * (k)], 32);                              \
         _tile_stored(tl, csum[par][2 * (k) + 1], 32);                          \
     } while (0)
-        EMT_AMX_GROUP(0, b0, 2, 4, 5);
-        if (two) EMT_AMX_GROUP(1, b1, 3, 6, 7);
-#undef EMT_AMX_GROUP
+        EMT_AMX_MUL(0, b0, 2, 4, 5);
+        if (two) EMT_AMX_MUL(1, b1, 3, 6, 7);
+        EMT_AMX_STORE(0, 4, 5);
+        if (two) EMT_AMX_STORE(1, 6, 7);
+#undef EMT_AMX_MUL
+#undef EMT_AMX_STORE
         if (t == EMT_Q4_0 && b + 1 < nb)
             for (int k = 0; k < 1 + two; k++) amx_unpack_q4_0(gs[k] + (size_t)(b + 1) * gb + 2 * EMT_PACK_ROWS, bq[!par][k]);
         EMT_AMX_FENCE();

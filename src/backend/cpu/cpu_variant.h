@@ -3047,7 +3047,8 @@ amx_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
 
 #ifdef EMT_CPU_AMX_TILES
 /* The 8-bit prompt mode's tile products (quant8.h; the amx variant): a
- * product of 16 or more 8-bit rows with a packed Q4_0 or Q8_0 matrix,
+ * product of EMT_AMX8_MIN_ROWS or more 8-bit rows (prompts) with a packed
+ * Q4_0 or Q8_0 matrix,
  * equal bit for bit to emt_dot8_ref and so to the VNNI kernels. The codes
  * are 8-bit on both sides, so one signed tile multiply per block gives the
  * exact integer sums, and the reference's two float lanes per output come
@@ -3056,9 +3057,12 @@ amx_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
  * and in columns 8-15 when k is odd (lane 1), zeros in the other half, so
  * C's column c < 8 is output c's lane-0 sum and column 8 + c its lane-1 sum.
  * The zeros double the tile's multiply-adds, which the tile unit has to
- * spare; a block's cost is its float steps, per row one conversion, one
- * multiply and one FMA over 16 lanes (8 outputs x 2 lanes), where the VNNI
- * kernel spends four vpdpbusd more.
+ * spare. A block costs its tile instructions plus its float steps (per row
+ * one conversion, one multiply and one FMA over 16 lanes: 8 outputs x 2
+ * lanes, where the VNNI kernel spends four vpdpbusd more): on the Xeon
+ * measured the two do not overlap (one 512-bit FMA port, shared with the
+ * tile unit), so the tiles gain 13-23% over VNNI from 48 rows, and below
+ * that lose (docs/performance.md).
  *
  * A tiles come from the rows split by amx8_split_row: per (row tile,
  * block) the 16 rows' 32 codes, contiguous, then their scales d. A group's
@@ -3370,6 +3374,22 @@ static int grow(emt_exec *ex, void **buf, size_t *cap, size_t n, size_t size, co
     return 1;
 }
 
+#ifdef EMT_CPU_AMX_TILES
+/* The buffer of rows split for a tile product over n_rows (unit bytes per
+ * 16-row tile and block), grown; *held records the rows it will hold, 0
+ * below min_rows (the products then read the plain rows). 0 with
+ * ex->error set when it cannot grow. */
+static int amx_split_buffer(emt_exec *ex, uint8_t **buf, size_t *cap, int32_t *held, int32_t n_rows, int32_t min_rows,
+                            int32_t n_in, size_t unit, const char *what) {
+    *held = 0;
+    if (n_rows < min_rows) return 1;
+    size_t tiles = (size_t)(n_rows + EMT_AMX_M - 1) / EMT_AMX_M;
+    if (!grow(ex, (void **)buf, cap, tiles * (size_t)(n_in / EMT_QK) * unit, 1, what)) return 0;
+    *held = n_rows;
+    return 1;
+}
+#endif
+
 /* The input rows as the integer kernels read them (16-bit codes per
  * 32-value block, one scale per `span` values; span 32 also fills, in the
  * AVX2 variant, the scales by 8-row group of qdot_rows), in the context's
@@ -3384,15 +3404,10 @@ static const emt_xq *prepare_rows(emt_exec *ex, const float *x, int32_t n_rows, 
     quantize_job job = { x, *buf, n_in, span, n_rows, NULL };
 #ifdef EMT_CPU_AMX_TILES
     if (span == EMT_QK) {
-        ex->amx_rows = 0;
-        if (n_rows >= EMT_AMX_MIN_ROWS) {
-            size_t tiles = (size_t)(n_rows + EMT_AMX_M - 1) / EMT_AMX_M;
-            if (!grow(ex, (void **)&ex->amx_x, &ex->amx_cap, tiles * (size_t)(n_in / EMT_QK) * EMT_AMX_UNIT, 1,
-                      "cpu matmul: out of memory for the AMX activation tiles"))
-                return NULL;
-            job.amx_x = ex->amx_x;
-            ex->amx_rows = n_rows;
-        }
+        if (!amx_split_buffer(ex, &ex->amx_x, &ex->amx_cap, &ex->amx_rows, n_rows, EMT_AMX_MIN_ROWS, n_in, EMT_AMX_UNIT,
+                              "cpu matmul: out of memory for the AMX activation tiles"))
+            return NULL;
+        if (ex->amx_rows) job.amx_x = ex->amx_x;
     }
 #endif
     if (n_rows == 1) quantize_task(&job, 0);
@@ -3480,15 +3495,10 @@ static const emt_xq8 *prepare_rows8(emt_exec *ex, const float *x, int32_t n_rows
     }
     qmatmul_job job = { NULL, 0, NULL, ex->xq8, NULL, x, NULL, NULL, n_rows, n_in, 0, 0, NULL, NULL };
 #ifdef EMT_CPU_AMX_TILES
-    ex->amx8_rows = 0;
-    if (n_rows >= EMT_AMX8_MIN_ROWS) {
-        size_t tiles = (size_t)(n_rows + EMT_AMX_M - 1) / EMT_AMX_M;
-        if (!grow(ex, (void **)&ex->amx8_x, &ex->amx8_cap, tiles * (size_t)(n_in / EMT_QK) * EMT_AMX8_UNIT, 1,
-                  "cpu matmul: out of memory for the 8-bit AMX activation tiles"))
-            return NULL;
-        job.amx8_x = ex->amx8_x;
-        ex->amx8_rows = n_rows;
-    }
+    if (!amx_split_buffer(ex, &ex->amx8_x, &ex->amx8_cap, &ex->amx8_rows, n_rows, EMT_AMX8_MIN_ROWS, n_in, EMT_AMX8_UNIT,
+                          "cpu matmul: out of memory for the 8-bit AMX activation tiles"))
+        return NULL;
+    if (ex->amx8_rows) job.amx8_x = ex->amx8_x;
 #endif
     if (n_rows == 1) quantize8_task(&job, 0);
     else emt_pool_run(ex->pool, n_rows, quantize8_task, &job);

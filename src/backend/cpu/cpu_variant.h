@@ -2857,6 +2857,13 @@ typedef struct {
     uint16_t colsb[16];
     uint8_t rows[16];
 } emt_amx_config;
+_Static_assert(sizeof(emt_amx_config) == 64, "the tile configuration is 64 bytes");
+
+/* Loads the tile configuration c. GCC's _tile_loadconfig tells the
+ * compiler that it reads only the first 8 bytes of the configuration, so
+ * the stores of the rows and widths may be dropped (an -O2 build did, and
+ * its first tile load raised #UD); this asm reads all 64. */
+static inline void amx_load_config(const emt_amx_config *c) { __asm__ volatile("ldtilecfg %0" ::"m"(*c)); }
 
 /* A and C tiles of m rows, B tiles of 8 rows, all 32 bytes wide */
 static void amx_configure(int m) {
@@ -2867,7 +2874,7 @@ static void amx_configure(int m) {
         c.colsb[t] = 32;
         c.rows[t] = (uint8_t)(t == 2 || t == 3 ? 8 : m);
     }
-    _tile_loadconfig(&c);
+    amx_load_config(&c);
 }
 
 /* Row r of the prepared 16-bit rows (nb blocks) into the split layout;
@@ -3085,7 +3092,7 @@ static void amx8_configure(void) {
         c.colsb[t] = (uint16_t)(t < 2 ? 32 : 64);
         c.rows[t] = (uint8_t)(t == 2 || t == 3 ? 8 : EMT_AMX_M);
     }
-    _tile_loadconfig(&c);
+    amx_load_config(&c);
 }
 
 /* Row r's 8-bit blocks (nb) into the split layout; the rows of a last,

@@ -352,7 +352,7 @@ static void check_kquant_extremes(const emt_backend_ops *op, emt_backend *be, em
  * within 8-bit rounding of a double product; rows of blocks below 2^-87
  * give exactly the bias; set_activation_bits(16) restores the 16-bit bits. */
 static void check_act8(const emt_backend_ops *op, emt_backend *be, emt_exec *ex, emt_dtype t, int32_t n_in,
-                       int32_t n_out, int amx) {
+                       int32_t n_out) {
     const int32_t R = 37, nb = n_in / EMT_QK;
     const float level[6] = { 1.0f, 1e-36f, 1e-40f, 0x1p-88f, 1e-3f, 8.0f };
     size_t rb = emt_dtype_nbytes(t, n_in);
@@ -403,7 +403,7 @@ static void check_act8(const emt_backend_ops *op, emt_backend *be, emt_exec *ex,
         CHECK_OK(op->pack(be, &P, n_out, n_in));
     }
     op->set_activation_bits(ex, 8);
-    long tile_ranges = amx ? emt_cpu_amx_tile_ranges() : 0;
+    long tile_ranges = emt_cpu_amx_tile_ranges();
     for (int layout = 0; layout < (P.packed ? 2 : 1); layout++) {
         const emt_wmat *M = layout ? &P : &W;
         for (int32_t n = 1; n <= R; n++)
@@ -425,7 +425,7 @@ static void check_act8(const emt_backend_ops *op, emt_backend *be, emt_exec *ex,
         CHECK(!memcmp(got, ref, sizeof(float) * (size_t)R * n_out));
         CHECK(!memcmp(g5, r5, sizeof(float) * (size_t)R * n_out));
     }
-    if (amx) CHECK_EQ_INT(emt_cpu_amx_tile_ranges(), tile_ranges); /* up to 37 rows: the tile kernels start at 48 */
+    CHECK_EQ_INT(emt_cpu_amx_tile_ranges(), tile_ranges); /* up to 37 rows: the 8-bit tile kernels start at 48 */
     op->set_activation_bits(ex, 16);
     op->matmul_q(ex, P.packed ? &P : &W, bias, x, R, n_in, n_out, got);
     CHECK(!memcmp(got, y16, sizeof(float) * (size_t)R * n_out));
@@ -547,9 +547,9 @@ int main(void) {
         for (int i = 0; i < 7; i++) {
             int k = emt_dtype_block_elems(act8[i]) == 256;
             const int amx = v == EMT_CPU_AMX;
-            check_act8(op, be, ex, act8[i], k ? 512 : 576, 40, amx);
-            check_act8(op, be, ex, act8[i], k ? 256 : 64, 16, amx);
-            check_act8(op, be, ex, act8[i], k ? 256 : 96, 13, amx); /* a short output tile */
+            check_act8(op, be, ex, act8[i], k ? 512 : 576, 40);
+            check_act8(op, be, ex, act8[i], k ? 256 : 64, 16);
+            check_act8(op, be, ex, act8[i], k ? 256 : 96, 13); /* a short output tile */
             if (op->pack) check_act8_rows(op, be, ex, act8[i], amx);
         }
         printf("variant %s: 8-bit prompt mode (Q4_0 Q4_1 Q5_0 Q8_0 Q4_K Q5_K Q6_K) equals its scalar reference bit for bit\n",

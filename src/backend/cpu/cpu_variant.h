@@ -1517,10 +1517,13 @@ packed_krows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int nr,
 }
 
 /* The 8-bit prompt mode's packed kernels (quant8.h): a tile of nr (<= 8)
- * activation rows x a group's 8 outputs. One zmm holds the 8 outputs' two
- * float lanes (output c in lanes 2c, 2c+1); a 32-value block costs per row
- * four vpdpbusd (8 codes of all 8 outputs against one broadcast quadword of
- * activation codes), one conversion, one multiply and one FMA, where the
+ * activation rows x a group's 8 outputs. Per row and 32-value block four
+ * vpdpbusd (8 codes of all 8 outputs against one broadcast quadword of
+ * activation codes) leave output c's sums in lanes 2c, 2c+1. The K-quants
+ * keep them as quant8.h's two float lanes: one conversion, one multiply and
+ * one FMA per row. The one-sum types (Q4_0, Q4_1, Q5_0, Q8_0) add each lane
+ * pair for two rows at once (two permutes and an add), so one zmm holds a
+ * row pair's 8 outputs and takes one set of float steps per row pair. The
  * 16-bit kernels spend five instructions per output pair. The weight codes
  * go in unsigned (Q4 nibbles, Q6_K's 6-bit codes, Q8_0 codes plus 128) and
  * the bias comes out exactly: each lane's accumulator starts at -bias
@@ -1569,16 +1572,38 @@ static inline __m512i x_quad(const emt_xq8 *xb, int k) {
     return _mm512_set1_epi64(v);
 }
 
-/* out[r * 8 + c] = (lane 2c + lane 2c+1) + mins[r][c] */
-static inline __attribute__((always_inline)) void
-packed8_store(const __m512 *acc, const __m256 *mins, int nr, float *out) {
-    const __m512i evens = _mm512_set_epi32(14, 12, 10, 8, 6, 4, 2, 0, 14, 12, 10, 8, 6, 4, 2, 0);
-#pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) {
-        __m512 both = _mm512_add_ps(acc[r], _mm512_permute_ps(acc[r], 0xB1)); /* swap lanes in pairs */
-        __m256 sum = _mm512_castps512_ps256(_mm512_permutexvar_ps(evens, both));
-        _mm256_storeu_ps(out + 8 * r, _mm256_add_ps(sum, mins[r]));
+/* A row pair's exact sums over code vectors v[k0 .. k0 + nk - 1] (8 codes
+ * of the 8 outputs each): rows xa and xb (the same row when `two` is 0),
+ * from the lane_init values sa, sb; each row's lane pairs added, row a's 8
+ * sums in lanes 0-7 and row b's in 8-15. */
+static inline __attribute__((always_inline)) __m512i pair_isum8(const __m512i *v, int k0, int nk, const emt_xq8 *xa,
+                                                                const emt_xq8 *xb, int two, __m512i sa, __m512i sb) {
+    const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odds = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+#pragma GCC unroll 4
+    for (int k = k0; k < k0 + nk; k++) {
+        sa = _mm512_dpbusd_epi32(sa, v[k], x_quad(xa, k));
+        if (two) sb = _mm512_dpbusd_epi32(sb, v[k], x_quad(xb, k));
     }
+    if (!two) sb = sa; /* a last odd row: its sums twice */
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(sa, evens, sb), _mm512_permutex2var_epi32(sa, odds, sb));
+}
+
+/* The rows' scales d for pair_isum8's lanes: xa's in 0-7, xb's in 8-15 */
+static inline __m512 pair_dx8(const emt_xq8 *xa, const emt_xq8 *xb) {
+    return _mm512_insertf32x8(_mm512_set1_ps(xa->d), _mm256_set1_ps(xb->d), 1);
+}
+
+/* One block (sub-block) of a row pair for the types with one scale per
+ * block: pair_isum8 over its 32 codes (bias as lane_init's), then one FMA
+ * of the pair by sc2 (the 8 outputs' weight scales, twice) times the rows'
+ * d. */
+static inline __attribute__((always_inline)) __m512 pair_block8(const __m512i v[4], __m512 sc2, const emt_xq8 *xa,
+                                                                const emt_xq8 *xb, int two, int bias, __m512 acc) {
+    __m512i sa = lane_init(bias, xa->lsum[0] + xa->lsum[2], xa->lsum[1] + xa->lsum[3]);
+    __m512i sb = two ? lane_init(bias, xb->lsum[0] + xb->lsum[2], xb->lsum[1] + xb->lsum[3]) : sa;
+    __m512i sum = pair_isum8(v, 0, 4, xa, xb, two, sa, sb);
+    return _mm512_fmadd_ps(_mm512_mul_ps(sc2, pair_dx8(xa, xb)), _mm512_cvtepi32_ps(sum), acc);
 }
 
 /* prefetch: ask for the weights ahead as the 16-bit kernels do (the first
@@ -1589,7 +1614,6 @@ static inline __attribute__((always_inline)) void
 packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int prefetch, float *out) {
     const int kq = emt_is_kpacked_type(t), per = kq ? 8 : 1;
     const size_t gb = EMT_PACK_ROWS * emt_pack_unit_bytes(t);
-    const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
     const __m512i nib = _mm512_set1_epi8(0x0F);
     __m512 acc[EMT_TILE8_ROWS];
     __m256 mins[EMT_TILE8_ROWS];
@@ -1599,7 +1623,7 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
         mins[r] = _mm256_setzero_ps();
     }
     for (int32_t b0 = 0; b0 < nb; b0 += per, g += gb) {
-        __m512 dw = _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g))));
+        const __m256 dw8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)); /* the 8 outputs' d */
         if (!kq) {
             if (prefetch) prefetch_ahead(g, gb); /* as the 16-bit packed kernels: emt_cpu_prefetch_bytes ahead */
             __m256 mw = t == EMT_Q4_1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 2 * EMT_PACK_ROWS)))
@@ -1628,14 +1652,16 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
                 }
             }
             const int bias = t == EMT_Q4_0 ? 8 : t == EMT_Q5_0 ? 16 : t == EMT_Q8_0 ? 128 : 0;
-#pragma GCC unroll 8
-            for (int r = 0; r < nr; r++) {
-                const emt_xq8 *xb = x + (size_t)r * nb + b0;
-                __m512i isum = lane_init(bias, xb->lsum[0] + xb->lsum[2], xb->lsum[1] + xb->lsum[3]);
+            /* one sum per output (quant8.h): a row pair's sums in one zmm (pair_block8) */
+            const __m512 dw2 = _mm512_insertf32x8(_mm512_castps256_ps512(dw8), dw8, 1);
 #pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) isum = _mm512_dpbusd_epi32(isum, v[k], x_quad(xb, k));
-                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(xb->d)), _mm512_cvtepi32_ps(isum), acc[r]);
-                if (t == EMT_Q4_1) mins[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), mins[r]);
+            for (int p = 0; p < (nr + 1) / 2; p++) {
+                const emt_xq8 *xa = x + (size_t)(2 * p) * nb + b0, *xb = 2 * p + 1 < nr ? xa + nb : xa;
+                acc[p] = pair_block8(v, dw2, xa, xb, 2 * p + 1 < nr, bias, acc[p]);
+                if (t == EMT_Q4_1) {
+                    mins[2 * p] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xa->s), mins[2 * p]);
+                    if (2 * p + 1 < nr) mins[2 * p + 1] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), mins[2 * p + 1]);
+                }
             }
             continue;
         }
@@ -1646,10 +1672,10 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
             __m512i v[4], h[2];
             __m512 sc0, sc1 = _mm512_setzero_ps();
             __m256 mw = _mm256_setzero_ps();
-            if (t != EMT_Q6_K) {
+            if (t != EMT_Q6_K) { /* sc0: the 8 outputs' d * sc, twice (pair_block8) */
                 __m256i a = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(g + EMT_PK4_SCM + 8 * s)));
-                __m256 scf = _mm256_cvtepi32_ps(_mm256_and_si256(a, _mm256_set1_epi32(63)));
-                sc0 = _mm512_mul_ps(dw, _mm512_permutexvar_ps(dup, _mm512_castps256_ps512(scf)));
+                __m256 sc8 = _mm256_mul_ps(dw8, _mm256_cvtepi32_ps(_mm256_and_si256(a, _mm256_set1_epi32(63))));
+                sc0 = _mm512_insertf32x8(_mm512_castps256_ps512(sc8), sc8, 1);
                 mw = kmins_of(kmin, s);
                 gather_halves(g + EMT_PK4_QS + 128 * s, h);
                 v[0] = _mm512_and_si512(h[0], nib);
@@ -1663,10 +1689,12 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
                     for (int k = 0; k < 4; k++) v[k] = _mm512_mask_add_epi8(v[k], fifth[k], v[k], _mm512_set1_epi8(16));
                 }
             } else { /* Q6_K: v[0], v[1] half 0 (codes 0..7, 8..15), v[2], v[3] half 1 */
+                /* d * the half's scale of the 8 outputs, twice (pair_isum8's lanes) */
                 __m512i sci = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(g + EMT_PK6_SC + 16 * s)));
-                const __m512i h0 = _mm512_set_epi32(14, 14, 12, 12, 10, 10, 8, 8, 6, 6, 4, 4, 2, 2, 0, 0);
-                sc0 = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(h0, sci)));
-                sc1 = _mm512_mul_ps(dw, _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(_mm512_add_epi32(h0, _mm512_set1_epi32(1)), sci)));
+                const __m512i h0 = _mm512_set_epi32(14, 12, 10, 8, 6, 4, 2, 0, 14, 12, 10, 8, 6, 4, 2, 0);
+                const __m512 dw2 = _mm512_insertf32x8(_mm512_castps256_ps512(dw8), dw8, 1);
+                sc0 = _mm512_mul_ps(dw2, _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(h0, sci)));
+                sc1 = _mm512_mul_ps(dw2, _mm512_cvtepi32_ps(_mm512_permutexvar_epi32(_mm512_add_epi32(h0, _mm512_set1_epi32(1)), sci)));
                 __m512i hb[2];
                 gather_halves(g + EMT_PK6_QL + 128 * s, h);
                 gather_halves(g + EMT_PK6_QH + 128 * (s / 2), hb);
@@ -1681,27 +1709,35 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
                     v[2 + k] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(h[k], 4), nib), t1);
                 }
             }
-#pragma GCC unroll 8
-            for (int r = 0; r < nr; r++) {
-                const emt_xq8 *xb = x + (size_t)r * nb + b0 + s;
-                __m512 dx = _mm512_set1_ps(xb->d);
-                if (t != EMT_Q6_K) {
-                    __m512i isum = _mm512_setzero_si512();
+            if (t != EMT_Q6_K) {
 #pragma GCC unroll 4
-                    for (int k = 0; k < 4; k++) isum = _mm512_dpbusd_epi32(isum, v[k], x_quad(xb, k));
-                    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(sc0, dx), _mm512_cvtepi32_ps(isum), acc[r]);
-                    mins[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), mins[r]);
-                } else {
-                    __m512i i0 = lane_init(32, xb->lsum[0], xb->lsum[1]), i1 = lane_init(32, xb->lsum[2], xb->lsum[3]);
-                    i0 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(i0, v[0], x_quad(xb, 0)), v[1], x_quad(xb, 1));
-                    i1 = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(i1, v[2], x_quad(xb, 2)), v[3], x_quad(xb, 3));
-                    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(sc0, dx), _mm512_cvtepi32_ps(i0), acc[r]);
-                    acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(sc1, dx), _mm512_cvtepi32_ps(i1), acc[r]);
+                for (int p = 0; p < (nr + 1) / 2; p++) {
+                    const emt_xq8 *xa = x + (size_t)(2 * p) * nb + b0 + s, *xb = 2 * p + 1 < nr ? xa + nb : xa;
+                    acc[p] = pair_block8(v, sc0, xa, xb, 2 * p + 1 < nr, 0, acc[p]);
+                    mins[2 * p] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xa->s), mins[2 * p]);
+                    if (2 * p + 1 < nr) mins[2 * p + 1] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), mins[2 * p + 1]);
                 }
+                continue;
+            }
+            /* Q6_K: per half, the codes' offset 32 taken off by lane_init */
+#pragma GCC unroll 4
+            for (int p = 0; p < (nr + 1) / 2; p++) {
+                const emt_xq8 *xa = x + (size_t)(2 * p) * nb + b0 + s, *xb = 2 * p + 1 < nr ? xa + nb : xa;
+                const int two = 2 * p + 1 < nr;
+                const __m512 dx = pair_dx8(xa, xb);
+                __m512i h0a = lane_init(32, xa->lsum[0], xa->lsum[1]), h1a = lane_init(32, xa->lsum[2], xa->lsum[3]);
+                __m512i h0b = lane_init(32, xb->lsum[0], xb->lsum[1]), h1b = lane_init(32, xb->lsum[2], xb->lsum[3]);
+                __m512i s0 = pair_isum8(v, 0, 2, xa, xb, two, h0a, h0b), s1 = pair_isum8(v, 2, 2, xa, xb, two, h1a, h1b);
+                acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(sc0, dx), _mm512_cvtepi32_ps(s0), acc[p]);
+                acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(sc1, dx), _mm512_cvtepi32_ps(s1), acc[p]);
             }
         }
     }
-    packed8_store(acc, mins, nr, out);
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++) { /* row r's sums: half r % 2 of acc[r / 2] */
+        __m256 sum = r % 2 ? _mm512_extractf32x8_ps(acc[r / 2], 1) : _mm512_castps512_ps256(acc[r / 2]);
+        _mm256_storeu_ps(out + 8 * r, _mm256_add_ps(sum, mins[r]));
+    }
 }
 #endif
 
@@ -1991,12 +2027,12 @@ static void act8_ref_range(const qmatmul_job *j, int32_t o0, int32_t o1) {
     const int per = t == EMT_Q4_K || t == EMT_Q5_K || t == EMT_Q6_K ? 8 : 1;
     const size_t bb = per == 8 ? emt_dtype_block_bytes(t) : emt_qblock_bytes(t);
     int32_t nb = j->n_in / EMT_QK;
-    float lane[EMT_ACT8_REF_ROWS][2], mins[EMT_ACT8_REF_ROWS];
+    float sum[EMT_ACT8_REF_ROWS], mins[EMT_ACT8_REF_ROWS];
     for (int32_t o = o0; o < o1; o++) {
         const uint8_t *w = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
         for (int32_t r0 = 0; r0 < j->n_rows; r0 += EMT_ACT8_REF_ROWS) {
             int32_t nr = j->n_rows - r0 < EMT_ACT8_REF_ROWS ? j->n_rows - r0 : EMT_ACT8_REF_ROWS;
-            for (int32_t r = 0; r < nr; r++) lane[r][0] = lane[r][1] = mins[r] = 0.0f;
+            for (int32_t r = 0; r < nr; r++) sum[r] = mins[r] = 0.0f;
             for (int32_t b = 0; b < nb; b++) {
                 int32_t c[EMT_QK], part[4];
                 float sc[2], mw;
@@ -2004,11 +2040,11 @@ static void act8_ref_range(const qmatmul_job *j, int32_t o0, int32_t o1) {
                 for (int32_t r = 0; r < nr; r++) {
                     const emt_xq8 *xb = j->xq8 + (size_t)(r0 + r) * nb + b;
                     emt_block8_isums(c, xb->q, part);
-                    emt_block8_accumulate(t, part, sc, mw, xb, lane[r], &mins[r]);
+                    emt_block8_accumulate(t, part, sc, mw, xb, &sum[r], &mins[r]);
                 }
             }
             for (int32_t r = 0; r < nr; r++) {
-                float v = (lane[r][0] + lane[r][1]) + mins[r];
+                float v = sum[r] + mins[r];
                 j->y[(size_t)(r0 + r) * j->n_out + o] = j->bias ? v + j->bias[o] : v;
             }
         }
@@ -2159,6 +2195,7 @@ static inline __attribute__((always_inline)) void file8_rows(emt_dtype t, const 
                 for (int k = 0; k < 4; k++) m[k] = _mm256_maddubs_epi16(v[k], _mm256_sign_epi8(x_quad_avx2(xb, k), sgn[k]));
                 __m256i isum = _mm256_add_epi32(_mm256_add_epi32(_mm256_madd_epi16(m[0], ones), _mm256_madd_epi16(m[1], ones)),
                                                 _mm256_add_epi32(_mm256_madd_epi16(m[2], ones), _mm256_madd_epi16(m[3], ones)));
+                isum = _mm256_add_epi32(isum, _mm256_shuffle_epi32(isum, 0xB1)); /* one sum per output, in both its lanes */
                 acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(sc0, dx), _mm256_cvtepi32_ps(isum), acc[r]);
                 continue;
             }
@@ -2170,6 +2207,9 @@ static inline __attribute__((always_inline)) void file8_rows(emt_dtype t, const 
                                               _mm256_madd_epi16(_mm256_add_epi16(m[0], m[1]), ones));
                 __m256i i1 = _mm256_add_epi32(lane_init_avx2(32, xb->lsum[2], xb->lsum[3]),
                                               _mm256_madd_epi16(_mm256_add_epi16(m[2], m[3]), ones));
+                /* each half's sum per output, in both its lanes */
+                i0 = _mm256_add_epi32(i0, _mm256_shuffle_epi32(i0, 0xB1));
+                i1 = _mm256_add_epi32(i1, _mm256_shuffle_epi32(i1, 0xB1));
                 acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(sc0, dx), _mm256_cvtepi32_ps(i0), acc[r]);
                 acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(sc1, dx), _mm256_cvtepi32_ps(i1), acc[r]);
                 continue;
@@ -2177,13 +2217,14 @@ static inline __attribute__((always_inline)) void file8_rows(emt_dtype t, const 
             /* codes < 32: four pairs per 16-bit sum, |sum| <= 8 * 31 * 127 < 2^15 */
             __m256i isum = _mm256_madd_epi16(_mm256_add_epi16(_mm256_add_epi16(m[0], m[1]), _mm256_add_epi16(m[2], m[3])), ones);
             isum = _mm256_add_epi32(lane_init_avx2(bias, xb->lsum[0] + xb->lsum[2], xb->lsum[1] + xb->lsum[3]), isum);
+            isum = _mm256_add_epi32(isum, _mm256_shuffle_epi32(isum, 0xB1)); /* one sum per output, in both its lanes */
             acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(sc0, dx), _mm256_cvtepi32_ps(isum), acc[r]);
             if (has_min) mins[r] = _mm_fmadd_ps(mwv, _mm_set1_ps(xb->s), mins[r]);
         }
     }
 #pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) { /* (lane 0 + lane 1) + minimum sum */
-        __m256 both = _mm256_add_ps(acc[r], _mm256_permute_ps(acc[r], 0xB1));
+    for (int r = 0; r < nr; r++) { /* sum + minimum sum (each output's sum is in both its lanes) */
+        __m256 both = acc[r];
         __m256 ev = _mm256_permutevar8x32_ps(both, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
         _mm_storeu_ps(out + 4 * r, _mm_add_ps(_mm256_castps256_ps128(ev), mins[r]));
     }
@@ -2310,25 +2351,25 @@ lanes_rows_avx2(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, int 
  * codes 4k..4k+3 and 16 + 4k.. of the 8 outputs against two broadcast
  * dwords of activation codes (vpmaddubsw, the weight codes unsigned: Q4
  * nibbles, |Q8_0 code| with its sign moved onto the activations), summed in
- * 16 bits by quant8.h's lane (bit 2 of the code index: k's parity) and
- * widened once per lane; Q4_0's offset comes out of the lane's activation
- * sums (emt_xq8.lsum). The 8 outputs' lanes come out in order, so the
- * scales need no permutation. */
+ * 16 bits (Q8_0: per code quad) and widened to the block's one sum per
+ * output (quant8.h); Q4_0's offset comes out of the block's activation
+ * sums (emt_xq8.lsum). The 8 outputs come out in order, so the scales need
+ * no permutation. */
 static inline __attribute__((always_inline)) void
 lanes8_rows_avx2(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int prefetch, float *out) {
     const size_t gb = EMT_PACK_ROWS * emt_qblock_bytes(t);
     const uint8_t *codes = g + emt_qblock_head(t) * EMT_PACK_ROWS;
     const __m256i nib = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc0[EMT_LANES_ROWS], acc1[EMT_LANES_ROWS], mins[EMT_LANES_ROWS];
+    __m256 acc[EMT_LANES_ROWS], mins[EMT_LANES_ROWS];
 #pragma GCC unroll 4
-    for (int r = 0; r < nr; r++) acc0[r] = acc1[r] = mins[r] = _mm256_setzero_ps();
+    for (int r = 0; r < nr; r++) acc[r] = mins[r] = _mm256_setzero_ps();
     for (int32_t b = 0; b < nb; b++, g += gb, codes += gb) {
         if (prefetch) prefetch_ahead(g, gb);
-        __m256i lane[EMT_LANES_ROWS][2];
+        __m256i isum[EMT_LANES_ROWS]; /* the 8 outputs' block sums (quant8.h: one per output) */
         if (t == EMT_Q8_0) {
             /* |pair| <= 2 * 128 * 127 < 2^15: each code group widened on its own */
 #pragma GCC unroll 4
-            for (int r = 0; r < nr; r++) lane[r][0] = lane[r][1] = _mm256_setzero_si256();
+            for (int r = 0; r < nr; r++) isum[r] = _mm256_setzero_si256();
 #pragma GCC unroll 8
             for (int k = 0; k < 8; k++) {
                 const __m256i w = _mm256_loadu_si256((const __m256i *)(codes + 32 * k)), aw = _mm256_abs_epi8(w);
@@ -2337,11 +2378,11 @@ lanes8_rows_avx2(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, in
                     int32_t q4;
                     memcpy(&q4, x[(size_t)r * nb + b].q + 4 * k, sizeof q4);
                     __m256i m = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(q4), w));
-                    lane[r][k & 1] = _mm256_add_epi32(lane[r][k & 1], _mm256_madd_epi16(m, ones));
+                    isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(m, ones));
                 }
             }
         } else {
-            /* codes < 16: a lane's four code pairs per 16-bit sum, |sum| <= 8 * 15 * 127 < 2^15 */
+            /* codes < 16: eight code pairs per 16-bit sum, |sum| <= 16 * 15 * 127 < 2^15 */
             __m256i m16[EMT_LANES_ROWS][2];
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
@@ -2361,12 +2402,9 @@ lanes8_rows_avx2(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, in
 #pragma GCC unroll 4
             for (int r = 0; r < nr; r++) {
                 const emt_xq8 *xb = x + (size_t)r * nb + b;
-                lane[r][0] = _mm256_madd_epi16(m16[r][0], ones);
-                lane[r][1] = _mm256_madd_epi16(m16[r][1], ones);
-                if (t == EMT_Q4_0) { /* codes are q - 8: lane e loses 8 * its activation sum */
-                    lane[r][0] = _mm256_add_epi32(lane[r][0], _mm256_set1_epi32(-8 * (xb->lsum[0] + xb->lsum[2])));
-                    lane[r][1] = _mm256_add_epi32(lane[r][1], _mm256_set1_epi32(-8 * (xb->lsum[1] + xb->lsum[3])));
-                }
+                isum[r] = _mm256_madd_epi16(_mm256_add_epi16(m16[r][0], m16[r][1]), ones);
+                if (t == EMT_Q4_0) /* codes are q - 8: the sum loses 8 * the block's activation sum */
+                    isum[r] = _mm256_add_epi32(isum[r], _mm256_set1_epi32(-8 * ((xb->lsum[0] + xb->lsum[1]) + (xb->lsum[2] + xb->lsum[3]))));
             }
         }
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
@@ -2375,14 +2413,12 @@ lanes8_rows_avx2(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, in
 #pragma GCC unroll 4
         for (int r = 0; r < nr; r++) {
             const emt_xq8 *xb = x + (size_t)r * nb + b;
-            const __m256 s = _mm256_mul_ps(dw, _mm256_set1_ps(xb->d));
-            acc0[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(lane[r][0]), acc0[r]);
-            acc1[r] = _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(lane[r][1]), acc1[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_set1_ps(xb->d)), _mm256_cvtepi32_ps(isum[r]), acc[r]);
             if (t == EMT_Q4_1) mins[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), mins[r]);
         }
     }
 #pragma GCC unroll 4
-    for (int r = 0; r < nr; r++) _mm256_storeu_ps(out + 8 * r, _mm256_add_ps(_mm256_add_ps(acc0[r], acc1[r]), mins[r]));
+    for (int r = 0; r < nr; r++) _mm256_storeu_ps(out + 8 * r, _mm256_add_ps(acc[r], mins[r]));
 }
 
 /* -(dmin * m) of the 8 outputs of a packed Q4_K group super-block's
@@ -2422,18 +2458,6 @@ static inline __m256i pair8_sums(const __m256i w[2], const __m256i q[2]) {
     return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(w[0], q[0]), _mm256_maddubs_epi16(w[1], q[1])),
                              _mm256_set1_epi16(1));
 }
-/* out[c] = (lane 0 + lane 1) + mins[c] from a row's two accumulators in
- * the sums' order (acc[0]: outputs 0..3 as [0 e0, 0 e1, 2 e0, 2 e1 | 1 e0,
- * 1 e1, 3 e0, 3 e1], acc[1]: 4..7) */
-static inline void pair8_store(const __m256 acc[2], __m256 mins, float *out) {
-    float a[16], mn[8];
-    _mm256_storeu_ps(a, acc[0]);
-    _mm256_storeu_ps(a + 8, acc[1]);
-    _mm256_storeu_ps(mn, mins);
-    static const int at[EMT_PACK_ROWS] = { 0, 4, 2, 6, 8, 12, 10, 14 }; /* output c's lane 0 */
-    for (int c = 0; c < EMT_PACK_ROWS; c++) out[c] = (a[at[c]] + a[at[c] + 1]) + mn[c];
-}
-
 /* Packed Q4_K (quant.h's layout) on AVX2: a tile of up to EMT_LANES_ROWS
  * rows x a group's 8 outputs, one output at a time. Per 32-value sub-block
  * an output's 16 code bytes are widened once for the tile's rows; per row
@@ -2511,21 +2535,21 @@ klanes_rows_avx2(const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int pref
     }
 }
 
-/* The same at 8-bit activations (quant8.h: per 32-value block two lanes
- * per output, lane e holding the codes j with bit 2 of j equal to e, fused
- * in with the block's float scale d * sc times dx; the minimums by FMA).
- * Per sub-block and output pair pair8_sums gives the four (half, lane)
- * sums, and one vphaddd per two pairs adds the halves: outputs 0..3 come
- * out as [0 e0, 0 e1, 2 e0, 2 e1 | 1 e0, 1 e1, 3 e0, 3 e1], 4..7 in the
- * same order in a second register, and the scales are put in that order. */
+/* The same at 8-bit activations (quant8.h: per 32-value block one sum per
+ * output, fused in with the block's float scale d * sc times dx; the
+ * minimums by FMA). Per sub-block and output pair pair8_sums gives the
+ * four (half, lane) sums, one vphaddd per two pairs adds the halves
+ * (outputs 0..3 as [0 e0, 0 e1, 2 e0, 2 e1 | 1 e0, 1 e1, 3 e0, 3 e1], 4..7
+ * the same) and one more the lanes: the 8 outputs' sums as [0, 2, 4, 6 |
+ * 1, 3, 5, 7]; the scales are put in that order. */
 static inline __attribute__((always_inline)) void
 klanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int prefetch, float *out) {
     const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(EMT_Q4_K);
     const __m256i nib = _mm256_set1_epi8(0x0F);
-    const __m256i ord_lo = _mm256_setr_epi32(0, 0, 2, 2, 1, 1, 3, 3), ord_hi = _mm256_setr_epi32(4, 4, 6, 6, 5, 5, 7, 7);
-    __m256 acc[EMT_LANES_ROWS][2], mins[EMT_LANES_ROWS];
+    const __m256i ord = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    __m256 acc[EMT_LANES_ROWS], mins[EMT_LANES_ROWS];
 #pragma GCC unroll 4
-    for (int r = 0; r < nr; r++) acc[r][0] = acc[r][1] = mins[r] = _mm256_setzero_ps();
+    for (int r = 0; r < nr; r++) acc[r] = mins[r] = _mm256_setzero_ps();
     for (int32_t b0 = 0; b0 < nb; b0 += 8, g += gb) {
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + EMT_PK4_DMIN)));
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
@@ -2534,10 +2558,9 @@ klanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int pr
             const __m256 mw = kmins_avx2(g, s, dmin);
             long long scm;
             memcpy(&scm, g + EMT_PK4_SCM + 8 * s, sizeof scm);
-            /* d * sc of the 8 outputs in the sums' order, each twice (its two lanes) */
+            /* d * sc of the 8 outputs in the sums' order */
             const __m256i sc = _mm256_and_si256(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(scm)), _mm256_set1_epi32(63));
-            const __m256 dsc = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sc));
-            const __m256 dsc_lo = _mm256_permutevar8x32_ps(dsc, ord_lo), dsc_hi = _mm256_permutevar8x32_ps(dsc, ord_hi);
+            const __m256 dsc = _mm256_permutevar8x32_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(sc)), ord);
             __m256i w[4][2]; /* output pair p (outputs 2p, 2p + 1): pair8_codes */
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++) {
@@ -2551,15 +2574,15 @@ klanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int pr
                 pair8_x(xb, q);
                 const __m256i l0 = _mm256_hadd_epi32(pair8_sums(w[0], q), pair8_sums(w[1], q));
                 const __m256i l1 = _mm256_hadd_epi32(pair8_sums(w[2], q), pair8_sums(w[3], q));
-                const __m256 dx = _mm256_set1_ps(xb->d);
-                acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(dsc_lo, dx), _mm256_cvtepi32_ps(l0), acc[r][0]);
-                acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(dsc_hi, dx), _mm256_cvtepi32_ps(l1), acc[r][1]);
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dsc, _mm256_set1_ps(xb->d)),
+                                         _mm256_cvtepi32_ps(_mm256_hadd_epi32(l0, l1)), acc[r]);
                 mins[r] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xb->s), mins[r]);
             }
         }
     }
+    const __m256i back = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); /* output c's sum: lane back[c] */
 #pragma GCC unroll 4
-    for (int r = 0; r < nr; r++) pair8_store(acc[r], mins[r], out + 8 * r);
+    for (int r = 0; r < nr; r++) _mm256_storeu_ps(out + 8 * r, _mm256_add_ps(_mm256_permutevar8x32_ps(acc[r], back), mins[r]));
 }
 
 /* Packed Q6_K on AVX2: output c of a group, sub-block s as 16-bit codes
@@ -2651,31 +2674,30 @@ k6lanes_rows_avx2(const uint8_t *g, const emt_xq *x, int32_t nb, int nr, int pre
         for (int c = 0; c < EMT_PACK_ROWS; c++) out[r * 8 + c] = hsum_ps(acc[r][c]) + 0.0f; /* the reference's zero minimum sum */
 }
 
-/* Packed Q6_K, 8-bit activations (quant8.h: per block and half h, each
- * lane's exact sum fused in with d * scale_h * dx, half 0 first): the codes
- * q unsigned through pair8_sums, 32 times the (half, lane)'s activation sum
- * (emt_xq8.lsum) taken off; two output pairs' sums regrouped by half
- * (outputs 0..3 as [0 e0, 0 e1, 2 e0, 2 e1 | 1 e0, 1 e1, 3 e0, 3 e1]). */
+/* Packed Q6_K, 8-bit activations (quant8.h: per block and half h, the
+ * half's exact sum fused in with d * scale_h * dx, half 0 first): the codes
+ * q unsigned through pair8_sums, 32 times the half's activation sums
+ * (emt_xq8.lsum) taken off; per output pair the four sums put in (half,
+ * lane) order, two vphaddd per four pairs add the lanes, and two shuffles
+ * gather each half's 8 sums as [0, 2, 4, 6 | 1, 3, 5, 7] (klanes8's
+ * order); the scales are put in that order. */
 static inline __attribute__((always_inline)) void
 k6lanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int prefetch, float *out) {
     const size_t gb = EMT_PACK_ROWS * emt_dtype_block_bytes(EMT_Q6_K);
-    const __m256i dup_lo = _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3), dup_hi = _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7);
-    /* (output, half) scales [0h0 0h1 1h0 1h1 2h0 2h1 3h0 3h1] -> the sums' order, of half 0 and of half 1 */
-    const __m256i half0 = _mm256_setr_epi32(0, 0, 4, 4, 2, 2, 6, 6), half1 = _mm256_setr_epi32(1, 1, 5, 5, 3, 3, 7, 7);
-    __m256 acc[EMT_K6_LANES_ROWS][2];
+    const __m256i ord = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    /* the scale bytes [0h0 0h1 1h0 1h1 ..] of half 0 (half 1) in the sums' order */
+    const __m128i half0 = _mm_setr_epi8(0, 4, 8, 12, 2, 6, 10, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+    const __m128i half1 = _mm_setr_epi8(1, 5, 9, 13, 3, 7, 11, 15, -1, -1, -1, -1, -1, -1, -1, -1);
+    __m256 acc[EMT_K6_LANES_ROWS];
 #pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int r = 0; r < nr; r++) acc[r] = _mm256_setzero_ps();
     for (int32_t b0 = 0; b0 < nb; b0 += 8, g += gb) {
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g));
-        const __m256 d_lo = _mm256_permutevar8x32_ps(d, dup_lo), d_hi = _mm256_permutevar8x32_ps(d, dup_hi);
+        const __m256 d = _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)g)), ord);
         for (int s = 0; s < 8; s++) {
             if (prefetch) prefetch_part(g, gb, s, 8);
-            /* d * scale of outputs 0..3 (4..7) by (output, half), then in the sums' order per half */
             const __m128i sc = _mm_loadu_si128((const __m128i *)(g + EMT_PK6_SC + 16 * s));
-            const __m256 s03 = _mm256_mul_ps(d_lo, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(sc)));
-            const __m256 s47 = _mm256_mul_ps(d_hi, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8))));
-            const __m256 h0_03 = _mm256_permutevar8x32_ps(s03, half0), h1_03 = _mm256_permutevar8x32_ps(s03, half1);
-            const __m256 h0_47 = _mm256_permutevar8x32_ps(s47, half0), h1_47 = _mm256_permutevar8x32_ps(s47, half1);
+            const __m256 sc0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(sc, half0))));
+            const __m256 sc1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(sc, half1))));
             __m256i w[4][2]; /* output pair p: pair8_codes of the codes q (0..63) */
 #pragma GCC unroll 4
             for (int p = 0; p < 4; p++) {
@@ -2694,21 +2716,21 @@ k6lanes8_rows_avx2(const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr, int p
                 __m256i t[4]; /* per pair, by output: [h0 e0, h0 e1, h1 e0, h1 e1] */
 #pragma GCC unroll 4
                 for (int p = 0; p < 4; p++) t[p] = _mm256_shuffle_epi32(_mm256_add_epi32(pair8_sums(w[p], q), bias), 0xD8);
+                /* [0 h0, 0 h1, 2 h0, 2 h1 | 1 h0, 1 h1, 3 h0, 3 h1], then outputs 4..7 the same */
+                const __m256 u01 = _mm256_castsi256_ps(_mm256_hadd_epi32(t[0], t[1]));
+                const __m256 u23 = _mm256_castsi256_ps(_mm256_hadd_epi32(t[2], t[3]));
+                const __m256i h0 = _mm256_castps_si256(_mm256_shuffle_ps(u01, u23, 0x88)); /* [0 2 4 6 | 1 3 5 7] */
+                const __m256i h1 = _mm256_castps_si256(_mm256_shuffle_ps(u01, u23, 0xDD));
                 const __m256 dx = _mm256_set1_ps(xb->d);
-                /* outputs 0..3 (pairs 0, 1) and 4..7 (pairs 2, 3): half 0's lanes, then half 1's */
-                acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(h0_03, dx), _mm256_cvtepi32_ps(_mm256_unpacklo_epi64(t[0], t[1])),
-                                            acc[r][0]);
-                acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(h0_47, dx), _mm256_cvtepi32_ps(_mm256_unpacklo_epi64(t[2], t[3])),
-                                            acc[r][1]);
-                acc[r][0] = _mm256_fmadd_ps(_mm256_mul_ps(h1_03, dx), _mm256_cvtepi32_ps(_mm256_unpackhi_epi64(t[0], t[1])),
-                                            acc[r][0]);
-                acc[r][1] = _mm256_fmadd_ps(_mm256_mul_ps(h1_47, dx), _mm256_cvtepi32_ps(_mm256_unpackhi_epi64(t[2], t[3])),
-                                            acc[r][1]);
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(sc0, dx), _mm256_cvtepi32_ps(h0), acc[r]);
+                acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(sc1, dx), _mm256_cvtepi32_ps(h1), acc[r]);
             }
         }
     }
+    const __m256i back = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7); /* output c's sum: lane back[c] */
 #pragma GCC unroll 8
-    for (int r = 0; r < nr; r++) pair8_store(acc[r], _mm256_setzero_ps(), out + 8 * r); /* + the zero minimum sum */
+    for (int r = 0; r < nr; r++) /* + the zero minimum sum */
+        _mm256_storeu_ps(out + 8 * r, _mm256_add_ps(_mm256_permutevar8x32_ps(acc[r], back), _mm256_setzero_ps()));
 }
 
 /* Outputs [o0, o1) (o0 a multiple of 8) of a packed Q4_0 / Q4_1 / Q8_0 /
@@ -3058,39 +3080,38 @@ amx_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
  * Q4_0 or Q8_0 matrix,
  * equal bit for bit to emt_dot8_ref and so to the VNNI kernels. The codes
  * are 8-bit on both sides, so one signed tile multiply per block gives the
- * exact integer sums, and the reference's two float lanes per output come
- * out of that one multiply: the B tile holds each code quad row k (codes
- * 4k..4k+3 of the group's 8 outputs) in columns 0-7 when k is even (lane 0)
- * and in columns 8-15 when k is odd (lane 1), zeros in the other half, so
- * C's column c < 8 is output c's lane-0 sum and column 8 + c its lane-1 sum.
- * The zeros double the tile's multiply-adds, which the tile unit has to
- * spare. A block costs its tile instructions plus its float steps (per row
- * one conversion, one multiply and one FMA over 16 lanes: 8 outputs x 2
- * lanes, where the VNNI kernel spends four vpdpbusd more): on the Xeon
- * measured the two do not overlap (one 512-bit FMA port, shared with the
- * tile unit), so the tiles gain 13-23% over VNNI from 48 rows, and below
- * that lose (docs/performance.md).
+ * exact integer sums of 16 rows x 16 outputs (two packed groups: quant8.h
+ * keeps one sum per output for these types, so each tile column is one
+ * output). A block costs its tile instructions plus its float steps (per
+ * row one conversion, one multiply and one FMA over the 16 outputs, where
+ * the VNNI kernel spends 8 vpdpbusd and two such steps for 8 outputs each):
+ * on the Xeon measured the two do not overlap (one 512-bit FMA port, shared
+ * with the tile unit), so the float steps per output and block are what the
+ * tiles cost, and below EMT_AMX8_MIN_ROWS rows the tiles lose to VNNI
+ * (docs/performance.md).
  *
  * A tiles come from the rows split by amx8_split_row: per (row tile,
- * block) the 16 rows' 32 codes, contiguous, then their scales d. A group's
- * B tiles are built EMT_AMX8_CHUNK blocks at a time and serve every row
+ * block) the 16 rows' 32 codes, contiguous, then their scales d. A group
+ * pair's B tiles are built EMT_AMX8_CHUNK blocks at a time and serve every row
  * tile of a row block (EMT_AMX8_ROW_BLOCK rows); a row tile's 16 float sums
  * stay in registers across the chunk. Tiles 0-1 A, 2-3 B, 4-5 C, by block
  * parity, so each block's multiply runs while the previous block's sums
  * take their float steps. */
 #define EMT_AMX8_ROW_BLOCK 128
 #define EMT_AMX8_CHUNK 32 /* blocks: 16 KiB of B tiles */
-#define EMT_AMX8_UNIT (EMT_AMX_M * 32 + EMT_AMX_M * 4) /* 16 rows' codes, then their d[16] */
+#define EMT_AMX8_UNIT (EMT_AMX_M * 32 + 2 * EMT_AMX_M * 4) /* 16 rows' codes, then their d[16], then s[16] */
 #define EMT_AMX8_MIN_ROWS 48 /* fewer rows keep the VNNI kernels: faster there (docs/performance.md) */
 
-/* A tiles of 16 rows x 32 bytes, B tiles of 8 x 64, C tiles of 16 x 64 */
-static void amx8_configure(void) {
+/* A tiles of 16 rows x 32 bytes, B tiles of 8 x 64, C tiles of 16 x 64
+ * (Q6_K: A 16 x 16, B 4 x 64, one product per 16-value half) */
+static void amx8_configure(emt_dtype type) {
+    const int half = type == EMT_Q6_K; /* Q6_K: a product per 16-value half, A 16 x 16, B 4 x 64 */
     emt_amx_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int t = 0; t < 6; t++) {
-        c.colsb[t] = (uint16_t)(t < 2 ? 32 : 64);
-        c.rows[t] = (uint8_t)(t == 2 || t == 3 ? 8 : EMT_AMX_M);
+        c.colsb[t] = (uint16_t)(t < 2 ? (half ? 16 : 32) : 64);
+        c.rows[t] = (uint8_t)(t == 2 || t == 3 ? (half ? 4 : 8) : EMT_AMX_M);
     }
     amx_load_config(&c);
 }
@@ -3104,20 +3125,25 @@ static void amx8_split_row(const emt_xq8 *xq, int32_t nb, int32_t r, int32_t n_r
         uint8_t *u = base + ((size_t)rt * nb + b) * EMT_AMX8_UNIT;
         memcpy(u + 32 * m, xq[b].q, 32);
         memcpy(u + EMT_AMX_M * 32 + 4 * m, &xq[b].d, 4);
+        memcpy(u + EMT_AMX_M * 36 + 4 * m, &xq[b].s, 4);
         for (int p = pad; p < EMT_AMX_M; p++) {
             memset(u + 32 * p, 0, 32);
             memset(u + EMT_AMX_M * 32 + 4 * p, 0, 4);
+            memset(u + EMT_AMX_M * 36 + 4 * p, 0, 4);
         }
     }
 }
 
-/* Block b of a packed Q4_0 / Q8_0 matrix's group g (blocks of gb bytes)
- * as the B tile above (512 bytes at bt), with quant8.h's signed codes
- * (Q4_0: nibble - 8), and its scales for both lanes of the 8 outputs. */
-static inline __attribute__((always_inline)) __m512 amx8_block(emt_dtype t, const uint8_t *g, size_t gb, int32_t b,
-                                                                uint8_t *bt) {
-    const uint8_t *blk = g + (size_t)b * gb, *codes = blk + emt_qblock_head(t) * EMT_PACK_ROWS;
-    __m512i v[4]; /* v[i]: code quad rows 2i (bytes 0-31) and 2i + 1 (bytes 32-63) */
+/* Quad rows 2i, 2i + 1 of block b of a packed Q4_0 / Q8_0 group g (blocks
+ * of gb bytes) in v[i] (bytes 0-31, 32-63: 8 outputs x 4 codes each), with
+ * quant8.h's signed codes (Q4_0: nibble - 8); zero without a group. */
+static inline __attribute__((always_inline)) void amx8_quads(emt_dtype t, const uint8_t *g, size_t gb, int32_t b,
+                                                             __m512i v[4]) {
+    if (!g) {
+        v[0] = v[1] = v[2] = v[3] = _mm512_setzero_si512();
+        return;
+    }
+    const uint8_t *codes = g + (size_t)b * gb + emt_qblock_head(t) * EMT_PACK_ROWS;
     if (t == EMT_Q8_0) {
 #pragma GCC unroll 4
         for (int i = 0; i < 4; i++) v[i] = _mm512_loadu_si512((const void *)(codes + 64 * i));
@@ -3129,19 +3155,140 @@ static inline __attribute__((always_inline)) __m512 amx8_block(emt_dtype t, cons
         v[2] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(c01, 4), nib), eight);
         v[3] = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(c23, 4), nib), eight);
     }
-    const __mmask64 lane0 = 0x00000000FFFFFFFFull;
+}
+
+/* Block b of two packed Q4_0 / Q8_0 groups g0, g1 (g1 NULL: none) as one
+ * B tile (512 bytes at bt): row k holds the code quad k of g0's 8 outputs
+ * (bytes 0-31) then of g1's (32-63), so C's column c is output c of the
+ * 16. Returns the 16 outputs' weight scales (zero without g1). */
+static inline __attribute__((always_inline)) __m512 amx8_block(emt_dtype t, const uint8_t *g0, const uint8_t *g1,
+                                                                size_t gb, int32_t b, uint8_t *bt) {
+    __m512i v0[4], v1[4];
+    amx8_quads(t, g0, gb, b, v0);
+    amx8_quads(t, g1, gb, b, v1);
 #pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        _mm512_store_si512((void *)(bt + 128 * i), _mm512_maskz_mov_epi8(lane0, v[i]));
-        _mm512_store_si512((void *)(bt + 128 * i + 64), _mm512_maskz_mov_epi8(~lane0, v[i]));
+    for (int i = 0; i < 4; i++) { /* 128-bit lanes 0-1 of each (row 2i), then 2-3 (row 2i + 1) */
+        _mm512_store_si512((void *)(bt + 128 * i), _mm512_shuffle_i64x2(v0[i], v1[i], 0x44));
+        _mm512_store_si512((void *)(bt + 128 * i + 64), _mm512_shuffle_i64x2(v0[i], v1[i], 0xEE));
     }
-    __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)blk));
-    return _mm512_insertf32x8(_mm512_castps256_ps512(d8), d8, 1);
+    __m256 d0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g0 + (size_t)b * gb)));
+    __m256 d1 = g1 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g1 + (size_t)b * gb))) : _mm256_setzero_ps();
+    return _mm512_insertf32x8(_mm512_castps256_ps512(d0), d1, 1);
+}
+
+/* Sub-block b % 8 of super-block b / 8 of two packed Q4_K groups g0, g1
+ * (g1 NULL: none; super-blocks of gb bytes) as one B tile of unsigned
+ * codes 0..15 (row k: codes 4k..4k+3 of the 16 outputs), with the 16
+ * outputs' d * sc (returned) and minimums -(dmin * m) (*mw) from kmin0/1
+ * (packed_kmins of the two super-blocks). A packed sub-block holds per
+ * output 16 bytes, byte j = code j | code 16 + j << 4: row k < 4 gathers
+ * dword k of each output (low nibbles), row 4 + k the same bytes' high
+ * nibbles. */
+static inline __attribute__((always_inline)) __m512 amx8_kblock(const uint8_t *g0, const uint8_t *g1, size_t gb,
+                                                                 int32_t b, const __m512 kmin0[4], const __m512 kmin1[4],
+                                                                 uint8_t *bt, __m512 *mw) {
+    const int s = b % 8;
+    const uint8_t *s0 = g0 + (size_t)(b / 8) * gb, *s1 = g1 ? g1 + (size_t)(b / 8) * gb : NULL;
+    const __m512i rows01 = _mm512_set_epi32(29, 25, 21, 17, 13, 9, 5, 1, 28, 24, 20, 16, 12, 8, 4, 0);
+    const __m512i rows23 = _mm512_set_epi32(31, 27, 23, 19, 15, 11, 7, 3, 30, 26, 22, 18, 14, 10, 6, 2);
+    const __m512i nib = _mm512_set1_epi8(0x0F);
+    __m512i p0[2], p1[2] = { _mm512_setzero_si512(), _mm512_setzero_si512() };
+    {
+        const __m512i a = _mm512_loadu_si512((const void *)(s0 + EMT_PK4_QS + 128 * s));
+        const __m512i c = _mm512_loadu_si512((const void *)(s0 + EMT_PK4_QS + 128 * s + 64));
+        p0[0] = _mm512_permutex2var_epi32(a, rows01, c);
+        p0[1] = _mm512_permutex2var_epi32(a, rows23, c);
+    }
+    if (s1) {
+        const __m512i a = _mm512_loadu_si512((const void *)(s1 + EMT_PK4_QS + 128 * s));
+        const __m512i c = _mm512_loadu_si512((const void *)(s1 + EMT_PK4_QS + 128 * s + 64));
+        p1[0] = _mm512_permutex2var_epi32(a, rows01, c);
+        p1[1] = _mm512_permutex2var_epi32(a, rows23, c);
+    }
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++) { /* bytes of rows 2i (256-bit lanes 0 of p0, p1) and 2i + 1 (lanes 1) */
+        const __m512i r0 = _mm512_shuffle_i64x2(p0[i], p1[i], 0x44), r1 = _mm512_shuffle_i64x2(p0[i], p1[i], 0xEE);
+        _mm512_store_si512((void *)(bt + 64 * (2 * i)), _mm512_and_si512(r0, nib));
+        _mm512_store_si512((void *)(bt + 64 * (2 * i + 1)), _mm512_and_si512(r1, nib));
+        _mm512_store_si512((void *)(bt + 64 * (2 * i + 4)), _mm512_and_si512(_mm512_srli_epi16(r0, 4), nib));
+        _mm512_store_si512((void *)(bt + 64 * (2 * i + 5)), _mm512_and_si512(_mm512_srli_epi16(r1, 4), nib));
+    }
+    const __m256i six = _mm256_set1_epi32(63);
+    long long q0, q1 = 0;
+    memcpy(&q0, s0 + EMT_PK4_SCM + 8 * s, sizeof q0);
+    if (s1) memcpy(&q1, s1 + EMT_PK4_SCM + 8 * s, sizeof q1);
+    const __m256 sc0 = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)s0)),
+                                     _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(q0)), six)));
+    const __m256 sc1 = s1 ? _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)s1)),
+                                          _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(q1)), six)))
+                          : _mm256_setzero_ps();
+    *mw = _mm512_insertf32x8(_mm512_castps256_ps512(kmins_of(kmin0, s)), s1 ? kmins_of(kmin1, s) : _mm256_setzero_ps(), 1);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(sc0), sc1, 1);
+}
+
+/* Sub-block b % 8 of super-block b / 8 of two packed Q6_K groups g0, g1
+ * (g1 NULL: none) as two B tiles of signed codes q - 32 (bt: half 0, codes
+ * 0..15, rows k: codes 4k..4k+3 of the 16 outputs; bt + 256: half 1), with
+ * the 16 outputs' d * scale of each half (dh[0], dh[1]). A packed
+ * sub-block holds per output 16 bytes of low bits (byte j: code j's 4 low
+ * bits | code 16 + j's << 4) and, in its pair's qh bytes, the 2 top bits
+ * (q6_bytes2_avx2's order): dword k of each output gives rows k of both
+ * halves. */
+static inline __attribute__((always_inline)) void amx8_q6block(const uint8_t *g0, const uint8_t *g1, size_t gb,
+                                                               int32_t b, uint8_t *bt, __m512 dh[2]) {
+    const int s = b % 8;
+    const uint8_t *sb[2] = { g0 + (size_t)(b / 8) * gb, g1 ? g1 + (size_t)(b / 8) * gb : NULL };
+    const __m512i rows01 = _mm512_set_epi32(29, 25, 21, 17, 13, 9, 5, 1, 28, 24, 20, 16, 12, 8, 4, 0);
+    const __m512i rows23 = _mm512_set_epi32(31, 27, 23, 19, 15, 11, 7, 3, 30, 26, 22, 18, 14, 10, 6, 2);
+    __m512i ql[2][2], qh[2][2]; /* [group][dword pair] */
+    for (int gi = 0; gi < 2; gi++) {
+        if (!sb[gi]) {
+            ql[gi][0] = ql[gi][1] = qh[gi][0] = qh[gi][1] = _mm512_setzero_si512();
+            continue;
+        }
+        const uint8_t *l = sb[gi] + EMT_PK6_QL + 128 * s, *h = sb[gi] + EMT_PK6_QH + 128 * (s / 2);
+        const __m128i sh = _mm_cvtsi32_si128(4 * (s % 2));
+        const __m512i la = _mm512_loadu_si512((const void *)l), lc = _mm512_loadu_si512((const void *)(l + 64));
+        const __m512i ha = _mm512_srl_epi16(_mm512_loadu_si512((const void *)h), sh);
+        const __m512i hc = _mm512_srl_epi16(_mm512_loadu_si512((const void *)(h + 64)), sh);
+        ql[gi][0] = _mm512_permutex2var_epi32(la, rows01, lc);
+        ql[gi][1] = _mm512_permutex2var_epi32(la, rows23, lc);
+        qh[gi][0] = _mm512_permutex2var_epi32(ha, rows01, hc);
+        qh[gi][1] = _mm512_permutex2var_epi32(ha, rows23, hc);
+    }
+    const __m512i nib = _mm512_set1_epi8(0x0F), top = _mm512_set1_epi8(0x30), off = _mm512_set1_epi8(32);
+#pragma GCC unroll 2
+    for (int i = 0; i < 2; i++)
+#pragma GCC unroll 2
+        for (int e = 0; e < 2; e++) { /* row k = 2i + e: 256-bit lane e of each group's registers */
+            const int sel = e ? 0xEE : 0x44, k = 2 * i + e;
+            const __m512i l = _mm512_shuffle_i64x2(ql[0][i], ql[1][i], sel), h = _mm512_shuffle_i64x2(qh[0][i], qh[1][i], sel);
+            const __m512i c0 = _mm512_or_si512(_mm512_and_si512(l, nib), _mm512_and_si512(_mm512_slli_epi16(h, 4), top));
+            const __m512i c1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), nib),
+                                               _mm512_and_si512(_mm512_slli_epi16(h, 2), top));
+            _mm512_store_si512((void *)(bt + 64 * k), _mm512_sub_epi8(c0, off));
+            _mm512_store_si512((void *)(bt + 256 + 64 * k), _mm512_sub_epi8(c1, off));
+        }
+    const __m128i pick[2] = { _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1),
+                              _mm_setr_epi8(1, 3, 5, 7, 9, 11, 13, 15, -1, -1, -1, -1, -1, -1, -1, -1) };
+    for (int h = 0; h < 2; h++) {
+        __m256 v[2];
+        for (int gi = 0; gi < 2; gi++) {
+            if (!sb[gi]) {
+                v[gi] = _mm256_setzero_ps();
+                continue;
+            }
+            const __m128i sc = _mm_loadu_si128((const __m128i *)(sb[gi] + EMT_PK6_SC + 16 * s));
+            v[gi] = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sb[gi])),
+                                  _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_shuffle_epi8(sc, pick[h]))));
+        }
+        dh[h] = _mm512_insertf32x8(_mm512_castps256_ps512(v[0]), v[1], 1);
+    }
 }
 
 /* One block's float steps for a row tile, from its sums cs (16 rows x 16
- * columns) and the rows' scales dx: emt_block8_accumulate for 8 outputs x
- * 2 lanes at once. */
+ * outputs) and the rows' scales dx: emt_block8_accumulate for 16 outputs
+ * at once. */
 static inline __attribute__((always_inline)) void
 amx8_block_steps(const int32_t *cs, const float *dx, __m512 dw, __m512 acc[EMT_AMX_M]) {
 #pragma GCC unroll 16
@@ -3151,90 +3298,136 @@ amx8_block_steps(const int32_t *cs, const float *dx, __m512 dw, __m512 acc[EMT_A
 }
 
 /* A row tile's sums over nbc blocks (B tiles bt, scale vectors dw; A units
- * from u) added to acc. The tile unit runs its instructions in order and a
- * multiply's sums take about 50 cycles to be ready for the store, so block
- * b + 1's multiply is issued before block b's sums are stored, and block b -
- * 1's float steps read sums stored an iteration ago. */
+ * from u) added to acc; Q6_K takes each block as two steps, its 16-value
+ * halves (A: the units' 16 bytes of the half, B: 256 bytes each, dw per
+ * half). The tile unit runs its instructions in order and a multiply's
+ * sums take about 50 cycles to be ready for the store, so step i + 1's
+ * multiply is issued before step i's sums are stored, and step i - 1's
+ * float steps read sums stored an iteration ago. */
 static inline __attribute__((always_inline)) void
-amx8_tile_blocks(const uint8_t *bt, const __m512 *dw, const uint8_t *u, const uint8_t *u_next, int32_t nbc,
+amx8_tile_blocks(emt_dtype t, const uint8_t *bt, const __m512 *dw, const uint8_t *u, const uint8_t *u_next, int32_t nbc,
                  __m512 acc[EMT_AMX_M]) {
-    __attribute__((aligned(64))) int32_t cs[2][16 * 16]; /* by block parity */
-/* block b's multiply into C tile tc (A, B tiles ta, tb); tile numbers must be constants, hence macros */
-#define EMT_AMX8_MUL(b, ta, tb, tc)                               \
-    do {                                                          \
-        _tile_loadd(ta, u + (size_t)(b) * EMT_AMX8_UNIT, 32);     \
-        _tile_loadd(tb, bt + 512 * (size_t)(b), 64);              \
-        _tile_zero(tc);                                           \
-        _tile_dpbssd(tc, ta, tb);                                 \
+    __attribute__((aligned(64))) int32_t cs[2][16 * 16]; /* by step parity */
+    const int halves = t == EMT_Q6_K ? 2 : 1;
+    const int32_t steps = nbc * halves;
+/* step i's multiply into C tile tc (A, B tiles ta, tb); tile numbers must be constants, hence macros */
+#define EMT_AMX8_MUL(i, ta, tb, tc)                                                                   \
+    do {                                                                                              \
+        _tile_loadd(ta, u + (size_t)((i) / halves) * EMT_AMX8_UNIT + 16 * ((i) % halves), 32);        \
+        _tile_loadd(tb, bt + (512 / halves) * (size_t)(i), 64);                                       \
+        _tile_zero(tc);                                                                               \
+        if (t == EMT_Q4_K) _tile_dpbsud(tc, ta, tb);                                                  \
+        else _tile_dpbssd(tc, ta, tb);                                                                \
     } while (0)
+#define EMT_AMX8_DX(i) ((const float *)(u + (size_t)((i) / halves) * EMT_AMX8_UNIT + EMT_AMX_M * 32))
     EMT_AMX8_MUL(0, 0, 2, 4);
-    for (int32_t b = 0; b < nbc; b++) {
-        /* the A units come from L2 (a row block's rows pass once per group): ask for block b + 3's now, the
-         * next row tile's first ones near the end */
-        const uint8_t *ahead = b + 3 < nbc ? u + (size_t)(b + 3) * EMT_AMX8_UNIT : u_next + (size_t)(b + 3 - nbc) * EMT_AMX8_UNIT;
-        for (int l = 0; l < EMT_AMX8_UNIT / 64; l++) _mm_prefetch((const char *)(ahead + 64 * l), _MM_HINT_T0);
-        if (b & 1) {
-            if (b + 1 < nbc) EMT_AMX8_MUL(b + 1, 0, 2, 4);
+    for (int32_t i = 0; i < steps; i++) {
+        /* the A units come from L2 (a row block's rows pass once per group pair): ask for block b + 3's
+         * now, the next row tile's first ones near the end */
+        if (i % halves == 0) {
+            const int32_t b = i / halves;
+            const uint8_t *ahead = b + 3 < nbc ? u + (size_t)(b + 3) * EMT_AMX8_UNIT : u_next + (size_t)(b + 3 - nbc) * EMT_AMX8_UNIT;
+            for (int l = 0; l < EMT_AMX8_UNIT / 64; l++) _mm_prefetch((const char *)(ahead + 64 * l), _MM_HINT_T0);
+        }
+        if (i & 1) {
+            if (i + 1 < steps) EMT_AMX8_MUL(i + 1, 0, 2, 4);
             _tile_stored(5, cs[1], 64);
         } else {
-            if (b + 1 < nbc) EMT_AMX8_MUL(b + 1, 1, 3, 5);
+            if (i + 1 < steps) EMT_AMX8_MUL(i + 1, 1, 3, 5);
             _tile_stored(4, cs[0], 64);
         }
         EMT_AMX_FENCE();
-        if (b > 0)
-            amx8_block_steps(cs[(b - 1) & 1], (const float *)(u + (size_t)(b - 1) * EMT_AMX8_UNIT + EMT_AMX_M * 32),
-                             dw[b - 1], acc);
+        if (i > 0) amx8_block_steps(cs[(i - 1) & 1], EMT_AMX8_DX(i - 1), dw[i - 1], acc);
     }
+    amx8_block_steps(cs[(steps - 1) & 1], EMT_AMX8_DX(steps - 1), dw[steps - 1], acc);
 #undef EMT_AMX8_MUL
-    amx8_block_steps(cs[(nbc - 1) & 1], (const float *)(u + (size_t)(nbc - 1) * EMT_AMX8_UNIT + EMT_AMX_M * 32),
-                     dw[nbc - 1], acc);
+#undef EMT_AMX8_DX
 }
 
-/* Outputs [o0, o1) of a packed Q4_0 / Q8_0 matrix for every 8-bit row. */
+/* Row tile rows' minimum sums over a chunk's nbc blocks (Q4_K): mins[r] +=
+ * mw[b] * s of row r, block by block (quant8.h's second sum; the first
+ * sums' steps are independent of it, so it runs after them). */
+static inline __attribute__((always_inline)) void amx8_tile_mins(const __m512 *mw, const uint8_t *u, int32_t nbc,
+                                                                 float mins[EMT_AMX_M][16]) {
+#pragma GCC unroll 2
+    for (int r = 0; r < EMT_AMX_M; r++) {
+        __m512 m = _mm512_load_ps(mins[r]);
+        for (int32_t b = 0; b < nbc; b++)
+            m = _mm512_fmadd_ps(mw[b], _mm512_set1_ps(((const float *)(u + (size_t)b * EMT_AMX8_UNIT + EMT_AMX_M * 36))[r]), m);
+        _mm512_store_ps(mins[r], m);
+    }
+}
+
+/* Outputs [o0, o1) of a packed Q4_0 / Q8_0 / Q4_K / Q6_K matrix for every
+ * 8-bit row, two groups (16 outputs) at a time. */
 static inline __attribute__((always_inline)) void
 amx8_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
     const int32_t nb = j->n_in / EMT_QK;
-    const size_t gb = EMT_PACK_ROWS * emt_qblock_bytes(t);
+    const int kq = t == EMT_Q4_K, q6 = t == EMT_Q6_K;
+    /* bytes per block of a group (the K-quants: per super-block of 8 blocks) */
+    const size_t gb = EMT_PACK_ROWS * (kq || q6 ? emt_dtype_block_bytes(t) : emt_qblock_bytes(t));
     __attribute__((aligned(64))) uint8_t bt[EMT_AMX8_CHUNK * 512];
-    __m512 dw[EMT_AMX8_CHUNK];
+    __m512 dw[2 * EMT_AMX8_CHUNK], mw[EMT_AMX8_CHUNK], kmin0[4], kmin1[4]; /* dw: per step (Q6_K: half) */
     __attribute__((aligned(64))) float saved[EMT_AMX8_ROW_BLOCK][16]; /* row tiles' sums between chunks */
-    amx8_configure();
+    __attribute__((aligned(64))) float mins[EMT_AMX8_ROW_BLOCK][16];  /* Q4_K: their minimum sums */
+    amx8_configure(t);
     for (int32_t rb0 = 0; rb0 < j->n_rows; rb0 += EMT_AMX8_ROW_BLOCK) {
         const int32_t rb1 = rb0 + EMT_AMX8_ROW_BLOCK < j->n_rows ? rb0 + EMT_AMX8_ROW_BLOCK : j->n_rows;
         const int32_t tiles = (rb1 - rb0 + EMT_AMX_M - 1) / EMT_AMX_M;
         const uint8_t *units = j->amx8_x + (size_t)(rb0 / EMT_AMX_M) * nb * EMT_AMX8_UNIT;
-        for (int32_t o = o0; o < o1; o += EMT_PACK_ROWS) {
-            const uint8_t *g = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
-            const int nc = o1 - o < EMT_PACK_ROWS ? o1 - o : EMT_PACK_ROWS;
+        for (int32_t o = o0; o < o1; o += 2 * EMT_PACK_ROWS) {
+            const uint8_t *g0 = (const uint8_t *)j->W->data + (size_t)o * j->row_bytes;
+            const int nc = o1 - o < 2 * EMT_PACK_ROWS ? o1 - o : 2 * EMT_PACK_ROWS;
+            const uint8_t *g1 = nc > EMT_PACK_ROWS ? g0 + (size_t)EMT_PACK_ROWS * j->row_bytes : NULL;
+            if (kq) memset(mins, 0, sizeof(float) * 16 * (size_t)tiles * EMT_AMX_M);
             for (int32_t c0 = 0; c0 < nb; c0 += EMT_AMX8_CHUNK) {
                 const int32_t nbc = nb - c0 < EMT_AMX8_CHUNK ? nb - c0 : EMT_AMX8_CHUNK;
                 for (int32_t b = 0; b < nbc; b++) {
-                    if (rb0 == 0) prefetch_ahead(g + (size_t)(c0 + b) * gb, gb);
-                    dw[b] = amx8_block(t, g, gb, c0 + b, bt + 512 * b);
+                    const int32_t at = c0 + b;
+                    if (!kq && !q6) {
+                        if (rb0 == 0) {
+                            prefetch_ahead(g0 + (size_t)at * gb, gb);
+                            if (g1) prefetch_ahead(g1 + (size_t)at * gb, gb);
+                        }
+                        dw[b] = amx8_block(t, g0, g1, gb, at, bt + 512 * b);
+                        continue;
+                    }
+                    if (at % 8 == 0 && rb0 == 0) { /* the weights ahead, a super-block at a time */
+                        prefetch_ahead(g0 + (size_t)(at / 8) * gb, gb);
+                        if (g1) prefetch_ahead(g1 + (size_t)(at / 8) * gb, gb);
+                    }
+                    if (q6) {
+                        amx8_q6block(g0, g1, gb, at, bt + 512 * b, dw + 2 * b);
+                        continue;
+                    }
+                    if (at % 8 == 0) { /* a super-block's minimums */
+                        packed_kmins(g0 + (size_t)(at / 8) * gb, kmin0);
+                        if (g1) packed_kmins(g1 + (size_t)(at / 8) * gb, kmin1);
+                    }
+                    dw[b] = amx8_kblock(g0, g1, gb, at, kmin0, kmin1, bt + 512 * b, &mw[b]);
                 }
                 EMT_AMX_FENCE();
                 for (int32_t rt = 0; rt < tiles; rt++) {
                     const uint8_t *u = units + ((size_t)rt * nb + c0) * EMT_AMX8_UNIT;
-                    /* the next row tile's units, or the first row tile's (the next group's pass) */
+                    /* the next row tile's units, or the first row tile's (the next groups' pass) */
                     const uint8_t *u_next = rt + 1 < tiles ? u + (size_t)nb * EMT_AMX8_UNIT : units + (size_t)c0 * EMT_AMX8_UNIT;
                     __m512 acc[EMT_AMX_M];
 #pragma GCC unroll 16
                     for (int r = 0; r < EMT_AMX_M; r++) acc[r] = c0 == 0 ? _mm512_setzero_ps() : _mm512_load_ps(saved[rt * EMT_AMX_M + r]);
-                    amx8_tile_blocks(bt, dw, u, u_next, nbc, acc);
+                    amx8_tile_blocks(t, bt, dw, u, u_next, nbc, acc);
+                    if (kq) amx8_tile_mins(mw, u, nbc, mins + rt * EMT_AMX_M);
                     if (c0 + nbc < nb) {
 #pragma GCC unroll 16
                         for (int r = 0; r < EMT_AMX_M; r++) _mm512_store_ps(saved[rt * EMT_AMX_M + r], acc[r]);
                         continue;
                     }
-                    /* output = (lane 0 + lane 1) + the minimum sum (zero here), then the bias (packed8_store, store_tile) */
+                    /* output = sum + the minimum sum (zero for Q4_0 / Q8_0: quant8.h), then the bias (store_tile) */
                     const int32_t r0 = rb0 + rt * EMT_AMX_M, nr = rb1 - r0 < EMT_AMX_M ? rb1 - r0 : EMT_AMX_M;
-                    __attribute__((aligned(32))) float v[EMT_AMX_M * EMT_PACK_ROWS];
+                    __attribute__((aligned(64))) float v[EMT_AMX_M * 16];
 #pragma GCC unroll 16
                     for (int r = 0; r < EMT_AMX_M; r++)
-                        _mm256_store_ps(v + 8 * r, _mm256_add_ps(_mm256_add_ps(_mm512_castps512_ps256(acc[r]),
-                                                                               _mm512_extractf32x8_ps(acc[r], 1)),
-                                                                 _mm256_setzero_ps()));
-                    store_tile(j, r0, nr, o, nc, v, EMT_PACK_ROWS);
+                        _mm512_store_ps(v + 16 * r, _mm512_add_ps(acc[r], kq ? _mm512_load_ps(mins[rt * EMT_AMX_M + r]) : _mm512_setzero_ps()));
+                    store_tile(j, r0, nr, o, nc, v, 16);
                 }
             }
         }
@@ -3249,6 +3442,8 @@ EMT_RANGE_FN(amx_q4_0_16, amx_range(j, EMT_Q4_0, o0, o1))
 EMT_RANGE_FN(amx_q8_0_16, amx_range(j, EMT_Q8_0, o0, o1))
 EMT_RANGE_FN(amx_q4_0_8, amx8_range(j, EMT_Q4_0, o0, o1))
 EMT_RANGE_FN(amx_q8_0_8, amx8_range(j, EMT_Q8_0, o0, o1))
+EMT_RANGE_FN(amx_q4_k_8, amx8_range(j, EMT_Q4_K, o0, o1))
+EMT_RANGE_FN(amx_q6_k_8, amx8_range(j, EMT_Q6_K, o0, o1))
 #endif
 
 #ifdef EMT_CPU_PACKED
@@ -3294,6 +3489,8 @@ static void qmatmul_task(void *ctx, int32_t task) {
         switch (j->W->dtype) {
         case EMT_Q4_0: amx_q4_0_8(j, o0, o1); return;
         case EMT_Q8_0: amx_q8_0_8(j, o0, o1); return;
+        case EMT_Q4_K: amx_q4_k_8(j, o0, o1); return;
+        case EMT_Q6_K: amx_q6_k_8(j, o0, o1); return;
         default: break; /* the VNNI kernels below */
         }
     }

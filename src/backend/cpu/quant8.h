@@ -3,23 +3,25 @@
  * scalar reference of each typed dot product it has a kernel for (Q4_0,
  * Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K; other types keep quant.h's 16-bit
  * activations).
- * Only prefill rows use it: AR steps and tree-verify rows keep the 16-bit
- * activations, so greedy speculative decoding still equals greedy AR (both
- * read the same prefilled cache).
+ * Prefill rows use it by default; AR steps and tree-verify rows only with
+ * step_activation_bits = 8 (by default they keep the 16-bit activations).
+ * Either way a row's product does not depend on the rows beside it, so
+ * greedy speculative decoding still equals greedy AR.
  *
  * Per 32 values: a float scale d (x ~= d * q, q in [-127, 127]), s = d *
  * sum(q) for the weight minimums (Q4_1, Q4_K), and four partial sums of the
  * codes that the SIMD kernels use to remove a weight bias in integers.
  *
  * The float order is defined here and every kernel follows it bit for bit
- * (tests/unit/test_quant_kernels.c): per output two float lanes, lane e
- * holding the codes j with bit 2 of j equal to e (j = 4e..4e+3, 8+4e..,
- * 16+4e.., 24+4e..); per 32-value block each lane's exact integer sum,
- * converted, is added by one fused multiply-add with (weight scale * d)
- * (Q6_K: one per 16-value half, half 0 first); the minimum terms mw * s
- * go by fused multiply-add into a third sum; output = (lane 0 + lane 1) +
- * minimum sum. This is the order the AVX-512 kernels get with one
- * vpdpbusd per 8 codes of 8 outputs (cpu_variant.h). */
+ * (tests/unit/test_quant_kernels.c): per output one float sum; per
+ * 32-value block the exact integer sum of its 32 codes, converted, is
+ * added by one fused multiply-add with (weight scale * d) (Q6_K, a scale
+ * per 16 values: one per 16-value half, half 0 first); the minimum terms
+ * mw * s (Q4_1, Q4_K, Q5_K) go by fused multiply-add into a second sum;
+ * output = sum + minimum sum. One sum per output lets a tile product
+ * (AMX) hold 16 outputs per row in one tile row and take one float step
+ * per output and block (half), and the VNNI kernels take one for a row
+ * pair's 8 outputs (cpu_variant.h). */
 #ifndef EMT_QUANT8_H
 #define EMT_QUANT8_H
 
@@ -28,7 +30,7 @@
 typedef struct {
     float d, s;
     /* sums of q over codes {0..3, 8..11}, {4..7, 12..15}, {16..19, 24..27},
-     * {20..23, 28..31}: lane e of half h is lsum[2h + e] */
+     * {20..23, 28..31}: half h (codes 16h..), bit 2 of the index e in lsum[2h + e] */
     int16_t lsum[4];
     int8_t q[EMT_QK];
 } emt_xq8;
@@ -114,22 +116,21 @@ static inline void emt_block8_decode_ref(emt_dtype t, const uint8_t *blk, int su
 }
 
 /* One block's exact integer sums: part[2h + e] over half h (codes 16h..
- * 16h+15), lane e (bit 2 of the code index). */
+ * 16h+15) and the codes with bit 2 of the index e. */
 static inline void emt_block8_isums(const int32_t c[EMT_QK], const int8_t *q, int32_t part[4]) {
     for (int i = 0; i < 4; i++) part[i] = 0;
     for (int k = 0; k < 8; k++)
         for (int j = 4 * k; j < 4 * k + 4; j++) part[2 * (k / 4) + (k & 1)] += c[j] * q[j];
 }
 
-/* One block's float steps for one row (the header's order): the lanes'
- * fused multiply-adds, then the minimum's. */
+/* One block's float steps for one row (the header's order): the sum's
+ * fused multiply-add (Q6_K: one per half), then the minimum's. */
 static inline void emt_block8_accumulate(emt_dtype t, const int32_t part[4], const float sc[2], float mw,
-                                         const emt_xq8 *xb, float lane[2], float *mins) {
+                                         const emt_xq8 *xb, float *sum, float *mins) {
     if (t == EMT_Q6_K) {
-        for (int h = 0; h < 2; h++)
-            for (int e = 0; e < 2; e++) lane[e] = fmaf(sc[h] * xb->d, (float)part[2 * h + e], lane[e]);
+        for (int h = 0; h < 2; h++) *sum = fmaf(sc[h] * xb->d, (float)(part[2 * h] + part[2 * h + 1]), *sum);
     } else {
-        for (int e = 0; e < 2; e++) lane[e] = fmaf(sc[0] * xb->d, (float)(part[e] + part[2 + e]), lane[e]);
+        *sum = fmaf(sc[0] * xb->d, (float)((part[0] + part[1]) + (part[2] + part[3])), *sum);
     }
     if (t == EMT_Q4_1 || t == EMT_Q4_K || t == EMT_Q5_K) *mins = fmaf(mw, xb->s, *mins);
 }
@@ -139,15 +140,15 @@ static inline void emt_block8_accumulate(emt_dtype t, const int32_t part[4], con
 static inline float emt_dot8_ref(emt_dtype t, const uint8_t *w, const emt_xq8 *x, int32_t nb) {
     const int kq = t == EMT_Q4_K || t == EMT_Q5_K || t == EMT_Q6_K, per = kq ? 8 : 1;
     const size_t bb = kq ? emt_dtype_block_bytes(t) : emt_qblock_bytes(t);
-    float lane[2] = { 0.0f, 0.0f }, mins = 0.0f;
+    float sum = 0.0f, mins = 0.0f;
     for (int32_t b = 0; b < nb; b++) {
         int32_t c[EMT_QK], part[4];
         float sc[2], mw;
         emt_block8_decode_ref(t, w + (size_t)(b / per) * bb, b % per, c, sc, &mw);
         emt_block8_isums(c, x[b].q, part);
-        emt_block8_accumulate(t, part, sc, mw, &x[b], lane, &mins);
+        emt_block8_accumulate(t, part, sc, mw, &x[b], &sum, &mins);
     }
-    return (lane[0] + lane[1]) + mins;
+    return sum + mins;
 }
 
 #endif

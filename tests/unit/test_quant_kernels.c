@@ -435,7 +435,7 @@ static void check_act8(const emt_backend_ops *op, emt_backend *be, emt_exec *ex,
 }
 
 /* The 8-bit prompt mode at prompt sizes (48+ rows: the amx variant's tile
- * kernels for packed Q4_0 / Q8_0 / Q4_K / Q6_K): rows in two row blocks with a partial
+ * kernels for packed Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K): rows in two row blocks with a partial
  * last row tile, blocks in several chunks with a partial last one, a
  * partial last output pair; every row equals emt_dot8_ref bit for bit, in
  * one call and row counts 48..53 at a time; the tile kernels ran where they
@@ -482,7 +482,7 @@ static void check_act8_rows(const emt_backend_ops *op, emt_backend *be, emt_exec
     op->matmul_q(ex, &P, bias, x, R, n_in, n_out, got);
     CHECK(!memcmp(got, ref, sizeof(float) * (size_t)R * n_out));
     op->set_activation_bits(ex, 16);
-    CHECK_EQ_INT(emt_cpu_amx_tile_ranges() > tile_ranges, amx && P.packed && (t == EMT_Q4_0 || t == EMT_Q8_0 || t == EMT_Q4_K || t == EMT_Q6_K));
+    CHECK_EQ_INT(emt_cpu_amx_tile_ranges() > tile_ranges, amx && P.packed && (t == EMT_Q4_0 || t == EMT_Q8_0 || t == EMT_Q4_K || t == EMT_Q5_K || t == EMT_Q6_K));
     CHECK_OK(op->sync(ex));
     op->release(be, P.owned);
     free(wq); free(x); free(bias); free(ref); free(got); free(plain); free(xq);

@@ -3207,19 +3207,9 @@ static inline __attribute__((always_inline)) __m512 amx8_block(emt_dtype t, cons
     return _mm512_insertf32x8(_mm512_castps256_ps512(d0), d1, 1);
 }
 
-/* Sub-block b % 8 of super-block b / 8 of two packed Q4_K groups g0, g1
- * (g1 NULL: none; super-blocks of gb bytes) as one B tile of unsigned
- * codes 0..15 (row k: codes 4k..4k+3 of the 16 outputs), with the 16
- * outputs' d * sc (returned) and minimums -(dmin * m) (*mw) from kmin0/1
- * (packed_kmins of the two super-blocks). A packed sub-block holds per
- * output 16 bytes, byte j = code j | code 16 + j << 4: row k < 4 gathers
- * dword k of each output (low nibbles), row 4 + k the same bytes' high
- * nibbles. */
-static inline __attribute__((always_inline)) __m512 amx8_kblock(const uint8_t *g0, const uint8_t *g1, size_t gb,
-                                                                 int32_t b, const __m512 kmin0[4], const __m512 kmin1[4],
-                                                                 uint8_t *bt, __m512 *mw) {
-    const int s = b % 8;
-    const uint8_t *s0 = g0 + (size_t)(b / 8) * gb, *s1 = g1 ? g1 + (size_t)(b / 8) * gb : NULL;
+/* Q4_K: sub-block s of packed super-blocks s0, s1 (s1 NULL: none) as the
+ * B tile's 8 rows at bt (amx8_kblock's layout). */
+static inline __attribute__((always_inline)) void amx8_k4rows(const uint8_t *s0, const uint8_t *s1, int s, uint8_t *bt) {
     const __m512i rows01 = _mm512_set_epi32(29, 25, 21, 17, 13, 9, 5, 1, 28, 24, 20, 16, 12, 8, 4, 0);
     const __m512i rows23 = _mm512_set_epi32(31, 27, 23, 19, 15, 11, 7, 3, 30, 26, 22, 18, 14, 10, 6, 2);
     const __m512i nib = _mm512_set1_epi8(0x0F);
@@ -3243,6 +3233,52 @@ static inline __attribute__((always_inline)) __m512 amx8_kblock(const uint8_t *g
         _mm512_store_si512((void *)(bt + 64 * (2 * i + 1)), _mm512_and_si512(r1, nib));
         _mm512_store_si512((void *)(bt + 64 * (2 * i + 4)), _mm512_and_si512(_mm512_srli_epi16(r0, 4), nib));
         _mm512_store_si512((void *)(bt + 64 * (2 * i + 5)), _mm512_and_si512(_mm512_srli_epi16(r1, 4), nib));
+    }
+}
+
+/* Sub-block b % 8 of super-block b / 8 of two packed Q4_K / Q5_K groups
+ * g0, g1 (g1 NULL: none; super-blocks of gb bytes) as one B tile of
+ * unsigned codes 0..15 (Q5_K: 0..31; row k: codes 4k..4k+3 of the 16
+ * outputs), with the 16
+ * outputs' d * sc (returned) and minimums -(dmin * m) (*mw) from kmin0/1
+ * (packed_kmins of the two super-blocks). A packed sub-block holds per
+ * output 16 bytes, byte j = code j | code 16 + j << 4: row k < 4 gathers
+ * dword k of each output (low nibbles), row 4 + k the same bytes' high
+ * nibbles. */
+static inline __attribute__((always_inline)) __m512 amx8_kblock(emt_dtype t, const uint8_t *g0, const uint8_t *g1,
+                                                                 size_t gb, int32_t b, const __m512 kmin0[4],
+                                                                 const __m512 kmin1[4], uint8_t *bt, __m512 *mw) {
+    const int s = b % 8;
+    const uint8_t *s0 = g0 + (size_t)(b / 8) * gb, *s1 = g1 ? g1 + (size_t)(b / 8) * gb : NULL;
+    if (t == EMT_Q5_K) { /* codes 0..31: packed8_rows' code vectors (fifth bits added), then rows by dword */
+        __m512i v[2][4];
+        for (int gi = 0; gi < 2; gi++) {
+            const uint8_t *sb = gi ? s1 : s0;
+            if (!sb) {
+                v[gi][0] = v[gi][1] = v[gi][2] = v[gi][3] = _mm512_setzero_si512();
+                continue;
+            }
+            const __m512i nib = _mm512_set1_epi8(0x0F);
+            __m512i h[2];
+            __mmask64 fifth[4];
+            gather_halves(sb + EMT_PK4_QS + 128 * s, h);
+            fifth_bit_masks(sb + EMT_PK5_QH + 32 * s, fifth);
+            v[gi][0] = _mm512_and_si512(h[0], nib);
+            v[gi][1] = _mm512_and_si512(h[1], nib);
+            v[gi][2] = _mm512_and_si512(_mm512_srli_epi16(h[0], 4), nib);
+            v[gi][3] = _mm512_and_si512(_mm512_srli_epi16(h[1], 4), nib);
+            for (int k = 0; k < 4; k++) v[gi][k] = _mm512_mask_add_epi8(v[gi][k], fifth[k], v[gi][k], _mm512_set1_epi8(16));
+        }
+        /* v[k]: codes 8k..8k+7 of each output, a qword per output: row 2k = its low dwords, 2k + 1 the high */
+        const __m512i lo = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+        const __m512i hi = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            _mm512_store_si512((void *)(bt + 64 * (2 * k)), _mm512_permutex2var_epi32(v[0][k], lo, v[1][k]));
+            _mm512_store_si512((void *)(bt + 64 * (2 * k + 1)), _mm512_permutex2var_epi32(v[0][k], hi, v[1][k]));
+        }
+    } else {
+        amx8_k4rows(s0, s1, s, bt);
     }
     const __m256i six = _mm256_set1_epi32(63);
     long long q0, q1 = 0;
@@ -3347,7 +3383,7 @@ amx8_tile_blocks(emt_dtype t, const uint8_t *bt, const __m512 *dw, const uint8_t
         _tile_loadd(ta, u + (size_t)((i) / halves) * EMT_AMX8_UNIT + 16 * ((i) % halves), 32);        \
         _tile_loadd(tb, bt + (512 / halves) * (size_t)(i), 64);                                       \
         _tile_zero(tc);                                                                               \
-        if (t == EMT_Q4_K) _tile_dpbsud(tc, ta, tb);                                                  \
+        if (t == EMT_Q4_K || t == EMT_Q5_K) _tile_dpbsud(tc, ta, tb);                                 \
         else _tile_dpbssd(tc, ta, tb);                                                                \
     } while (0)
 #define EMT_AMX8_DX(i) ((const float *)(u + (size_t)((i) / halves) * EMT_AMX8_UNIT + EMT_AMX_M * 32))
@@ -3394,7 +3430,7 @@ static inline __attribute__((always_inline)) void amx8_tile_mins(const __m512 *m
 static inline __attribute__((always_inline)) void
 amx8_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
     const int32_t nb = j->n_in / EMT_QK;
-    const int kq = t == EMT_Q4_K, q6 = t == EMT_Q6_K;
+    const int kq = t == EMT_Q4_K || t == EMT_Q5_K, q6 = t == EMT_Q6_K;
     /* bytes per block of a group (the K-quants: per super-block of 8 blocks) */
     const size_t gb = EMT_PACK_ROWS * (kq || q6 ? emt_dtype_block_bytes(t) : emt_qblock_bytes(t));
     __attribute__((aligned(64))) uint8_t bt[EMT_AMX8_CHUNK * 512];
@@ -3435,7 +3471,7 @@ amx8_range(const qmatmul_job *j, emt_dtype t, int32_t o0, int32_t o1) {
                         packed_kmins(g0 + (size_t)(at / 8) * gb, kmin0);
                         if (g1) packed_kmins(g1 + (size_t)(at / 8) * gb, kmin1);
                     }
-                    dw[b] = amx8_kblock(g0, g1, gb, at, kmin0, kmin1, bt + 512 * b, &mw[b]);
+                    dw[b] = amx8_kblock(t, g0, g1, gb, at, kmin0, kmin1, bt + 512 * b, &mw[b]);
                 }
                 EMT_AMX_FENCE();
                 for (int32_t rt = 0; rt < tiles; rt++) {
@@ -3474,6 +3510,7 @@ EMT_RANGE_FN(amx_q8_0_16, amx_range(j, EMT_Q8_0, o0, o1))
 EMT_RANGE_FN(amx_q4_0_8, amx8_range(j, EMT_Q4_0, o0, o1))
 EMT_RANGE_FN(amx_q8_0_8, amx8_range(j, EMT_Q8_0, o0, o1))
 EMT_RANGE_FN(amx_q4_k_8, amx8_range(j, EMT_Q4_K, o0, o1))
+EMT_RANGE_FN(amx_q5_k_8, amx8_range(j, EMT_Q5_K, o0, o1))
 EMT_RANGE_FN(amx_q6_k_8, amx8_range(j, EMT_Q6_K, o0, o1))
 #endif
 
@@ -3521,6 +3558,7 @@ static void qmatmul_task(void *ctx, int32_t task) {
         case EMT_Q4_0: amx_q4_0_8(j, o0, o1); return;
         case EMT_Q8_0: amx_q8_0_8(j, o0, o1); return;
         case EMT_Q4_K: amx_q4_k_8(j, o0, o1); return;
+        case EMT_Q5_K: amx_q5_k_8(j, o0, o1); return;
         case EMT_Q6_K: amx_q6_k_8(j, o0, o1); return;
         default: break; /* the VNNI kernels below */
         }

@@ -1240,8 +1240,7 @@ packed_lanes_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, in
         /* 2+ rows: a row pair's block sums in one zmm (row 2p's 8 outputs, then row 2p + 1's), one set of
          * float steps per pair; the same per-output steps as one row's */
         const __m512 dw2 = _mm512_insertf32x8(_mm512_castps256_ps512(d8), d8, 1);
-#pragma GCC unroll 4
-        for (int p = 0; p < (nr + 1) / 2; p++) {
+        for (int p = 0; p < (nr + 1) / 2; p++) { /* nr is constant: unrolled at -O2 and up */
             const emt_xq *xa = x + (size_t)(2 * p) * nb + b, *xc = 2 * p + 1 < nr ? xa + nb : xa;
             __m512i sa, sc;
             EMT_ROW_ISUM(xa, sa);
@@ -1685,8 +1684,7 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
             const int bias = t == EMT_Q4_0 ? 8 : t == EMT_Q5_0 ? 16 : t == EMT_Q8_0 ? 128 : 0;
             /* one sum per output (quant8.h): a row pair's sums in one zmm (pair_block8) */
             const __m512 dw2 = _mm512_insertf32x8(_mm512_castps256_ps512(dw8), dw8, 1);
-#pragma GCC unroll 4
-            for (int p = 0; p < (nr + 1) / 2; p++) {
+            for (int p = 0; p < (nr + 1) / 2; p++) { /* nr is constant: unrolled at -O2 and up */
                 const emt_xq8 *xa = x + (size_t)(2 * p) * nb + b0, *xb = 2 * p + 1 < nr ? xa + nb : xa;
                 acc[p] = pair_block8(v, dw2, xa, xb, 2 * p + 1 < nr, bias, acc[p]);
                 if (t == EMT_Q4_1) {
@@ -1741,8 +1739,7 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
                 }
             }
             if (t != EMT_Q6_K) {
-#pragma GCC unroll 4
-                for (int p = 0; p < (nr + 1) / 2; p++) {
+                for (int p = 0; p < (nr + 1) / 2; p++) { /* nr is constant: unrolled at -O2 and up */
                     const emt_xq8 *xa = x + (size_t)(2 * p) * nb + b0 + s, *xb = 2 * p + 1 < nr ? xa + nb : xa;
                     acc[p] = pair_block8(v, sc0, xa, xb, 2 * p + 1 < nr, 0, acc[p]);
                     mins[2 * p] = _mm256_fmadd_ps(mw, _mm256_set1_ps(xa->s), mins[2 * p]);
@@ -1751,8 +1748,7 @@ packed8_rows(emt_dtype t, const uint8_t *g, const emt_xq8 *x, int32_t nb, int nr
                 continue;
             }
             /* Q6_K: per half, the codes' offset 32 taken off by lane_init */
-#pragma GCC unroll 4
-            for (int p = 0; p < (nr + 1) / 2; p++) {
+            for (int p = 0; p < (nr + 1) / 2; p++) { /* nr is constant: unrolled at -O2 and up */
                 const emt_xq8 *xa = x + (size_t)(2 * p) * nb + b0 + s, *xb = 2 * p + 1 < nr ? xa + nb : xa;
                 const int two = 2 * p + 1 < nr;
                 const __m512 dx = pair_dx8(xa, xb);
@@ -3328,8 +3324,9 @@ static inline __attribute__((always_inline)) void amx8_q6block(const uint8_t *g0
     for (int i = 0; i < 2; i++)
 #pragma GCC unroll 2
         for (int e = 0; e < 2; e++) { /* row k = 2i + e: 256-bit lane e of each group's registers */
-            const int sel = e ? 0xEE : 0x44, k = 2 * i + e;
-            const __m512i l = _mm512_shuffle_i64x2(ql[0][i], ql[1][i], sel), h = _mm512_shuffle_i64x2(qh[0][i], qh[1][i], sel);
+            const int k = 2 * i + e; /* the shuffles' selectors must be literals (-O0 builds) */
+            const __m512i l = e ? _mm512_shuffle_i64x2(ql[0][i], ql[1][i], 0xEE) : _mm512_shuffle_i64x2(ql[0][i], ql[1][i], 0x44);
+            const __m512i h = e ? _mm512_shuffle_i64x2(qh[0][i], qh[1][i], 0xEE) : _mm512_shuffle_i64x2(qh[0][i], qh[1][i], 0x44);
             const __m512i c0 = _mm512_or_si512(_mm512_and_si512(l, nib), _mm512_and_si512(_mm512_slli_epi16(h, 4), top));
             const __m512i c1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), nib),
                                                _mm512_and_si512(_mm512_slli_epi16(h, 2), top));

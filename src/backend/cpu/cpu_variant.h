@@ -1170,6 +1170,15 @@ static inline int packed_tile_rows(emt_dtype t) {
     return t == EMT_Q4_1 ? 4 : emt_is_kpacked_type(t) ? EMT_KPAIR_ROWS : EMT_TILE_ROWS;
 }
 
+/* Two rows' partial sums (lane 2c + h of output c) as one vector of block
+ * sums: row a's 8 outputs in lanes 0-7, row b's in 8-15 (two permutes and
+ * an add), so a row pair takes one set of float steps. */
+static inline __m512i pair_lanes_add(__m512i a, __m512i b) {
+    const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i odds = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, evens, b), _mm512_permutex2var_epi32(a, odds, b));
+}
+
 /* Q4_0 / Q4_1 / Q8_0: nr activation rows (x, nb blocks each) x the 8
  * outputs of packed group g: out[r * 8 + c]. t and nr are constants after
  * inlining. */
@@ -1180,8 +1189,6 @@ packed_lanes_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, in
     /* output c's scale into lanes 2c, 2c + 1 */
     const __m512i dup = _mm512_set_epi32(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
     const __m512i nib = _mm512_set1_epi16(0x0F), nib16 = _mm512_set1_epi16(0xF0);
-    const __m512i pair_evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i pair_odds = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
     __m512 acc[EMT_TILE_ROWS];
     __m256 acc_min[EMT_TILE_ROWS]; /* Q4_1: lane c = output c's minimum term */
 #pragma GCC unroll 8
@@ -1246,8 +1253,7 @@ packed_lanes_rows(emt_dtype t, const uint8_t *g, const emt_xq *x, int32_t nb, in
             EMT_ROW_ISUM(xa, sa);
             if (2 * p + 1 < nr) EMT_ROW_ISUM(xc, sc);
             else sc = sa;
-            const __m512i sum = _mm512_add_epi32(_mm512_permutex2var_epi32(sa, pair_evens, sc),
-                                                 _mm512_permutex2var_epi32(sa, pair_odds, sc));
+            const __m512i sum = pair_lanes_add(sa, sc);
             const __m512 dx = _mm512_insertf32x8(_mm512_set1_ps(xa->d), _mm256_set1_ps(xc->d), 1);
             acc[p] = _mm512_fmadd_ps(_mm512_mul_ps(dw2, dx), _mm512_cvtepi32_ps(sum), acc[p]);
             if (t == EMT_Q4_1) {
@@ -1608,15 +1614,13 @@ static inline __m512i x_quad(const emt_xq8 *xb, int k) {
  * sums in lanes 0-7 and row b's in 8-15. */
 static inline __attribute__((always_inline)) __m512i pair_isum8(const __m512i *v, int k0, int nk, const emt_xq8 *xa,
                                                                 const emt_xq8 *xb, int two, __m512i sa, __m512i sb) {
-    const __m512i evens = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i odds = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
 #pragma GCC unroll 4
     for (int k = k0; k < k0 + nk; k++) {
         sa = _mm512_dpbusd_epi32(sa, v[k], x_quad(xa, k));
         if (two) sb = _mm512_dpbusd_epi32(sb, v[k], x_quad(xb, k));
     }
     if (!two) sb = sa; /* a last odd row: its sums twice */
-    return _mm512_add_epi32(_mm512_permutex2var_epi32(sa, evens, sb), _mm512_permutex2var_epi32(sa, odds, sb));
+    return pair_lanes_add(sa, sb);
 }
 
 /* The rows' scales d for pair_isum8's lanes: xa's in 0-7, xb's in 8-15 */

@@ -17,7 +17,8 @@
 #     stored answer is the reply's tokens plus the end of turn, with the
 #     model's own top-k at each of them (check_selfdistill_answers.py checks
 #     that teacher-forcing equals generating), and eagle3.py trains on them
-#     beside the greedy shards (--extra-train), refusing shards of other layers.
+#     beside the greedy shards (--extra-train, with the products in bf16:
+#     --compute bf16), refusing shards of other layers.
 # Skips (77) without torch, safetensors, tokenizers, gguf or the bundled model.
 set -euo pipefail
 # shellcheck source=train_smoke_common.sh
@@ -109,9 +110,17 @@ assert any(s["answer"][-1] == end for s in samples) and any(s["answer"][-1] != e
 print(f"fixed replies: {sum(len(s['answer']) for s in samples)} answer tokens, reply + end of turn, model's own top-k")
 PY
 python3 "$th/eagle3.py" --model "$m" --work "$work" --extra-train "$tmp/work_tf/shards_eagle3/train" --epochs 1 \
-  --ttt 2 --batch-rows 1024 --draft-vocab 512 --dtype f32 --out "$tmp/drafter_tf.eagle3" > "$tmp/tf.log" 2>&1 \
+  --ttt 2 --batch-rows 1024 --draft-vocab 512 --dtype f32 --compute bf16 --out "$tmp/drafter_tf.eagle3" > "$tmp/tf.log" 2>&1 \
   || { cat "$tmp/tf.log"; exit 1; }
 grep -q "(dataset replies)" "$tmp/tf.log" || { echo "eagle3.py did not read the fixed replies: $(head -3 "$tmp/tf.log")"; exit 1; }
+# that run trained its products in bf16 (--compute bf16): recorded, finished, finite losses
+python3 - "$tmp/drafter_tf.eagle3.train.json" <<'PY'
+import json, math, sys
+r = json.load(open(sys.argv[1]))
+assert r["hyperparameters"]["compute"] == "bf16", r["hyperparameters"]
+assert r["finished"] and r["loss_history"], (r["finished"], r["loss_history"][:2])
+assert all(math.isfinite(h["loss"]) for h in r["loss_history"] if "loss" in h), r["loss_history"]
+PY
 python3 - "$tmp/work_tf/shards_eagle3/train/meta.json" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1])); m["layers"] = [0, 1, 2]; json.dump(m, open(sys.argv[1], "w"))
